@@ -1,0 +1,25 @@
+# Everything a fresh Debian machine needs, in two commands: `make demo` and `make test`.
+VENV ?= .venv
+PYTHON ?= python3
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo setup system-deps clean
+
+test: setup
+	$(VENV)/bin/pytest
+
+demo: setup
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash deploy/demo.sh
+
+setup: system-deps $(STAMP)
+
+system-deps:
+	@bash deploy/install-system-deps.sh
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache storm-local

@@ -1,0 +1,1 @@
+"""The nimbus daemon: Thrift service, submission, scheduling, monitoring, lifecycle."""

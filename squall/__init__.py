@@ -1,0 +1,3 @@
+"""Squall: a real-time computation cluster in the style of JStorm."""
+
+__version__ = "0.1.0"

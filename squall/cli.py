@@ -1,0 +1,83 @@
+"""The ``storm`` command line: Storm's verbs, Squall's daemons.
+
+``storm [--config FILE] [-c key=value ...] COMMAND [args]``; the conf every command sees is built-in
+defaults < storm.yaml < ``-c`` overrides (see :mod:`squall.config`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from squall.config import ConfigError, load_config
+from squall.devzk import LocalZooKeeper, ZooKeeperUnavailable
+from squall.logs import configure_logging
+
+log = structlog.get_logger(__name__)
+
+Command = Callable[[Mapping[str, Any], argparse.Namespace], int]
+
+
+def _interrupt(*_: object) -> None:
+    """SIGTERM (``docker stop``, ``kill``) ends a foreground daemon the way Ctrl-C does."""
+    raise KeyboardInterrupt
+
+
+def dev_zookeeper(conf: Mapping[str, Any], _args: argparse.Namespace) -> int:
+    """Run a standalone ZooKeeper in the foreground until Ctrl-C (Storm's ``storm dev-zookeeper``)."""
+    data_dir = Path(conf["storm.local.dir"]) / "dev-zookeeper"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server = LocalZooKeeper(data_dir, conf["storm.zookeeper.port"], host="127.0.0.1")
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        server.start()
+        print(f"ZooKeeper is serving on {server.connect_string} (data in {data_dir}); Ctrl-C stops it",
+              flush=True)
+        code = server.wait()
+        log.error("zookeeper exited on its own", code=code)
+        return code or 1
+    except KeyboardInterrupt:
+        return 0
+    except ZooKeeperUnavailable as exc:
+        print(f"storm dev-zookeeper: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        server.stop()
+
+
+COMMANDS: dict[str, tuple[Command, str]] = {
+    "dev-zookeeper": (dev_zookeeper, "run a standalone ZooKeeper for development (port: storm.zookeeper.port)"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="storm", description="Squall: a JStorm-style real-time cluster.")
+    parser.add_argument("--config", metavar="FILE", help="storm.yaml to use instead of $STORM_CONF_DIR or ~/.storm")
+    parser.add_argument("-c", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
+                        help="override a config key; the value is parsed as JSON when it parses")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (_, help_text) in COMMANDS.items():
+        commands.add_parser(name, help=help_text)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        conf = load_config(args.config, args.overrides)
+    except ConfigError as exc:
+        print(f"storm: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(args.command, level=conf["squall.log.level"], fmt=conf["squall.log.format"])
+    command, _ = COMMANDS[args.command]
+    return command(conf, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""ZooKeeper state: path layout, typed records and the client wrapper."""

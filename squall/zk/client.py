@@ -1,0 +1,313 @@
+"""The one way daemons read and write cluster state: kazoo plus records, connection states and re-arming.
+
+What it adds to kazoo:
+
+* typed reads and writes of :mod:`squall.zk.records` at :mod:`squall.zk.paths`, with retries;
+* ephemeral *registrations* that come back by themselves after the session expires;
+* data and children watches that re-arm on every event and after a new session (kazoo recipes);
+* connection-state listeners run on their own thread (kazoo forbids ZooKeeper calls from its
+  listener thread), so a leader can pause on SUSPENDED and resume on CONNECTED;
+* the chroot (``storm.zookeeper.root``) created on first connect, and an optional digest ACL.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import structlog
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.security import make_digest_acl, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
+
+from squall.zk import paths
+from squall.zk.records import RecordError, decode, encode
+
+log = structlog.get_logger(__name__)
+R = TypeVar("R")
+
+
+class ZkState(str, enum.Enum):
+    CONNECTED = "connected"
+    SUSPENDED = "suspended"  # connection lost, session may survive: pause leader work
+    LOST = "lost"  # session expired: ephemerals are gone until we re-create them
+
+
+def connect_string(conf: Mapping[str, Any], *, with_root: bool = True) -> str:
+    """``host:port,...[/root]`` from ``storm.zookeeper.servers/port/root``."""
+    port = conf["storm.zookeeper.port"]
+    hosts = ",".join(s if ":" in s else f"{s}:{port}" for s in conf["storm.zookeeper.servers"])
+    root = conf["storm.zookeeper.root"].rstrip("/")
+    return hosts + (root if with_root else "")
+
+
+def _acl(conf: Mapping[str, Any]) -> tuple[list[tuple[str, str]], list[Any]]:
+    """Digest auth from ``storm.zookeeper.auth.scheme/payload``: owner has all rights, others read.
+
+    Read stays open so operators can inspect state with ``zkCli.sh`` without credentials.
+    """
+    scheme, payload = conf.get("storm.zookeeper.auth.scheme"), conf.get("storm.zookeeper.auth.payload")
+    if not scheme or not payload:
+        return [], OPEN_ACL_UNSAFE
+    if scheme != "digest" or ":" not in payload:
+        raise ValueError("storm.zookeeper.auth.scheme must be 'digest' with payload 'user:password'")
+    user, password = payload.split(":", 1)
+    return [(scheme, payload)], [make_digest_acl(user, password, all=True), *READ_ACL_UNSAFE]
+
+
+class Watch:
+    """Handle of a self-re-arming watch; after ``cancel()`` its callback is not called again."""
+
+    cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class ZkClient:
+    """A connected view of ``storm.zookeeper.root``. Thread-safe, like the kazoo client under it."""
+
+    def __init__(self, conf: Mapping[str, Any]) -> None:
+        self._conf = conf
+        self._root = conf["storm.zookeeper.root"].rstrip("/") or "/"
+        auth_data, self._default_acl = _acl(conf)
+        interval = conf["storm.zookeeper.retry.interval"] / 1000.0
+        ceiling = conf["storm.zookeeper.retry.intervalceiling.millis"] / 1000.0
+        self._kz = KazooClient(
+            hosts=connect_string(conf),
+            timeout=conf["storm.zookeeper.session.timeout"] / 1000.0,
+            auth_data=auth_data or None,
+            default_acl=self._default_acl,
+            connection_retry={"max_tries": -1, "delay": interval, "max_delay": ceiling},
+            command_retry={"max_tries": conf["storm.zookeeper.retry.times"], "delay": interval,
+                           "max_delay": ceiling},
+            logger=None,
+        )
+        self._lock = threading.Lock()
+        self._ephemerals: dict[str, bytes] = {}
+        self._listeners: list[Callable[[ZkState], None]] = []
+        self._session_lost = False
+        self.connected = threading.Event()
+        self._kz.add_listener(self._on_kazoo_state)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self, timeout: float | None = None) -> "ZkClient":
+        """Connect, create the root and the persistent parents. Raises on timeout."""
+        timeout = timeout if timeout is not None else self._conf["storm.zookeeper.connection.timeout"] / 1000.0
+        self._ensure_root(timeout)
+        self._kz.start(timeout=timeout)
+        for parent in paths.PERSISTENT_ROOTS:
+            self._kz.retry(self._kz.ensure_path, parent)
+        return self
+
+    def stop(self) -> None:
+        self._kz.stop()
+        self._kz.close()
+
+    def __enter__(self) -> "ZkClient":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _ensure_root(self, timeout: float) -> None:
+        """kazoo does not create its chroot; do it with a short root-level session."""
+        if self._root == "/":
+            return
+        bare = KazooClient(hosts=connect_string(self._conf, with_root=False),
+                           auth_data=self._kz.auth_data or None, logger=None)
+        bare.start(timeout=timeout)
+        try:
+            bare.ensure_path(self._root, acl=self._default_acl)
+        finally:
+            bare.stop()
+            bare.close()
+
+    @property
+    def session_id(self) -> int:
+        return self._kz.client_id[0] if self._kz.client_id else 0
+
+    @property
+    def kazoo(self) -> KazooClient:
+        """For recipes this wrapper does not cover (election, locks, transactions)."""
+        return self._kz
+
+    # -- connection state -----------------------------------------------------------------------
+
+    def add_state_listener(self, listener: Callable[[ZkState], None]) -> None:
+        """``listener(state)`` runs on a worker thread, so it may block and call ZooKeeper."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    def _on_kazoo_state(self, state: str) -> None:
+        # kazoo's event thread: no ZooKeeper calls and no blocking here, hand everything off.
+        if state == KazooState.CONNECTED:
+            self.connected.set()
+            ours = ZkState.CONNECTED
+            if self._session_lost:
+                self._session_lost = False
+                self._kz.handler.spawn(self._restore_ephemerals)
+        else:
+            self.connected.clear()
+            ours = ZkState.SUSPENDED if state == KazooState.SUSPENDED else ZkState.LOST
+            if ours is ZkState.LOST:
+                self._session_lost = True
+        log.info("zookeeper state", state=ours.value)
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            self._kz.handler.spawn(listener, ours)
+
+    # -- records --------------------------------------------------------------------------------
+
+    def read(self, path: str, cls: type[R]) -> R | None:
+        """The record at ``path``, or None when the node does not exist."""
+        try:
+            raw, _ = self._kz.retry(self._kz.get, path)
+        except NoNodeError:
+            return None
+        return self._decode(path, cls, raw)
+
+    def write(self, path: str, record: Any) -> None:
+        """Create or overwrite a persistent node (parents created as needed)."""
+        data = encode(record)
+
+        def put() -> None:
+            try:
+                self._kz.set(path, data)
+            except NoNodeError:
+                try:
+                    self._kz.create(path, data, makepath=True)
+                except NodeExistsError:
+                    self._kz.set(path, data)
+
+        self._kz.retry(put)
+
+    def create(self, path: str, record: Any | None = None) -> bool:
+        """Create a persistent node only if absent; True if this call created it."""
+        try:
+            self._kz.retry(self._kz.create, path, encode(record) if record is not None else b"", makepath=True)
+        except NodeExistsError:
+            return False
+        return True
+
+    def delete(self, path: str, *, recursive: bool = True) -> None:
+        """Delete a node (and its subtree); deleting a missing node is not an error."""
+        try:
+            self._kz.retry(self._kz.delete, path, recursive=recursive)
+        except NoNodeError:
+            pass
+
+    def exists(self, path: str) -> bool:
+        return self._kz.retry(self._kz.exists, path) is not None
+
+    def children(self, path: str) -> list[str]:
+        """Sorted child names; an empty list when the node does not exist."""
+        try:
+            return sorted(self._kz.retry(self._kz.get_children, path))
+        except NoNodeError:
+            return []
+
+    @staticmethod
+    def _decode(path: str, cls: type[R], raw: bytes) -> R:
+        try:
+            return decode(cls, raw)
+        except RecordError as exc:
+            raise RecordError(f"{path}: {exc}") from None
+
+    # -- ephemeral registrations ----------------------------------------------------------------
+
+    def register_ephemeral(self, path: str, record: Any) -> None:
+        """Create (or update) an ephemeral node that is re-created whenever the session is renewed."""
+        data = encode(record)
+        with self._lock:
+            self._ephemerals[path] = data
+        self._put_ephemeral(path, data)
+
+    def unregister_ephemeral(self, path: str) -> None:
+        with self._lock:
+            self._ephemerals.pop(path, None)
+        self.delete(path, recursive=False)
+
+    def create_ephemeral(self, path: str, record: Any) -> bool:
+        """Try to own an ephemeral node (leader election style); False if someone else holds it.
+
+        Unlike a registration it is not re-created after expiry, since another process may have
+        taken it meanwhile: the caller's state listener decides whether to try again.
+        """
+        try:
+            self._kz.retry(self._kz.create, path, encode(record), ephemeral=True, makepath=True)
+        except NodeExistsError:
+            stat = self._kz.exists(path)
+            if stat is None or stat.ephemeralOwner != self.session_id:
+                return False
+        return True
+
+    def _put_ephemeral(self, path: str, data: bytes) -> None:
+        def put() -> None:
+            stat = self._kz.exists(path)
+            if stat is not None and stat.ephemeralOwner == self.session_id:
+                self._kz.set(path, data)
+                return
+            if stat is not None:  # left by our previous, expired session: take it over
+                try:
+                    self._kz.delete(path)
+                except NoNodeError:
+                    pass
+            self._kz.create(path, data, ephemeral=True, makepath=True)
+
+        self._kz.retry(put)
+
+    def _restore_ephemerals(self) -> None:
+        with self._lock:
+            registrations = dict(self._ephemerals)
+        for path, data in registrations.items():
+            try:
+                self._put_ephemeral(path, data)
+                log.info("ephemeral node restored after session loss", path=path)
+            except Exception:
+                log.exception("could not restore ephemeral node", path=path)
+
+    # -- watches --------------------------------------------------------------------------------
+
+    def watch_data(self, path: str, cls: type[R], callback: Callable[[R | None], None]) -> Watch:
+        """``callback(record or None)`` now and on every change, also across sessions.
+
+        A value that does not decode is logged and skipped, never fatal to the watch.
+        """
+        watch = Watch()
+
+        def on_change(raw: bytes | None, _stat: Any) -> bool | None:
+            if watch.cancelled:
+                return False  # tells the kazoo recipe to stop re-arming
+            if raw is None or raw == b"":
+                callback(None)
+                return
+            try:
+                record = self._decode(path, cls, raw)
+            except RecordError:
+                log.exception("skipping undecodable znode", path=path)
+                return
+            callback(record)
+            return None
+
+        DataWatch(self._kz, path, on_change)
+        return watch
+
+    def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> Watch:
+        """``callback(sorted child names)`` now and on every membership change, also across sessions."""
+        watch = Watch()
+
+        def on_change(names: list[str]) -> bool | None:
+            if watch.cancelled:
+                return False
+            callback(sorted(names))
+            return None
+
+        self._kz.retry(self._kz.ensure_path, path)
+        ChildrenWatch(self._kz, path, on_change)
+        return watch

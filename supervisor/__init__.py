@@ -1,0 +1,1 @@
+"""The supervisor daemon: registration, assignment sync, worker processes."""

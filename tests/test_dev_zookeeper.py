@@ -1,0 +1,70 @@
+"""`storm dev-zookeeper`: a real ZooKeeper that zkCli.sh can list, stopped cleanly by Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from squall.devzk import free_port, is_serving
+from squall.zk import paths
+from squall.zk.client import ZkClient
+from squall.zk.records import NimbusMaster
+from support import wait_until
+
+ZKCLI = Path("/usr/share/zookeeper/bin/zkCli.sh")
+
+
+def zkcli(port: int, *command: str) -> str:
+    done = subprocess.run([str(ZKCLI), "-server", f"127.0.0.1:{port}", *command],
+                          capture_output=True, text=True, timeout=60)
+    return done.stdout
+
+
+@pytest.mark.skipif(not ZKCLI.exists(), reason="Debian's zookeeper package provides zkCli.sh")
+def test_dev_zookeeper_serves_zkcli_and_stops_on_ctrl_c(tmp_path: Path, zk_conf: dict[str, Any]) -> None:
+    port = free_port()
+    local_dir = tmp_path / "local"
+    storm = subprocess.Popen(
+        [sys.executable, "-m", "squall.cli", "-c", f"storm.zookeeper.port={port}",
+         "-c", f"storm.local.dir={local_dir}", "-c", "squall.log.format=json", "dev-zookeeper"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert storm.stdout is not None
+        banner = storm.stdout.readline()  # blocks until the server answers or the command dies
+        assert f"ZooKeeper is serving on 127.0.0.1:{port}" in banner, storm.stderr.read() if storm.stderr else ""
+        assert (local_dir / "dev-zookeeper" / "data").is_dir(), "data dir lives under storm.local.dir"
+
+        conf = dict(zk_conf, **{"storm.zookeeper.servers": ["127.0.0.1"], "storm.zookeeper.port": port,
+                                "storm.zookeeper.root": "/squall"})
+        with ZkClient(conf) as zk:
+            zk.write(paths.NIMBUS_MASTER, NimbusMaster("nimbus-1", 6627, 1_700_000_000))
+
+        listing = zkcli(port, "ls", "/squall")
+        assert "nimbus_master" in listing and "supervisors" in listing
+        shown = zkcli(port, "get", "/squall/nimbus_master")
+        record = next(json.loads(line) for line in shown.splitlines() if line.startswith("{"))
+        assert record == {"v": 1, "host": "nimbus-1", "port": 6627, "since_secs": 1_700_000_000}
+
+        storm.send_signal(signal.SIGINT)  # what Ctrl-C delivers
+        assert storm.wait(30) == 0
+        wait_until(lambda: not is_serving("127.0.0.1", port), 10, "ZooKeeper to go away with its parent")
+    finally:
+        if storm.poll() is None:
+            storm.kill()
+            storm.wait()
+
+
+def test_dev_zookeeper_reports_a_port_in_use(tmp_path: Path, zk_address: str) -> None:
+    busy_port = int(zk_address.rsplit(":", 1)[1])
+    done = subprocess.run(
+        [sys.executable, "-m", "squall.cli", "-c", f"storm.zookeeper.port={busy_port}",
+         "-c", f"storm.local.dir={tmp_path}", "dev-zookeeper"],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert f"port {busy_port} on 127.0.0.1 is already in use" in done.stderr

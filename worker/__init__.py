@@ -1,0 +1,1 @@
+"""The worker process: tasks, executors, transfer, acker, topology master."""
