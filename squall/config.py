@@ -228,6 +228,8 @@ KEYS: tuple[Key, ...] = (
         doc="Threads serving Thrift requests in nimbus."),
     Key("nimbus.thrift.max_buffer_size", "int", 1048576, origin="storm", minimum=1,
         doc="Largest Thrift frame nimbus accepts, in bytes; bounds memory per request (JStorm 16384000)."),
+    Key("storm.thrift.socket.timeout.ms", "int", 600000, origin="storm", minimum=1,
+        doc="Client socket timeout for Thrift calls to nimbus; above nimbus.assign.timeout.secs so a submit can wait."),
     Key("nimbus.task.timeout.secs", default=30, origin="storm", **_SECS,
         doc="A task whose heartbeat stays unchanged this long on nimbus's clock is dead (JStorm 120)."),
     Key("nimbus.task.launch.secs", default=120, origin="storm", **_SECS,
