@@ -6,6 +6,10 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from kazoo.client import KazooClient
+
+from squall.zk.client import ZkClient
+
 T = TypeVar("T")
 
 
@@ -19,3 +23,12 @@ def wait_until(condition: Callable[[], T], timeout: float = 10.0, what: str = "c
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.02)
+
+
+def expire_session(client: ZkClient, zk_address: str) -> None:
+    """Expire ``client``'s session for real: a second connection takes the session over and closes it."""
+    session_id, password = client.kazoo.client_id
+    thief = KazooClient(hosts=zk_address, client_id=(session_id, password))
+    thief.start(timeout=10)
+    thief.stop()
+    thief.close()

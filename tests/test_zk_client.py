@@ -12,16 +12,7 @@ from kazoo.exceptions import NoAuthError
 from squall.zk import paths
 from squall.zk.client import ZkClient, ZkState
 from squall.zk.records import Blacklist, NimbusMaster, SupervisorInfo
-from support import wait_until
-
-
-def expire_session(client: ZkClient, zk_address: str) -> None:
-    """Expire ``client``'s session for real: a second connection takes the session over and closes it."""
-    session_id, password = client.kazoo.client_id
-    thief = KazooClient(hosts=zk_address, client_id=(session_id, password))
-    thief.start(timeout=10)
-    thief.stop()
-    thief.close()
+from support import expire_session, wait_until
 
 
 def test_write_read_children_delete(zk: ZkClient) -> None:

@@ -226,7 +226,8 @@ class ZkClient:
         data = encode(record)
         with self._lock:
             self._ephemerals[path] = data
-        self._put_ephemeral(path, data)
+        if self.connected.is_set():  # otherwise it is created when the session comes back
+            self._put_ephemeral(path, data)
 
     def unregister_ephemeral(self, path: str) -> None:
         with self._lock:

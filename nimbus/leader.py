@@ -1,0 +1,93 @@
+"""Leader election among nimbuses: whoever owns the ephemeral ``/nimbus_master`` leads.
+
+Followers register under ``/nimbus_slave/<host:port>`` and watch ``/nimbus_master``; when it goes
+away (the leader stopped, or its session expired) each follower tries to create it and one wins.
+A leader whose connection is SUSPENDED stops doing leader work until it knows its session survived;
+one whose session is LOST has lost the node and goes back to contending like a follower.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import structlog
+
+from squall.clock import Clock
+from squall.zk import paths
+from squall.zk.client import ZkClient, ZkState
+from squall.zk.records import NimbusMaster, NimbusSlave
+
+log = structlog.get_logger(__name__)
+
+
+class LeaderElection:
+    """Calls ``on_elected`` (on its own thread) when this nimbus becomes leader, ``on_demoted`` when it stops."""
+
+    def __init__(self, zk: ZkClient, host: str, port: int, clock: Clock,
+                 on_elected: Callable[[], None], on_demoted: Callable[[], None]) -> None:
+        self._zk = zk
+        self.host, self.port = host, port
+        self._clock = clock
+        self._started_at = clock.time()
+        self._on_elected = on_elected
+        self._on_demoted = on_demoted
+        self._lock = threading.Lock()
+        self._leading = False
+        self._stopped = False
+
+    @property
+    def host_port(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def is_leader(self) -> bool:
+        """True only while we own ``/nimbus_master`` *and* are connected (not SUSPENDED)."""
+        return self._leading and self._zk.connected.is_set()
+
+    def leader(self) -> NimbusMaster | None:
+        return self._zk.read(paths.NIMBUS_MASTER, NimbusMaster)
+
+    def start(self) -> "LeaderElection":
+        self._zk.add_state_listener(self._on_state)
+        self._zk.register_ephemeral(paths.nimbus_slave(self.host_port), NimbusSlave(self.host, self.port))
+        self._zk.watch_data(paths.NIMBUS_MASTER, NimbusMaster, self._on_master)
+        return self
+
+    def stop(self) -> None:
+        """Step down so a follower takes over at once instead of after our session timeout."""
+        with self._lock:
+            self._stopped = True
+            was_leading, self._leading = self._leading, False
+        if was_leading:
+            self._zk.delete(paths.NIMBUS_MASTER, recursive=False)
+            self._on_demoted()
+        self._zk.unregister_ephemeral(paths.nimbus_slave(self.host_port))
+
+    def _on_master(self, master: NimbusMaster | None) -> None:
+        if master is None:
+            self._contend()
+
+    def _contend(self) -> None:
+        with self._lock:
+            if self._stopped or self._leading:
+                return
+            record = NimbusMaster(self.host, self.port, int(self._clock.time()))
+            if not self._zk.create_ephemeral(paths.NIMBUS_MASTER, record):
+                return
+            self._leading = True
+        self._zk.unregister_ephemeral(paths.nimbus_slave(self.host_port))
+        log.info("elected nimbus leader", leader=self.host_port)
+        threading.Thread(target=self._on_elected, name="nimbus-leader-start", daemon=True).start()
+
+    def _on_state(self, state: ZkState) -> None:
+        if state is not ZkState.LOST:
+            return
+        with self._lock:
+            was_leading, self._leading = self._leading, False
+            stopped = self._stopped
+        if was_leading:
+            log.warning("lost nimbus leadership with the ZooKeeper session", leader=self.host_port)
+            self._on_demoted()
+        if not stopped:
+            self._zk.register_ephemeral(paths.nimbus_slave(self.host_port), NimbusSlave(self.host, self.port))

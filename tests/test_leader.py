@@ -1,0 +1,86 @@
+"""Nimbus leader election on a real ZooKeeper: one leader, followers registered, takeover on loss."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+
+from nimbus.leader import LeaderElection
+from squall.clock import RealClock
+from squall.zk import paths
+from squall.zk.client import ZkClient
+from squall.zk.records import NimbusMaster
+from support import expire_session, wait_until
+
+
+class Nimbus:
+    """One contender: its own ZooKeeper session and a record of what it was told."""
+
+    def __init__(self, conf: dict[str, Any], port: int) -> None:
+        self.zk = ZkClient(conf).start()
+        self.elected = threading.Event()
+        self.demoted = threading.Event()
+        self.election = LeaderElection(self.zk, "127.0.0.1", port, RealClock(),
+                                       on_elected=self.elected.set, on_demoted=self.demoted.set)
+
+    def close(self) -> None:
+        self.election.stop()
+        self.zk.stop()
+
+
+@pytest.fixture
+def nimbuses(zk_conf: dict[str, Any]) -> Iterator[list[Nimbus]]:
+    with ExitStack() as stack:
+        started = []
+        for port in (6627, 6628):
+            n = Nimbus(zk_conf, port)
+            stack.callback(n.close)
+            started.append(n)
+        yield started
+
+
+def leaders(nimbuses: list[Nimbus]) -> list[Nimbus]:
+    return [n for n in nimbuses if n.election.is_leader]
+
+
+def test_exactly_one_leads_and_the_other_follows(nimbuses: list[Nimbus], zk: ZkClient) -> None:
+    for n in nimbuses:
+        n.election.start()
+    wait_until(lambda: len(leaders(nimbuses)) == 1, what="a leader")
+    (leader,) = leaders(nimbuses)
+    follower = next(n for n in nimbuses if n is not leader)
+    assert leader.elected.wait(5) and not follower.elected.is_set()
+    assert zk.read(paths.NIMBUS_MASTER, NimbusMaster).host_port == leader.election.host_port
+    wait_until(lambda: zk.children(paths.NIMBUS_SLAVES) == [follower.election.host_port], what="follower registered")
+
+
+def test_follower_takes_over_when_the_leader_steps_down(nimbuses: list[Nimbus], zk: ZkClient) -> None:
+    for n in nimbuses:
+        n.election.start()
+    wait_until(lambda: len(leaders(nimbuses)) == 1, what="a leader")
+    (leader,) = leaders(nimbuses)
+    follower = next(n for n in nimbuses if n is not leader)
+    leader.election.stop()
+    assert leader.demoted.is_set()
+    wait_until(lambda: follower.election.is_leader, what="takeover")
+    assert follower.elected.wait(5)
+    wait_until(lambda: zk.children(paths.NIMBUS_SLAVES) == [], what="the new leader to leave /nimbus_slave")
+
+
+def test_leader_whose_session_expires_is_demoted_and_rejoins_as_follower(
+        nimbuses: list[Nimbus], zk: ZkClient, zk_address: str) -> None:
+    for n in nimbuses:
+        n.election.start()
+    wait_until(lambda: len(leaders(nimbuses)) == 1, what="a leader")
+    (leader,) = leaders(nimbuses)
+    follower = next(n for n in nimbuses if n is not leader)
+    expire_session(leader.zk, zk_address)
+    assert leader.demoted.wait(20)
+    wait_until(lambda: follower.election.is_leader, 20, "takeover after session expiry")
+    wait_until(lambda: zk.children(paths.NIMBUS_SLAVES) == [leader.election.host_port], 20,
+               "old leader registered as follower")
+    assert leaders(nimbuses) == [follower]
