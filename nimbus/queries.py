@@ -1,0 +1,87 @@
+"""Storm's summary structs built from ZooKeeper records: pure functions, shared by leader and followers.
+
+Status strings are Storm's upper-case names (``ACTIVE``, ``INACTIVE``, ``REBALANCING``, ``KILLED``)
+plus JStorm's ``UPGRADING`` and ``ROLLBACK``, which is what Storm clients display.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from squall import __version__
+from squall.thrift import storm
+from squall.zk.records import (
+    Assignment, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskError, TopologyTasks,
+)
+
+
+def _workers(assignment: Assignment | None) -> int:
+    return len(assignment.workers) if assignment else 0
+
+
+def topology_summary(topology_id: str, base: StormBase, tasks: TopologyTasks | None,
+                     assignment: Assignment | None, now_secs: int) -> Any:
+    count = len(tasks.tasks) if tasks else 0
+    return storm.TopologySummary(
+        id=topology_id, name=base.name, num_tasks=count, num_executors=count,  # one executor per task
+        num_workers=_workers(assignment), uptime_secs=max(0, now_secs - base.launch_time_secs),
+        status=base.status.value.upper(), owner=base.owner or None)
+
+
+def supervisor_summary(info: SupervisorInfo, used_ports: int) -> Any:
+    return storm.SupervisorSummary(
+        host=info.host, uptime_secs=info.uptime_secs, num_workers=len(info.ports), num_used_workers=used_ports,
+        supervisor_id=info.supervisor_id, version=info.version or "VERSION_NOT_PROVIDED")
+
+
+def nimbus_summaries(master: NimbusMaster | None, slaves: Iterable[NimbusSlave], now_secs: int) -> list[Any]:
+    """Leader first, then followers sorted by address."""
+    result = []
+    if master is not None:
+        result.append(storm.NimbusSummary(host=master.host, port=master.port, isLeader=True, version=__version__,
+                                          uptime_secs=max(0, now_secs - master.since_secs)))
+    for slave in sorted(slaves, key=lambda s: (s.host, s.port)):
+        result.append(storm.NimbusSummary(host=slave.host, port=slave.port, isLeader=False, version=__version__,
+                                          uptime_secs=slave.uptime_secs))
+    return result
+
+
+def cluster_summary(supervisors: Iterable[SupervisorInfo], topologies: Mapping[str, tuple[StormBase, TopologyTasks | None,
+                    Assignment | None]], master: NimbusMaster | None, slaves: Iterable[NimbusSlave],
+                    now_secs: int) -> Any:
+    used: dict[str, int] = {}
+    for _, _, assignment in topologies.values():
+        for w in assignment.workers if assignment else ():
+            used[w.supervisor_id] = used.get(w.supervisor_id, 0) + 1
+    nimbuses = nimbus_summaries(master, slaves, now_secs)
+    return storm.ClusterSummary(
+        supervisors=[supervisor_summary(s, used.get(s.supervisor_id, 0))
+                     for s in sorted(supervisors, key=lambda s: s.supervisor_id)],
+        topologies=[topology_summary(tid, *parts, now_secs) for tid, parts in sorted(topologies.items())],
+        nimbuses=nimbuses,
+        nimbus_uptime_secs=nimbuses[0].uptime_secs if nimbuses else 0)
+
+
+def topology_info(topology_id: str, base: StormBase, tasks: TopologyTasks | None, assignment: Assignment | None,
+                  errors: Mapping[int, Iterable[TaskError]], now_secs: int) -> Any:
+    """One executor per task, located by the assignment; errors grouped by component, newest first."""
+    component = {t: info.component for t, info in tasks.tasks.items()} if tasks else {}
+    executors = []
+    for w in assignment.workers if assignment else ():
+        for t in w.tasks:
+            started = assignment.task_start_secs.get(t, now_secs)
+            executors.append(storm.ExecutorSummary(
+                executor_info=storm.ExecutorInfo(task_start=t, task_end=t), component_id=component.get(t, "?"),
+                host=w.host, port=w.port, uptime_secs=max(0, now_secs - started)))
+    executors.sort(key=lambda e: e.executor_info.task_start)
+    by_component: dict[str, list[Any]] = {}
+    for task_id, task_errors in errors.items():
+        for e in task_errors:
+            by_component.setdefault(component.get(task_id, "?"), []).append(
+                storm.ErrorInfo(error=e.error, error_time_secs=e.time_secs, host=e.host or None, port=e.port or None))
+    for infos in by_component.values():
+        infos.sort(key=lambda e: -e.error_time_secs)
+    return storm.TopologyInfo(
+        id=topology_id, name=base.name, uptime_secs=max(0, now_secs - base.launch_time_secs), executors=executors,
+        status=base.status.value.upper(), errors=by_component, owner=base.owner or None)

@@ -1,0 +1,57 @@
+"""Summaries a Storm client reads: built from records, valid on the wire for Storm's own IDL."""
+
+from __future__ import annotations
+
+from streamparse.thrift import storm_thrift as storm_idl
+from thriftpy2.protocol import TBinaryProtocolFactory
+from thriftpy2.utils import deserialize, serialize
+
+from nimbus.queries import cluster_summary, topology_info
+from squall.zk.records import (
+    Assignment, ComponentType, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskError, TaskInfo,
+    TopologyStatus, TopologyTasks, WorkerAssignment,
+)
+
+NOW = 1_700_000_100
+BASE = StormBase("wc", TopologyStatus.REBALANCING, launch_time_secs=NOW - 100, num_workers=2, owner="alice")
+TASKS = TopologyTasks({1: TaskInfo("spout", ComponentType.SPOUT), 2: TaskInfo("count", ComponentType.BOLT),
+                       3: TaskInfo("count", ComponentType.BOLT)})
+ASSIGNMENT = Assignment("/code", [WorkerAssignment("sup-1", "host-1", 6700, [1, 3]),
+                                  WorkerAssignment("sup-2", "host-2", 6701, [2])],
+                        task_start_secs={1: NOW - 50, 2: NOW - 10, 3: NOW - 50})
+
+
+def as_storm(value: object, struct: type) -> object:
+    """What a Storm 1.x client decodes from our bytes."""
+    return deserialize(struct(), serialize(value, TBinaryProtocolFactory()), TBinaryProtocolFactory())
+
+
+def test_cluster_summary_as_a_storm_client_sees_it() -> None:
+    summary = cluster_summary(
+        supervisors=[SupervisorInfo("sup-2", "host-2", [6700, 6701], uptime_secs=7),
+                     SupervisorInfo("sup-1", "host-1", [6700], uptime_secs=9, version="0.1.0")],
+        topologies={"wc-1-1700000000": (BASE, TASKS, ASSIGNMENT)},
+        master=NimbusMaster("nimbus-1", 6627, since_secs=NOW - 30), slaves=[NimbusSlave("nimbus-2", 6627, 12)],
+        now_secs=NOW)
+    seen = as_storm(summary, storm_idl.ClusterSummary)
+    assert [(s.supervisor_id, s.num_workers, s.num_used_workers, s.version) for s in seen.supervisors] == [
+        ("sup-1", 1, 1, "0.1.0"), ("sup-2", 2, 1, "VERSION_NOT_PROVIDED")]
+    (topology,) = seen.topologies
+    assert (topology.id, topology.name, topology.status, topology.num_tasks, topology.num_workers,
+            topology.uptime_secs, topology.owner) == ("wc-1-1700000000", "wc", "REBALANCING", 3, 2, 100, "alice")
+    assert [(n.host, n.isLeader, n.uptime_secs) for n in seen.nimbuses] == [("nimbus-1", True, 30),
+                                                                          ("nimbus-2", False, 12)]
+
+
+def test_topology_info_lists_executors_and_errors_by_component() -> None:
+    errors = {3: [TaskError("old", NOW - 20, host="host-1", port=6700), TaskError("new", NOW - 5)]}
+    info = as_storm(topology_info("wc-1-1700000000", BASE, TASKS, ASSIGNMENT, errors, NOW), storm_idl.TopologyInfo)
+    assert [(e.executor_info.task_start, e.component_id, e.host, e.port, e.uptime_secs) for e in info.executors] == [
+        (1, "spout", "host-1", 6700, 50), (2, "count", "host-2", 6701, 10), (3, "count", "host-1", 6700, 50)]
+    assert [(e.error, e.host) for e in info.errors["count"]] == [("new", None), ("old", "host-1")]
+    assert info.status == "REBALANCING" and info.uptime_secs == 100
+
+
+def test_topology_without_assignment_yet() -> None:
+    info = topology_info("wc-1-1700000000", BASE, None, None, {}, NOW)
+    assert info.executors == [] and info.errors == {}
