@@ -63,8 +63,12 @@ def taskbeats(topology_id: str) -> str:
     return _child(TASKBEATS, topology_id)
 
 
+def task_errors_root(topology_id: str) -> str:
+    return _child(TASKERRORS, topology_id)
+
+
 def task_errors(topology_id: str, task_id: int) -> str:
-    return _child(_child(TASKERRORS, topology_id), task_id)
+    return _child(task_errors_root(topology_id), task_id)
 
 
 def task_error(topology_id: str, task_id: int, time_secs: int) -> str:

@@ -154,7 +154,7 @@ class WorkerAssignment:
     port: int
     tasks: list[int]
     mem: int = 0  # bytes
-    cpu: int = 0  # cores x 100
+    cpu: int = 0  # CPU weight, worker.cpu.slot.num
 
     @property
     def host_port(self) -> str:
