@@ -455,6 +455,12 @@ service Nimbus {
     throws (1: NotAliveException e, 2: InvalidTopologyException ite,
             3: TopologyAssignException tae, 4: AuthorizationException aze);
 
+  // The id of the alive topology with this name.
+  string getTopologyId(1: string topologyName)
+    throws (1: NotAliveException e, 2: AuthorizationException aze);
+  TopologyInfo getTopologyInfoByName(1: string topologyName)
+    throws (1: NotAliveException e, 2: AuthorizationException aze);
+
   // --- Squall calls ---
 
   // Start a gray upgrade of a running topology with newly uploaded code.

@@ -7,6 +7,7 @@ defaults < storm.yaml < ``-c`` overrides (see :mod:`squall.config`).
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -51,16 +52,44 @@ def dev_zookeeper(conf: Mapping[str, Any], _args: argparse.Namespace) -> int:
         server.stop()
 
 
+def _daemon(module: str) -> Command:
+    """Daemons are their own packages (``python -m nimbus``): squall never imports them, it execs them."""
+
+    def run(_conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+        argv = [sys.executable, "-m", module, *(["--config", args.config] if args.config else [])]
+        for override in args.overrides:
+            argv += ["-c", override]
+        os.execv(sys.executable, argv)
+        return 1  # not reached
+
+    return run
+
+
 COMMANDS: dict[str, tuple[Command, str]] = {
     "dev-zookeeper": (dev_zookeeper, "run a standalone ZooKeeper for development (port: storm.zookeeper.port)"),
+    "nimbus": (_daemon("nimbus"), "run the nimbus daemon in the foreground"),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="storm", description="Squall: a JStorm-style real-time cluster.")
+def common_options(prog: str, description: str) -> argparse.ArgumentParser:
+    """``--config`` and ``-c``, shared by ``storm`` and the daemons' own entry points."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--config", metavar="FILE", help="storm.yaml to use instead of $STORM_CONF_DIR or ~/.storm")
     parser.add_argument("-c", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
                         help="override a config key; the value is parsed as JSON when it parses")
+    return parser
+
+
+def load_or_exit(args: argparse.Namespace) -> dict[str, Any]:
+    try:
+        return load_config(args.config, args.overrides)
+    except ConfigError as exc:
+        print(f"storm: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = common_options("storm", "Squall: a JStorm-style real-time cluster.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (_, help_text) in COMMANDS.items():
         commands.add_parser(name, help=help_text)
@@ -69,11 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        conf = load_config(args.config, args.overrides)
-    except ConfigError as exc:
-        print(f"storm: {exc}", file=sys.stderr)
-        return 2
+    conf = load_or_exit(args)
     configure_logging(args.command, level=conf["squall.log.level"], fmt=conf["squall.log.format"])
     command, _ = COMMANDS[args.command]
     return command(conf, args)

@@ -1,0 +1,294 @@
+"""Topology code on nimbus's disk: the upload inbox, the per-topology store, and download sessions.
+
+Clients only ever hold opaque strings (an upload location, a download session id); every one is
+looked up in a table, never turned into a filesystem path, so no client string can reach outside
+these directories. Uploads are size-bounded and sessions expire on the injected clock.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from thriftpy2.protocol import TBinaryProtocolFactory
+from thriftpy2.utils import deserialize, serialize
+
+from squall.clock import Clock
+from squall.thrift import storm
+
+_TOPOLOGY_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}-\d+-\d+$")
+_PROTOCOL = TBinaryProtocolFactory()
+
+
+class UploadError(Exception):
+    """An upload call that cannot be honoured (unknown or expired location, too big, out of order)."""
+
+
+class DownloadError(Exception):
+    """An unknown or expired download session."""
+
+
+class MissingTopology(KeyError):
+    def __str__(self) -> str:
+        return f"no stored code for topology {self.args[0]!r}"
+
+
+class UnknownArtifact(KeyError):
+    def __str__(self) -> str:
+        return f"unknown artifact {self.args[0]!r}; one of {sorted(ARTIFACTS)}"
+
+
+@dataclass
+class _Upload:
+    path: Path
+    handle: BinaryIO | None
+    size: int
+    touched: float
+    finished: bool = False
+
+
+class Inbox:
+    """``beginFileUpload`` / ``uploadChunk`` / ``finishFileUpload``, then ``claim`` at submit."""
+
+    def __init__(self, root: Path, clock: Clock, *, max_upload_bytes: int, session_expiry_secs: float,
+                 file_expiry_secs: float) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._clock = clock
+        self._max = max_upload_bytes
+        self._session_expiry = session_expiry_secs
+        self._file_expiry = file_expiry_secs
+        self._uploads: dict[str, _Upload] = {}
+        self._lock = threading.Lock()
+
+    def begin_upload(self) -> str:
+        """A location shaped like Storm's (``<inbox>/stormjar-<uuid>.jar``) but only valid through this table."""
+        path = self.root / f"stormjar-{secrets.token_hex(16)}.jar"
+        location = str(path)
+        with self._lock:
+            self._uploads[location] = _Upload(path, open(path, "wb"), 0, self._clock.monotonic())
+        return location
+
+    def upload_chunk(self, location: str, chunk: bytes) -> None:
+        with self._lock:
+            upload = self._open(location)
+            if upload.size + len(chunk) > self._max:
+                self._drop(location)
+                raise UploadError(f"upload {location} exceeds {self._max} bytes (nimbus.max.upload.bytes); "
+                                  "the upload was discarded")
+            upload.handle.write(chunk)
+            upload.size += len(chunk)
+            upload.touched = self._clock.monotonic()
+
+    def finish_upload(self, location: str) -> None:
+        with self._lock:
+            upload = self._open(location)
+            upload.handle.close()
+            upload.handle, upload.finished = None, True
+            upload.touched = self._clock.monotonic()
+
+    def claim(self, location: str | None) -> Path | None:
+        """The finished upload for a submit (None when nothing was uploaded); it can be claimed once."""
+        if not location:
+            return None
+        with self._lock:
+            upload = self._uploads.get(location)
+            if upload is None or not upload.finished:
+                raise UploadError(f"no finished upload at {location!r}: call beginFileUpload, uploadChunk "
+                                  "and finishFileUpload first (uploads expire after nimbus.file.copy.expiration.secs)")
+            del self._uploads[location]
+            return upload.path
+
+    def cleanup(self) -> None:
+        """Drop idle sessions and delete inbox files nobody claimed in time."""
+        now = self._clock.monotonic()
+        with self._lock:
+            for location, upload in list(self._uploads.items()):
+                if now - upload.touched > self._session_expiry:
+                    self._drop(location)
+            live = {u.path for u in self._uploads.values()}
+        wall = self._clock.time()
+        for path in self.root.glob("stormjar-*.jar"):
+            try:
+                if path not in live and wall - path.stat().st_mtime > self._file_expiry:
+                    path.unlink()
+            except FileNotFoundError:
+                pass
+
+    def _open(self, location: str) -> _Upload:
+        upload = self._uploads.get(location)
+        if upload is None:
+            raise UploadError(f"unknown or expired upload location {location!r}; start again with beginFileUpload")
+        if upload.finished:
+            raise UploadError(f"upload {location!r} is already finished")
+        return upload
+
+    def _drop(self, location: str) -> None:
+        upload = self._uploads.pop(location)
+        if upload.handle is not None:
+            upload.handle.close()
+        upload.path.unlink(missing_ok=True)
+
+
+#: The artifact names of ``beginCodeDownload``, and the file each maps to in a slot directory.
+ARTIFACTS = {"code": ("current", "code.pkg"), "conf": ("current", "conf.json"),
+             "topology": ("current", "topology.bin"),
+             "upgrade.code": ("upgrade", "code.pkg"), "upgrade.conf": ("upgrade", "conf.json"),
+             "upgrade.topology": ("upgrade", "topology.bin")}
+
+
+class CodeStore:
+    """``<root>/<topology-id>/<slot>/`` with the code package, conf JSON and Thrift-binary topologies.
+
+    Slots: ``current``; ``upgrade`` (a gray upgrade's new version); ``previous`` (kept for rollback).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+
+    def put(self, topology_id: str, *, package: Path | None, conf: dict[str, Any], topology: Any, system: Any,
+            slot: str = "current") -> None:
+        """Write a whole slot atomically: a temp dir renamed into place, so readers never see half a topology."""
+        base = self._dir(topology_id)
+        base.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{slot}-", dir=base))
+        try:
+            (staging / "conf.json").write_text(json.dumps(conf, sort_keys=True))
+            (staging / "topology.bin").write_bytes(serialize(topology, _PROTOCOL))
+            (staging / "system.bin").write_bytes(serialize(system, _PROTOCOL))
+            if package is not None:
+                shutil.copyfile(package, staging / "code.pkg")
+            with self._lock:
+                target = base / slot
+                if target.exists():
+                    old = base / f".old-{secrets.token_hex(4)}"
+                    target.rename(old)
+                    staging.rename(target)
+                    shutil.rmtree(old)
+                else:
+                    staging.rename(target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            if not any(p for p in base.iterdir() if not p.name.startswith(".")):
+                shutil.rmtree(base, ignore_errors=True)
+            raise
+
+    def promote_upgrade(self, topology_id: str) -> None:
+        """The upgrade becomes current; the old current is kept as ``previous`` for a rollback."""
+        base = self._existing(topology_id)
+        with self._lock:
+            if not (base / "upgrade").exists():
+                raise MissingTopology(f"{topology_id}/upgrade")
+            shutil.rmtree(base / "previous", ignore_errors=True)
+            (base / "current").rename(base / "previous")
+            (base / "upgrade").rename(base / "current")
+
+    def rollback(self, topology_id: str) -> None:
+        """Back to ``previous`` (after a completed upgrade) or drop a pending ``upgrade``."""
+        base = self._existing(topology_id)
+        with self._lock:
+            if (base / "upgrade").exists():
+                shutil.rmtree(base / "upgrade")
+            elif (base / "previous").exists():
+                shutil.rmtree(base / "current")
+                (base / "previous").rename(base / "current")
+
+    def has(self, topology_id: str) -> bool:
+        return _TOPOLOGY_ID.match(topology_id) is not None and (self._dir(topology_id) / "current").is_dir()
+
+    def ids(self) -> Iterator[str]:
+        for path in sorted(self.root.iterdir()):
+            if _TOPOLOGY_ID.match(path.name):
+                yield path.name
+
+    def remove(self, topology_id: str) -> None:
+        shutil.rmtree(self._dir(topology_id), ignore_errors=True)
+
+    def conf(self, topology_id: str, slot: str = "current") -> dict[str, Any]:
+        return json.loads(self._file(topology_id, slot, "conf.json").read_text())
+
+    def topology(self, topology_id: str, slot: str = "current") -> Any:
+        return deserialize(storm.StormTopology(), self._file(topology_id, slot, "topology.bin").read_bytes(), _PROTOCOL)
+
+    def system_topology(self, topology_id: str, slot: str = "current") -> Any:
+        return deserialize(storm.StormTopology(), self._file(topology_id, slot, "system.bin").read_bytes(), _PROTOCOL)
+
+    def package(self, topology_id: str, slot: str = "current") -> Path | None:
+        path = self._existing(topology_id) / slot / "code.pkg"
+        return path if path.exists() else None
+
+    def artifact_path(self, topology_id: str, artifact: str) -> Path:
+        if artifact not in ARTIFACTS:
+            raise UnknownArtifact(artifact)
+        slot, name = ARTIFACTS[artifact]
+        return self._file(topology_id, slot, name)
+
+    def _dir(self, topology_id: str) -> Path:
+        if not _TOPOLOGY_ID.match(topology_id or ""):
+            raise MissingTopology(topology_id)
+        return self.root / topology_id
+
+    def _existing(self, topology_id: str) -> Path:
+        base = self._dir(topology_id)
+        if not (base / "current").is_dir():
+            raise MissingTopology(topology_id)
+        return base
+
+    def _file(self, topology_id: str, slot: str, name: str) -> Path:
+        path = self._existing(topology_id) / slot / name
+        if not path.exists():
+            raise MissingTopology(f"{topology_id}/{slot}/{name}")
+        return path
+
+
+@dataclass
+class _Download:
+    handle: BinaryIO
+    touched: float
+
+
+class Downloads:
+    """``beginFileDownload``/``beginCodeDownload`` → session id; ``downloadChunk`` until ``b""``."""
+
+    def __init__(self, clock: Clock, *, chunk_bytes: int, session_expiry_secs: float) -> None:
+        self._clock = clock
+        self._chunk = chunk_bytes
+        self._expiry = session_expiry_secs
+        self._sessions: dict[str, _Download] = {}
+        self._lock = threading.Lock()
+
+    def begin(self, path: Path) -> str:
+        session = secrets.token_urlsafe(24)
+        with self._lock:
+            self._sessions[session] = _Download(open(path, "rb"), self._clock.monotonic())
+        return session
+
+    def chunk(self, session: str) -> bytes:
+        with self._lock:
+            download = self._sessions.get(session)
+            if download is None:
+                raise DownloadError(f"unknown or expired download session {session!r}")
+            data = download.handle.read(self._chunk)
+            download.touched = self._clock.monotonic()
+            if not data:
+                download.handle.close()
+                del self._sessions[session]
+            return data
+
+    def cleanup(self) -> None:
+        now = self._clock.monotonic()
+        with self._lock:
+            for session, download in list(self._sessions.items()):
+                if now - download.touched > self._expiry:
+                    download.handle.close()
+                    del self._sessions[session]

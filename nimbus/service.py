@@ -1,0 +1,203 @@
+"""The Thrift handler: ``idl/storm.thrift``'s Nimbus calls, translated to :class:`nimbus.daemon.Nimbus`.
+
+Thin on purpose: argument checks and struct building live here, decisions in the daemon and the
+pure modules. Anything not declared in the IDL that escapes reaches the client as a
+``TApplicationException`` carrying the message (see :func:`squall.thrift.make_server`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from nimbus import lifecycle
+from nimbus.codestore import DownloadError, MissingTopology, UnknownArtifact, UploadError
+from nimbus.daemon import Nimbus
+from nimbus.queries import cluster_summary, nimbus_summaries, topology_info
+from nimbus.topology import validate_name
+from squall.config import redact
+from squall.thrift import storm
+from squall.zk import paths
+from squall.zk.records import (
+    Assignment, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat, TaskError, TopologyStatus,
+    TopologyTasks,
+)
+
+
+def _initial_status(options: Any) -> TopologyStatus:
+    if options is not None and options.initial_status == storm.TopologyInitialStatus.INACTIVE:
+        return TopologyStatus.INACTIVE
+    return TopologyStatus.ACTIVE
+
+
+def _invalid_transition(exc: lifecycle.InvalidTransition) -> RuntimeError:
+    return RuntimeError(str(exc))  # Storm clients get it as an internal error with this message
+
+
+class NimbusService:
+    def __init__(self, nimbus: Nimbus) -> None:
+        self.nimbus = nimbus
+
+    # -- submit and lifecycle --------------------------------------------------------------------
+
+    def submitTopology(self, name: str, uploadedJarLocation: str, jsonConf: str, topology: Any) -> None:
+        self.submitTopologyWithOpts(name, uploadedJarLocation, jsonConf, topology, None)
+
+    def submitTopologyWithOpts(self, name: str, uploadedJarLocation: str, jsonConf: str, topology: Any,
+                               options: Any) -> None:
+        if topology is None:
+            raise storm.InvalidTopologyException(msg="no topology given")
+        try:
+            self.nimbus.submit(name or "", uploadedJarLocation, jsonConf, topology, _initial_status(options))
+        except UploadError as exc:
+            raise storm.InvalidTopologyException(msg=f"uploaded code: {exc}") from None
+
+    def killTopology(self, name: str) -> None:
+        self.killTopologyWithOpts(name, None)
+
+    def killTopologyWithOpts(self, name: str, options: Any) -> None:
+        self._act(name, lifecycle.Kill(options.wait_secs if options is not None else None))
+
+    def activate(self, name: str) -> None:
+        self._act(name, lifecycle.Activate())
+
+    def deactivate(self, name: str) -> None:
+        self._act(name, lifecycle.Deactivate())
+
+    def rebalance(self, name: str, options: Any) -> None:
+        options = options or storm.RebalanceOptions()
+        if options.num_workers is not None and options.num_workers < 1:
+            raise storm.InvalidTopologyException(msg=f"num_workers must be >= 1, got {options.num_workers}")
+        executors = dict(options.num_executors or {})
+        bad = {c: n for c, n in executors.items() if n < 1}
+        if bad:
+            raise storm.InvalidTopologyException(msg=f"num_executors must be >= 1, got {bad}")
+        if executors:
+            user = self.nimbus.code.topology(self.nimbus.find_id(name))
+            unknown = sorted(set(executors) - set(user.spouts) - set(user.bolts))
+            if unknown:
+                raise storm.InvalidTopologyException(msg=f"num_executors names unknown components {unknown}")
+        if options.topology_conf_overrides:
+            try:
+                overrides = json.loads(options.topology_conf_overrides)
+            except json.JSONDecodeError as exc:
+                raise storm.InvalidTopologyException(msg=f"topology_conf_overrides is not JSON: {exc}") from None
+            if not isinstance(overrides, dict):
+                raise storm.InvalidTopologyException(msg="topology_conf_overrides must be a JSON object")
+        self._act(name, lifecycle.Rebalance(options.wait_secs, options.num_workers, executors,
+                                            bool(options.reassign), options.topology_conf_overrides))
+
+    def _act(self, name: str, action: lifecycle.Action) -> None:
+        self.nimbus.require_leader()
+        try:
+            self.nimbus.transition(self.nimbus.find_id(name), action)
+        except lifecycle.InvalidTransition as exc:
+            raise _invalid_transition(exc) from None
+
+    # -- code transfer ---------------------------------------------------------------------------
+
+    def beginFileUpload(self) -> str:
+        self.nimbus.require_leader()
+        return self.nimbus.inbox.begin_upload()
+
+    def uploadChunk(self, location: str, chunk: bytes) -> None:
+        self.nimbus.inbox.upload_chunk(location, chunk)
+
+    def finishFileUpload(self, location: str) -> None:
+        self.nimbus.inbox.finish_upload(location)
+
+    def beginCodeDownload(self, topologyId: str, artifact: str) -> str:
+        try:
+            return self.nimbus.downloads.begin(self.nimbus.code.artifact_path(topologyId, artifact))
+        except (MissingTopology, UnknownArtifact) as exc:
+            raise storm.NotAliveException(msg=str(exc)) from None
+
+    def beginFileDownload(self, file: str) -> str:
+        """Storm passes a path; Squall accepts ``<topology-id>/<artifact>`` and nothing else."""
+        topology_id, _, artifact = (file or "").partition("/")
+        try:
+            return self.nimbus.downloads.begin(self.nimbus.code.artifact_path(topology_id, artifact))
+        except (MissingTopology, UnknownArtifact) as exc:
+            raise RuntimeError(f"cannot download {file!r}: {exc}; use <topology-id>/<artifact>") from None
+
+    def downloadChunk(self, id: str) -> bytes:
+        try:
+            return self.nimbus.downloads.chunk(id)
+        except DownloadError as exc:
+            raise RuntimeError(str(exc)) from None
+
+    # -- heartbeats ------------------------------------------------------------------------------
+
+    def updateTaskHeartbeat(self, taskHbs: Any) -> None:
+        beats = {int(t): TaskBeat(int(b.time_secs), int(b.uptime_secs)) for t, b in (taskHbs.taskHbs or {}).items()}
+        self.nimbus.heartbeat(taskHbs.topologyId, beats)
+
+    # -- queries (any nimbus) --------------------------------------------------------------------
+
+    def getNimbusConf(self) -> str:
+        return json.dumps(redact(self.nimbus.conf), sort_keys=True, default=str)
+
+    def getClusterInfo(self) -> Any:
+        zk = self.nimbus.zk
+        supervisors = [s for sid in zk.children(paths.SUPERVISORS)
+                       if (s := zk.read(paths.supervisor(sid), SupervisorInfo)) is not None]
+        topologies = {}
+        for topology_id in zk.children(paths.TOPOLOGIES):
+            base = zk.read(paths.topology(topology_id), StormBase)
+            if base is not None:
+                topologies[topology_id] = (base, zk.read(paths.tasks(topology_id), TopologyTasks),
+                                           zk.read(paths.assignment(topology_id), Assignment))
+        return cluster_summary(supervisors, topologies, zk.read(paths.NIMBUS_MASTER, NimbusMaster),
+                               self._slaves(), self._now())
+
+    def getLeader(self) -> Any:
+        master = self.nimbus.zk.read(paths.NIMBUS_MASTER, NimbusMaster)
+        if master is None:
+            raise RuntimeError("no nimbus leader is elected right now; retry shortly")
+        return nimbus_summaries(master, (), self._now())[0]
+
+    def isTopologyNameAllowed(self, name: str) -> bool:
+        try:
+            validate_name(name)
+        except storm.InvalidTopologyException:
+            return False
+        return name not in self.nimbus.alive_names()
+
+    def getTopologyInfo(self, id: str) -> Any:
+        zk = self.nimbus.zk
+        base = self.nimbus.base(id)
+        tasks = zk.read(paths.tasks(id), TopologyTasks)
+        errors = {int(task): [e for ts in zk.children(paths.task_errors(id, int(task)))
+                              if (e := zk.read(paths.task_error(id, int(task), int(ts)), TaskError)) is not None]
+                  for task in zk.children(paths.task_errors_root(id)) if task.isdigit()}
+        return topology_info(id, base, tasks, zk.read(paths.assignment(id), Assignment), errors, self._now())
+
+    def getTopologyInfoByName(self, topologyName: str) -> Any:
+        return self.getTopologyInfo(self.nimbus.find_id(topologyName))
+
+    def getTopologyId(self, topologyName: str) -> str:
+        return self.nimbus.find_id(topologyName)
+
+    def getTopologyConf(self, id: str) -> str:
+        return json.dumps(self._stored(id, self.nimbus.code.conf), sort_keys=True)
+
+    def getTopology(self, id: str) -> Any:
+        return self._stored(id, self.nimbus.code.system_topology)
+
+    def getUserTopology(self, id: str) -> Any:
+        return self._stored(id, self.nimbus.code.topology)
+
+    def _stored(self, topology_id: str, read: Any) -> Any:
+        self.nimbus.base(topology_id)  # NotAliveException(id) for unknown ids
+        try:
+            return read(topology_id)
+        except MissingTopology:
+            raise RuntimeError(f"this nimbus has no code for {topology_id}; ask the leader") from None
+
+    def _slaves(self) -> list[NimbusSlave]:
+        zk = self.nimbus.zk
+        return [s for hp in zk.children(paths.NIMBUS_SLAVES)
+                if (s := zk.read(paths.nimbus_slave(hp), NimbusSlave)) is not None]
+
+    def _now(self) -> int:
+        return int(self.nimbus.clock.time())

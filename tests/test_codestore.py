@@ -1,0 +1,170 @@
+"""Nimbus's code on disk: bounded, expiring uploads; atomic per-topology store; chunked downloads."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from nimbus.codestore import CodeStore, DownloadError, Downloads, Inbox, MissingTopology, UnknownArtifact, UploadError
+from squall.clock import SimulatedClock
+from squall.thrift import storm
+
+TID = "wc-1-1700000000"
+
+
+@pytest.fixture
+def clock() -> SimulatedClock:
+    return SimulatedClock()
+
+
+@pytest.fixture
+def inbox(tmp_path: Path, clock: SimulatedClock) -> Inbox:
+    return Inbox(tmp_path / "inbox", clock, max_upload_bytes=1000, session_expiry_secs=60, file_expiry_secs=3600)
+
+
+def upload(inbox: Inbox, *chunks: bytes) -> str:
+    location = inbox.begin_upload()
+    for chunk in chunks:
+        inbox.upload_chunk(location, chunk)
+    inbox.finish_upload(location)
+    return location
+
+
+def topology() -> storm.StormTopology:
+    spout = storm.SpoutSpec(spout_object=storm.ComponentObject(
+        python_object=storm.PythonComponent(module_name="wc.spouts", class_name="Sentences")),
+        common=storm.ComponentCommon(inputs={}, streams={"default": storm.StreamInfo(["sentence"], False)},
+                                     parallelism_hint=2))
+    return storm.StormTopology(spouts={"sentences": spout}, bolts={}, state_spouts={})
+
+
+def test_chunks_arrive_whole_and_can_be_claimed_once(inbox: Inbox) -> None:
+    location = upload(inbox, b"abc", b"def")
+    path = inbox.claim(location)
+    assert path is not None and path.read_bytes() == b"abcdef"
+    with pytest.raises(UploadError, match="no finished upload"):
+        inbox.claim(location)
+    assert inbox.claim("") is None
+
+
+@pytest.mark.parametrize("location", ["../../etc/passwd", "/tmp/stormjar-0000.jar", "", "x"])
+def test_locations_not_handed_out_are_refused(inbox: Inbox, location: str) -> None:
+    with pytest.raises(UploadError, match="unknown or expired upload location"):
+        inbox.upload_chunk(location, b"x")
+
+
+def test_out_of_order_calls_are_refused(inbox: Inbox) -> None:
+    location = inbox.begin_upload()
+    with pytest.raises(UploadError, match="no finished upload"):
+        inbox.claim(location)
+    inbox.finish_upload(location)
+    with pytest.raises(UploadError, match="already finished"):
+        inbox.upload_chunk(location, b"late")
+    with pytest.raises(UploadError, match="already finished"):
+        inbox.finish_upload(location)
+
+
+def test_size_bound_discards_the_upload(inbox: Inbox) -> None:
+    location = inbox.begin_upload()
+    inbox.upload_chunk(location, b"x" * 600)
+    with pytest.raises(UploadError, match=r"exceeds 1000 bytes \(nimbus.max.upload.bytes\)"):
+        inbox.upload_chunk(location, b"x" * 600)
+    with pytest.raises(UploadError, match="unknown or expired"):
+        inbox.upload_chunk(location, b"x")
+    assert list(inbox.root.iterdir()) == []
+
+
+def test_idle_sessions_expire_and_active_ones_do_not(inbox: Inbox, clock: SimulatedClock) -> None:
+    idle, active = inbox.begin_upload(), inbox.begin_upload()
+    for _ in range(3):
+        clock.advance(40)
+        inbox.upload_chunk(active, b"x")
+        inbox.cleanup()
+    with pytest.raises(UploadError, match="unknown or expired"):
+        inbox.upload_chunk(idle, b"x")
+    inbox.finish_upload(active)
+
+
+def test_unclaimed_files_are_deleted_after_their_expiry(tmp_path: Path, clock: SimulatedClock) -> None:
+    inbox = Inbox(tmp_path / "inbox", clock, max_upload_bytes=1000, session_expiry_secs=60, file_expiry_secs=0)
+    upload(inbox, b"abc")
+    clock.advance(61)
+    inbox.cleanup()
+    assert list(inbox.root.iterdir()) == []
+
+
+def test_concurrent_uploads_stay_separate(inbox: Inbox) -> None:
+    results: dict[int, bytes] = {}
+
+    def one(i: int) -> None:
+        path = inbox.claim(upload(inbox, *[bytes([i])] * 50))
+        results[i] = path.read_bytes()
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert results == {i: bytes([i]) * 50 for i in range(8)}
+
+
+def test_store_round_trips_conf_topologies_and_package(tmp_path: Path, inbox: Inbox) -> None:
+    store = CodeStore(tmp_path / "store")
+    package = inbox.claim(upload(inbox, b"PK-code"))
+    store.put(TID, package=package, conf={"topology.workers": 2}, topology=topology(), system=topology())
+    assert store.has(TID) and list(store.ids()) == [TID]
+    assert store.conf(TID) == {"topology.workers": 2}
+    assert store.topology(TID) == topology() and store.system_topology(TID) == topology()
+    assert store.artifact_path(TID, "code").read_bytes() == b"PK-code"
+    store.remove(TID)
+    assert not store.has(TID) and list(store.ids()) == []
+
+
+def test_failed_put_leaves_nothing_visible(tmp_path: Path) -> None:
+    store = CodeStore(tmp_path / "store")
+    with pytest.raises(TypeError):
+        store.put(TID, package=None, conf={"bad": object()}, topology=topology(), system=topology())
+    assert not store.has(TID)
+    assert list((tmp_path / "store").iterdir()) == []
+
+
+def test_upgrade_promote_and_rollback(tmp_path: Path) -> None:
+    store = CodeStore(tmp_path / "store")
+    store.put(TID, package=None, conf={"version": 1}, topology=topology(), system=topology())
+    store.put(TID, package=None, conf={"version": 2}, topology=topology(), system=topology(), slot="upgrade")
+    assert store.conf(TID) == {"version": 1}
+    assert store.artifact_path(TID, "upgrade.conf").read_text() == '{"version": 2}'
+    store.promote_upgrade(TID)
+    assert store.conf(TID) == {"version": 2}
+    store.rollback(TID)
+    assert store.conf(TID) == {"version": 1}
+
+
+def test_artifacts_and_ids_are_checked(tmp_path: Path) -> None:
+    store = CodeStore(tmp_path / "store")
+    store.put(TID, package=None, conf={}, topology=topology(), system=topology())
+    assert store.artifact_path(TID, "conf").name == "conf.json"
+    with pytest.raises(UnknownArtifact, match="unknown artifact '../conf'"):
+        store.artifact_path(TID, "../conf")
+    with pytest.raises(MissingTopology, match="wc-1-1700000000/current/code.pkg"):
+        store.artifact_path(TID, "code")  # nothing uploaded
+    for bad in ("../wc-1-1700000000", "wc", "wc-1-1700000000/..", ""):
+        with pytest.raises(MissingTopology):
+            store.conf(bad)
+
+
+def test_downloads_come_in_chunks_then_end(tmp_path: Path, clock: SimulatedClock) -> None:
+    path = tmp_path / "blob"
+    path.write_bytes(b"0123456789")
+    downloads = Downloads(clock, chunk_bytes=4, session_expiry_secs=60)
+    session = downloads.begin(path)
+    assert [downloads.chunk(session) for _ in range(4)] == [b"0123", b"4567", b"89", b""]
+    with pytest.raises(DownloadError):
+        downloads.chunk(session)
+    idle = downloads.begin(path)
+    clock.advance(61)
+    downloads.cleanup()
+    with pytest.raises(DownloadError, match="unknown or expired"):
+        downloads.chunk(idle)

@@ -1,0 +1,269 @@
+"""Nimbus over a real Thrift socket and a real ZooKeeper, on a simulated clock.
+
+Supervisors are stood in for by their ZooKeeper registrations (the contract nimbus reads); the
+supervisor daemon has tests of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamparse.thrift import storm_thrift as storm_idl
+from thriftpy2.rpc import make_client
+from thriftpy2.thrift import TApplicationException
+from thriftpy2.protocol import TBinaryProtocolFactory
+from thriftpy2.transport import TFramedTransportFactory
+
+from nimbus.daemon import Nimbus
+from squall.clock import SimulatedClock
+from squall.thrift import connect, storm
+from squall.zk import paths
+from squall.zk.client import ZkClient
+from squall.zk.records import Assignment, StormBase, SupervisorInfo, TaskInfo, TopologyTasks, ComponentType
+from support import wait_until
+
+MESSAGE_TIMEOUT = 30
+
+
+def shell(script: str) -> Any:
+    return storm.ComponentObject(shell=storm.ShellComponent(execution_command="python", script=script))
+
+
+def word_count(split: int = 2, count: int = 2) -> Any:
+    """sentences -> split (shuffle) -> count (fields on word)."""
+    def common(inputs: dict[tuple[str, str], Any], fields: list[str], parallelism: int) -> Any:
+        return storm.ComponentCommon(
+            inputs={storm.GlobalStreamId(componentId=c, streamId=s): g for (c, s), g in inputs.items()},
+            streams={"default": storm.StreamInfo(output_fields=fields, direct=False)},
+            parallelism_hint=parallelism)
+
+    return storm.StormTopology(
+        spouts={"sentences": storm.SpoutSpec(spout_object=shell("sentences.py"),
+                                             common=common({}, ["sentence"], 1))},
+        bolts={"split": storm.Bolt(bolt_object=shell("split.py"),
+                                   common=common({("sentences", "default"): storm.Grouping(shuffle=storm.NullStruct())},
+                                                 ["word"], split)),
+               "count": storm.Bolt(bolt_object=shell("count.py"),
+                                   common=common({("split", "default"): storm.Grouping(fields=["word"])},
+                                                 ["word", "count"], count))},
+        state_spouts={})
+
+
+class Cluster:
+    """Nimbuses sharing one ZooKeeper root, plus fake supervisor registrations."""
+
+    def __init__(self, zk_conf: dict[str, Any], tmp: Path, stack: ExitStack) -> None:
+        self.conf = zk_conf | {"nimbus.thrift.port": 0, "storm.local.hostname": "127.0.0.1",
+                               "topology.message.timeout.secs": MESSAGE_TIMEOUT,
+                               "nimbus.task.timeout.secs": 30, "nimbus.task.launch.secs": 60,
+                               "nimbus.monitor.freq.secs": 10, "nimbus.assign.timeout.secs": 60}
+        self.tmp = tmp
+        self.stack = stack
+        self.clock = SimulatedClock()
+        self.zk = ZkClient(self.conf).start()
+        stack.callback(self.zk.stop)
+        self.nimbuses: list[Nimbus] = []
+
+    def nimbus(self, name: str = "n1") -> Nimbus:
+        n = Nimbus(self.conf | {"storm.local.dir": str(self.tmp / name)}, self.clock, host="127.0.0.1").start()
+        self.stack.callback(n.stop)
+        self.nimbuses.append(n)
+        return n
+
+    def supervisor(self, i: int, ports: tuple[int, ...] = (6700, 6701, 6702, 6703)) -> None:
+        self.zk.write(paths.supervisor(f"sup-{i}"), SupervisorInfo(f"sup-{i}", f"host-{i}", list(ports)))
+
+    def client(self, n: Nimbus) -> Any:
+        return self.stack.enter_context(connect("127.0.0.1", n.port, 30_000))
+
+
+@pytest.fixture
+def cluster(zk_conf: dict[str, Any], tmp_path: Path) -> Iterator[Cluster]:
+    with ExitStack() as stack:
+        yield Cluster(zk_conf, tmp_path, stack)
+
+
+@pytest.fixture
+def leader(cluster: Cluster) -> Nimbus:
+    n = cluster.nimbus()
+    wait_until(lambda: n.is_leader, what="nimbus to lead")
+    for i in (1, 2):
+        cluster.supervisor(i)
+    return n
+
+
+def submit(cluster: Cluster, n: Nimbus, name: str = "wc", conf: dict[str, Any] | None = None, **kw: Any) -> str:
+    client = cluster.client(n)
+    client.submitTopology(name, "", json.dumps({"topology.workers": 2, **(conf or {})}), kw.get("topology") or word_count())
+    return client.getTopologyId(name)
+
+
+def test_word_count_is_accepted_assigned_and_listed(cluster: Cluster, leader: Nimbus) -> None:
+    topology_id = submit(cluster, leader)
+    assert topology_id.startswith("wc-")
+    base = cluster.zk.read(paths.topology(topology_id), StormBase)
+    assert base.status.value == "active" and base.num_workers == 2
+    tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+    components = sorted({t.component for t in tasks.tasks.values()})
+    assert components == ["__acker", "__topology_master", "count", "sentences", "split"]
+    assignment = cluster.zk.read(paths.assignment(topology_id), Assignment)
+    assert sorted(t for w in assignment.workers for t in w.tasks) == sorted(tasks.tasks)
+
+    # a Storm 1.x client (streamparse's IDL and transport) sees it
+    storm_client = make_client(storm_idl.Nimbus, "127.0.0.1", leader.port, proto_factory=TBinaryProtocolFactory(),
+                               trans_factory=TFramedTransportFactory(), timeout=30_000)
+    try:
+        (summary,) = storm_client.getClusterInfo().topologies
+        assert (summary.name, summary.status, summary.num_workers) == ("wc", "ACTIVE", 2)
+    finally:
+        storm_client.close()
+    client = cluster.client(leader)
+    assert "__acker" in client.getTopology(topology_id).bolts
+    assert "__acker" not in client.getUserTopology(topology_id).bolts
+    assert json.loads(client.getTopologyConf(topology_id))["topology.workers"] == 2
+    info = client.getTopologyInfo(topology_id)
+    assert {e.component_id for e in info.executors} == set(components)
+
+
+@pytest.mark.parametrize("call", ["getTopologyInfo", "getTopologyConf", "getTopology", "getUserTopology"])
+def test_unknown_ids_raise_not_alive_with_the_id(cluster: Cluster, leader: Nimbus, call: str) -> None:
+    with pytest.raises(storm.NotAliveException) as caught:
+        getattr(cluster.client(leader), call)("nope-1-1700000000")
+    assert caught.value.msg == "nope-1-1700000000"
+
+
+def test_unknown_names_raise_not_alive(cluster: Cluster, leader: Nimbus) -> None:
+    client = cluster.client(leader)
+    for call in (client.killTopology, client.activate, client.deactivate, client.getTopologyId):
+        with pytest.raises(storm.NotAliveException):
+            call("nope")
+
+
+def test_bad_topology_is_refused_with_a_specific_message(cluster: Cluster, leader: Nimbus) -> None:
+    bad = word_count()
+    bad.bolts["count"].common.inputs = {storm.GlobalStreamId(componentId="split", streamId="default"):
+                                        storm.Grouping(fields=["lang"])}
+    with pytest.raises(storm.InvalidTopologyException, match='unknown fields "lang"'):
+        submit(cluster, leader, topology=bad)
+    with pytest.raises(storm.InvalidTopologyException, match="topology.workers"):
+        submit(cluster, leader, conf={"topology.workers": 0})
+    assert cluster.zk.children(paths.TOPOLOGIES) == []
+
+
+def test_failed_assignment_leaves_nothing_behind(cluster: Cluster, leader: Nimbus) -> None:
+    with pytest.raises(storm.InvalidTopologyException, match="not enough free worker slots"):
+        submit(cluster, leader, conf={"topology.workers": 9}, topology=word_count(split=8, count=8))
+    assert cluster.client(leader).getClusterInfo().topologies == []
+    for parent in paths.TOPOLOGY_SUBTREES + (paths.TOPOLOGIES,):
+        assert cluster.zk.children(parent) == [], parent
+    assert list(leader.code.ids()) == []
+
+
+def test_kill_marks_killed_at_once_and_removes_after_the_wait(cluster: Cluster, leader: Nimbus) -> None:
+    topology_id = submit(cluster, leader)
+    client = cluster.client(leader)
+    client.killTopologyWithOpts("wc", storm.KillOptions(wait_secs=10))
+    assert cluster.zk.read(paths.topology(topology_id), StormBase).status.value == "killed"
+    with pytest.raises(storm.AlreadyAliveException):
+        submit(cluster, leader)
+    cluster.clock.advance(9)
+    assert cluster.zk.exists(paths.assignment(topology_id))
+    cluster.clock.advance(1)
+    wait_until(lambda: not cluster.zk.exists(paths.topology(topology_id)), what="removal")
+    for parent in paths.TOPOLOGY_SUBTREES:
+        assert topology_id not in cluster.zk.children(parent)
+    assert topology_id not in leader.code.ids()
+    submit(cluster, leader)  # the name is free again
+
+
+def test_kill_without_wait_uses_the_message_timeout(cluster: Cluster, leader: Nimbus) -> None:
+    topology_id = submit(cluster, leader)
+    cluster.client(leader).killTopology("wc")
+    cluster.clock.advance(MESSAGE_TIMEOUT - 1)
+    assert cluster.zk.exists(paths.topology(topology_id))
+    cluster.clock.advance(1)
+    wait_until(lambda: not cluster.zk.exists(paths.topology(topology_id)), what="removal")
+
+
+def test_pending_kill_survives_a_nimbus_restart(cluster: Cluster, leader: Nimbus) -> None:
+    topology_id = submit(cluster, leader)
+    cluster.client(leader).killTopologyWithOpts("wc", storm.KillOptions(wait_secs=20))
+    leader.stop()
+    successor = cluster.nimbus("n1")  # the same nimbus, restarted on its own local dir
+    wait_until(lambda: successor.is_leader, what="the restarted nimbus to lead")
+    cluster.clock.advance(19)
+    assert cluster.zk.exists(paths.topology(topology_id))
+    cluster.clock.advance(1)
+    wait_until(lambda: not cluster.zk.exists(paths.topology(topology_id)), what="removal by the new leader")
+
+
+def test_activate_and_deactivate(cluster: Cluster, leader: Nimbus) -> None:
+    topology_id = submit(cluster, leader)
+    client = cluster.client(leader)
+    client.deactivate("wc")
+    assert cluster.zk.read(paths.topology(topology_id), StormBase).status.value == "inactive"
+    client.activate("wc")
+    assert cluster.zk.read(paths.topology(topology_id), StormBase).status.value == "active"
+    client.killTopology("wc")
+    with pytest.raises(TApplicationException, match="cannot activate topology 'wc' while it is killed"):
+        client.activate("wc")
+
+
+def test_rebalance_spreads_over_more_workers_and_rescales(cluster: Cluster, leader: Nimbus) -> None:
+    topology_id = submit(cluster, leader)
+    client = cluster.client(leader)
+    client.deactivate("wc")
+    client.rebalance("wc", storm.RebalanceOptions(wait_secs=5, num_workers=4, num_executors={"count": 4}))
+    assert cluster.zk.read(paths.topology(topology_id), StormBase).status.value == "rebalancing"
+    cluster.clock.advance(5)
+    wait_until(lambda: cluster.zk.read(paths.topology(topology_id), StormBase).status.value == "inactive",
+               what="rebalance done, previous status back")
+    assignment = cluster.zk.read(paths.assignment(topology_id), Assignment)
+    tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+    assert len(assignment.workers) == 4
+    assert sum(1 for t in tasks.tasks.values() if t.component == "count") == 4
+    assert sorted(t for w in assignment.workers for t in w.tasks) == sorted(tasks.tasks)
+
+
+def test_dead_worker_moves_after_the_timeout_and_beating_ones_stay(cluster: Cluster, leader: Nimbus) -> None:
+    topology_id = submit(cluster, leader)
+    client = cluster.client(leader)
+    before = cluster.zk.read(paths.assignment(topology_id), Assignment)
+    alive, dead = before.workers
+    def beat(tick: int) -> None:
+        client.updateTaskHeartbeat(storm.TopologyTaskHbInfo(
+            topologyId=topology_id, topologyMasterId=0,
+            taskHbs={t: storm.TaskHeartbeat(time_secs=tick, uptime_secs=tick) for t in alive.tasks}))
+    for tick in range(1, 13):  # 120 s: past launch grace (60) and task timeout (30)
+        beat(tick)
+        cluster.clock.advance(10)
+    wait_until(lambda: cluster.zk.read(paths.assignment(topology_id), Assignment) != before, what="reassignment")
+    after = cluster.zk.read(paths.assignment(topology_id), Assignment)
+    assert alive in after.workers
+    moved = next(w for w in after.workers if w != alive)
+    assert moved.tasks == dead.tasks and (moved.supervisor_id, moved.port) != (dead.supervisor_id, dead.port)
+
+
+def test_follower_refuses_writes_and_takes_over(cluster: Cluster, leader: Nimbus) -> None:
+    follower = cluster.nimbus("n2")
+    wait_until(lambda: cluster.zk.children(paths.NIMBUS_SLAVES) == [f"127.0.0.1:{follower.port}"],
+               what="follower registered")
+    client = cluster.client(follower)
+    with pytest.raises(TApplicationException, match=f"the leader is 127.0.0.1:{leader.port}"):
+        client.submitTopology("wc", "", "{}", word_count())
+    assert len(client.getClusterInfo().nimbuses) == 2
+    leader.stop()
+    wait_until(lambda: follower.is_leader, what="takeover")
+    submit(cluster, follower)
+
+
+def test_orphaned_state_is_cleaned_by_the_monitor(cluster: Cluster, leader: Nimbus) -> None:
+    orphan = "ghost-7-1700000000"
+    cluster.zk.write(paths.tasks(orphan), TopologyTasks({1: TaskInfo("s", ComponentType.SPOUT)}))
+    cluster.clock.advance(10)
+    wait_until(lambda: orphan not in cluster.zk.children(paths.TASKS), what="orphan cleanup")
