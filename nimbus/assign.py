@@ -43,6 +43,7 @@ class AssignEvent:
     reassign: bool = False
     dead_tasks: frozenset[int] = frozenset()
     scale: bool = False  # rebalance changed parallelism: mark the assignment so workers reload
+    based_on_ms: int | None = None  # monitor: timestamp of the assignment the dead tasks were judged on
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
     _error: str | None = field(default=None, repr=False)
     assignment: Assignment | None = field(default=None, repr=False)
@@ -106,6 +107,9 @@ class TopologyAssigner:
         if tasks is None or not tasks.tasks:
             raise AssignFailed(f"{event.topology_id} has no tasks in ZooKeeper")
         current = self._zk.read(paths.assignment(event.topology_id), Assignment)
+        if (event.based_on_ms is not None and current is not None and current.timestamp_ms != event.based_on_ms):
+            log.info("stale monitor event dropped: the assignment changed since it was judged")
+            return current
         assign_type = event.assign_type if current is not None else AssignType.NEW
         if current is not None:
             old_workers = tuple(current.workers)

@@ -74,7 +74,8 @@ class Nimbus:
         self.assigner.start()
         self.server = make_server((handler_factory or NimbusService)(self), "0.0.0.0", self.conf["nimbus.thrift.port"],
                                   max_frame_bytes=self.conf["nimbus.thrift.max_buffer_size"],
-                                  client_timeout_ms=self.conf["storm.thrift.socket.timeout.ms"]).start()
+                                  client_timeout_ms=self.conf["storm.thrift.socket.timeout.ms"],
+                                  max_connections=self.conf["nimbus.thrift.threads"]).start()
         self._port = self.server.port
         self.election = LeaderElection(self.zk, self.host, self._port, self.clock,
                                        on_elected=self._lead, on_demoted=self._follow).start()
@@ -182,9 +183,8 @@ class Nimbus:
             submitted_conf = json.loads(json_conf or "{}")
         except json.JSONDecodeError as exc:
             raise storm.InvalidTopologyException(msg=f"topology conf is not valid JSON: {exc}") from None
-        if not isinstance(submitted_conf, dict):
-            raise storm.InvalidTopologyException(msg="topology conf must be a JSON object")
-        topo.validate_topology(name, user_topology, {**self.conf, **submitted_conf})
+        merged = {**self.conf, **submitted_conf} if isinstance(submitted_conf, dict) else submitted_conf
+        topo.validate_topology(name, user_topology, merged)  # also refuses a conf that is not an object
         with self._lock:
             if name in self.alive_names() or name in self._submitting:
                 raise storm.AlreadyAliveException(msg=f"topology {name!r} is already alive")
@@ -331,7 +331,8 @@ class Nimbus:
             dead_tasks = frozenset(t for w in dead for t in w.tasks)
             log.warning("reassigning dead workers", topology_id=topology_id,
                         workers=[w.host_port for w in dead], tasks=sorted(dead_tasks))
-            self.assigner.push(AssignEvent(topology_id, base.name, AssignType.MONITOR, dead_tasks=dead_tasks))
+            self.assigner.push(AssignEvent(topology_id, base.name, AssignType.MONITOR, dead_tasks=dead_tasks,
+                                           based_on_ms=assignment.timestamp_ms))
 
     def _cleanup_orphans(self, alive: set[str]) -> None:
         """State left by a nimbus that died mid-submit or mid-removal: no ``/topology`` node, no submit running."""

@@ -413,7 +413,8 @@ def validate_conf(conf: Mapping[Any, Any], source: str | Mapping[str, str] = "co
     Raises ConfigError listing every problem, one per line.
     """
     problems = []
-    for name, value in conf.items():
+    # sorted, so the same conf gives the same message whatever order it was built in
+    for name, value in sorted(conf.items(), key=lambda item: str(item[0])):
         origin = source if isinstance(source, str) else source.get(name, DEFAULTS_SOURCE)
         if not isinstance(name, str):
             problems.append(f"{origin}: config key {_short(name)} is not a string")

@@ -395,6 +395,7 @@ class ThriftServer(TThreadedServer):
         trans_factory: Any,
         proto_factory: Any,
         name: str = "thrift",
+        max_connections: int = 64,
     ) -> None:
         super().__init__(
             processor,
@@ -404,6 +405,7 @@ class ThriftServer(TThreadedServer):
             daemon=True,
         )
         self.name = name
+        self.max_connections = max_connections
         self._lock = threading.Lock()
         self._clients: set[TSocket] = set()
         self._threads: set[threading.Thread] = set()
@@ -452,6 +454,13 @@ class ThriftServer(TThreadedServer):
             if self.closed:
                 client.close()
                 break
+            with self._lock:
+                full = len(self._clients) >= self.max_connections
+            if full:  # one thread per connection: bound them, refuse the surplus at once
+                log.warning("thrift connection refused: too many connections", server=self.name,
+                            peer=_peer_name(client), limit=self.max_connections)
+                client.close()
+                continue
             thread = threading.Thread(
                 target=contextvars.copy_context().run,
                 args=(self.handle, client),
@@ -544,6 +553,7 @@ def make_server(
     *,
     service: types.ModuleType | None = None,
     name: str = "nimbus-thrift",
+    max_connections: int = 64,
 ) -> ThriftServer:
     """Build a framed + binary server for ``handler`` (bound now, serving after ``start()``).
 
@@ -560,4 +570,5 @@ def make_server(
         BoundedFramedTransportFactory(max_frame_bytes),
         proto_factory,
         name=name,
+        max_connections=max_connections,
     )

@@ -150,3 +150,18 @@ def test_waiting_times_out_on_the_clock(zk: ZkClient, clock: SimulatedClock) -> 
     clock.advance(1)
     waiter.join(5)
     assert "not done within 300s (nimbus.assign.timeout.secs)" in str(failure[0])
+
+
+def test_monitor_event_judged_on_an_older_assignment_is_dropped(
+        zk: ZkClient, assigner: TopologyAssigner, clock: SimulatedClock) -> None:
+    add_supervisor(zk, 1, [6700, 6701, 6702])
+    add_tasks(zk, "wc-1-1700000000")
+    before = assigner.push(AssignEvent("wc-1-1700000000", "wc")).wait(clock, 300)
+    dead = frozenset(before.workers[0].tasks)
+    clock.advance(10)
+    first = assigner.push(AssignEvent("wc-1-1700000000", "wc", AssignType.MONITOR, dead_tasks=dead,
+                                      based_on_ms=before.timestamp_ms))
+    second = assigner.push(AssignEvent("wc-1-1700000000", "wc", AssignType.MONITOR, dead_tasks=dead,
+                                       based_on_ms=before.timestamp_ms))
+    moved = first.wait(clock, 300)
+    assert second.wait(clock, 300) == moved, "the duplicate must not move the fresh worker again"

@@ -267,3 +267,26 @@ def test_orphaned_state_is_cleaned_by_the_monitor(cluster: Cluster, leader: Nimb
     cluster.zk.write(paths.tasks(orphan), TopologyTasks({1: TaskInfo("s", ComponentType.SPOUT)}))
     cluster.clock.advance(10)
     wait_until(lambda: orphan not in cluster.zk.children(paths.TASKS), what="orphan cleanup")
+
+
+def test_every_validation_rule_reaches_a_thrift_client(cluster: Cluster, leader: Nimbus) -> None:
+    """The rules of tests/test_topology.py, submitted for real: each comes back with its own message."""
+    import copy
+
+    from test_topology import CONF_RULES, RULES, word_count as valid_topology
+
+    client = cluster.client(leader)
+    for rule, edit, message in RULES:
+        topology = copy.deepcopy(valid_topology())
+        edit(topology)
+        with pytest.raises(storm.InvalidTopologyException) as caught:
+            client.submitTopology("wc", "", json.dumps({"topology.workers": 2}), topology)
+        assert caught.value.msg == message, rule
+    for rule, conf, message in CONF_RULES:
+        with pytest.raises(storm.InvalidTopologyException) as caught:
+            client.submitTopology("wc", "", json.dumps(conf), valid_topology())
+        assert message in caught.value.msg, rule
+    with pytest.raises(storm.InvalidTopologyException, match="topology name"):
+        client.submitTopology("bad/name", "", "{}", valid_topology())
+    assert cluster.zk.children(paths.TOPOLOGIES) == [] and client.getClusterInfo().topologies == []
+    client.submitTopology("wc", "", json.dumps({"topology.workers": 2}), valid_topology())  # still serving

@@ -377,3 +377,22 @@ def test_idle_connection_is_closed_after_client_timeout(servers):
         wait_closed_by_peer(raw)
     with connect(HOST, server.port) as client:
         assert client.getLeader().host == "nimbus-2.example"
+
+
+def test_connections_over_the_limit_are_refused_at_once(servers):
+    server = servers(max_connections=2)
+    with socket.create_connection((HOST, server.port)) as a, socket.create_connection((HOST, server.port)) as b:
+        with connect(HOST, server.port) as client:  # a third: hung up on, not queued behind the idle two
+            with pytest.raises(Exception):
+                client.getLeader()
+        a.close()
+        # once a slot is free, a well-formed client is served again
+        deadline = time.monotonic() + DEADLINE_SECS
+        while True:
+            try:
+                with connect(HOST, server.port) as client:
+                    assert client.getLeader().host == "nimbus-2.example"
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise

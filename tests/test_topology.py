@@ -282,8 +282,8 @@ CONF_RULES: list[tuple[str, Any, str]] = [
     ("workers null", {"topology.workers": None}, "topology.workers must be an int >= 1 (worker processes), got None"),
     ("workers bool", {"topology.workers": True}, "topology.workers must be an int >= 1 (worker processes), got True"),
     ("key type", {"topology.debug": "yes", "topology.acker.executors": -1},
-     "invalid configuration:\n  topology conf: config key 'topology.debug' expects bool, got 'yes' (str)\n"
-     "  topology conf: config key 'topology.acker.executors' expects int >= 0 or null, got -1 (int)"),
+     "invalid configuration:\n  topology conf: config key 'topology.acker.executors' expects int >= 0 or null, "
+     "got -1 (int)\n  topology conf: config key 'topology.debug' expects bool, got 'yes' (str)"),
     ("override type", {"topology.bolt.parallelism": {"split": "2"}},
      "invalid configuration:\n  topology conf: config key 'topology.bolt.parallelism' expects map of str to int "
      "or null, got {'split': '2'} (dict)"),
