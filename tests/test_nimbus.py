@@ -231,22 +231,35 @@ def test_rebalance_spreads_over_more_workers_and_rescales(cluster: Cluster, lead
 
 
 def test_dead_worker_moves_after_the_timeout_and_beating_ones_stay(cluster: Cluster, leader: Nimbus) -> None:
+    """Launch grace 60 s, task timeout 30 s, monitor every 10 s (see Cluster)."""
     topology_id = submit(cluster, leader)
     client = cluster.client(leader)
     before = cluster.zk.read(paths.assignment(topology_id), Assignment)
     alive, dead = before.workers
-    def beat(tick: int) -> None:
-        client.updateTaskHeartbeat(storm.TopologyTaskHbInfo(
-            topologyId=topology_id, topologyMasterId=0,
-            taskHbs={t: storm.TaskHeartbeat(time_secs=tick, uptime_secs=tick) for t in alive.tasks}))
-    for tick in range(1, 13):  # 120 s: past launch grace (60) and task timeout (30)
-        beat(tick)
-        cluster.clock.advance(10)
-    wait_until(lambda: cluster.zk.read(paths.assignment(topology_id), Assignment) != before, what="reassignment")
+    tick = 0
+
+    def run_for(secs: int) -> Assignment:
+        nonlocal tick
+        for _ in range(secs // 10):
+            tick += 1
+            client.updateTaskHeartbeat(storm.TopologyTaskHbInfo(
+                topologyId=topology_id, topologyMasterId=0,
+                taskHbs={t: storm.TaskHeartbeat(time_secs=tick, uptime_secs=tick) for t in alive.tasks}))
+            cluster.clock.advance(10)
+        return cluster.zk.read(paths.assignment(topology_id), Assignment)
+
+    assert run_for(60) == before, "never-heard tasks are protected for the launch grace"
+    run_for(10)
+    wait_until(lambda: cluster.zk.read(paths.assignment(topology_id), Assignment) != before,
+               what="reassignment one monitor period after the grace")
     after = cluster.zk.read(paths.assignment(topology_id), Assignment)
     assert alive in after.workers
     moved = next(w for w in after.workers if w != alive)
     assert moved.tasks == dead.tasks and (moved.supervisor_id, moved.port) != (dead.supervisor_id, dead.port)
+    assert run_for(60) == after, "a freshly moved task gets a new launch grace"
+    run_for(10)
+    wait_until(lambda: cluster.zk.read(paths.assignment(topology_id), Assignment) != after,
+               what="the still-silent worker to move again")
 
 
 def test_follower_refuses_writes_and_takes_over(cluster: Cluster, leader: Nimbus) -> None:
@@ -290,3 +303,118 @@ def test_every_validation_rule_reaches_a_thrift_client(cluster: Cluster, leader:
         client.submitTopology("bad/name", "", "{}", valid_topology())
     assert cluster.zk.children(paths.TOPOLOGIES) == [] and client.getClusterInfo().topologies == []
     client.submitTopology("wc", "", json.dumps({"topology.workers": 2}), valid_topology())  # still serving
+
+
+def test_pending_rebalance_survives_a_nimbus_restart(cluster: Cluster, leader: Nimbus) -> None:
+    topology_id = submit(cluster, leader)
+    cluster.client(leader).rebalance("wc", storm.RebalanceOptions(wait_secs=20, num_workers=4))
+    leader.stop()
+    successor = cluster.nimbus("n1")
+    wait_until(lambda: successor.is_leader, what="the restarted nimbus to lead")
+    cluster.clock.advance(20)
+    wait_until(lambda: cluster.zk.read(paths.topology(topology_id), StormBase).status.value == "active",
+               what="rebalance completed by the restarted nimbus")
+    assert len(cluster.zk.read(paths.assignment(topology_id), Assignment).workers) == 4
+
+
+def test_znodes_of_a_submit_exist_before_its_topology_node(cluster: Cluster, leader: Nimbus) -> None:
+    seen: list[tuple[str, bool, bool]] = []
+
+    def on_topologies(ids: list[str]) -> None:
+        for topology_id in ids:
+            seen.append((topology_id, cluster.zk.exists(paths.tasks(topology_id)),
+                         cluster.zk.exists(paths.assignment(topology_id))))
+
+    cluster.zk.watch_children(paths.TOPOLOGIES, on_topologies)
+    topology_id = submit(cluster, leader)
+    wait_until(lambda: seen, what="the topology node")
+    assert seen[0] == (topology_id, True, True)
+
+
+def test_code_is_uploaded_stored_and_downloadable(cluster: Cluster, leader: Nimbus) -> None:
+    client = cluster.client(leader)
+    location = client.beginFileUpload()
+    for part in (b"PK\x03\x04 first", b" second"):
+        client.uploadChunk(location, part)
+    client.finishFileUpload(location)
+    client.submitTopology("wc", location, json.dumps({"topology.workers": 2}), word_count())
+    topology_id = client.getTopologyId("wc")
+    for artifact, expected in (("code", b"PK\x03\x04 first second"),
+                               ("conf", json.dumps(leader.code.conf(topology_id), sort_keys=True).encode())):
+        session = client.beginCodeDownload(topology_id, artifact)
+        data = b""
+        while chunk := client.downloadChunk(session):
+            data += chunk
+        assert data == expected
+    with pytest.raises(storm.NotAliveException, match="unknown artifact"):
+        client.beginCodeDownload(topology_id, "../../etc/passwd")
+    with pytest.raises(storm.InvalidTopologyException, match="no finished upload"):
+        client.submitTopology("wc2", location, "{}", word_count())  # an upload is claimed once
+
+
+def test_workers_of_a_vanished_supervisor_stay_while_they_beat(cluster: Cluster, leader: Nimbus) -> None:
+    topology_id = submit(cluster, leader)
+    client = cluster.client(leader)
+    before = cluster.zk.read(paths.assignment(topology_id), Assignment)
+    cluster.supervisor(3)
+    all_tasks = [t for w in before.workers for t in w.tasks]
+    lost = before.workers[0].supervisor_id
+    cluster.zk.delete(paths.supervisor(lost))
+
+    def beat(tick: int, tasks: list[int]) -> None:
+        client.updateTaskHeartbeat(storm.TopologyTaskHbInfo(
+            topologyId=topology_id, topologyMasterId=0,
+            taskHbs={t: storm.TaskHeartbeat(time_secs=tick, uptime_secs=tick) for t in tasks}))
+
+    for tick in range(1, 13):
+        beat(tick, all_tasks)
+        cluster.clock.advance(10)
+    assert cluster.zk.read(paths.assignment(topology_id), Assignment) == before, "beating workers are not moved"
+    stranded = [t for w in before.workers if w.supervisor_id == lost for t in w.tasks]
+    for tick in range(13, 18):  # now the lost supervisor's workers go quiet
+        beat(tick, [t for t in all_tasks if t not in stranded])
+        cluster.clock.advance(10)
+    wait_until(lambda: cluster.zk.read(paths.assignment(topology_id), Assignment) != before, what="reassignment")
+    after = cluster.zk.read(paths.assignment(topology_id), Assignment)
+    assert all(w.supervisor_id != lost for w in after.workers)
+
+
+def test_follower_refuses_every_write_with_the_leaders_address(cluster: Cluster, leader: Nimbus) -> None:
+    submit(cluster, leader)
+    follower = cluster.nimbus("n2")
+    wait_until(lambda: len(cluster.zk.children(paths.NIMBUS_SLAVES)) == 1, what="follower registered")
+    client = cluster.client(follower)
+    writes = [lambda: client.killTopology("wc"), lambda: client.activate("wc"), lambda: client.deactivate("wc"),
+              lambda: client.rebalance("wc", storm.RebalanceOptions(wait_secs=1)), client.beginFileUpload]
+    for write in writes:
+        with pytest.raises(TApplicationException, match=f"not the leader; the leader is 127.0.0.1:{leader.port}"):
+            write()
+    assert [t.name for t in client.getClusterInfo().topologies] == ["wc"], "reads are served"
+
+
+def test_rebalance_never_shares_a_slot_with_another_topology(cluster: Cluster, leader: Nimbus) -> None:
+    first = submit(cluster, leader, "wc")
+    second = submit(cluster, leader, "wc2", conf={"topology.workers": 3})
+    cluster.client(leader).rebalance("wc", storm.RebalanceOptions(wait_secs=0, num_workers=5, reassign=True))
+    cluster.clock.advance(0)
+    wait_until(lambda: len(cluster.zk.read(paths.assignment(first), Assignment).workers) == 5, what="rebalance")
+    slots = [(w.supervisor_id, w.port) for tid in (first, second)
+             for w in cluster.zk.read(paths.assignment(tid), Assignment).workers]
+    assert len(slots) == len(set(slots)) == 8
+
+
+def test_garbage_on_the_port_does_not_stop_nimbus_answering(cluster: Cluster, leader: Nimbus) -> None:
+    import os
+    import socket
+    import struct
+
+    silent = socket.create_connection(("127.0.0.1", leader.port))
+    huge = socket.create_connection(("127.0.0.1", leader.port))
+    huge.sendall(struct.pack("!i", 2_000_000_000))
+    noise = socket.create_connection(("127.0.0.1", leader.port))
+    noise.sendall(struct.pack("!i", 64) + os.urandom(64))
+    try:
+        assert cluster.client(leader).getClusterInfo().topologies == []
+    finally:
+        for s in (silent, huge, noise):
+            s.close()
