@@ -47,23 +47,24 @@ def leaders(nimbuses: list[Nimbus]) -> list[Nimbus]:
     return [n for n in nimbuses if n.election.is_leader]
 
 
-def test_exactly_one_leads_and_the_other_follows(nimbuses: list[Nimbus], zk: ZkClient) -> None:
+def elect(nimbuses: list[Nimbus]) -> tuple[Nimbus, Nimbus]:
+    """Start both elections; (leader, follower) once exactly one leads."""
     for n in nimbuses:
         n.election.start()
     wait_until(lambda: len(leaders(nimbuses)) == 1, what="a leader")
     (leader,) = leaders(nimbuses)
-    follower = next(n for n in nimbuses if n is not leader)
+    return leader, next(n for n in nimbuses if n is not leader)
+
+
+def test_exactly_one_leads_and_the_other_follows(nimbuses: list[Nimbus], zk: ZkClient) -> None:
+    leader, follower = elect(nimbuses)
     assert leader.elected.wait(5) and not follower.elected.is_set()
     assert zk.read(paths.NIMBUS_MASTER, NimbusMaster).host_port == leader.election.host_port
     wait_until(lambda: zk.children(paths.NIMBUS_SLAVES) == [follower.election.host_port], what="follower registered")
 
 
 def test_follower_takes_over_when_the_leader_steps_down(nimbuses: list[Nimbus], zk: ZkClient) -> None:
-    for n in nimbuses:
-        n.election.start()
-    wait_until(lambda: len(leaders(nimbuses)) == 1, what="a leader")
-    (leader,) = leaders(nimbuses)
-    follower = next(n for n in nimbuses if n is not leader)
+    leader, follower = elect(nimbuses)
     leader.election.stop()
     assert leader.demoted.is_set()
     wait_until(lambda: follower.election.is_leader, what="takeover")
@@ -73,11 +74,7 @@ def test_follower_takes_over_when_the_leader_steps_down(nimbuses: list[Nimbus], 
 
 def test_leader_whose_session_expires_is_demoted_and_rejoins_as_follower(
         nimbuses: list[Nimbus], zk: ZkClient, zk_address: str) -> None:
-    for n in nimbuses:
-        n.election.start()
-    wait_until(lambda: len(leaders(nimbuses)) == 1, what="a leader")
-    (leader,) = leaders(nimbuses)
-    follower = next(n for n in nimbuses if n is not leader)
+    leader, follower = elect(nimbuses)
     expire_session(leader.zk, zk_address)
     assert leader.demoted.wait(20)
     wait_until(lambda: follower.election.is_leader, 20, "takeover after session expiry")
