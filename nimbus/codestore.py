@@ -26,6 +26,8 @@ from squall.thrift import storm
 
 _TOPOLOGY_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}-\d+-\d+$")
 _PROTOCOL = TBinaryProtocolFactory()
+#: Open sessions allowed at once, per inbox and per download table: each holds a file handle.
+MAX_SESSIONS = 256
 
 
 class UploadError(Exception):
@@ -74,6 +76,9 @@ class Inbox:
         path = self.root / f"stormjar-{secrets.token_hex(16)}.jar"
         location = str(path)
         with self._lock:
+            if len(self._uploads) >= MAX_SESSIONS:
+                raise UploadError(f"too many uploads in progress ({MAX_SESSIONS}); finish or wait for idle ones "
+                                  "to expire (nimbus.file.copy.expiration.secs)")
             self._uploads[location] = _Upload(path, open(path, "wb"), 0, self._clock.monotonic())
         return location
 
@@ -270,6 +275,8 @@ class Downloads:
     def begin(self, path: Path) -> str:
         session = secrets.token_urlsafe(24)
         with self._lock:
+            if len(self._sessions) >= MAX_SESSIONS:
+                raise DownloadError(f"too many downloads in progress ({MAX_SESSIONS}); retry later")
             self._sessions[session] = _Download(open(path, "rb"), self._clock.monotonic())
         return session
 

@@ -190,6 +190,7 @@ class Nimbus:
                 raise storm.AlreadyAliveException(msg=f"topology {name!r} is already alive")
             self._submitting.add(name)
         topology_id = topo.topology_id(name, next(self._counter), self.clock.time())
+        package = None
         try:
             package = self.inbox.claim(location) if location else None
             normalized, topology_conf = topo.normalize(user_topology, submitted_conf, name=name)
@@ -210,6 +211,8 @@ class Nimbus:
             self._remove_state(topology_id)
             raise
         finally:
+            if package is not None:
+                package.unlink(missing_ok=True)  # the code store has its own copy
             with self._lock:
                 self._submitting.discard(name)
         log.info("topology submitted", topology_id=topology_id, tasks=len(tasks.tasks))

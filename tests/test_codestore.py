@@ -168,3 +168,15 @@ def test_downloads_come_in_chunks_then_end(tmp_path: Path, clock: SimulatedClock
     downloads.cleanup()
     with pytest.raises(DownloadError, match="unknown or expired"):
         downloads.chunk(idle)
+
+
+def test_open_sessions_are_bounded(inbox: Inbox, tmp_path: Path, clock: SimulatedClock) -> None:
+    from nimbus.codestore import MAX_SESSIONS
+
+    for _ in range(MAX_SESSIONS):
+        inbox.begin_upload()
+    with pytest.raises(UploadError, match="too many uploads in progress"):
+        inbox.begin_upload()
+    clock.advance(61)
+    inbox.cleanup()
+    inbox.begin_upload()  # idle ones expired, room again

@@ -350,6 +350,7 @@ def test_code_is_uploaded_stored_and_downloadable(cluster: Cluster, leader: Nimb
         client.beginCodeDownload(topology_id, "../../etc/passwd")
     with pytest.raises(storm.InvalidTopologyException, match="no finished upload"):
         client.submitTopology("wc2", location, "{}", word_count())  # an upload is claimed once
+    assert list(leader.inbox.root.iterdir()) == [], "the claimed upload does not linger in the inbox"
 
 
 def test_workers_of_a_vanished_supervisor_stay_while_they_beat(cluster: Cluster, leader: Nimbus) -> None:
