@@ -204,6 +204,7 @@ class Nimbus:
             self.zk.create(paths.upgrading_workers(topology_id))
             self.zk.create(paths.upgraded_workers(topology_id))
             self._assign(AssignEvent(topology_id, name))
+            self.require_leader()  # demoted while waiting: the new leader will clean up, not us
             now = int(self.clock.time())
             workers = int(self.merged_conf(topology_id)["topology.workers"])
             self.zk.write(paths.topology(topology_id), StormBase(name, initial_status, now, workers))
