@@ -29,10 +29,13 @@ from squall.thrift import ThriftServer, make_server, storm
 from squall.zk import paths
 from squall.zk.client import ZkClient
 from squall.zk.records import (
-    Assignment, StormBase, TaskBeat, TaskHeartbeats, TopologyStatus, TopologyTasks,
+    Assignment, ErrorLevel, StormBase, TaskBeat, TaskError, TaskHeartbeats, TopologyStatus, TopologyTasks,
 )
 
 log = structlog.get_logger(__name__)
+
+#: Errors kept per task in ``/taskerrors`` (JStorm keeps 3).
+MAX_ERRORS_PER_TASK = 3
 
 
 class NotLeader(RuntimeError):
@@ -146,7 +149,15 @@ class Nimbus:
         tasks = self.zk.read(paths.tasks(topology_id), TopologyTasks)
         if tasks is None:
             raise AssignFailed(f"{topology_id} has no tasks in ZooKeeper")
-        return topo.scheduler_components(self.code.system_topology(topology_id), tasks), self.merged_conf(topology_id)
+        try:
+            return (topo.scheduler_components(self.code.system_topology(topology_id), tasks),
+                    self.merged_conf(topology_id))
+        except MissingTopology:
+            raise AssignFailed(self._no_code(topology_id)) from None
+
+    def _no_code(self, topology_id: str) -> str:
+        return (f"nimbus {self.host}:{self.port} has no code for {topology_id}: code is not yet replicated "
+                "between nimbuses, so only the nimbus that accepted it can schedule it")
 
     def merged_conf(self, topology_id: str) -> dict[str, Any]:
         return {**self.conf, **self.code.conf(topology_id)}
@@ -233,7 +244,12 @@ class Nimbus:
                                            message_timeout_secs=self._message_timeout(topology_id))
             for effect in outcome.effects:
                 if isinstance(effect, lifecycle.Reassign):
-                    self._rebalance(topology_id, base.name, effect)
+                    try:
+                        self._rebalance(topology_id, base.name, effect)
+                    except storm.InvalidTopologyException as exc:  # keep the old placement, say why
+                        self.record_error(topology_id, f"rebalance failed: {exc.msg}")
+                    except MissingTopology:
+                        self.record_error(topology_id, f"rebalance failed: {self._no_code(topology_id)}")
                 elif isinstance(effect, lifecycle.RemoveTopology):
                     self._remove_state(topology_id)
             if outcome.base is not None and outcome.base is not base:
@@ -243,6 +259,17 @@ class Nimbus:
                     self._arm(topology_id, effect)
         log.info("topology transition", topology_id=topology_id, action=action.verb,
                  status=outcome.base.status.value if outcome.base else "removed")
+
+    def record_error(self, topology_id: str, message: str) -> None:
+        """An error of the topology itself, kept like a task error of its topology master (last few only)."""
+        tasks = self.zk.read(paths.tasks(topology_id), TopologyTasks)
+        task = (topo.topology_master_task(tasks) if tasks else None) or 0
+        now = int(self.clock.time())
+        self.zk.write(paths.task_error(topology_id, task, now),
+                      TaskError(message, now, ErrorLevel.ERROR, host=self.host, port=self.port))
+        for old in self.zk.children(paths.task_errors(topology_id, task))[:-MAX_ERRORS_PER_TASK]:
+            self.zk.delete(paths.task_error(topology_id, task, int(old)))
+        log.error("topology error", topology_id=topology_id, error=message)
 
     def _arm(self, topology_id: str, effect: lifecycle.ScheduleAt) -> None:
         def fire() -> None:

@@ -419,3 +419,23 @@ def test_garbage_on_the_port_does_not_stop_nimbus_answering(cluster: Cluster, le
     finally:
         for s in (silent, huge, noise):
             s.close()
+
+
+def test_a_new_leader_without_the_code_says_so(cluster: Cluster, leader: Nimbus) -> None:
+    submit(cluster, leader)
+    follower = cluster.nimbus("n2")  # its own local dir: it never saw the code
+    wait_until(lambda: len(cluster.zk.children(paths.NIMBUS_SLAVES)) == 1, what="follower registered")
+    leader.stop()
+    wait_until(lambda: follower.is_leader, what="takeover")
+    client = cluster.client(follower)
+    topology_id = client.getTopologyId("wc")
+    with pytest.raises(TApplicationException, match="has no code for"):
+        client.getUserTopology(topology_id)
+    client.rebalance("wc", storm.RebalanceOptions(wait_secs=0, num_workers=3))
+    cluster.clock.advance(0)
+    wait_until(lambda: client.getTopologyInfo(topology_id).status == "ACTIVE", what="rebalance to give up")
+    (error,) = client.getTopologyInfo(topology_id).errors["__topology_master"]
+    assert "code is not yet replicated between nimbuses" in error.error
+    client.killTopologyWithOpts("wc", storm.KillOptions(wait_secs=0))
+    cluster.clock.advance(0)
+    wait_until(lambda: cluster.zk.children(paths.TOPOLOGIES) == [], what="kill works without the code")
