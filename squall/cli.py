@@ -16,9 +16,14 @@ from typing import Any
 
 import structlog
 
+from thriftpy2.thrift import TApplicationException
+from thriftpy2.transport import TTransportException
+
+from squall.commands import add_arguments as operator_commands
 from squall.config import ConfigError, load_config
 from squall.devzk import LocalZooKeeper, ZooKeeperUnavailable
 from squall.logs import configure_logging
+from squall.thrift import NimbusUnavailable, storm
 
 log = structlog.get_logger(__name__)
 
@@ -88,20 +93,31 @@ def load_or_exit(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(2) from None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     parser = common_options("storm", "Squall: a JStorm-style real-time cluster.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    runs = {name: run for name, (run, _) in COMMANDS.items()}
     for name, (_, help_text) in COMMANDS.items():
-        commands.add_parser(name, help=help_text)
-    return parser
+        commands.add_parser(name, help=help_text, description=help_text)
+    runs.update(operator_commands(commands))
+    return parser, runs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser, runs = build_parser()
+    args = parser.parse_args(argv)
     conf = load_or_exit(args)
     configure_logging(args.command, level=conf["squall.log.level"], fmt=conf["squall.log.format"])
-    command, _ = COMMANDS[args.command]
-    return command(conf, args)
+    try:
+        return runs[args.command](conf, args)
+    except (storm.NotAliveException, storm.AlreadyAliveException, storm.InvalidTopologyException,
+            storm.TopologyAssignException, storm.AuthorizationException) as exc:
+        print(f"storm {args.command}: {type(exc).__name__}: {exc.msg}", file=sys.stderr)
+    except TApplicationException as exc:
+        print(f"storm {args.command}: nimbus error: {exc.message}", file=sys.stderr)
+    except (NimbusUnavailable, TTransportException, OSError) as exc:
+        print(f"storm {args.command}: cannot reach nimbus: {exc}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

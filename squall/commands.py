@@ -1,0 +1,186 @@
+"""Operator commands of ``storm`` that talk to a running cluster: Storm's verbs and output formats.
+
+Each command is ``run(conf, args) -> exit code``; typed Thrift errors become one clear line on
+stderr and a non-zero exit (see :func:`squall.cli.main`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from squall import __version__
+from squall.nimbus_client import nimbus_client
+from squall.thrift import storm
+from squall.zk.client import ZkClient
+
+LIST_ROW = "{:<20} {:<10} {:<10} {:<12} {:<10}"  # Storm 1.x's `storm list` layout
+
+
+def parse_executor(text: str) -> tuple[str, int]:
+    """``-e comp=3`` → ("comp", 3); split at the last ``=`` as Storm does."""
+    component, sep, count = text.rpartition("=")
+    if not sep or not component or not count.isdigit() or int(count) < 1:
+        raise argparse.ArgumentTypeError(f"expected COMPONENT=N with N >= 1, got {text!r}")
+    return component, int(count)
+
+
+def non_negative(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return int(text)
+
+
+def positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}")
+    return int(text)
+
+
+def list_topologies(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    with nimbus_client(conf) as nimbus:
+        topologies = sorted(nimbus.getClusterInfo().topologies, key=lambda t: t.name)
+    if args.json:
+        print(json.dumps([{"name": t.name, "id": t.id, "status": t.status, "num_tasks": t.num_tasks,
+                           "num_workers": t.num_workers, "uptime_secs": t.uptime_secs} for t in topologies]))
+    elif not topologies:
+        print("No topologies running.")
+    else:
+        print(LIST_ROW.format("Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs"))
+        print("-" * 67)
+        for t in topologies:
+            print(LIST_ROW.format(t.name, t.status, t.num_tasks, t.num_workers, t.uptime_secs))
+    return 0
+
+
+def kill(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    with nimbus_client(conf) as nimbus:
+        for name in args.names:
+            nimbus.killTopologyWithOpts(name, storm.KillOptions(wait_secs=args.wait))
+            print(f"Killed topology: {name}")
+    return 0
+
+
+def activate(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    with nimbus_client(conf) as nimbus:
+        nimbus.activate(args.name)
+    print(f"Activated topology: {args.name}")
+    return 0
+
+
+def deactivate(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    with nimbus_client(conf) as nimbus:
+        nimbus.deactivate(args.name)
+    print(f"Deactivated topology: {args.name}")
+    return 0
+
+
+def rebalance(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    options = storm.RebalanceOptions(wait_secs=args.wait, num_workers=args.workers,
+                                     num_executors=dict(args.executors) or None, reassign=args.reassign,
+                                     topology_conf_overrides=args.topology_conf)
+    with nimbus_client(conf) as nimbus:
+        nimbus.rebalance(args.name, options)
+    print(f"Topology {args.name} is rebalancing")
+    return 0
+
+
+def get_errors(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    """Storm's JSON: the latest error of each component."""
+    with nimbus_client(conf) as nimbus:
+        try:
+            info = nimbus.getTopologyInfoByName(args.name)
+        except storm.NotAliveException:
+            print(json.dumps({"Failure": f"No topologies running with name {args.name}"}))
+            return 1
+    latest = {component: max(errors, key=lambda e: e.error_time_secs).error
+              for component, errors in sorted(info.errors.items()) if errors}
+    print(json.dumps({"Topology Name": args.name, "Comp-Errors": latest}))
+    return 0
+
+
+def _conf_value(value: Any) -> str:
+    return " ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def localconfvalue(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    print(f"{args.key}: {_conf_value(conf.get(args.key))}")
+    return 0
+
+
+def remoteconfvalue(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    with nimbus_client(conf) as nimbus:
+        remote = json.loads(nimbus.getNimbusConf())
+    print(f"{args.key}: {_conf_value(remote.get(args.key))}")
+    return 0
+
+
+def version(_conf: Mapping[str, Any], _args: argparse.Namespace) -> int:
+    print(f"Squall {__version__}")  # streamparse parses "<name> <x.y.z>"
+    return 0
+
+
+def zktool(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    """Look at (or remove) Squall's ZooKeeper state, values pretty-printed, paths under the root."""
+    path = "/" + args.path.strip("/")
+    with ZkClient(conf) as zk:
+        if args.action == "ls":
+            print("\n".join(zk.children(path)))
+        elif args.action == "get":
+            raw, _ = zk.kazoo.get(path)
+            print(_pretty(raw))
+        elif args.action == "tree":
+            _tree(zk, path, 0)
+        elif args.action == "rm":
+            zk.delete(path)
+            print(f"removed {conf['storm.zookeeper.root'].rstrip('/')}{path}")
+    return 0
+
+
+def _pretty(raw: bytes) -> str:
+    try:
+        return json.dumps(json.loads(raw), indent=2, sort_keys=True)
+    except (ValueError, UnicodeDecodeError):
+        return raw.decode(errors="replace")
+
+
+def _tree(zk: ZkClient, path: str, depth: int) -> None:
+    print("  " * depth + (path.rsplit("/", 1)[-1] or "/"))
+    for child in zk.children(path):
+        _tree(zk, f"{path.rstrip('/')}/{child}", depth + 1)
+
+
+def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
+    """Register the operator commands on ``storm``'s sub-parsers; returns name → run function."""
+    runs: dict[str, Any] = {}
+
+    def command(name: str, run: Any, help_text: str) -> argparse.ArgumentParser:
+        runs[name] = run
+        return commands.add_parser(name, help=help_text, description=help_text)
+
+    command("list", list_topologies, "list running topologies").add_argument(
+        "--json", action="store_true", help="print JSON instead of Storm's table")
+    p = command("kill", kill, "kill topologies (removed after the wait)")
+    p.add_argument("names", nargs="+", metavar="NAME")
+    p.add_argument("-w", "--wait-time-secs", dest="wait", type=non_negative,
+                   help="seconds before removal (default: the topology's message timeout)")
+    command("activate", activate, "activate a topology (spouts run)").add_argument("name")
+    command("deactivate", deactivate, "deactivate a topology (spouts pause)").add_argument("name")
+    p = command("rebalance", rebalance, "re-place a topology, optionally with new worker and task counts")
+    p.add_argument("name")
+    p.add_argument("-w", "--wait-time-secs", dest="wait", type=non_negative)
+    p.add_argument("-n", "--num-workers", dest="workers", type=positive)
+    p.add_argument("-e", "--executor", dest="executors", type=parse_executor, action="append", default=[],
+                   metavar="COMPONENT=N", help="new task count of a component (repeatable)")
+    p.add_argument("-r", "--reassign", action="store_true", help="also move workers that could stay (JStorm -r)")
+    p.add_argument("-t", "--topology-conf", dest="topology_conf", metavar="JSON", help="conf overrides, a JSON object")
+    command("get-errors", get_errors, "latest error of each component, as JSON").add_argument("name")
+    command("localconfvalue", localconfvalue, "a config value as this machine sees it").add_argument("key")
+    command("remoteconfvalue", remoteconfvalue, "a config value as nimbus sees it").add_argument("key")
+    command("version", version, "print Squall's version")
+    p = command("zktool", zktool, "inspect Squall's ZooKeeper state (paths relative to storm.zookeeper.root)")
+    p.add_argument("action", choices=["ls", "get", "tree", "rm"])
+    p.add_argument("path", nargs="?", default="/")
+    return runs
