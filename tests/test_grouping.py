@@ -1,0 +1,88 @@
+"""Groupings route as Storm's do: fair shuffle, stable fields hashing, all, global, direct, local-or-shuffle, custom."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from squall.thrift import storm
+from worker.grouping import GroupingError, custom_grouping_spec, make_grouper
+
+TARGETS = [7, 3, 5]
+NULL = storm.NullStruct()
+
+
+def grouper(grouping: storm.Grouping, **kw):
+    kw.setdefault("output_fields", ["word", "count"])
+    kw.setdefault("targets", TARGETS)
+    return make_grouper(grouping, **kw)
+
+
+def test_shuffle_over_two_tasks_is_fair() -> None:
+    g = grouper(storm.Grouping(shuffle=NULL), targets=[1, 2])
+    counts = Counter(t for _ in range(100_000) for t in g(("x", 1)))
+    assert 49_000 <= counts[1] <= 51_000 and counts[1] + counts[2] == 100_000
+
+
+def test_shuffle_order_varies_between_sources() -> None:
+    firsts = {grouper(storm.Grouping(shuffle=NULL), seed=seed)(()) for seed in range(20)}
+    assert len(firsts) > 1
+
+
+def test_fields_sends_a_key_to_one_task_and_spreads_keys() -> None:
+    g = grouper(storm.Grouping(fields=["word"]))
+    for word in ("apple", "pear", "fig"):
+        assert len({g((word, n))[0] for n in range(50)}) == 1
+    assert len({g((f"w{i}", 0))[0] for i in range(300)}) == 3
+
+
+def test_fields_hash_is_the_same_in_every_process() -> None:
+    """Python's hash() is randomised per process; ours must not be."""
+    code = ("from squall.thrift import storm; from worker.grouping import make_grouper;"
+            "g = make_grouper(storm.Grouping(fields=['word', 'count']), output_fields=['word', 'count'], targets=[7, 3, 5]);"
+            "print([g((f'w{i}', i))[0] for i in range(40)])")
+    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={"PYTHONHASHSEED": str(seed), "PATH": ""}).stdout for seed in (1, 2)}
+    assert len(runs) == 1
+    here = grouper(storm.Grouping(fields=["word", "count"]))
+    assert runs == {str([here((f"w{i}", i))[0] for i in range(40)]) + "\n"}
+
+
+def test_all_global_direct() -> None:
+    assert sorted(grouper(storm.Grouping(all=NULL))(())) == [3, 5, 7]
+    assert list(grouper(storm.Grouping(fields=[]))(())) == [3], "global: the lowest task id"
+    assert list(grouper(storm.Grouping(direct=NULL))(())) == [], "direct: the emitter names the task"
+
+
+def test_local_or_shuffle_prefers_tasks_in_this_worker() -> None:
+    g = grouper(storm.Grouping(local_or_shuffle=NULL), local=frozenset({5}))
+    assert {g(())[0] for _ in range(20)} == {5}
+    remote_only = grouper(storm.Grouping(local_or_shuffle=NULL), local=frozenset())
+    assert {remote_only(())[0] for _ in range(30)} == {3, 5, 7}
+
+
+class EvenOdd:
+    """A custom grouping for the test: even counts to the first task, odd to the last."""
+
+    def prepare(self, output_fields, targets):
+        self.first, self.last = targets[0], targets[-1]
+
+    def choose_tasks(self, values):
+        return [self.first if values[1] % 2 == 0 else self.last]
+
+
+def test_custom_grouping_is_a_python_class_named_in_json() -> None:
+    g = grouper(storm.Grouping(custom_serialized=custom_grouping_spec(__name__, "EvenOdd")))
+    assert (list(g(("a", 2))), list(g(("a", 3)))) == ([3], [7])
+
+
+def test_bad_subscriptions_are_refused() -> None:
+    with pytest.raises(GroupingError, match=r"fields grouping on \['lang'\]"):
+        grouper(storm.Grouping(fields=["lang"]))
+    with pytest.raises(GroupingError, match="cannot load custom grouping"):
+        grouper(storm.Grouping(custom_serialized=b"\x80\x04pickle"))
+    with pytest.raises(GroupingError, match="Java custom_object"):
+        grouper(storm.Grouping(custom_object=storm.JavaObject("a.B", [])))

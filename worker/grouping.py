@@ -1,0 +1,117 @@
+"""Stream groupings: which target tasks get a tuple. Pure, per (source task, target component, stream).
+
+A grouper is built once per subscription and then called for every emitted tuple, so each keeps the
+work per tuple to an index lookup. Fields grouping hashes with CRC-32 over msgpack, never Python's
+``hash()`` (randomised per process): every worker must send the same key to the same task.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import random
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgpack
+
+#: A grouper: the values of an emitted tuple → the target task ids (empty for direct streams).
+Grouper = Callable[[Sequence[Any]], Sequence[int]]
+
+
+class GroupingError(ValueError):
+    """A subscription that cannot be routed (unknown fields, a custom grouper that cannot load)."""
+
+
+def make_grouper(grouping: Any, *, output_fields: Sequence[str], targets: Sequence[int],
+                 local: frozenset[int] = frozenset(), seed: int = 0) -> Grouper:
+    """The grouper for one subscription; ``targets`` are the subscribing component's task ids.
+
+    ``local`` are the target tasks living in this worker (for local-or-shuffle); ``seed`` (the source
+    task id) varies the shuffle order between sources so they do not all start on the same target.
+    """
+    tasks = sorted(targets)
+    if not tasks:
+        raise GroupingError("a subscription needs at least one target task")
+    if grouping.fields is not None:
+        if not grouping.fields:
+            return _constant([tasks[0]])  # Storm: an empty fields list is global grouping
+        return _fields(grouping.fields, output_fields, tasks)
+    if grouping.all is not None:
+        return _constant(tasks)
+    if grouping.direct is not None:
+        return _constant([])
+    if grouping.local_or_shuffle is not None:
+        near = [t for t in tasks if t in local]
+        return _Shuffle(near or tasks, seed)
+    if grouping.shuffle is not None or grouping.none is not None:
+        return _Shuffle(tasks, seed)
+    if grouping.custom_serialized is not None:
+        return _custom(grouping.custom_serialized, output_fields, tasks)
+    raise GroupingError("unsupported grouping (Java custom_object groupings cannot run in Squall)")
+
+
+def _constant(result: list[int]) -> Grouper:
+    frozen = tuple(result)
+    return lambda _values: frozen
+
+
+class _Shuffle:
+    """Round robin over a shuffled order, reshuffled each pass: exactly fair, not predictable by key."""
+
+    __slots__ = ("_choices", "_next", "_rng")
+
+    def __init__(self, tasks: list[int], seed: int) -> None:
+        self._rng = random.Random(seed)
+        self._choices = [(t,) for t in tasks]
+        self._rng.shuffle(self._choices)
+        self._next = 0
+
+    def __call__(self, _values: Sequence[Any]) -> Sequence[int]:
+        if self._next == len(self._choices):
+            self._rng.shuffle(self._choices)
+            self._next = 0
+        self._next += 1
+        return self._choices[self._next - 1]
+
+
+def _fields(names: Sequence[str], output_fields: Sequence[str], tasks: list[int]) -> Grouper:
+    try:
+        index = [list(output_fields).index(n) for n in names]
+    except ValueError:
+        raise GroupingError(f"fields grouping on {list(names)} but the stream declares {list(output_fields)}") from None
+    choices = [(t,) for t in tasks]
+    n = len(choices)
+    pack = msgpack.Packer(use_bin_type=True)
+
+    if len(index) == 1:
+        (only,) = index
+        return lambda values: choices[zlib.crc32(pack.pack(values[only])) % n]
+    return lambda values: choices[zlib.crc32(pack.pack([values[i] for i in index])) % n]
+
+
+def custom_grouping_spec(module: str, class_name: str, *args: Any) -> bytes:
+    """What ``Grouping.custom_serialized`` holds for a Python grouper: JSON, never pickle."""
+    return json.dumps({"module": module, "class": class_name, "args": list(args)}).encode()
+
+
+def _custom(spec: bytes, output_fields: Sequence[str], tasks: list[int]) -> Grouper:
+    """A user class with ``prepare(output_fields, target_tasks)`` and ``choose_tasks(values) -> list[int]``."""
+    try:
+        decoded = json.loads(spec)
+        cls = getattr(importlib.import_module(decoded["module"]), decoded["class"])
+        grouper = cls(*decoded.get("args", []))
+    except Exception as exc:
+        raise GroupingError(f"cannot load custom grouping from {spec[:200]!r}: {exc}") from None
+    if hasattr(grouper, "prepare"):
+        grouper.prepare(list(output_fields), list(tasks))
+    allowed = set(tasks)
+
+    def custom(values: Sequence[Any]) -> Sequence[int]:
+        chosen = grouper.choose_tasks(values)
+        if not allowed.issuperset(chosen):
+            raise GroupingError(f"custom grouping chose {sorted(set(chosen) - allowed)}, not target tasks {tasks}")
+        return chosen
+
+    return custom
