@@ -1,0 +1,121 @@
+"""Worker processes on this host: start, find again after a supervisor restart, and stop — by pid.
+
+Each worker gets ``<root>/<worker-id>/`` holding ``worker.json`` (pid, port, topology, tasks, start
+time) and the ``heartbeat`` file the worker rewrites. A pid is only ever signalled after checking
+that its command line still carries the worker id, so a recycled pid is never killed by mistake.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    worker_id: str
+    pid: int
+    port: int
+    topology_id: str
+    tasks: tuple[int, ...]
+    started_secs: float
+
+
+def new_worker_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _owns(pid: int, worker_id: str) -> bool:
+    """Whether ``pid`` is alive and still the process we started for ``worker_id``."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z" and worker_id.encode() in cmdline
+
+
+class WorkerProcesses:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._children: dict[str, subprocess.Popen[bytes]] = {}
+
+    def launch(self, worker_id: str, argv: Sequence[str], *, port: int, topology_id: str, tasks: Sequence[int],
+               log_file: Path, env: dict[str, str] | None = None) -> WorkerRecord:
+        """Start ``argv`` (which must contain ``worker_id``) in its own process group; remember it on disk."""
+        if worker_id not in argv:
+            raise ValueError("the worker command line must carry the worker id, so its pid can be verified later")
+        directory = self.root / worker_id
+        directory.mkdir(parents=True, exist_ok=True)
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_file, "ab") as log:
+            child = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True, env=env)
+        self._children[worker_id] = child
+        record = WorkerRecord(worker_id, child.pid, port, topology_id, tuple(tasks), time.time())
+        tmp = directory / "worker.json.tmp"
+        tmp.write_text(json.dumps(asdict(record)))
+        tmp.replace(directory / "worker.json")
+        return record
+
+    def records(self) -> list[WorkerRecord]:
+        """Every worker this supervisor (in this or an earlier life) started and has not cleaned up."""
+        found = []
+        for meta in sorted(self.root.glob("*/worker.json")):
+            try:
+                data = json.loads(meta.read_text())
+                found.append(WorkerRecord(**{**data, "tasks": tuple(data["tasks"])}))
+            except (ValueError, TypeError, KeyError):
+                shutil.rmtree(meta.parent, ignore_errors=True)  # half-written by a crash: nothing to adopt
+        return found
+
+    def alive(self, record: WorkerRecord) -> bool:
+        child = self._children.get(record.worker_id)
+        if child is not None and child.poll() is not None:
+            return False  # reaped: our own child exited
+        return _owns(record.pid, record.worker_id)
+
+    def heartbeat_path(self, worker_id: str) -> Path:
+        return self.root / worker_id / "heartbeat"
+
+    def last_beat(self, worker_id: str) -> float | None:
+        """Epoch seconds of the worker's last local heartbeat, None before the first one."""
+        try:
+            return float(json.loads(self.heartbeat_path(worker_id).read_text())["time_secs"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def kill(self, record: WorkerRecord, grace_secs: float) -> None:
+        """SIGTERM the worker's process group, SIGKILL after ``grace_secs``, then forget it."""
+        if self.alive(record):
+            self._signal(record, signal.SIGTERM)
+            deadline = time.monotonic() + grace_secs
+            while self.alive(record) and time.monotonic() < deadline:
+                time.sleep(0.05)  # waiting on another process's exit; there is no event to wait on
+            if self.alive(record):
+                self._signal(record, signal.SIGKILL)
+        child = self._children.pop(record.worker_id, None)
+        if child is not None:
+            child.wait()
+        shutil.rmtree(self.root / record.worker_id, ignore_errors=True)
+
+    @staticmethod
+    def _signal(record: WorkerRecord, sig: signal.Signals) -> None:
+        try:
+            os.killpg(record.pid, sig)  # the worker leads its own group: helpers it spawned go too
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            os.kill(record.pid, sig)
