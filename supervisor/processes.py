@@ -83,8 +83,8 @@ class WorkerProcesses:
 
     def alive(self, record: WorkerRecord) -> bool:
         child = self._children.get(record.worker_id)
-        if child is not None and child.poll() is not None:
-            return False  # reaped: our own child exited
+        if child is not None:  # our own child: its handle is authoritative (and reaps it)
+            return child.poll() is None
         return _owns(record.pid, record.worker_id)
 
     def heartbeat_path(self, worker_id: str) -> Path:
