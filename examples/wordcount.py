@@ -1,53 +1,58 @@
-"""Word count, the hello world of Storm: sentences → split (shuffle) → count (fields on the word)."""
+"""Word count, Storm's hello world: sentences → split (shuffle) → count (fields grouping on the word).
+
+Deterministic, so its output can be checked exactly: the spout's tasks share out ``rounds`` passes
+over :data:`SENTENCES` (message ``k`` is sentence ``k % len(SENTENCES)``, emitted by task
+``k % tasks``), and a failed message is replayed before anything new. ``rounds=None`` runs forever.
+
+    storm local examples/wordcount.py        # topology() is what the CLI builds
+"""
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Mapping
+from collections import Counter, deque
+from collections.abc import Iterator, Mapping
+from itertools import count
 from typing import Any
 
 from squall.component import Bolt, Spout, TopologyContext
 from squall.dsl import Topology
 from squall.tuple import Tuple
 
-SENTENCES = [
+SENTENCES = (
     "the cow jumped over the moon",
     "an apple a day keeps the doctor away",
     "four score and seven years ago",
     "snow white and the seven dwarfs",
     "i am at two with nature",
-]
+)
 
 
-class Sentences(Spout):
-    """Emits a fixed list of sentences ``rounds`` times, reliably: failed sentences are replayed."""
+class SentenceSpout(Spout):
+    """Reliable: each sentence carries its message number as msg id; failed ones are emitted again."""
 
     outputs = ["sentence"]
 
-    def __init__(self, rounds: int = 1) -> None:
+    def __init__(self, rounds: int | None = None) -> None:
         self.rounds = rounds
 
     def open(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
-        self.queue = [(n, s) for n in range(self.rounds) for s in range(len(SENTENCES))]
-        self.in_flight: dict[str, int] = {}
+        first, step = context.task_index, len(context.tasks)
+        self.fresh: Iterator[int] = (count(first, step) if self.rounds is None
+                                     else iter(range(first, self.rounds * len(SENTENCES), step)))
+        self.replays: deque[int] = deque()
 
     def next_tuple(self) -> None:
-        if self.queue:
-            n, s = self.queue.pop(0)
-            msg_id = f"{n}-{s}"
-            self.in_flight[msg_id] = s
-            self.emit([SENTENCES[s]], msg_id=msg_id)
+        msg_id = self.replays.popleft() if self.replays else next(self.fresh, None)
+        if msg_id is not None:
+            self.emit([SENTENCES[msg_id % len(SENTENCES)]], msg_id=msg_id)
 
-    def ack(self, msg_id: Any) -> None:
-        self.in_flight.pop(msg_id, None)
-
-    def fail(self, msg_id: Any) -> None:
-        s = self.in_flight.pop(msg_id)
-        n = int(msg_id.split("-")[0])
-        self.queue.insert(0, (n, s))
+    def fail(self, msg_id: int) -> None:
+        self.replays.append(msg_id)
 
 
 class SplitSentence(Bolt):
+    """One tuple per word; auto_ack anchors each to its sentence and acks the sentence afterwards."""
+
     outputs = ["word"]
 
     def execute(self, tup: Tuple) -> None:
@@ -56,7 +61,7 @@ class SplitSentence(Bolt):
 
 
 class WordCount(Bolt):
-    """Running count per word; each update is emitted as (word, count)."""
+    """A running count per word, emitted as (word, count) on every update; ticks log the totals."""
 
     outputs = ["word", "count"]
 
@@ -64,14 +69,19 @@ class WordCount(Bolt):
         self.counts: Counter[str] = Counter()
 
     def execute(self, tup: Tuple) -> None:
+        if tup.is_tick:
+            self.log.info("word counts", words=len(self.counts), total=sum(self.counts.values()),
+                          top=dict(self.counts.most_common(3)))
+            return
         word = tup["word"]
         self.counts[word] += 1
         self.emit([word, self.counts[word]])
 
 
-def topology(rounds: int = 1, workers: int = 2) -> Topology:
-    t = Topology("wordcount")
-    sentences = t.spout("sentences", Sentences, rounds, parallelism=1)
-    split = t.bolt("split", SplitSentence, parallelism=2).shuffle(sentences)
-    t.bolt("count", WordCount, parallelism=2).fields(split, "word")
-    return t.conf(**{"topology.workers": workers})
+def topology(rounds: int | None = None, workers: int = 2) -> Topology:
+    """The word count topology; ``rounds`` passes over the sentences (None: forever)."""
+    t = Topology("wordcount", conf={"topology.workers": workers})
+    sentences = t.spout("sentences", SentenceSpout, args=[rounds], parallelism=2)
+    split = t.bolt("split", SplitSentence, parallelism=4).shuffle(sentences)
+    t.bolt("count", WordCount, parallelism=4, conf={"topology.tick.tuple.freq.secs": 5}).fields(split, "word")
+    return t

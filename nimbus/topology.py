@@ -17,12 +17,12 @@ from __future__ import annotations
 import copy
 import json
 import re
-import string
 from collections.abc import Mapping
 from typing import Any
 
 from nimbus.scheduler.model import ACKER, TOPOLOGY_MASTER, Component
 from squall.config import ConfigError, validate_conf
+from squall.names import MAX_ID_LENGTH, RESERVED_PREFIX, id_problem, quote
 from squall.thrift import storm
 from squall.zk.records import ComponentType, TaskInfo, TopologyTasks
 
@@ -44,16 +44,6 @@ __all__ = [
     "validate_topology",
 ]
 
-#: Longest topology name, component id or stream id: names go into znode paths and topology ids.
-MAX_ID_LENGTH = 128
-
-# One character set for topology names, component ids and stream ids. It is JStorm's topology-name
-# set; for component and stream ids it drops JStorm's "/" (paths), ":" (Squall writes
-# "component:stream" and "host:port"), "$" (shell expansion in `storm rebalance -e id=n`) and
-# "<>()#" (shell metacharacters).
-_SAFE = frozenset(string.ascii_letters + string.digits + "._-")
-_SAFE_TEXT = "A-Z a-z 0-9 . _ -"
-_RESERVED_PREFIX = "__"
 
 ACK_INIT_STREAM = "__ack_init"
 ACK_ACK_STREAM = "__ack_ack"
@@ -92,14 +82,14 @@ def validate_name(name: str) -> None:
     """Reject names that would break ZooKeeper paths, topology ids or the CLI (JStorm's rules + a cap)."""
     if not isinstance(name, str):
         raise _invalid(f"the topology name must be a string, got {type(name).__name__}")
-    if problem := _id_problem(name):
-        raise _invalid(f"topology name {_q(name)} is invalid: {problem}")
+    if problem := id_problem(name):
+        raise _invalid(f"topology name {quote(name)} is invalid: {problem}")
     if name.isdecimal():
-        raise _invalid(f"topology name {_q(name)} is all digits: add a letter, numeric names are not allowed")
+        raise _invalid(f"topology name {quote(name)} is all digits: add a letter, numeric names are not allowed")
     if name.lower() == "null":
-        raise _invalid(f"topology name {_q(name)} is reserved: choose another name")
+        raise _invalid(f"topology name {quote(name)} is reserved: choose another name")
     if name in (".", ".."):
-        raise _invalid(f'topology name {_q(name)} is reserved ("." and ".." are path elements): choose another name')
+        raise _invalid(f'topology name {quote(name)} is reserved ("." and ".." are path elements): choose another name')
 
 
 def validate_topology(name: str, topology: storm.StormTopology, conf: Mapping[str, Any]) -> None:
@@ -114,10 +104,10 @@ def validate_topology(name: str, topology: storm.StormTopology, conf: Mapping[st
         raise _invalid(f"no topology was sent: expected a StormTopology, got {type(topology).__name__}")
     members = _members(topology)
     for kind, cid, _ in members:
-        _check_id(f"{kind} id {_q(cid)}", cid)
+        _check_id(f"{kind} id {quote(cid)}", cid)
     _check_unique(members)
     if topology.state_spouts:
-        ids = ", ".join(_q(c) for c in sorted(topology.state_spouts))
+        ids = ", ".join(quote(c) for c in sorted(topology.state_spouts))
         raise _invalid(f"state spouts are not supported: Squall does not run state spouts ({ids}); use a spout")
     if not topology.spouts:
         raise _invalid("the topology has no spouts: at least one spout is needed to emit tuples")
@@ -136,23 +126,10 @@ def _members(topology: storm.StormTopology) -> list[tuple[str, str, Any]]:
     return members
 
 
-def _id_problem(text: str) -> str | None:
-    """Why ``text`` is not a safe id (None when it is): the same rule for names, components, streams."""
-    rule = f"use 1 to {MAX_ID_LENGTH} characters from {_SAFE_TEXT}"
-    if not text:
-        return f"{rule} (it is empty)"
-    if len(text) > MAX_ID_LENGTH:
-        return f"{rule} (it is {len(text)} characters long)"
-    bad = "".join(dict.fromkeys(c for c in text if c not in _SAFE))
-    if bad:
-        return f"{rule} (it contains {', '.join(_q(c) for c in bad)})"
-    return None
-
-
 def _check_id(what: str, ident: str) -> None:
-    if ident.startswith(_RESERVED_PREFIX):
+    if ident.startswith(RESERVED_PREFIX):
         raise _invalid(f'{what} is reserved: ids starting with "__" belong to Squall\'s system components and streams')
-    if problem := _id_problem(ident):
+    if problem := id_problem(ident):
         raise _invalid(f"{what} is invalid: {problem}")
 
 
@@ -160,13 +137,13 @@ def _check_unique(members: list[tuple[str, str, Any]]) -> None:
     seen: dict[str, list[str]] = {}
     for kind, cid, _ in members:
         seen.setdefault(cid, []).append(kind)
-    dups = [f"{_q(cid)} ({' and '.join(kinds)})" for cid, kinds in sorted(seen.items()) if len(kinds) > 1]
+    dups = [f"{quote(cid)} ({' and '.join(kinds)})" for cid, kinds in sorted(seen.items()) if len(kinds) > 1]
     if dups:
         raise _invalid(f"duplicate component ids: {', '.join(dups)}; ids must be unique across spouts and bolts")
 
 
 def _check_component(kind: str, cid: str, spec: Any) -> None:
-    label = f"{kind} {_q(cid)}"
+    label = f"{kind} {quote(cid)}"
     common = spec.common
     if not isinstance(common, storm.ComponentCommon) or common.inputs is None or common.streams is None:
         raise _invalid(f"{label} has no common section: a ComponentCommon with inputs and streams maps is required")
@@ -180,10 +157,10 @@ def _check_component(kind: str, cid: str, spec: Any) -> None:
         raise _invalid(f"{label} json_conf must be a JSON object, got {_json_type(component_conf)}")
     _check_conf_types(component_conf, f"{label} json_conf")
     for sid in sorted(common.streams):
-        _check_id(f"stream id {_q(sid)} of {label}", sid)
+        _check_id(f"stream id {quote(sid)} of {label}", sid)
         info = common.streams[sid]
         if not isinstance(info, storm.StreamInfo) or not isinstance(info.output_fields, list):
-            raise _invalid(f"stream {_q(sid)} of {label} has no output_fields list")
+            raise _invalid(f"stream {quote(sid)} of {label} has no output_fields list")
 
 
 def _check_object(label: str, obj: Any) -> None:
@@ -206,9 +183,9 @@ def _check_object(label: str, obj: Any) -> None:
     py = obj.python_object
     module = py.module_name
     if not (isinstance(module, str) and all(part.isidentifier() for part in module.split("."))):
-        raise _invalid(f"{label} python_object.module_name {_q(py.module_name)} is not an importable module path")
+        raise _invalid(f"{label} python_object.module_name {quote(py.module_name)} is not an importable module path")
     if not (isinstance(py.class_name, str) and py.class_name.isidentifier()):
-        raise _invalid(f"{label} python_object.class_name {_q(py.class_name)} is not a Python identifier")
+        raise _invalid(f"{label} python_object.class_name {quote(py.class_name)} is not a Python identifier")
     if py.args_json is not None and not isinstance(_json_value(f"{label} python_object.args_json", py.args_json), list):
         raise _invalid(f"{label} python_object.args_json must be a JSON array of constructor arguments")
     if py.kwargs_json is not None and not isinstance(
@@ -221,20 +198,20 @@ def _check_groupings(topology: storm.StormTopology) -> None:
     """Every subscription names a declared stream, known fields, and a grouping that fits the stream."""
     streams = {cid: spec.common.streams for specs in (topology.spouts, topology.bolts) for cid, spec in specs.items()}
     for cid in sorted(topology.bolts):
-        label = f"bolt {_q(cid)}"
+        label = f"bolt {quote(cid)}"
         inputs = topology.bolts[cid].common.inputs
         for source in sorted(inputs, key=lambda g: (g.componentId, g.streamId)):
             src, sid = source.componentId, source.streamId
             if src not in streams:
-                known = ", ".join(_q(c) for c in sorted(streams))
-                raise _invalid(f"{label} subscribes to unknown component {_q(src)} (the topology has {known})")
+                known = ", ".join(quote(c) for c in sorted(streams))
+                raise _invalid(f"{label} subscribes to unknown component {quote(src)} (the topology has {known})")
             if sid not in streams[src]:
-                declared = ", ".join(_q(s) for s in sorted(streams[src])) or "none"
+                declared = ", ".join(quote(s) for s in sorted(streams[src])) or "none"
                 raise _invalid(
-                    f"{label} subscribes to stream {_q(sid)} of {_q(src)}, which {_q(src)} does not declare "
+                    f"{label} subscribes to stream {quote(sid)} of {quote(src)}, which {quote(src)} does not declare "
                     f"(it declares: {declared})"
                 )
-            where = f"stream {_q(sid)} of {_q(src)}"
+            where = f"stream {quote(sid)} of {quote(src)}"
             grouping = inputs[source]
             kinds = _set_members(grouping)
             if len(kinds) != 1:
@@ -245,9 +222,9 @@ def _check_groupings(topology: storm.StormTopology) -> None:
             if kind == "fields":
                 unknown = [f for f in grouping.fields if f not in info.output_fields]
                 if unknown:
-                    have = ", ".join(_q(f) for f in info.output_fields) or "none"
+                    have = ", ".join(quote(f) for f in info.output_fields) or "none"
                     raise _invalid(
-                        f"{label} groups {where} by unknown fields {', '.join(_q(f) for f in unknown)} "
+                        f"{label} groups {where} by unknown fields {', '.join(quote(f) for f in unknown)} "
                         f"(the stream declares: {have})"
                     )
             if kind == "direct" and not info.direct:
@@ -267,10 +244,10 @@ def _check_conf(topology: storm.StormTopology, conf: Mapping[str, Any]) -> None:
         overrides = conf.get(key) or {}
         unknown = sorted(set(overrides) - set(getattr(topology, field)))
         if unknown:
-            raise _invalid(f"{key} names {', '.join(_q(c) for c in unknown)}, which is not a {kind} of this topology")
+            raise _invalid(f"{key} names {', '.join(quote(c) for c in unknown)}, which is not a {kind} of this topology")
         low = sorted(c for c, n in overrides.items() if n < 1)
         if low:
-            raise _invalid(f"{key} gives {_q(low[0])} {overrides[low[0]]}: parallelism must be >= 1")
+            raise _invalid(f"{key} gives {quote(low[0])} {overrides[low[0]]}: parallelism must be >= 1")
 
 
 def _check_conf_types(conf: Mapping[str, Any], source: str) -> None:
@@ -447,12 +424,6 @@ def name_of(topology_id: str) -> str:
 
 def _invalid(msg: str) -> storm.InvalidTopologyException:
     return storm.InvalidTopologyException(msg=msg)
-
-
-def _q(value: Any) -> str:
-    """Quote user text for a message: JSON-escaped (control characters stay visible), cut at 80 chars."""
-    text = str(value)
-    return json.dumps(text if len(text) <= 80 else text[:80] + "…", ensure_ascii=False)
 
 
 def _json_value(what: str, text: str) -> Any:

@@ -1,162 +1,252 @@
-"""What users subclass: :class:`Spout` and :class:`Bolt`, plus the collector the runtime plugs in.
+"""Spouts and bolts: the classes users subclass, and the two hooks a runtime uses to run them.
 
-Components declare their output streams on the class (``outputs``) and call ``self.emit`` /
-``self.ack`` / ``self.fail`` / ``self.report_error``; those go to a :class:`Collector` — the worker's
-executor in a cluster, a recorder in :mod:`squall.testing`. Constructor arguments must be
-JSON-serialisable: workers build components from the topology (module, class, args).
+A component declares its output streams on the class (``outputs``) and talks to the outside only
+through an injected :class:`Collector`: the worker's executor in a cluster, a recorder in
+:mod:`squall.testing`. Workers build components from their ``PythonComponent`` (module, class,
+JSON constructor arguments), so constructors take JSON values only.
 
-A bolt with ``auto_ack = True`` (the default, Storm's BasicBolt) anchors what it emits during
-``execute`` to the input, acks the input when ``execute`` returns and fails it (reporting the
-error) when ``execute`` raises. Set ``auto_ack = False`` to anchor and ack by hand.
+Runtimes call :func:`attach` before ``open``/``prepare`` and hand every input to a bolt through
+:func:`deliver`, which owns the ``auto_ack`` semantics, so a worker, local mode and the test helper
+cannot disagree on them.
 """
 
 from __future__ import annotations
 
-import traceback
-from collections.abc import Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar, Protocol
 
 import structlog
 
-from squall.tuple import Tuple
+from squall.tuple import DEFAULT_STREAM, Fields, Tuple
 
-DEFAULT_STREAM = "default"
+__all__ = [
+    "Bolt",
+    "Collector",
+    "Component",
+    "Outputs",
+    "Spout",
+    "Stream",
+    "TopologyContext",
+    "attach",
+    "deliver",
+    "parse_outputs",
+]
 
 
 @dataclass(frozen=True)
 class Stream:
-    """An output stream declaration; ``direct`` streams are sent to a named task with ``direct_task``."""
+    """An output stream: its field names (kept as a tuple), and whether it is direct (the emitter names
+    the target task)."""
 
-    fields: tuple[str, ...]
+    fields: Sequence[str]
     direct: bool = False
 
-    def __init__(self, fields: Sequence[str], direct: bool = False) -> None:
-        object.__setattr__(self, "fields", tuple(fields))
-        object.__setattr__(self, "direct", direct)
+    def __post_init__(self) -> None:
+        if isinstance(self.fields, str):
+            raise TypeError(f"stream fields must be a list of names, not the string {self.fields!r}")
+        object.__setattr__(self, "fields", tuple(Fields(self.fields)))
+
+
+#: What ``outputs`` may hold: field names of the default stream, or stream id → fields or Stream.
+Outputs = Sequence[str] | Mapping[str, Sequence[str] | Stream]
+
+
+def parse_outputs(outputs: Outputs) -> Mapping[str, Stream]:
+    """An ``outputs`` declaration as stream id → :class:`Stream` (a list of names is the default stream)."""
+    if isinstance(outputs, str):
+        raise TypeError(f"outputs must be a list of field names or a dict of streams, not the string {outputs!r}")
+    if not isinstance(outputs, Mapping):
+        return MappingProxyType({DEFAULT_STREAM: Stream(outputs)} if outputs else {})
+    streams = {}
+    for stream, declared in outputs.items():
+        if not isinstance(stream, str):
+            raise TypeError(f"stream ids must be strings, got {stream!r}")
+        streams[stream] = declared if isinstance(declared, Stream) else Stream(declared)
+    return MappingProxyType(streams)
 
 
 @dataclass(frozen=True)
 class TopologyContext:
-    """Where a component instance runs."""
+    """Where a task runs: passed to ``open``/``prepare`` and kept as ``self.context``."""
 
     topology_id: str
     topology_name: str
     component_id: str
     task_id: int
-    component_tasks: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    #: Every component's task ids, ascending (targets for direct emits; system components included).
+    component_tasks: Mapping[str, tuple[int, ...]]
+    #: This component's effective conf: the topology conf overlaid with the component's own.
     conf: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def tasks(self) -> tuple[int, ...]:
+        """This component's task ids."""
+        return tuple(self.component_tasks[self.component_id])
+
+    @property
+    def task_index(self) -> int:
+        """This task's position among its component's tasks, 0-based: how parallel spouts split work."""
+        return self.tasks.index(self.task_id)
 
 
 class Collector(Protocol):
-    """Implemented by the worker's executors and by :mod:`squall.testing`."""
+    """What a component's calls go to; the worker implements it, and so does :mod:`squall.testing`.
 
-    def emit(self, values: Sequence[Any], stream: str, anchors: Sequence[Tuple], direct_task: int | None,
-             msg_id: Any) -> list[int]: ...
+    ``emit`` returns the task ids the tuple was sent to. Spouts pass no anchors; bolts no msg_id.
+    """
+
+    def emit(self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None,
+             msg_id: Any) -> Sequence[int]: ...
 
     def ack(self, tup: Tuple) -> None: ...
 
     def fail(self, tup: Tuple) -> None: ...
 
-    def report_error(self, message: str) -> None: ...
+    def report_error(self, error: BaseException | str) -> None: ...
+
+
+class _Detached:
+    """The collector of a component no runtime has attached yet: every call explains the problem."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"{name}() needs a running component: a worker or squall.testing attaches "
+                           "the collector after __init__, so call it from open/prepare onwards")
 
 
 class Component:
-    #: ``["f1", "f2"]`` for the default stream, or ``{"stream": ["f1"] | Stream([...], direct=True)}``.
-    outputs: ClassVar[Sequence[str] | Mapping[str, Sequence[str] | Stream]] = ()
+    """What spouts and bolts share: output declaration, context, logging, error reporting."""
 
-    _collector: Collector
+    #: ``["word"]`` declares the default stream; ``{"default": ["word"], "errors": Stream(["msg"],
+    #: direct=True)}`` declares several. Checked when the class is defined.
+    outputs: ClassVar[Outputs] = ()
+    #: ``outputs`` parsed (set for every subclass).
+    streams: ClassVar[Mapping[str, Stream]] = MappingProxyType({})
+
     context: TopologyContext
+    log: Any = structlog.get_logger("squall.component")
+    _collector: Collector = _Detached()  # type: ignore[assignment]
 
-    @classmethod
-    def output_streams(cls) -> dict[str, Stream]:
-        """The declared streams, normalised."""
-        if isinstance(cls.outputs, Mapping):
-            return {name: s if isinstance(s, Stream) else Stream(s) for name, s in cls.outputs.items()}
-        return {DEFAULT_STREAM: Stream(cls.outputs)} if cls.outputs else {}
-
-    def bind(self, collector: Collector, context: TopologyContext) -> None:
-        """Called by the runtime (or the test helper) before open/prepare."""
-        self._collector = collector
-        self.context = context
-        self.log = structlog.get_logger(type(self).__module__).bind(component=context.component_id,
-                                                                    task=context.task_id)
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        try:
+            cls.streams = parse_outputs(cls.outputs)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{cls.__qualname__}.outputs: {exc}") from None
 
     def report_error(self, error: BaseException | str) -> None:
-        """Record an error for ``storm get-errors`` / the topology info, without stopping the task."""
-        if isinstance(error, BaseException):
-            error = "".join(traceback.format_exception(error)).rstrip()
+        """Record an error (``storm get-errors``, the log) without stopping the task."""
         self._collector.report_error(error)
 
 
-class Spout(Component):
-    def open(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
-        """Called once before the first ``next_tuple``."""
+class Spout(Component, ABC):
+    """A source of tuples. The worker calls ``open``, ``activate``, then ``next_tuple`` in a loop while
+    the topology is active, ``ack``/``fail`` as tuple trees finish, ``deactivate`` when it is
+    deactivated, and ``close`` at shutdown (best effort). All calls come from one thread."""
 
+    def open(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
+        """Called once before anything else: set up state and connections here, not in ``__init__``."""
+
+    @abstractmethod
     def next_tuple(self) -> None:
-        """Emit zero or more tuples; called repeatedly while the topology is active."""
+        """Emit zero or more tuples and return promptly; with nothing to emit, just return."""
 
     def ack(self, msg_id: Any) -> None:
-        """The tuple tree emitted with ``msg_id`` was fully processed."""
+        """The tree of the tuple emitted with ``msg_id`` was fully processed."""
 
     def fail(self, msg_id: Any) -> None:
-        """The tree failed or timed out (``topology.message.timeout.secs``): replay it if reliable."""
+        """The tree of ``msg_id`` failed or timed out: re-emit it here for at-least-once processing."""
 
     def activate(self) -> None:
-        """The topology was activated; ``next_tuple`` calls resume."""
+        """The topology became active; ``next_tuple`` calls start or resume."""
 
     def deactivate(self) -> None:
-        """The topology was deactivated; no ``next_tuple`` until activated again."""
+        """The topology was deactivated; no ``next_tuple`` until it is activated again."""
 
     def close(self) -> None:
         """The task is shutting down."""
 
-    def emit(self, values: Sequence[Any], stream: str = DEFAULT_STREAM, msg_id: Any = None,
-             direct_task: int | None = None) -> list[int]:
-        """Emit a tuple; with a ``msg_id`` it is tracked and ``ack``/``fail`` is called with that id."""
-        return self._collector.emit(values, stream, (), direct_task, msg_id)
+    def emit(self, values: Iterable[Any], stream: str = DEFAULT_STREAM, *, msg_id: Any = None,
+             direct_task: int | None = None) -> Sequence[int]:
+        """Emit one tuple; a non-None ``msg_id`` makes it reliable (``ack``/``fail`` get that id back)."""
+        return self._collector.emit(tuple(values), stream, (), direct_task, msg_id)
 
 
-class Bolt(Component):
-    #: Storm's BasicBolt behaviour: anchor to the input, ack on return, fail on exception.
+class Bolt(Component, ABC):
+    """A processing step: ``prepare`` once, ``execute`` for every input (tick tuples included:
+    ``tup.is_tick``), ``cleanup`` at shutdown (best effort). All calls come from one thread.
+
+    With ``auto_ack = True`` (the default: Storm's BasicBolt) emits made during ``execute`` are
+    anchored to the input, and the input is acked when ``execute`` returns; ack or fail it yourself
+    and auto_ack stands aside for that input. With ``auto_ack = False``, anchor and ack by hand.
+    Either way an exception in ``execute`` fails the input and is reported; the task keeps running.
+    """
+
     auto_ack: ClassVar[bool] = True
-
-    _input: Tuple | None = None
+    _input: Tuple | None = None  # the input execute is working on, until acked or failed
 
     def prepare(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
-        """Called once before the first ``execute``."""
+        """Called once before the first ``execute``: set up state here, not in ``__init__``."""
 
+    @abstractmethod
     def execute(self, tup: Tuple) -> None:
-        """Process one input tuple (tick tuples too: check ``tup.is_tick``)."""
+        """Process one input tuple."""
 
     def cleanup(self) -> None:
         """The task is shutting down."""
 
-    def emit(self, values: Sequence[Any], stream: str = DEFAULT_STREAM, anchors: Sequence[Tuple] | None = None,
-             direct_task: int | None = None) -> list[int]:
-        """Emit a tuple anchored to ``anchors`` (default with ``auto_ack``: the input being executed)."""
+    def emit(self, values: Iterable[Any], stream: str = DEFAULT_STREAM, *,
+             anchors: Tuple | Iterable[Tuple] | None = None, direct_task: int | None = None) -> Sequence[int]:
+        """Emit one tuple anchored to ``anchors``; by default (None) to the current input under auto_ack
+        and to nothing otherwise. ``anchors=()`` always emits unanchored."""
         if anchors is None:
             anchors = (self._input,) if self.auto_ack and self._input is not None else ()
-        return self._collector.emit(values, stream, anchors, direct_task, None)
+        elif isinstance(anchors, Tuple):
+            anchors = (anchors,)
+        else:
+            anchors = tuple(anchors)
+        return self._collector.emit(tuple(values), stream, anchors, direct_task, None)
 
     def ack(self, tup: Tuple) -> None:
+        """``tup`` is fully processed (its part of the tree is done)."""
+        if tup is self._input:
+            self._input = None
         self._collector.ack(tup)
 
     def fail(self, tup: Tuple) -> None:
+        """``tup`` failed: the spout's ``fail`` is called for every tree it belongs to."""
+        if tup is self._input:
+            self._input = None
         self._collector.fail(tup)
 
-    def process(self, tup: Tuple) -> None:
-        """Run ``execute`` for one input, as executors do: an exception fails the input and is reported
-        (the task keeps running); with ``auto_ack`` a normal return acks it and emits are anchored to it."""
-        self._input = tup
-        try:
-            self.execute(tup)
-        except Exception as exc:
-            self.report_error(exc)
-            if not tup.is_tick:
-                self._collector.fail(tup)
-        else:
-            if self.auto_ack and not tup.is_tick:
-                self._collector.ack(tup)
-        finally:
-            self._input = None
+
+def attach(component: Component, collector: Collector, context: TopologyContext) -> None:
+    """Connect a freshly built component to its runtime; call before ``open``/``prepare``."""
+    component._collector = collector
+    component.context = context
+    component.log = structlog.get_logger(type(component).__module__).bind(
+        component=context.component_id, task=context.task_id)
+
+
+def deliver(bolt: Bolt, tup: Tuple) -> None:
+    """Run ``bolt.execute(tup)`` with the semantics every runtime must share.
+
+    Under ``auto_ack`` a normal return acks the input unless execute acked or failed it. An exception
+    is reported and fails the input (if execute had not settled it), then re-raised for the caller to
+    log, or to stop on if so configured.
+    """
+    bolt._input = tup
+    try:
+        bolt.execute(tup)
+    except Exception as exc:
+        bolt.report_error(exc)
+        if bolt._input is tup:
+            bolt._collector.fail(tup)
+        raise
+    else:
+        if bolt.auto_ack and bolt._input is tup:
+            bolt._collector.ack(tup)
+    finally:
+        bolt._input = None

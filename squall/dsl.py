@@ -1,196 +1,347 @@
-"""A typed, declarative way to wire a topology; ``build()`` gives the Thrift ``StormTopology`` and conf.
+"""The topology DSL: declare spouts and bolts and how bolts subscribe; ``build()`` gives what nimbus takes.
 
     t = Topology("wordcount")
-    sentences = t.spout("sentences", RandomSentences, parallelism=2)
+    sentences = t.spout("sentences", Sentences, parallelism=2)
     split = t.bolt("split", SplitSentence, parallelism=4).shuffle(sentences)
-    t.bolt("count", WordCount, parallelism=4).fields(split, "word")
-    topology, conf = t.conf(**{"topology.workers": 2}).build()
+    t.bolt("count", WordCount, parallelism=4, conf={"topology.tick.tuple.freq.secs": 5}).fields(split, "word")
+    t.conf({"topology.workers": 2})
+    topology, conf = t.build()   # storm.StormTopology with python_object components, and the conf
 
-Mistakes a cluster would refuse (unknown components or streams, fields a stream does not declare,
-classes workers cannot import, arguments that are not JSON) raise :class:`TopologyError` here, where
-the user still has their editor open.
+A description only, separate from execution (as Bytewax's ``Dataflow``). Each mistake nimbus would
+refuse raises :class:`TopologyError` at the call that makes it, naming the component, stream or
+field, so the traceback points at the line to fix; ``build()`` adds the checks that need the whole
+topology. Spouts get no subscription methods, so a spout with inputs cannot be written.
+
+A custom grouping is ``Grouping.custom_serialized`` holding JSON (never pickle):
+``{"args": [...], "class": "Name", "module": "pkg.mod"}``; the worker imports the class, calls
+``cls(*args)``, then ``prepare(output_fields, target_tasks)`` if defined and
+``choose_tasks(values) -> list[int]`` per tuple.
 """
 
 from __future__ import annotations
 
+import copy
+import inspect
 import json
-import re
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from squall.component import DEFAULT_STREAM, Bolt, Component, Spout, Stream
+from squall.component import Bolt, Component, Outputs, Spout, Stream, parse_outputs
+from squall.config import ConfigError, validate_conf
+from squall.names import RESERVED_PREFIX, id_problem
 from squall.thrift import storm
+from squall.tuple import DEFAULT_STREAM
 
-_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+__all__ = ["BoltRef", "ComponentRef", "SpoutRef", "Topology", "TopologyError"]
+
+_NULL = storm.NullStruct()
 
 
 class TopologyError(ValueError):
-    """The topology as declared cannot run; the message says where."""
+    """The topology as declared would be refused or could not run; the message says where and why."""
 
 
-def _json(what: str, value: Any) -> str:
-    try:
-        return json.dumps(value)
-    except (TypeError, ValueError) as exc:
-        raise TopologyError(f"{what} must be JSON-serialisable (workers rebuild components from JSON): {exc}") from None
+# ------------------------------------------------------------------------------------------------
+# Declarations
+# ------------------------------------------------------------------------------------------------
 
 
-def _importable(cls: type) -> tuple[str, str]:
-    if cls.__module__ == "__main__" or "<locals>" in cls.__qualname__:
-        raise TopologyError(f"{cls.__qualname__} must be defined at the top level of an importable module "
-                            "(not in __main__ or inside a function): workers import it by name")
-    return cls.__module__, cls.__qualname__
-
-
-@dataclass
-class _Input:
+@dataclass(frozen=True)
+class _Subscription:
     source: str
     stream: str
-    grouping: Any
+    grouping: storm.Grouping
 
 
-@dataclass
-class Node:
-    """A declared component; bolts gain their inputs through the grouping methods."""
+@dataclass(frozen=True)
+class _Declared:
+    """A component as declared: everything the Thrift spec needs, inputs aside."""
 
-    id: str
     kind: str  # "spout" | "bolt"
-    obj: Any  # storm.ComponentObject
-    streams: dict[str, Stream]
+    obj: storm.ComponentObject
+    streams: Mapping[str, Stream]
     parallelism: int
-    conf: dict[str, Any]
-    inputs: list[_Input] = field(default_factory=list)
+    conf: Mapping[str, Any]
 
-    def _subscribe(self, source: "Node | str", stream: str, grouping: Any) -> "Node":
-        if self.kind != "bolt":
-            raise TopologyError(f"spout {self.id!r} cannot subscribe to streams; only bolts have inputs")
-        self.inputs.append(_Input(source.id if isinstance(source, Node) else source, stream, grouping))
-        return self
 
-    def shuffle(self, source: "Node | str", stream: str = DEFAULT_STREAM) -> "Node":
-        return self._subscribe(source, stream, storm.Grouping(shuffle=storm.NullStruct()))
+@dataclass(frozen=True)
+class ComponentRef:
+    """A declared component, as returned by the :class:`Topology` methods; a source for subscriptions."""
 
-    def fields(self, source: "Node | str", *names: str, stream: str = DEFAULT_STREAM) -> "Node":
+    topology: Topology = field(repr=False)
+    id: str
+
+
+@dataclass(frozen=True)
+class SpoutRef(ComponentRef):
+    """A declared spout: spouts emit, they never subscribe."""
+
+
+@dataclass(frozen=True)
+class BoltRef(ComponentRef):
+    """A declared bolt: each method subscribes it to ``stream`` of ``source`` and returns it for chaining."""
+
+    def shuffle(self, source: ComponentRef, *, stream: str = DEFAULT_STREAM) -> BoltRef:
+        """Tuples spread evenly over this bolt's tasks."""
+        return self._subscribe(source, stream, storm.Grouping(shuffle=_NULL))
+
+    def fields(self, source: ComponentRef, *names: str, stream: str = DEFAULT_STREAM) -> BoltRef:
+        """Tuples with equal values of ``names`` go to the same task."""
         if not names:
-            raise TopologyError(f"fields grouping of {self.id!r} needs at least one field (use global_ for none)")
+            raise TopologyError(f"bolt {self.id!r}: fields grouping on {source.id!r} names no fields "
+                                "(to send everything to one task, use global_)")
         return self._subscribe(source, stream, storm.Grouping(fields=list(names)))
 
-    def all(self, source: "Node | str", stream: str = DEFAULT_STREAM) -> "Node":
-        return self._subscribe(source, stream, storm.Grouping(all=storm.NullStruct()))
+    def all(self, source: ComponentRef, *, stream: str = DEFAULT_STREAM) -> BoltRef:
+        """Every tuple goes to every task."""
+        return self._subscribe(source, stream, storm.Grouping(all=_NULL))
 
-    def global_(self, source: "Node | str", stream: str = DEFAULT_STREAM) -> "Node":
+    def global_(self, source: ComponentRef, *, stream: str = DEFAULT_STREAM) -> BoltRef:
+        """Every tuple goes to the task with the lowest id (Storm's empty fields list)."""
         return self._subscribe(source, stream, storm.Grouping(fields=[]))
 
-    def none(self, source: "Node | str", stream: str = DEFAULT_STREAM) -> "Node":
-        return self._subscribe(source, stream, storm.Grouping(none=storm.NullStruct()))
+    def none(self, source: ComponentRef, *, stream: str = DEFAULT_STREAM) -> BoltRef:
+        """No preference: routed as shuffle."""
+        return self._subscribe(source, stream, storm.Grouping(none=_NULL))
 
-    def direct(self, source: "Node | str", stream: str = DEFAULT_STREAM) -> "Node":
-        return self._subscribe(source, stream, storm.Grouping(direct=storm.NullStruct()))
+    def direct(self, source: ComponentRef, *, stream: str = DEFAULT_STREAM) -> BoltRef:
+        """The emitter names the task (``emit(..., direct_task=t)``); the stream must be declared direct."""
+        return self._subscribe(source, stream, storm.Grouping(direct=_NULL))
 
-    def local_or_shuffle(self, source: "Node | str", stream: str = DEFAULT_STREAM) -> "Node":
-        return self._subscribe(source, stream, storm.Grouping(local_or_shuffle=storm.NullStruct()))
+    def local_or_shuffle(self, source: ComponentRef, *, stream: str = DEFAULT_STREAM) -> BoltRef:
+        """Shuffle over this bolt's tasks in the emitting worker when it has any, else over all of them."""
+        return self._subscribe(source, stream, storm.Grouping(local_or_shuffle=_NULL))
 
-    def custom(self, source: "Node | str", grouper: type, *args: Any, stream: str = DEFAULT_STREAM) -> "Node":
-        """A Python grouper class with ``prepare(fields, targets)`` and ``choose_tasks(values)``."""
-        module, name = _importable(grouper)
-        spec = _json(f"arguments of custom grouping {name}", {"module": module, "class": name, "args": list(args)})
+    def custom(self, source: ComponentRef, grouper: type, *args: Any, stream: str = DEFAULT_STREAM) -> BoltRef:
+        """A Python class ``grouper(*args)`` with ``choose_tasks(values) -> list[int]`` (and optionally
+        ``prepare(output_fields, target_tasks)``) picks the tasks; ``args`` must be JSON."""
+        label = f"bolt {self.id!r}: custom grouping {getattr(grouper, '__qualname__', grouper)!r}"
+        if not (isinstance(grouper, type) and callable(getattr(grouper, "choose_tasks", None))):
+            raise TopologyError(f"{label} must be a class with a choose_tasks(values) method")
+        module, name = _import_path(label, grouper)
+        _check_args(label, grouper, args, {})
+        spec = _json(f"{label} arguments", {"module": module, "class": name, "args": list(args)})
         return self._subscribe(source, stream, storm.Grouping(custom_serialized=spec.encode()))
+
+    def _subscribe(self, source: ComponentRef, stream: str, grouping: storm.Grouping) -> BoltRef:
+        self.topology._subscribe(self.id, source, stream, grouping)
+        return self
+
+
+# ------------------------------------------------------------------------------------------------
+# The topology
+# ------------------------------------------------------------------------------------------------
 
 
 class Topology:
-    def __init__(self, name: str) -> None:
+    """A topology being declared; ``build()`` turns it into a ``storm.StormTopology`` and its conf."""
+
+    def __init__(self, name: str, conf: Mapping[str, Any] | None = None) -> None:
+        if problem := _name_problem(name):
+            raise TopologyError(f"topology name {name!r} is invalid: {problem}")
         self.name = name
-        self._nodes: dict[str, Node] = {}
+        self._components: dict[str, _Declared] = {}
+        self._inputs: dict[str, list[_Subscription]] = {}
         self._conf: dict[str, Any] = {}
+        self.conf(conf or {})
 
-    def spout(self, id: str, cls: type[Spout], *args: Any, parallelism: int = 1,
-              conf: dict[str, Any] | None = None, **kwargs: Any) -> Node:
-        return self._add(id, "spout", cls, Spout, args, kwargs, parallelism, conf)
-
-    def bolt(self, id: str, cls: type[Bolt], *args: Any, parallelism: int = 1,
-             conf: dict[str, Any] | None = None, **kwargs: Any) -> Node:
-        return self._add(id, "bolt", cls, Bolt, args, kwargs, parallelism, conf)
-
-    def shell_spout(self, id: str, command: str, script: str, outputs: list[str] | dict[str, Stream], *,
-                    parallelism: int = 1, conf: dict[str, Any] | None = None) -> Node:
-        """A Storm multilang spout: the worker runs ``command script``."""
-        return self._shell(id, "spout", command, script, outputs, parallelism, conf)
-
-    def shell_bolt(self, id: str, command: str, script: str, outputs: list[str] | dict[str, Stream], *,
-                   parallelism: int = 1, conf: dict[str, Any] | None = None) -> Node:
-        return self._shell(id, "bolt", command, script, outputs, parallelism, conf)
-
-    def conf(self, **values: Any) -> "Topology":
-        """Topology conf (``topology.workers``, ``topology.max.spout.pending``, …), merged over the cluster's."""
-        self._conf.update(values)
+    def conf(self, values: Mapping[str, Any] | None = None, /, **more: Any) -> Topology:
+        """Add topology conf (``topology.workers``, ``topology.max.spout.pending``...); later values win."""
+        merged = {**self._conf, **(values or {}), **more}
+        self._conf = _check_conf(f"topology {self.name!r} conf", merged)
         return self
 
-    def _add(self, id: str, kind: str, cls: type, base: type, args: tuple, kwargs: dict, parallelism: int,
-             conf: dict[str, Any] | None) -> Node:
-        if not (isinstance(cls, type) and issubclass(cls, base)):
-            raise TopologyError(f"{kind} {id!r}: {cls!r} is not a {base.__name__} subclass")
-        module, name = _importable(cls)
-        obj = storm.ComponentObject(python_object=storm.PythonComponent(
-            module_name=module, class_name=name, args_json=_json(f"arguments of {kind} {id!r}", list(args)),
-            kwargs_json=_json(f"keyword arguments of {kind} {id!r}", kwargs)))
-        return self._register(Node(id, kind, obj, cls.output_streams(), parallelism, dict(conf or {})))
+    def spout(self, id: str, cls: type[Spout], *, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
+              parallelism: int = 1, conf: Mapping[str, Any] | None = None,
+              outputs: Outputs | None = None) -> SpoutRef:
+        """Declare a spout the worker builds as ``cls(*args, **kwargs)``; ``outputs`` overrides ``cls.outputs``."""
+        obj = _python(f"spout {id!r}", cls, Spout, args, kwargs or {})
+        self._declare(id, "spout", obj, cls.outputs if outputs is None else outputs, parallelism, conf)
+        return SpoutRef(self, id)
 
-    def _shell(self, id: str, kind: str, command: str, script: str, outputs: Any, parallelism: int,
-               conf: dict[str, Any] | None) -> Node:
-        streams = type("Shell", (Component,), {"outputs": outputs}).output_streams()
-        obj = storm.ComponentObject(shell=storm.ShellComponent(execution_command=command, script=script))
-        return self._register(Node(id, kind, obj, streams, parallelism, dict(conf or {})))
+    def bolt(self, id: str, cls: type[Bolt], *, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
+             parallelism: int = 1, conf: Mapping[str, Any] | None = None, outputs: Outputs | None = None) -> BoltRef:
+        """Declare a bolt the worker builds as ``cls(*args, **kwargs)``; subscribe it with the returned ref."""
+        obj = _python(f"bolt {id!r}", cls, Bolt, args, kwargs or {})
+        self._declare(id, "bolt", obj, cls.outputs if outputs is None else outputs, parallelism, conf)
+        return BoltRef(self, id)
 
-    def _register(self, node: Node) -> Node:
-        if not _ID.match(node.id):
-            raise TopologyError(f"component id {node.id!r} is invalid: use 1 to 128 characters from A-Z a-z 0-9 . _ -")
-        if node.id.startswith("__"):
-            raise TopologyError(f"component id {node.id!r} is reserved: ids starting with '__' are Squall's")
-        if node.id in self._nodes:
-            raise TopologyError(f"duplicate component id {node.id!r}")
-        if node.parallelism < 1:
-            raise TopologyError(f"{node.kind} {node.id!r}: parallelism must be >= 1, got {node.parallelism}")
-        for stream in node.streams:
-            if stream.startswith("__"):
-                raise TopologyError(f"{node.kind} {node.id!r}: stream id {stream!r} is reserved")
-        self._nodes[node.id] = node
-        return node
+    def shell_spout(self, id: str, *, command: str, script: str, outputs: Outputs, parallelism: int = 1,
+                    conf: Mapping[str, Any] | None = None) -> SpoutRef:
+        """Declare a Storm multilang spout: the worker runs ``command script`` and speaks JSON to it."""
+        self._declare(id, "spout", _shell(f"spout {id!r}", command, script), outputs, parallelism, conf)
+        return SpoutRef(self, id)
 
-    def build(self) -> tuple[Any, dict[str, Any]]:
-        """The Thrift topology (what ``submitTopology`` takes) and the topology conf."""
-        if not any(n.kind == "spout" for n in self._nodes.values()):
-            raise TopologyError(f"topology {self.name!r} has no spout")
+    def shell_bolt(self, id: str, *, command: str, script: str, outputs: Outputs, parallelism: int = 1,
+                   conf: Mapping[str, Any] | None = None) -> BoltRef:
+        """Declare a Storm multilang bolt: the worker runs ``command script`` and speaks JSON to it."""
+        self._declare(id, "bolt", _shell(f"bolt {id!r}", command, script), outputs, parallelism, conf)
+        return BoltRef(self, id)
+
+    def build(self) -> tuple[storm.StormTopology, dict[str, Any]]:
+        """The Thrift topology for ``submitTopology`` (maps in id order) and the topology conf, both fresh."""
+        kinds = {cid: declared.kind for cid, declared in self._components.items()}
+        if "spout" not in kinds.values():
+            raise TopologyError(f"topology {self.name!r} has no spout: at least one spout is needed to emit tuples")
+        idle = sorted(cid for cid, kind in kinds.items() if kind == "bolt" and not self._inputs[cid])
+        if idle:
+            raise TopologyError(f"bolt {idle[0]!r} subscribes to nothing: give it an input with a grouping "
+                                "method, e.g. .shuffle(spout)")
+        for key, kind in (("topology.spout.parallelism", "spout"), ("topology.bolt.parallelism", "bolt")):
+            unknown = sorted(set(self._conf.get(key) or {}) - {c for c, k in kinds.items() if k == kind})
+            if unknown:
+                raise TopologyError(f"{key} names {unknown[0]!r}, which is not a {kind} of this topology")
         spouts, bolts = {}, {}
-        for node in sorted(self._nodes.values(), key=lambda n: n.id):
-            common = storm.ComponentCommon(
-                inputs={storm.GlobalStreamId(componentId=i.source, streamId=i.stream): i.grouping
-                        for i in (self._check_input(node, i) for i in node.inputs)},
-                streams={name: storm.StreamInfo(output_fields=list(s.fields), direct=s.direct)
-                         for name, s in node.streams.items()},
-                parallelism_hint=node.parallelism,
-                json_conf=_json(f"conf of {node.id!r}", node.conf) if node.conf else None)
-            if node.kind == "spout":
-                spouts[node.id] = storm.SpoutSpec(spout_object=node.obj, common=common)
+        for cid in sorted(self._components):
+            declared = self._components[cid]
+            common = _common(declared, self._inputs.get(cid, ()))
+            if declared.kind == "spout":
+                spouts[cid] = storm.SpoutSpec(spout_object=declared.obj, common=common)
             else:
-                bolts[node.id] = storm.Bolt(bolt_object=node.obj, common=common)
-        return storm.StormTopology(spouts=spouts, bolts=bolts, state_spouts={}), dict(self._conf)
+                bolts[cid] = storm.Bolt(bolt_object=declared.obj, common=common)
+        topology = storm.StormTopology(spouts=spouts, bolts=bolts, state_spouts={})
+        return copy.deepcopy(topology), copy.deepcopy(self._conf)
 
-    def _check_input(self, node: Node, i: _Input) -> _Input:
-        source = self._nodes.get(i.source)
-        where = f"bolt {node.id!r} subscribes to"
-        if source is None:
-            raise TopologyError(f"{where} unknown component {i.source!r}")
-        stream = source.streams.get(i.stream)
-        if stream is None:
-            raise TopologyError(f"{where} stream {i.stream!r} which {i.source!r} does not declare "
-                                f"(it declares {sorted(source.streams)})")
-        if i.grouping.fields:
-            missing = [f for f in i.grouping.fields if f not in stream.fields]
-            if missing:
-                raise TopologyError(f"{where} {i.source!r}:{i.stream!r} by fields {missing} which the stream "
-                                    f"does not declare (it has {list(stream.fields)})")
-        if (i.grouping.direct is not None) != stream.direct:
-            raise TopologyError(f"{where} {i.source!r}:{i.stream!r} with "
-                                + ("direct grouping, but the stream is not direct" if i.grouping.direct is not None
-                                   else "a non-direct grouping, but the stream is direct: use .direct()"))
-        return i
+    def _declare(self, cid: str, kind: str, obj: storm.ComponentObject, outputs: Outputs, parallelism: int,
+                 conf: Mapping[str, Any] | None) -> None:
+        label = f"{kind} {cid!r}"
+        _check_id(f"{kind} id {cid!r}", cid)
+        if cid in self._components:
+            raise TopologyError(f"{label}: a {self._components[cid].kind} with that id is already declared; "
+                                "ids must be unique across spouts and bolts")
+        if not (isinstance(parallelism, int) and not isinstance(parallelism, bool) and parallelism >= 1):
+            raise TopologyError(f"{label}: parallelism must be an int >= 1, got {parallelism!r}")
+        try:
+            streams = parse_outputs(outputs)
+        except (TypeError, ValueError) as exc:
+            raise TopologyError(f"{label} outputs: {exc}") from None
+        for stream in streams:
+            _check_id(f"stream id {stream!r} of {label}", stream)
+        component_conf = _check_conf(f"{label} conf", conf or {})
+        self._components[cid] = _Declared(kind, obj, streams, parallelism, component_conf)
+        if kind == "bolt":
+            self._inputs[cid] = []
+
+    def _subscribe(self, cid: str, source: ComponentRef, stream: str, grouping: storm.Grouping) -> None:
+        label = f"bolt {cid!r}"
+        if not isinstance(source, ComponentRef) or source.topology is not self:
+            raise TopologyError(f"{label} subscribes to {source!r}: pass what this topology's spout() or bolt() "
+                                "returned")
+        streams = self._components[source.id].streams
+        where = f"stream {stream!r} of {source.id!r}"
+        if stream not in streams:
+            raise TopologyError(f"{label} subscribes to {where}, which {source.id!r} does not declare "
+                                f"(it declares: {', '.join(map(repr, streams)) or 'no streams'})")
+        info = streams[stream]
+        unknown = [name for name in grouping.fields or () if name not in info.fields]
+        if unknown:
+            raise TopologyError(f"{label} groups {where} by unknown fields {unknown} "
+                                f"(the stream declares {list(info.fields)})")
+        if grouping.direct is not None and not info.direct:
+            raise TopologyError(f"{label} uses direct grouping on {where}, which is not declared direct "
+                                "(declare it as Stream([...], direct=True))")
+        if grouping.direct is None and info.direct:
+            raise TopologyError(f"{label} subscribes to {where}, which is direct: use .direct()")
+        if any((s.source, s.stream) == (source.id, stream) for s in self._inputs[cid]):
+            raise TopologyError(f"{label} already subscribes to {where}: one grouping per stream")
+        self._inputs[cid].append(_Subscription(source.id, stream, grouping))
+
+
+# ------------------------------------------------------------------------------------------------
+# Checks and Thrift
+# ------------------------------------------------------------------------------------------------
+
+
+def _python(label: str, cls: Any, base: type[Component], args: Sequence[Any],
+            kwargs: Mapping[str, Any]) -> storm.ComponentObject:
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise TopologyError(f"{label}: {cls!r} is not a {base.__name__} subclass")
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(getattr(cls, "__abstractmethods__")))
+        raise TopologyError(f"{label}: {cls.__qualname__} does not implement {missing}")
+    module, name = _import_path(label, cls)
+    _check_args(label, cls, args, kwargs)
+    return storm.ComponentObject(python_object=storm.PythonComponent(
+        module_name=module, class_name=name,
+        args_json=_json(f"{label} args", list(args)) if args else None,
+        kwargs_json=_json(f"{label} kwargs", dict(kwargs)) if kwargs else None))
+
+
+def _shell(label: str, command: str, script: str) -> storm.ComponentObject:
+    if not (isinstance(command, str) and command):
+        raise TopologyError(f"{label}: the shell command must be a non-empty string, got {command!r}")
+    if not isinstance(script, str):
+        raise TopologyError(f"{label}: the shell script must be a string, got {script!r}")
+    return storm.ComponentObject(shell=storm.ShellComponent(execution_command=command, script=script))
+
+
+def _import_path(label: str, cls: type) -> tuple[str, str]:
+    """(module, class name) a worker can import ``cls`` by, or a TopologyError saying why it cannot."""
+    module, name = cls.__module__, cls.__qualname__
+    if module == "__main__":
+        raise TopologyError(f"{label}: {name} is defined in __main__ (the script being run), which workers "
+                            "cannot import: move it to a module and import it from there")
+    if not name.isidentifier():
+        raise TopologyError(f"{label}: {name} is not defined at the top level of its module (workers import "
+                            "module.Name): move it out of the function or class around it")
+    if getattr(sys.modules.get(module), name, None) is not cls:
+        raise TopologyError(f"{label}: {module}.{name} does not name this class (was it renamed or "
+                            "redefined?): workers import it by that name")
+    return module, name
+
+
+def _check_args(label: str, cls: type, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    try:
+        inspect.signature(cls).bind(*args, **kwargs)
+    except TypeError as exc:
+        raise TopologyError(f"{label}: {cls.__qualname__} cannot be built with these arguments: {exc}") from None
+
+
+def _json(what: str, value: Any) -> str:
+    """Canonical JSON (sorted keys, no NaN): the same declaration always builds the same bytes."""
+    try:
+        return json.dumps(value, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TopologyError(f"{what} must be JSON (workers rebuild them from the topology): {exc}") from None
+
+
+def _check_conf(what: str, conf: Mapping[str, Any]) -> dict[str, Any]:
+    """A detached JSON copy of ``conf``, once its keys are strings and known keys have their types."""
+    if not isinstance(conf, Mapping):
+        raise TopologyError(f"{what} must be a mapping, got {type(conf).__name__}")
+    detached = json.loads(_json(what, dict(conf)))
+    try:
+        validate_conf(conf, what)
+    except ConfigError as exc:
+        raise TopologyError("; ".join(exc.problems)) from None
+    return detached
+
+
+def _check_id(what: str, ident: str) -> None:
+    if problem := id_problem(ident):
+        raise TopologyError(f"{what} is invalid: {problem}")
+    if ident.startswith(RESERVED_PREFIX):
+        raise TopologyError(f'{what} is reserved: ids starting with "__" belong to Squall\'s system components '
+                            "and streams")
+
+
+def _name_problem(name: Any) -> str | None:
+    if problem := id_problem(name):
+        return problem
+    if name.isdecimal():
+        return "it is all digits"
+    if name.lower() == "null" or name in (".", ".."):
+        return "it is reserved"
+    return None
+
+
+def _common(declared: _Declared, inputs: Sequence[_Subscription]) -> storm.ComponentCommon:
+    return storm.ComponentCommon(
+        inputs={storm.GlobalStreamId(componentId=s.source, streamId=s.stream): s.grouping
+                for s in sorted(inputs, key=lambda s: (s.source, s.stream))},
+        streams={sid: storm.StreamInfo(output_fields=list(info.fields), direct=info.direct)
+                 for sid, info in sorted(declared.streams.items())},
+        parallelism_hint=declared.parallelism,
+        json_conf=_json("conf", declared.conf))

@@ -1,57 +1,79 @@
-"""Unit-test a spout or bolt with no cluster: feed it tuples, see what it emitted, acked, failed, reported.
+"""Unit-test one spout or bolt with no cluster: feed it, then look at what it emitted, acked, failed, reported.
 
-    result = run_bolt(SplitSentence, [("the cat",)], fields=["sentence"])
-    assert result.values() == [("the",), ("cat",)]
-    assert result.acked == result.inputs
+    run = run_bolt(SplitSentence, [("the cat",)], fields=["sentence"])
+    assert run.values() == [("the",), ("cat",)]
+    assert run.acked == run.inputs
 
-The component runs through the same :meth:`Bolt.process` a worker uses, so ``auto_ack`` anchoring,
-acking and failing behave as they will in production.
+    run = run_spout(Sentences, calls=2)
+    run.fail(run.emitted[0].msg_id)
+    run.next_tuple()                      # a reliable spout replays it
+
+Components run through :func:`squall.component.deliver` and :func:`~squall.component.attach`, as in
+a worker, so ``auto_ack`` anchoring, acking and failing behave as they will in production. Constructor
+arguments go through JSON first, as they do on the way to a worker, and every emit is checked as a
+worker must: declared stream, one value per field, ``direct_task`` exactly on direct streams, and
+values that msgpack can carry between workers.
 """
 
 from __future__ import annotations
 
-import itertools
+import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from squall.component import DEFAULT_STREAM, Bolt, Spout, TopologyContext
-from squall.tuple import SYSTEM_COMPONENT, TICK_STREAM, Fields, Tuple
+import msgpack
 
-_TICK_FIELDS = Fields(["rate_secs"])
+from squall.component import Bolt, Component, Spout, Stream, TopologyContext, attach, deliver
+from squall.tuple import DEFAULT_STREAM, Fields, Tuple
+
+__all__ = ["BoltRun", "Emit", "Recorder", "SpoutRun", "make_context", "make_tuple", "run_bolt", "run_spout"]
+
+C = TypeVar("C", bound=Component)
 
 
 @dataclass(frozen=True)
-class Emitted:
+class Emit:
+    """One ``emit`` call, as the component made it (``anchors`` for bolts, ``msg_id`` for spouts)."""
+
+    stream: str
     values: tuple[Any, ...]
-    stream: str = DEFAULT_STREAM
     anchors: tuple[Tuple, ...] = ()
     direct_task: int | None = None
     msg_id: Any = None
 
 
-@dataclass
 class Recorder:
-    """A collector that remembers everything instead of sending it anywhere."""
+    """A :class:`~squall.component.Collector` that records every call instead of sending anything."""
 
-    streams: Mapping[str, Any]
-    emitted: list[Emitted] = field(default_factory=list)
-    acked: list[Tuple] = field(default_factory=list)
-    failed: list[Tuple] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+    def __init__(self, streams: Mapping[str, Stream]) -> None:
+        self.streams = streams
+        self.emitted: list[Emit] = []
+        self.acked: list[Tuple] = []
+        self.failed: list[Tuple] = []
+        self.errors: list[BaseException | str] = []
 
-    def emit(self, values: Sequence[Any], stream: str, anchors: Sequence[Tuple], direct_task: int | None,
-             msg_id: Any) -> list[int]:
+    def emit(self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None,
+             msg_id: Any) -> Sequence[int]:
+        """Record the emit; the tuple goes nowhere, so only a direct emit names a task."""
         declared = self.streams.get(stream)
         if declared is None:
-            raise ValueError(f"emit on undeclared stream {stream!r} (declared: {sorted(self.streams)})")
+            raise ValueError(f"emit on stream {stream!r}, which is not declared "
+                             f"(declared: {', '.join(map(repr, self.streams)) or 'none'})")
         if len(values) != len(declared.fields):
-            raise ValueError(f"emit of {len(values)} values on stream {stream!r} declaring {list(declared.fields)}")
-        if declared.direct != (direct_task is not None):
-            raise ValueError(f"stream {stream!r} is {'' if declared.direct else 'not '}direct: "
-                             f"{'pass' if declared.direct else 'do not pass'} direct_task")
-        self.emitted.append(Emitted(tuple(values), stream, tuple(anchors), direct_task, msg_id))
-        return [direct_task] if direct_task is not None else []
+            raise ValueError(f"emit of {len(values)} values on stream {stream!r}, which declares "
+                             f"{len(declared.fields)} fields {list(declared.fields)}")
+        if declared.direct and direct_task is None:
+            raise ValueError(f"stream {stream!r} is direct: emit(..., direct_task=<task id>)")
+        if direct_task is not None and not declared.direct:
+            raise ValueError(f"direct_task given but stream {stream!r} is not declared direct")
+        try:
+            msgpack.packb(values, use_bin_type=True)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ValueError(f"values {values!r} on stream {stream!r} cannot travel between workers "
+                             f"(msgpack: {exc}); emit None, bool, int, float, str, bytes, lists and dicts") from None
+        self.emitted.append(Emit(stream, values, anchors, direct_task, msg_id))
+        return [] if direct_task is None else [direct_task]
 
     def ack(self, tup: Tuple) -> None:
         self.acked.append(tup)
@@ -59,82 +81,135 @@ class Recorder:
     def fail(self, tup: Tuple) -> None:
         self.failed.append(tup)
 
-    def report_error(self, message: str) -> None:
-        self.errors.append(message)
+    def report_error(self, error: BaseException | str) -> None:
+        self.errors.append(error)
 
     def values(self, stream: str = DEFAULT_STREAM) -> list[tuple[Any, ...]]:
+        """The values emitted on ``stream``, in order."""
         return [e.values for e in self.emitted if e.stream == stream]
 
 
-_ids = itertools.count(1)
+def make_tuple(values: Sequence[Any], fields: Sequence[str] = (), *, component: str = "source",
+               stream: str = DEFAULT_STREAM, task: int = 0, id: int = 0) -> Tuple:
+    """A tuple as a bolt would receive it; ``fields`` names each value."""
+    names = Fields(fields)
+    if len(values) != len(names):
+        raise ValueError(f"{len(values)} values {list(values)!r} but {len(names)} fields {list(names)}: "
+                         "pass fields=[...] naming each value")
+    return Tuple(tuple(values), names, component, stream, task, id)
 
 
-def make_tuple(values: Sequence[Any], fields: Iterable[str] | None = None, *, component: str = "source",
-               stream: str = DEFAULT_STREAM, task: int = 1) -> Tuple:
-    """An input tuple; field names default to ``f0, f1, …``."""
-    names = list(fields) if fields is not None else [f"f{i}" for i in range(len(values))]
-    return Tuple(values, Fields(names), component, stream, task, id=next(_ids))
+def make_context(component_id: str = "component", task_id: int = 1, conf: Mapping[str, Any] | None = None,
+                 component_tasks: Mapping[str, Sequence[int]] | None = None) -> TopologyContext:
+    """A context for one task of a topology named ``test`` (pass ``component_tasks`` for more)."""
+    tasks = {component_id: [task_id]} if component_tasks is None else component_tasks
+    return TopologyContext(topology_id="test-1-0", topology_name="test", component_id=component_id,
+                           task_id=task_id, component_tasks={c: tuple(sorted(t)) for c, t in tasks.items()},
+                           conf=dict(conf or {}))
 
 
-def tick_tuple(rate_secs: int = 1) -> Tuple:
-    return Tuple((rate_secs,), _TICK_FIELDS, SYSTEM_COMPONENT, TICK_STREAM, -1, id=next(_ids))
-
-
-def _context(cls: type, conf: Mapping[str, Any] | None) -> TopologyContext:
-    return TopologyContext("test-1-1", "test", cls.__name__, 1, {cls.__name__: [1]}, dict(conf or {}))
-
-
-@dataclass
 class BoltRun(Recorder):
-    inputs: list[Tuple] = field(default_factory=list)
-    bolt: Bolt | None = None
+    """A prepared bolt and everything it did; :meth:`execute` feeds it more."""
+
+    def __init__(self, bolt: Bolt, fields: Sequence[str], component: str, stream: str) -> None:
+        super().__init__(type(bolt).streams)
+        self.bolt = bolt
+        self.inputs: list[Tuple] = []
+        self._fields, self._component, self._stream = fields, component, stream
+
+    def execute(self, inputs: Iterable[Tuple | Sequence[Any]]) -> BoltRun:
+        """Deliver each input (a :class:`Tuple`, or values named by the run's ``fields``), as a worker does."""
+        for item in inputs:
+            tup = item if isinstance(item, Tuple) else make_tuple(
+                item, self._fields, component=self._component, stream=self._stream, id=len(self.inputs) + 1)
+            self.inputs.append(tup)
+            try:
+                deliver(self.bolt, tup)
+            except Exception:
+                pass  # deliver reported it and failed the tuple; the task goes on, as in a worker
+        return self
 
 
-def run_bolt(cls: type[Bolt], tuples: Iterable[Sequence[Any] | Tuple], *, fields: Iterable[str] | None = None,
-             conf: Mapping[str, Any] | None = None, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
-             ticks_after: bool = False) -> BoltRun:
-    """Prepare a ``cls(*args, **kwargs)``, execute every tuple (plain value sequences become tuples with
-    ``fields``), optionally one tick tuple at the end, then ``cleanup``."""
-    bolt = cls(*args, **dict(kwargs or {}))
-    run = BoltRun(cls.output_streams(), bolt=bolt)
-    bolt.bind(run, _context(cls, conf))
-    bolt.prepare(dict(conf or {}), bolt.context)
-    for item in tuples:
-        tup = item if isinstance(item, Tuple) else make_tuple(item, fields)
-        run.inputs.append(tup)
-        bolt.process(tup)
-    if ticks_after:
-        bolt.process(tick_tuple())
-    bolt.cleanup()
+def run_bolt(cls: type[Bolt], inputs: Iterable[Tuple | Sequence[Any]] = (), *, fields: Sequence[str] = (),
+             component: str = "source", stream: str = DEFAULT_STREAM, args: Sequence[Any] = (),
+             kwargs: Mapping[str, Any] | None = None, conf: Mapping[str, Any] | None = None,
+             context: TopologyContext | None = None) -> BoltRun:
+    """Build ``cls(*args, **kwargs)``, prepare it, and execute ``inputs`` (tick tuples included).
+
+    Plain value sequences become tuples with ``fields`` from ``component``/``stream`` and ids 1, 2, ...
+    ``conf`` goes into the default context (a given ``context`` brings its own). ``cleanup`` is not called (Storm does not promise it); call ``run.bolt.cleanup()`` to test it.
+    """
+    bolt = _build(cls, args, kwargs)
+    run = BoltRun(bolt, fields, component, stream)
+    context = context or make_context(cls.__name__, conf=conf)
+    attach(bolt, run, context)
+    bolt.prepare(context.conf, context)
+    return run.execute(inputs)
+
+
+class SpoutRun:
+    """An open, active spout and everything it emitted; acks and fails go back with :meth:`ack`/:meth:`fail`.
+
+    Exceptions from the spout propagate: unlike a bolt's, they have no tuple to fail.
+    """
+
+    def __init__(self, spout: Spout) -> None:
+        self.spout = spout
+        self.collector = Recorder(type(spout).streams)
+        #: Msg ids emitted and not yet acked or failed, in emit order.
+        self.pending: list[Any] = []
+
+    @property
+    def emitted(self) -> list[Emit]:
+        return self.collector.emitted
+
+    @property
+    def errors(self) -> list[BaseException | str]:
+        return self.collector.errors
+
+    def values(self, stream: str = DEFAULT_STREAM) -> list[tuple[Any, ...]]:
+        return self.collector.values(stream)
+
+    def next_tuple(self, calls: int = 1) -> list[Emit]:
+        """Call ``next_tuple`` ``calls`` times; returns what those calls emitted."""
+        start = len(self.emitted)
+        for _ in range(calls):
+            self.spout.next_tuple()
+        new = self.emitted[start:]
+        self.pending.extend(e.msg_id for e in new if e.msg_id is not None)
+        return new
+
+    def ack(self, msg_id: Any) -> None:
+        """As if the tree of ``msg_id`` completed."""
+        self._settle(msg_id)
+        self.spout.ack(msg_id)
+
+    def fail(self, msg_id: Any) -> None:
+        """As if the tree of ``msg_id`` failed or timed out."""
+        self._settle(msg_id)
+        self.spout.fail(msg_id)
+
+    def _settle(self, msg_id: Any) -> None:
+        if msg_id not in self.pending:
+            raise ValueError(f"msg id {msg_id!r} is not pending (pending: {self.pending!r}): a worker only acks "
+                             "or fails ids the spout emitted, once each")
+        self.pending.remove(msg_id)
+
+
+def run_spout(cls: type[Spout], calls: int = 1, *, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
+              conf: Mapping[str, Any] | None = None, context: TopologyContext | None = None) -> SpoutRun:
+    """Build ``cls(*args, **kwargs)``, open and activate it, and call ``next_tuple`` ``calls`` times."""
+    spout = _build(cls, args, kwargs)
+    run = SpoutRun(spout)
+    context = context or make_context(cls.__name__, conf=conf)
+    attach(spout, run.collector, context)
+    spout.open(context.conf, context)
+    spout.activate()
+    run.next_tuple(calls)
     return run
 
 
-@dataclass
-class SpoutRun(Recorder):
-    spout: Spout | None = None
-
-    def next(self, calls: int = 1) -> "SpoutRun":
-        """Call ``next_tuple`` ``calls`` times."""
-        for _ in range(calls):
-            self.spout.next_tuple()
-        return self
-
-    def ack_message(self, msg_id: Any) -> None:
-        """As if the tree of ``msg_id`` completed."""
-        self.spout.ack(msg_id)
-
-    def fail_message(self, msg_id: Any) -> None:
-        """As if the tree of ``msg_id`` failed or timed out."""
-        self.spout.fail(msg_id)
-
-
-def run_spout(cls: type[Spout], calls: int = 1, *, conf: Mapping[str, Any] | None = None, args: Sequence[Any] = (),
-              kwargs: Mapping[str, Any] | None = None) -> SpoutRun:
-    """Open a ``cls(*args, **kwargs)`` and call ``next_tuple`` ``calls`` times; then drive it with
-    ``run.ack_message(id)`` / ``run.fail_message(id)`` / ``run.next()``."""
-    spout = cls(*args, **dict(kwargs or {}))
-    run = SpoutRun(cls.output_streams(), spout=spout)
-    spout.bind(run, _context(cls, conf))
-    spout.open(dict(conf or {}), spout.context)
-    spout.activate()
-    return run.next(calls)
+def _build(cls: type[C], args: Sequence[Any], kwargs: Mapping[str, Any] | None) -> C:
+    """``cls(*args, **kwargs)`` after a JSON round trip, exactly what a worker will call."""
+    args, kwargs = json.loads(json.dumps([list(args), dict(kwargs or {})]))
+    return cls(*args, **kwargs)

@@ -1,92 +1,129 @@
-"""Tuples as user code sees them: values with field names, where they came from, and their tree ids.
+"""Tuples: the values a bolt receives, where they came from, and what the acker needs to track them.
 
-Field names live once per stream in :class:`Fields` (a name → index map), so a tuple is a slotted
-object holding a reference to it: no per-tuple dict on the hot path.
+A worker creates one :class:`Tuple` per delivered tuple, so a tuple is a plain slots object with
+read-only properties: a frozen dataclass's ``__init__`` costs about five times more per tuple.
+Field names and their positions live in a per-stream :class:`Fields`, built once and shared by
+every tuple of the stream, so no tuple carries a dict of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
-SYSTEM_COMPONENT = "__system"
+DEFAULT_STREAM = "default"
+#: Tick tuples come from this component on this stream (as in Storm), every
+#: ``topology.tick.tuple.freq.secs`` seconds, with one value: that period.
+TICK_COMPONENT = "__system"
 TICK_STREAM = "__tick"
+TICK_TASK = -1
+
+NO_ANCHORS: Mapping[int, int] = MappingProxyType({})
 
 
-class Fields:
-    """The field names of one stream, with O(1) lookup by name; shared by every tuple of the stream."""
+class Fields(tuple[str, ...]):
+    """A stream's field names, with ``positions`` (name → index) for access by name.
 
-    __slots__ = ("names", "_index")
+    Built once per stream and shared by all of its tuples. Compares equal to the plain tuple of names.
+    """
 
-    def __init__(self, names: Iterable[str]) -> None:
-        self.names = tuple(names)
-        self._index = {name: i for i, name in enumerate(self.names)}
-        if len(self._index) != len(self.names):
-            raise ValueError(f"duplicate field names in {list(self.names)}")
+    positions: Mapping[str, int]
 
-    def index(self, name: str) -> int:
-        try:
-            return self._index[name]
-        except KeyError:
-            raise KeyError(f"no field {name!r}; the stream has {list(self.names)}") from None
+    def __new__(cls, names: Iterable[str] = ()) -> Fields:
+        self = super().__new__(cls, names)
+        for name in self:
+            if not isinstance(name, str):
+                raise TypeError(f"field names must be strings, got {name!r} in {list(self)}")
+        if len(set(self)) != len(self):
+            dups = sorted({name for name in self if self.count(name) > 1})
+            raise ValueError(f"duplicate field names {dups} in {list(self)}")
+        self.positions = {name: i for i, name in enumerate(self)}
+        return self
 
-    def __len__(self) -> int:
-        return len(self.names)
 
-    def __contains__(self, name: object) -> bool:
-        return name in self._index
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Fields) and other.names == self.names
-
-    def __hash__(self) -> int:
-        return hash(self.names)
-
-    def __repr__(self) -> str:
-        return f"Fields({list(self.names)})"
+TICK_FIELDS = Fields(["rate_secs"])
 
 
 class Tuple:
-    """One tuple: ``t[0]`` or ``t["word"]`` for values; ``component``, ``stream``, ``task`` for its origin.
+    """One tuple as a bolt sees it: its values, by index or field name, and where it came from.
 
-    ``id`` is the edge id the acker tracks and ``anchors`` maps each root id of the trees it belongs
-    to onto that edge (empty when unreliable); user code only passes tuples back to ack/fail/emit.
+    ``id`` and ``anchors`` are the acker's: ``anchors`` maps each root id (a spout tuple this one
+    descends from) to this tuple's edge id in that tree; both are empty (0, {}) for untracked tuples.
     """
 
-    __slots__ = ("values", "fields", "component", "stream", "task", "id", "anchors")
+    __slots__ = ("_values", "_fields", "_component", "_stream", "_task", "_id", "_anchors")
 
-    def __init__(self, values: Sequence[Any], fields: Fields, component: str, stream: str, task: int,
-                 id: int = 0, anchors: tuple[int, ...] = ()) -> None:
-        if len(values) != len(fields):
-            raise ValueError(f"{len(values)} values for fields {list(fields.names)} of stream {stream!r} "
-                             f"of {component!r}")
-        self.values = tuple(values)
-        self.fields = fields
-        self.component = component
-        self.stream = stream
-        self.task = task
-        self.id = id
-        self.anchors = anchors  # root ids of the trees this tuple belongs to
+    def __init__(self, values: tuple[Any, ...], fields: Fields, component: str, stream: str, task: int,
+                 id: int = 0, anchors: Mapping[int, int] = NO_ANCHORS) -> None:
+        self._values = values
+        self._fields = fields
+        self._component = component
+        self._stream = stream
+        self._task = task
+        self._id = id
+        self._anchors = anchors
 
-    def __getitem__(self, key: int | str) -> Any:
-        return self.values[self.fields.index(key) if isinstance(key, str) else key]
+    @property
+    def values(self) -> tuple[Any, ...]:
+        return self._values
 
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.values[self.fields.index(name)] if name in self.fields else default
+    @property
+    def fields(self) -> Fields:
+        return self._fields
 
-    def __len__(self) -> int:
-        return len(self.values)
+    @property
+    def component(self) -> str:
+        """Id of the component that emitted it (``__system`` for ticks)."""
+        return self._component
+
+    @property
+    def stream(self) -> str:
+        return self._stream
+
+    @property
+    def task(self) -> int:
+        """Task id that emitted it (-1 for ticks)."""
+        return self._task
+
+    @property
+    def id(self) -> int:
+        return self._id
+
+    @property
+    def anchors(self) -> Mapping[int, int]:
+        return self._anchors
 
     @property
     def is_tick(self) -> bool:
-        return self.component == SYSTEM_COMPONENT and self.stream == TICK_STREAM
+        return self._stream == TICK_STREAM and self._component == TICK_COMPONENT
 
-    def __eq__(self, other: object) -> bool:
-        return (isinstance(other, Tuple) and other.values == self.values and other.stream == self.stream
-                and other.component == self.component and other.task == self.task and other.id == self.id)
+    def __getitem__(self, key: int | str) -> Any:
+        """``tup[0]`` or ``tup["word"]``; an unknown name raises KeyError listing the stream's fields."""
+        if key.__class__ is str:
+            try:
+                return self._values[self._fields.positions[key]]  # type: ignore[index]
+            except KeyError:
+                raise KeyError(f"no field {key!r} in stream {self._stream!r} of {self._component!r} "
+                               f"(fields: {list(self._fields)})") from None
+        return self._values[key]  # type: ignore[index]
 
-    def __hash__(self) -> int:
-        return hash((self.component, self.task, self.stream, self.id))
+    def get(self, name: str, default: Any = None) -> Any:
+        """The value of field ``name``, or ``default`` when the stream has no such field."""
+        position = self._fields.positions.get(name)
+        return default if position is None else self._values[position]
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._values)
 
     def __repr__(self) -> str:
-        return f"Tuple({self.component}:{self.stream}@{self.task} {dict(zip(self.fields.names, self.values))})"
+        return (f"Tuple({self._values!r}, component={self._component!r}, stream={self._stream!r}, "
+                f"task={self._task}, id={self._id})")
+
+
+def tick_tuple(rate_secs: float) -> Tuple:
+    """A tick tuple, as a worker sends every ``topology.tick.tuple.freq.secs`` (= ``rate_secs``)."""
+    return Tuple((rate_secs,), TICK_FIELDS, TICK_COMPONENT, TICK_STREAM, TICK_TASK)
