@@ -4,7 +4,7 @@
 set -euo pipefail
 port="${SQUALL_DEMO_ZK_PORT:-2181}"
 local_dir="$(mktemp -d)"
-trap 'kill -INT "$zk_pid" 2>/dev/null || true; wait "$zk_pid" 2>/dev/null || true; rm -rf "$local_dir"' EXIT
+trap 'kill -TERM "$zk_pid" 2>/dev/null || true; wait "$zk_pid" 2>/dev/null || true; rm -rf "$local_dir"' EXIT
 
 storm -c storm.zookeeper.port="$port" -c storm.local.dir="$local_dir" dev-zookeeper &
 zk_pid=$!
