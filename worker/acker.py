@@ -69,15 +69,8 @@ class AckerState:
 
     def expire(self, now: float) -> list[Completion]:
         """Trees older than the timeout fail (those whose spout is unknown are just dropped)."""
-        done = []
-        while self._trees:
-            root, tree = next(iter(self._trees.items()))
-            if now - tree.started <= self.timeout_secs:
-                break
-            del self._trees[root]
-            if tree.spout_task is not None:
-                done.append(Completion(root, tree.spout_task, ok=False))
-        return done
+        return [Completion(root, tree.spout_task, ok=False)
+                for root, tree in _pop_older(self._trees, now - self.timeout_secs) if tree.spout_task is not None]
 
     def _tree(self, root: int, now: float) -> _Tree:
         tree = self._trees.get(root)
@@ -96,7 +89,7 @@ class AckerState:
 @dataclass
 class _Message:
     msg_id: Any
-    sent: float
+    started: float
 
 
 class SpoutPending:
@@ -124,11 +117,16 @@ class SpoutPending:
 
     def expire(self, now: float) -> list[Any]:
         """Msg ids whose trees did not finish within the timeout: the spout's ``fail`` gets them."""
-        timed_out = []
-        while self._pending:
-            root, message = next(iter(self._pending.items()))
-            if now - message.sent <= self.timeout_secs:
-                break
-            del self._pending[root]
-            timed_out.append(message.msg_id)
-        return timed_out
+        return [message.msg_id for _, message in _pop_older(self._pending, now - self.timeout_secs)]
+
+
+def _pop_older(entries: OrderedDict[int, Any], cutoff: float) -> list[tuple[int, Any]]:
+    """Remove and return the entries started before ``cutoff``; insertion order is start order."""
+    expired = []
+    while entries:
+        key, entry = next(iter(entries.items()))
+        if entry.started >= cutoff:
+            break
+        del entries[key]
+        expired.append((key, entry))
+    return expired
