@@ -285,8 +285,11 @@ class Nimbus:
                 log.exception("delayed action failed", topology_id=topology_id, action=effect.action.verb)
 
         # timers run on the clock thread; the action may wait for an assignment, so run it off that thread
-        timer = self.clock.call_later(max(0.0, effect.due_secs - self.clock.time()),
-                                      lambda: threading.Thread(target=fire, daemon=True).start())
+        timer = self.clock.call_later(
+            max(0.0, effect.due_secs - self.clock.time()),
+            lambda: threading.Thread(target=fire, name="nimbus-delayed-action", daemon=True).start())
+        now = self.clock.monotonic()  # keep only what can still fire, so the list does not grow forever
+        self._leader_timers = [t for t in self._leader_timers if not (isinstance(t, Timer) and t.due < now)]
         self._leader_timers.append(timer)
 
     def _rebalance(self, topology_id: str, name: str, effect: lifecycle.Reassign) -> None:
