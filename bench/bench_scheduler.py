@@ -18,8 +18,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without install
 
 from nimbus.scheduler import schedule  # noqa: E402
-from nimbus.scheduler.model import ACKER, Component, ScheduleRequest, Supervisor  # noqa: E402
+from nimbus.scheduler.model import Component, ScheduleRequest, Supervisor  # noqa: E402
 from squall.config import default_config  # noqa: E402
+from squall.topology import ACKER  # noqa: E402
 
 SUPERVISORS = 1000
 PORTS = (6700, 6701, 6702, 6703)

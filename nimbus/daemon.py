@@ -18,12 +18,14 @@ from typing import Any
 
 import structlog
 
-from nimbus import lifecycle, topology as topo
+from nimbus import lifecycle
 from nimbus.assign import AssignEvent, AssignFailed, TopologyAssigner
 from nimbus.codestore import CodeStore, Downloads, Inbox, MissingTopology
 from nimbus.leader import LeaderElection
 from nimbus.monitor import HeartbeatTracker
 from nimbus.scheduler import AssignType, Component
+from nimbus.scheduler.model import scheduler_components
+from squall import topology as topo
 from squall.clock import Clock, Periodic, RealClock, Timer
 from squall.thrift import ThriftServer, make_server, storm
 from squall.zk import paths
@@ -150,7 +152,7 @@ class Nimbus:
         if tasks is None:
             raise AssignFailed(f"{topology_id} has no tasks in ZooKeeper")
         try:
-            return (topo.scheduler_components(self.code.system_topology(topology_id), tasks),
+            return (scheduler_components(self.code.system_topology(topology_id), tasks),
                     self.merged_conf(topology_id))
         except MissingTopology:
             raise AssignFailed(self._no_code(topology_id)) from None

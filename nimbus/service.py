@@ -14,7 +14,7 @@ from nimbus import lifecycle
 from nimbus.codestore import DownloadError, MissingTopology, UnknownArtifact, UploadError
 from nimbus.daemon import Nimbus
 from nimbus.queries import cluster_summary, nimbus_summaries, topology_info
-from nimbus.topology import validate_name
+from squall.topology import validate_name
 from squall.config import redact
 from squall.thrift import storm
 from squall.zk import paths

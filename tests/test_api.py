@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from examples.wordcount import SENTENCES, SentenceSpout, SplitSentence, WordCount, topology
-from nimbus.topology import make_tasks, normalize, system_topology, validate_topology
+from squall.topology import make_tasks, normalize, system_topology, validate_topology
 from squall.component import Bolt, Spout, Stream, TopologyContext, parse_outputs
 from squall.dsl import BoltRef, SpoutRef, Topology, TopologyError
 from squall.testing import Emit, make_context, make_tuple, run_bolt, run_spout

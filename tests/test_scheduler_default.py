@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 
 from nimbus.scheduler.default import schedule
-from nimbus.scheduler.model import (
-    ACKER, TOPOLOGY_MASTER, AssignType, Component, ScheduleError, ScheduleRequest, Supervisor,
-)
+from nimbus.scheduler.model import AssignType, Component, ScheduleError, ScheduleRequest, Supervisor
 from squall.config import default_config
+from squall.topology import ACKER, TOPOLOGY_MASTER
 from squall.zk.records import WorkerAssignment
 
 PORTS = (6700, 6701, 6702, 6703)

@@ -9,7 +9,8 @@ import pytest
 
 from nimbus.scheduler import schedule as schedule_by_conf
 from nimbus.scheduler.even import schedule, sort_slots
-from nimbus.scheduler.model import ACKER, AssignType, Component, ScheduleError, ScheduleRequest, Supervisor
+from nimbus.scheduler.model import AssignType, Component, ScheduleError, ScheduleRequest, Supervisor
+from squall.topology import ACKER
 from squall.config import default_config
 from squall.zk.records import WorkerAssignment
 

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from nimbus.scheduler import schedule
-from nimbus.scheduler.model import ACKER, AssignType, Component, ScheduleError, ScheduleRequest, Supervisor
+from nimbus.scheduler.model import AssignType, Component, ScheduleError, ScheduleRequest, Supervisor
+from squall.topology import ACKER
 from squall.config import default_config
 from squall.zk.records import WorkerAssignment
 

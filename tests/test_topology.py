@@ -1,4 +1,4 @@
-"""nimbus.topology: validation messages, normalization, the system topology, task ids, topology ids."""
+"""squall.topology: validation messages, normalization, the system topology, task ids, topology ids."""
 
 from __future__ import annotations
 
@@ -12,13 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nimbus.scheduler.model import Component
-from nimbus.topology import (
+from nimbus.scheduler.model import Component, scheduler_components
+from squall.topology import (
     component_tasks,
     make_tasks,
     name_of,
     normalize,
-    scheduler_components,
     system_topology,
     topology_id,
     topology_master_task,

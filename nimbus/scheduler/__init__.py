@@ -7,9 +7,8 @@ round robin over interleaved slots).
 from __future__ import annotations
 
 from nimbus.scheduler import default, even
-from nimbus.scheduler.model import (
-    ACKER, TOPOLOGY_MASTER, AssignType, Component, ScheduleError, ScheduleRequest, Supervisor,
-)
+from nimbus.scheduler.model import AssignType, Component, ScheduleError, ScheduleRequest, Supervisor
+from squall.topology import ACKER, TOPOLOGY_MASTER
 from squall.zk.records import WorkerAssignment
 
 __all__ = ["ACKER", "TOPOLOGY_MASTER", "AssignType", "Component", "ScheduleError", "ScheduleRequest",

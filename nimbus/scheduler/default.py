@@ -30,9 +30,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nimbus.scheduler.model import (
-    TOPOLOGY_MASTER, AssignType, Component, ScheduleError, ScheduleRequest, Supervisor,
-)
+from nimbus.scheduler.model import AssignType, Component, ScheduleError, ScheduleRequest, Supervisor
+from squall.topology import TOPOLOGY_MASTER
 from squall.zk.records import WorkerAssignment
 
 TM_ALONE_AT = 10

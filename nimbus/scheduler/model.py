@@ -8,14 +8,14 @@ heartbeat monitor (dead tasks); a scheduler turns it into a list of
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from squall.zk.records import WorkerAssignment
-
-ACKER = "__acker"
-TOPOLOGY_MASTER = "__topology_master"
+from squall.thrift import storm
+from squall.topology import component_tasks
+from squall.zk.records import TopologyTasks, WorkerAssignment
 
 
 class ScheduleError(Exception):
@@ -62,3 +62,18 @@ class ScheduleRequest:
     reassign: bool = False  # rebalance -r: also move workers that could stay put
     old_workers: tuple[WorkerAssignment, ...] = ()  # current assignment, or the last one of this name for NEW
     dead_tasks: frozenset[int] = frozenset()
+
+
+def scheduler_components(system: storm.StormTopology, tasks: TopologyTasks) -> tuple[Component, ...]:
+    """The system topology as the scheduler sees it: tasks, source components, json_conf; sorted by id."""
+    by_component = component_tasks(tasks)
+    specs = {**system.spouts, **system.bolts}
+    return tuple(
+        Component(
+            id=cid,
+            tasks=tuple(by_component.get(cid, ())),
+            inputs=frozenset(source.componentId for source in specs[cid].common.inputs),
+            conf=json.loads(specs[cid].common.json_conf or "{}"),
+        )
+        for cid in sorted(specs)
+    )

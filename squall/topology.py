@@ -1,9 +1,9 @@
-"""What nimbus does to a submitted topology before it stores and schedules it.
+"""What a submitted topology becomes before it runs: shared by nimbus (submit), workers and local mode.
 
 Submit runs, in order: :func:`validate_topology` → :func:`normalize` → :func:`topology_id` →
 (code store: the normalized *user* topology, served by ``getUserTopology``) →
-:func:`system_topology` (served by ``getTopology``) → :func:`make_tasks` (``/tasks/<id>``) →
-:func:`scheduler_components` (the scheduler's view).
+:func:`system_topology` (served by ``getTopology``) → :func:`make_tasks` (``/tasks/<id>``). Local mode and
+workers rebuild the system topology with the same functions, so every runtime sees the same streams and ids.
 
 Everything here is a pure function over the Thrift structs of ``idl/storm.thrift``: no I/O, no
 clock, and arguments are never mutated (callers keep the submitted objects as they came). Errors a
@@ -20,23 +20,23 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from nimbus.scheduler.model import ACKER, TOPOLOGY_MASTER, Component
 from squall.config import ConfigError, validate_conf
 from squall.names import MAX_ID_LENGTH, RESERVED_PREFIX, id_problem, quote
 from squall.thrift import storm
 from squall.zk.records import ComponentType, TaskInfo, TopologyTasks
 
 __all__ = [
+    "ACKER",
     "ACK_ACK_STREAM",
     "ACK_FAIL_STREAM",
     "ACK_INIT_STREAM",
     "HEARTBEAT_STREAM",
     "MAX_ID_LENGTH",
+    "TOPOLOGY_MASTER",
     "component_tasks",
     "make_tasks",
     "name_of",
     "normalize",
-    "scheduler_components",
     "system_topology",
     "topology_id",
     "topology_master_task",
@@ -44,6 +44,10 @@ __all__ = [
     "validate_topology",
 ]
 
+
+#: The system components every topology gets (see :func:`system_topology`).
+ACKER = "__acker"
+TOPOLOGY_MASTER = "__topology_master"
 
 ACK_INIT_STREAM = "__ack_init"
 ACK_ACK_STREAM = "__ack_ack"
@@ -380,21 +384,6 @@ def component_tasks(tasks: TopologyTasks) -> dict[str, list[int]]:
     for task in sorted(tasks.tasks):
         by_component.setdefault(tasks.tasks[task].component, []).append(task)
     return dict(sorted(by_component.items()))
-
-
-def scheduler_components(system: storm.StormTopology, tasks: TopologyTasks) -> tuple[Component, ...]:
-    """The system topology as the scheduler sees it: tasks, source components, json_conf; sorted by id."""
-    by_component = component_tasks(tasks)
-    specs = {**system.spouts, **system.bolts}
-    return tuple(
-        Component(
-            id=cid,
-            tasks=tuple(by_component.get(cid, ())),
-            inputs=frozenset(source.componentId for source in specs[cid].common.inputs),
-            conf=json.loads(specs[cid].common.json_conf or "{}"),
-        )
-        for cid in sorted(specs)
-    )
 
 
 # ------------------------------------------------------------------------------------------------
