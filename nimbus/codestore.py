@@ -18,14 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from thriftpy2.protocol import TBinaryProtocolFactory
-from thriftpy2.utils import deserialize, serialize
-
 from squall.clock import Clock
-from squall.thrift import storm
+from squall.thrift import from_bytes, storm, to_bytes
 
 _TOPOLOGY_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}-\d+-\d+$")
-_PROTOCOL = TBinaryProtocolFactory()
 #: Open sessions allowed at once, per inbox and per download table: each holds a file handle.
 MAX_SESSIONS = 256
 
@@ -169,8 +165,8 @@ class CodeStore:
         staging = Path(tempfile.mkdtemp(prefix=f".{slot}-", dir=base))
         try:
             (staging / "conf.json").write_text(json.dumps(conf, sort_keys=True))
-            (staging / "topology.bin").write_bytes(serialize(topology, _PROTOCOL))
-            (staging / "system.bin").write_bytes(serialize(system, _PROTOCOL))
+            (staging / "topology.bin").write_bytes(to_bytes(topology))
+            (staging / "system.bin").write_bytes(to_bytes(system))
             if package is not None:
                 shutil.copyfile(package, staging / "code.pkg")
             with self._lock:
@@ -223,10 +219,10 @@ class CodeStore:
         return json.loads(self._file(topology_id, slot, "conf.json").read_text())
 
     def topology(self, topology_id: str, slot: str = "current") -> Any:
-        return deserialize(storm.StormTopology(), self._file(topology_id, slot, "topology.bin").read_bytes(), _PROTOCOL)
+        return from_bytes(storm.StormTopology, self._file(topology_id, slot, "topology.bin").read_bytes())
 
     def system_topology(self, topology_id: str, slot: str = "current") -> Any:
-        return deserialize(storm.StormTopology(), self._file(topology_id, slot, "system.bin").read_bytes(), _PROTOCOL)
+        return from_bytes(storm.StormTopology, self._file(topology_id, slot, "system.bin").read_bytes())
 
     def package(self, topology_id: str, slot: str = "current") -> Path | None:
         path = self._existing(topology_id) / slot / "code.pkg"

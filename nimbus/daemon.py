@@ -30,14 +30,12 @@ from squall.clock import Clock, Periodic, RealClock, Timer
 from squall.thrift import ThriftServer, make_server, storm
 from squall.zk import paths
 from squall.zk.client import ZkClient
+from squall.zk.errors import record_task_error
 from squall.zk.records import (
     Assignment, ErrorLevel, StormBase, TaskBeat, TaskError, TaskHeartbeats, TopologyStatus, TopologyTasks,
 )
 
 log = structlog.get_logger(__name__)
-
-#: Errors kept per task in ``/taskerrors`` (JStorm keeps 3).
-MAX_ERRORS_PER_TASK = 3
 
 
 class NotLeader(RuntimeError):
@@ -267,10 +265,8 @@ class Nimbus:
         tasks = self.zk.read(paths.tasks(topology_id), TopologyTasks)
         task = (topo.topology_master_task(tasks) if tasks else None) or 0
         now = int(self.clock.time())
-        self.zk.write(paths.task_error(topology_id, task, now),
-                      TaskError(message, now, ErrorLevel.ERROR, host=self.host, port=self.port))
-        for old in self.zk.children(paths.task_errors(topology_id, task))[:-MAX_ERRORS_PER_TASK]:
-            self.zk.delete(paths.task_error(topology_id, task, int(old)))
+        record_task_error(self.zk, topology_id, task, TaskError(message, now, ErrorLevel.ERROR, host=self.host,
+                                                                port=self.port))
         log.error("topology error", topology_id=topology_id, error=message)
 
     def _arm(self, topology_id: str, effect: lifecycle.ScheduleAt) -> None:

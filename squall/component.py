@@ -32,6 +32,7 @@ __all__ = [
     "TopologyContext",
     "attach",
     "deliver",
+    "emit_problem",
     "parse_outputs",
 ]
 
@@ -220,6 +221,24 @@ class Bolt(Component, ABC):
         if tup is self._input:
             self._input = None
         self._collector.fail(tup)
+
+
+def emit_problem(streams: Mapping[str, Any], stream: str, values: Sequence[Any], direct_task: int | None) -> str | None:
+    """Why an emit is wrong, or None: stream undeclared, wrong number of values, ``direct_task`` where
+    the stream is not direct or missing where it is. ``streams`` values have ``fields`` and ``direct``.
+    Shared by workers and :mod:`squall.testing`, so both refuse the same emits with the same words."""
+    declared = streams.get(stream)
+    if declared is None:
+        known = ", ".join(repr(s) for s in streams if not s.startswith("__")) or "none"
+        return f"emit on stream {stream!r}, which is not declared (declared: {known})"
+    if len(values) != len(declared.fields):
+        return (f"emit of {len(values)} values on stream {stream!r}, which declares "
+                f"{len(declared.fields)} fields {list(declared.fields)}")
+    if declared.direct and direct_task is None:
+        return f"stream {stream!r} is direct: emit(..., direct_task=<task id>)"
+    if direct_task is not None and not declared.direct:
+        return f"direct_task given but stream {stream!r} is not declared direct"
+    return None
 
 
 def attach(component: Component, collector: Collector, context: TopologyContext) -> None:

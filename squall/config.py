@@ -301,6 +301,13 @@ KEYS: tuple[Key, ...] = (
         doc="Whether pending spout tuples time out at all."),
     Key("topology.max.spout.pending", "int", None, origin="both", nullable=True, minimum=1,
         doc="Most un-acked tuples per spout task; null means unlimited."),
+    Key("topology.max.error.report.per.interval", "int", 5, origin="storm", minimum=1,
+        doc="Errors a task may report to ZooKeeper per throttle interval; the rest are counted, not stored."),
+    Key("topology.error.throttle.interval.secs", default=10, origin="storm", **_SECS,
+        doc="The error throttle's interval."),
+    Key("topology.worker.exit.on.error", "bool", False, origin="squall",
+        doc="An exception from user code stops the worker (the supervisor restarts it) instead of failing "
+            "the tuple, reporting the error and going on."),
     Key("topology.debug", "bool", False, origin="both",
         doc="Log every emitted tuple (slow; for debugging)."),
     Key("topology.tick.tuple.freq.secs", "float", None, origin="storm", nullable=True,

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import msgpack
 
-from squall.component import Bolt, Component, Spout, Stream, TopologyContext, attach, deliver
+from squall.component import Bolt, Component, Spout, Stream, TopologyContext, attach, deliver, emit_problem
 from squall.tuple import DEFAULT_STREAM, Fields, Tuple
 
 __all__ = ["BoltRun", "Emit", "Recorder", "SpoutRun", "make_context", "make_tuple", "run_bolt", "run_spout"]
@@ -56,17 +56,8 @@ class Recorder:
     def emit(self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None,
              msg_id: Any) -> Sequence[int]:
         """Record the emit; the tuple goes nowhere, so only a direct emit names a task."""
-        declared = self.streams.get(stream)
-        if declared is None:
-            raise ValueError(f"emit on stream {stream!r}, which is not declared "
-                             f"(declared: {', '.join(map(repr, self.streams)) or 'none'})")
-        if len(values) != len(declared.fields):
-            raise ValueError(f"emit of {len(values)} values on stream {stream!r}, which declares "
-                             f"{len(declared.fields)} fields {list(declared.fields)}")
-        if declared.direct and direct_task is None:
-            raise ValueError(f"stream {stream!r} is direct: emit(..., direct_task=<task id>)")
-        if direct_task is not None and not declared.direct:
-            raise ValueError(f"direct_task given but stream {stream!r} is not declared direct")
+        if problem := emit_problem(self.streams, stream, values, direct_task):
+            raise ValueError(problem)
         try:
             msgpack.packb(values, use_bin_type=True)
         except (TypeError, ValueError, OverflowError) as exc:

@@ -29,6 +29,7 @@ import thriftpy2
 from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.server import TThreadedServer
 from thriftpy2.thrift import TApplicationException, TClient, TMessageType, TProcessor
+from thriftpy2.utils import deserialize, serialize
 from thriftpy2.transport import (
     TFramedTransportFactory,
     TMemoryBuffer,
@@ -48,9 +49,11 @@ __all__ = [
     "ThriftServer",
     "connect",
     "find_leader",
+    "from_bytes",
     "make_server",
     "open_client",
     "storm",
+    "to_bytes",
 ]
 
 log = structlog.get_logger(__name__)
@@ -66,6 +69,19 @@ DEFAULT_MAX_FRAME_BYTES = 1_048_576  # nimbus.thrift.max_buffer_size, Storm's de
 DEFAULT_TIMEOUT_MS = 7_000  # what streamparse uses for Nimbus calls
 
 _MAX_I32 = 2**31 - 1
+
+
+def to_bytes(struct: Any) -> bytes:
+    """A Thrift struct in the binary protocol, as stored on disk (code store, a worker's topology)."""
+    return serialize(struct, _BINARY)
+
+
+def from_bytes(cls: type, data: bytes) -> Any:
+    """The inverse of :func:`to_bytes`: ``cls`` (e.g. ``storm.StormTopology``) read from ``data``."""
+    return deserialize(cls(), data, _BINARY)
+
+
+_BINARY = TBinaryProtocolFactory()
 
 
 # ------------------------------------------------------------------------------------------------

@@ -61,7 +61,7 @@ _ACKER_OUT_FIELDS = ["id"]
 _HEARTBEAT_FIELDS = ["task-id", "uptime-secs"]
 
 _ACKER_CLASS = ("worker.acker", "Acker")
-_TOPOLOGY_MASTER_CLASS = ("worker.topology_master", "TopologyMaster")
+_TOPOLOGY_MASTER_CLASS = ("worker.topology_master", "TopologyMaster")  # executors built in, by component id
 _SYSTEM_BOLTS = (ACKER, TOPOLOGY_MASTER)  # task-id order after the user bolts
 
 # (kind used in messages, StormTopology field, implementation field of its specs)

@@ -49,10 +49,11 @@ class Tuple:
     """One tuple as a bolt sees it: its values, by index or field name, and where it came from.
 
     ``id`` and ``anchors`` are the acker's: ``anchors`` maps each root id (a spout tuple this one
-    descends from) to this tuple's edge id in that tree; both are empty (0, {}) for untracked tuples.
+    descends from) to this tuple's edge id in that tree (Storm's MessageId), and ``id`` is the edge id
+    it was emitted under (its first anchor's); both are empty (0, {}) for untracked tuples.
     """
 
-    __slots__ = ("_values", "_fields", "_component", "_stream", "_task", "_id", "_anchors")
+    __slots__ = ("_values", "_fields", "_component", "_stream", "_task", "_id", "_anchors", "_ack_val")
 
     def __init__(self, values: tuple[Any, ...], fields: Fields, component: str, stream: str, task: int,
                  id: int = 0, anchors: Mapping[int, int] = NO_ANCHORS) -> None:
@@ -63,6 +64,7 @@ class Tuple:
         self._task = task
         self._id = id
         self._anchors = anchors
+        self._ack_val = 0  # XOR of the edge ids of tuples emitted anchored to this one (Storm's ackVal)
 
     @property
     def values(self) -> tuple[Any, ...]:

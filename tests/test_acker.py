@@ -7,7 +7,7 @@ import random
 
 from hypothesis import given, strategies as st
 
-from worker.acker import AckerState, Completion, SpoutPending, new_id
+from worker.tracking import AckerState, Completion, SpoutPending, new_id
 
 SPOUT = 4
 
@@ -67,7 +67,7 @@ def test_spout_pending_caps_in_flight_and_times_out() -> None:
     assert pending.can_emit()
     pending.sent(next(ids), "m2", now=10)
     assert not pending.can_emit()
-    assert pending.complete(1) == "m1" and pending.can_emit()
+    assert pending.complete(1) == ("m1", 0.0) and pending.can_emit()
     assert pending.expire(now=40) == [] and pending.expire(now=41) == ["m2"]
     assert pending.complete(2) is None, "a late ack for a timed-out message is ignored"
     assert SpoutPending(max_pending=None, timeout_secs=30).can_emit()

@@ -75,7 +75,7 @@ def test_tuples_share_their_stream_fields_and_carry_no_dict() -> None:
     fields = Fields(["word"])
     a, b = Tuple(("a",), fields, "split", "default", 1), Tuple(("b",), fields, "split", "default", 2)
     assert not hasattr(a, "__dict__") and set(Tuple.__slots__) == {
-        "_values", "_fields", "_component", "_stream", "_task", "_id", "_anchors"}
+        "_values", "_fields", "_component", "_stream", "_task", "_id", "_anchors", "_ack_val"}
     assert a.fields is b.fields and a.fields.positions is b.fields.positions == {"word": 0}
     assert a.anchors is b.anchors and not a.anchors, "unanchored tuples share one empty map"
     assert fields == ("word",) and list(fields) == ["word"]

@@ -49,7 +49,8 @@ def test_every_entry_arrives_in_order_and_in_batches(receiver: Receiver, sink: S
     sender.close()
     wait_until(lambda: len(sink.entries) == 20_000, what="all entries")
     assert [e.tuple_id for e in sink.entries] == list(range(20_000))
-    assert sink.entries[1] == Entry(7, 3, "default", ("word-1", 1, None, b"\x00"), 1, ((11, 22),))
+    assert sink.entries[1] == Entry(7, 3, "default", ["word-1", 1, None, b"\x00"], 1, [[11, 22]]), \
+        "msgpack has no tuple: sequences arrive as lists"
     assert sink.batches <= 20_000 // 50, "entries travel in batches, not one by one"
 
 

@@ -44,9 +44,9 @@ def make_grouper(grouping: Any, *, output_fields: Sequence[str], targets: Sequen
         return _constant([])
     if grouping.local_or_shuffle is not None:
         near = [t for t in tasks if t in local]
-        return _Shuffle(near or tasks, seed)
+        return _shuffle(near or tasks, seed)
     if grouping.shuffle is not None or grouping.none is not None:
-        return _Shuffle(tasks, seed)
+        return _shuffle(tasks, seed)
     if grouping.custom_serialized is not None:
         return _custom(grouping.custom_serialized, output_fields, tasks)
     raise GroupingError("unsupported grouping (Java custom_object groupings cannot run in Squall)")
@@ -55,6 +55,10 @@ def make_grouper(grouping: Any, *, output_fields: Sequence[str], targets: Sequen
 def _constant(result: list[int]) -> Grouper:
     frozen = tuple(result)
     return lambda _values: frozen
+
+
+def _shuffle(tasks: list[int], seed: int) -> Grouper:
+    return _constant(tasks) if len(tasks) == 1 else _Shuffle(tasks, seed)
 
 
 class _Shuffle:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 import structlog
@@ -87,11 +88,21 @@ class Receiver:
 
 
 class Sender:
-    """Batches entries for one remote worker and writes them on one connection (reconnecting as needed)."""
+    """Batches entries for one remote worker and writes them on one connection.
+
+    It connects as soon as it is created, retrying until the peer listens (:attr:`connected` tells
+    when it has), so a worker can hold its spouts until every peer is reachable; a broken
+    connection is re-opened on the next batch, and a batch that cannot be delivered is dropped (its
+    tuples are replayed by their spouts after the message timeout).
+    """
+
+    #: Pause between attempts to reach a peer that is not listening yet.
+    RETRY_SECS = 0.1
 
     def __init__(self, host: str, port: int, *, batch_size: int = 100, flush_interval: float = 0.001,
                  connect_timeout: float = 5.0) -> None:
         self.address = (host, port)
+        self.connected = threading.Event()
         self._batch_size = batch_size
         self._flush_interval = flush_interval
         self._connect_timeout = connect_timeout
@@ -101,6 +112,11 @@ class Sender:
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=f"transfer-send-{host}:{port}", daemon=True)
         self._thread.start()
+
+    @property
+    def backlog(self) -> int:
+        """Entries queued and not yet written."""
+        return len(self._pending)
 
     def send(self, entries: Sequence[Entry]) -> None:
         """Queue entries; the sender thread ships them in batches."""
@@ -118,6 +134,7 @@ class Sender:
         self._thread.join(timeout)
 
     def _run(self) -> None:
+        self._reach_peer()
         while True:
             with self._cond:
                 if not self._pending and not self._closed:
@@ -133,25 +150,57 @@ class Sender:
                     self._sock.close()
                 return
 
+    def _reach_peer(self) -> None:
+        next_try = 0.0
+        while not self._closed:
+            try:
+                self._connect()
+                return
+            except OSError:
+                next_try = time.monotonic() + self.RETRY_SECS
+            with self._cond:
+                while not self._closed and (wait := next_try - time.monotonic()) > 0:
+                    self._cond.wait(wait)
+
+    def _connect(self) -> None:
+        sock = socket.create_connection(self.address, timeout=self._connect_timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(None)
+        self._sock = sock
+        self.connected.set()
+
     def _write(self, batch: list[Entry]) -> None:
-        try:
-            data = b"".join(encode(batch[i:i + self._batch_size]) for i in range(0, len(batch), self._batch_size))
-        except WireError as exc:  # executors check values at emit; this only guards the thread
-            log.error("dropping a batch that cannot be encoded", address=self.address, error=str(exc))
-            return
+        data = self._encode(batch)
         for attempt in (1, 2):
             try:
                 if self._sock is None:
-                    self._sock = socket.create_connection(self.address, timeout=self._connect_timeout)
-                    self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    self._sock.settimeout(None)
-                self._sock.sendall(data)
+                    self._connect()
+                self._sock.sendall(data)  # type: ignore[union-attr]
                 return
             except OSError as exc:
+                self.connected.clear()
                 if self._sock is not None:
                     self._sock.close()
                 self._sock = None
                 if attempt == 2:
-                    # unacked tuples are replayed by their spouts after the message timeout
                     log.warning("dropping a batch: remote worker unreachable", address=self.address,
                                 tuples=len(batch), error=str(exc))
+
+    def _encode(self, batch: list[Entry]) -> bytes:
+        """The batch in wire messages; an entry whose values msgpack cannot carry is dropped, not its batch."""
+        size = self._batch_size
+        chunks = [batch[i:i + size] for i in range(0, len(batch), size)]
+        try:
+            return b"".join(encode(chunk) for chunk in chunks)
+        except WireError:
+            pass
+        good = []
+        for entry in batch:
+            try:
+                encode([entry])
+            except WireError as exc:
+                log.error("dropping a tuple that cannot travel between workers", stream=entry.stream,
+                          source_task=entry.source_task, error=str(exc))
+                continue
+            good.append(entry)
+        return b"".join(encode(good[i:i + size]) for i in range(0, len(good), size))

@@ -47,8 +47,8 @@ class Decoder:
     """Feed received bytes, get whole batches back; keeps partial messages between reads."""
 
     def __init__(self, max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
-        self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max_message_bytes, strict_map_key=False,
-                                          use_list=False)
+        # Lists stay lists (a bolt sees the list it was sent); the runtime makes each entry's values a tuple.
+        self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max_message_bytes, strict_map_key=False)
 
     def feed(self, data: bytes) -> Iterator[list[Entry]]:
         try:
@@ -63,8 +63,8 @@ class Decoder:
 
 
 def _batch(message: Any) -> list[Entry]:
-    if not (isinstance(message, tuple) and len(message) == 2 and message[0] == VERSION
-            and isinstance(message[1], tuple)):
+    if not (isinstance(message, list) and len(message) == 2 and message[0] == VERSION
+            and isinstance(message[1], list)):
         raise WireError(f"not a version-{VERSION} batch")
     try:
         return [Entry(*entry) for entry in message[1]]

@@ -1,0 +1,40 @@
+"""Files under ``storm.local.dir`` that two processes must agree on: the code a supervisor downloads
+for its workers, and the local heartbeat each worker writes for its supervisor."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+#: Artifacts of a topology in its code directory, as ``beginCodeDownload`` names them → file name.
+CODE_FILES = {"code": "code.pkg", "conf": "conf.json", "topology": "topology.bin"}
+
+
+def code_dir(conf: Mapping[str, Any], topology_id: str) -> Path:
+    """``<local>/supervisor/stormdist/<topology-id>``: code, conf and topology of one topology on this host."""
+    return Path(conf["storm.local.dir"]) / "supervisor" / "stormdist" / topology_id
+
+
+def workers_dir(conf: Mapping[str, Any]) -> Path:
+    """``<local>/workers``: one directory per worker id (its record and heartbeat)."""
+    return Path(conf["storm.local.dir"]) / "workers"
+
+
+def heartbeat_file(conf: Mapping[str, Any], worker_id: str) -> Path:
+    return workers_dir(conf) / worker_id / "heartbeat"
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Readers see the old content or the new, never half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def write_heartbeat(path: Path, time_secs: float, **details: Any) -> None:
+    """A worker's local heartbeat: JSON with ``time_secs`` (what the supervisor reads) and details."""
+    write_atomically(path, json.dumps({"time_secs": time_secs, **details}).encode())

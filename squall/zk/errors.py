@@ -1,0 +1,25 @@
+"""``/taskerrors/<topology-id>/<task>/<time>``: the last few errors of each task, one node per error.
+
+Workers (component errors), supervisors (worker deaths) and nimbus (topology errors, filed under the
+topology master's task) all write through :func:`record_task_error`, so the rule is in one place.
+"""
+
+from __future__ import annotations
+
+from squall.zk import paths
+from squall.zk.client import ZkClient
+from squall.zk.records import MAX_VALUE_BYTES, TaskError
+
+#: Errors kept per task (JStorm keeps 3).
+MAX_ERRORS_PER_TASK = 3
+#: An error's text is cut to this many characters so a huge traceback cannot exceed the znode limit.
+MAX_ERROR_CHARS = MAX_VALUE_BYTES // 8
+
+
+def record_task_error(zk: ZkClient, topology_id: str, task: int, error: TaskError) -> None:
+    """Store ``error`` as the newest of ``task``'s errors and drop all but the last few."""
+    if len(error.error) > MAX_ERROR_CHARS:
+        error = TaskError(**{**error.__dict__, "error": error.error[:MAX_ERROR_CHARS] + "\n… (cut)"})
+    zk.write(paths.task_error(topology_id, task, error.time_secs), error)
+    for old in zk.children(paths.task_errors(topology_id, task))[:-MAX_ERRORS_PER_TASK]:
+        zk.delete(paths.task_error(topology_id, task, int(old)))

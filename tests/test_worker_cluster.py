@@ -1,0 +1,115 @@
+"""Worker processes on a real cluster: real ZooKeeper, a nimbus, ``python -m worker`` processes that
+run code from an uploaded package and talk to each other over TCP. (The supervisor daemon is the
+next issue; :mod:`minicluster` starts and kills workers the way it will.)"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from examples import wordcount
+from minicluster import MiniCluster
+from squall.dsl import BoltRef, Topology
+from squall.zk import paths
+from squall.zk.records import TaskError, TopologyTasks
+from support import wait_until
+from topologies import Boom, Forward, Numbers, Recorder, read_records
+
+
+@pytest.fixture
+def cluster(zk_conf: dict[str, Any], tmp_path: Path) -> Iterator[MiniCluster]:
+    with ExitStack() as stack:
+        yield MiniCluster(zk_conf, tmp_path, stack)
+
+
+def test_word_count_across_two_workers_is_exact(cluster: MiniCluster, tmp_path: Path) -> None:
+    rounds = 30
+    expected = Counter(w for k in range(rounds * len(wordcount.SENTENCES))
+                       for w in wordcount.SENTENCES[k % len(wordcount.SENTENCES)].split())
+    records = tmp_path / "records"
+    records.mkdir()
+    t = wordcount.topology(rounds=rounds, workers=2)
+    t.bolt("sink", Recorder, args=[str(records)], parallelism=2).fields(BoltRef(t, "count"), "word")
+    topology_id = cluster.submit(t)
+    workers = cluster.start_workers(topology_id)
+    assert len(workers) == 2 and len({w.port for w in workers}) == 2
+
+    def final_counts() -> Counter[str]:
+        latest: Counter[str] = Counter()
+        for word, count in read_records(records, "seen"):
+            latest[word] = max(latest[word], count)
+        return latest
+
+    wait_until(lambda: final_counts() == expected, 60, "exact counts")
+    assert len(read_records(records, "seen")) == sum(expected.values()), "each word counted once: nothing replayed"
+    tasks = {t for w in workers for t in w.tasks}
+    wait_until(lambda: tasks <= set(cluster.nimbus.tracker.snapshot(topology_id, 0).beats), 30,
+               "every task's heartbeat at nimbus, through the topology master")
+
+
+def test_fields_grouping_is_the_same_in_every_worker(cluster: MiniCluster, tmp_path: Path) -> None:
+    records = tmp_path / "records"
+    records.mkdir()
+    t = Topology("fields", conf={"topology.workers": 2})
+    numbers = t.spout("numbers", Numbers, args=[2000, 40], parallelism=2)
+    t.bolt("sink", Recorder, args=[str(records)], parallelism=4).fields(numbers, "key")
+    topology_id = cluster.submit(t)
+    workers = cluster.start_workers(topology_id)
+    spout_tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+    spouts = {task for task, info in spout_tasks.tasks.items() if info.component == "numbers"}
+    assert all(spouts & set(w.tasks) for w in workers), "one spout task in each worker"
+
+    wait_until(lambda: len(read_records(records, "seen")) == 2000, 60, "every tuple")
+    owners: dict[str, set[str]] = {}
+    for path in records.glob("seen-*.jsonl"):
+        for line in path.read_text().splitlines():
+            owners.setdefault(line.split('"')[1], set()).add(path.name)
+    assert len(owners) == 40 and all(len(files) == 1 for files in owners.values())
+
+
+def test_at_least_once_across_a_killed_worker(cluster: MiniCluster, tmp_path: Path) -> None:
+    records = tmp_path / "records"
+    records.mkdir()
+    count = 20_000
+    t = Topology("crash", conf={"topology.workers": 2, "topology.max.spout.pending": 100,
+                                "topology.message.timeout.secs": 3})
+    forward = t.bolt("forward", Forward, parallelism=4).shuffle(
+        t.spout("numbers", Numbers, args=[count], kwargs={"record_dir": str(records)}))
+    t.bolt("sink", Recorder, args=[str(records)], parallelism=2).fields(forward, "key")
+    topology_id = cluster.submit(t)
+    workers = cluster.start_workers(topology_id)
+    layout = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+    spout_task = next(task for task, info in layout.tasks.items() if info.component == "numbers")
+    (victim,) = [w for w in workers if spout_task not in w.tasks]
+    assert any(layout.tasks[task].component in ("forward", "sink") for task in victim.tasks)
+
+    wait_until(lambda: len(read_records(records, "acked")) >= count // 10, 60, "the stream under way")
+    cluster.kill_worker(victim)
+    assert len(set(read_records(records, "acked"))) < count, "killed mid-stream"
+    cluster.start_worker(topology_id, victim)
+
+    wait_until(lambda: set(read_records(records, "acked")) == set(range(count)), 120,
+               "every message acked at least once")
+    assert {n for _, n in read_records(records, "seen")} == set(range(count)), "the sink saw every message"
+
+
+def test_errors_go_to_zookeeper_and_the_worker_goes_on(cluster: MiniCluster) -> None:
+    t = Topology("errors", conf={"topology.workers": 1})
+    t.bolt("boom", Boom, args=[3]).shuffle(t.spout("numbers", Numbers, args=[10]))
+    topology_id = cluster.submit(t)
+    (worker,) = cluster.start_workers(topology_id)
+    layout = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+    boom = next(task for task, info in layout.tasks.items() if info.component == "boom")
+
+    def errors() -> list[TaskError]:
+        path = paths.task_errors(topology_id, boom)
+        return [cluster.zk.read(f"{path}/{name}", TaskError) for name in cluster.zk.children(path)]
+
+    found = wait_until(lambda: [e for e in errors() if "boom on" in e.error], 30, "errors")
+    assert found[0].port == worker.port and "RuntimeError" in found[0].error
+    assert cluster.processes[(worker.supervisor_id, worker.port)].poll() is None, "the worker keeps running"

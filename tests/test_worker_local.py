@@ -1,0 +1,263 @@
+"""The worker runtime in local mode: groupings, Storm's acking semantics, activation, errors, ticks.
+
+Local mode runs the same executors, groupings and acker as a cluster worker, with every task in this
+process, so these tests read the components' own attributes. Waits are on conditions with deadlines;
+"never happens" is checked over a window proven by the tasks' own heartbeats (their uptime grows).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from examples import wordcount
+from squall.dsl import Topology
+from squall.thrift import storm
+from support import wait_until
+from topologies import GATES, Boom, Director, EmitTwice, Forward, Gate, Holdout, Join, Numbers, Recorder, Reporter
+from worker.local import LocalTopology
+
+FAST = {"task.heartbeat.frequency.secs": 0.05, "topology.message.timeout.secs": 30}
+
+
+def run(topology: Topology, **conf: Any) -> LocalTopology:
+    return LocalTopology(topology, {**FAST, **{k.replace("_", "."): v for k, v in conf.items()}})
+
+
+def seen_by_task(local: LocalTopology, component: str) -> dict[int, list[tuple[Any, ...]]]:
+    return {e.task: [values for _, _, values in e.bolt.seen] for e in local.tasks(component)}
+
+
+def total_seen(local: LocalTopology, component: str) -> int:
+    return sum(len(e.bolt.seen) for e in local.tasks(component))
+
+
+def let_time_pass(local: LocalTopology, component: str, secs: int = 1) -> None:
+    """Wait until ``component``'s first task has reported ``secs`` more seconds of uptime: a window in which
+    its executor demonstrably kept running, to check that something did *not* happen."""
+    task = local.layout.component_tasks[component][0]
+    start = wait_until(lambda: local.beats.get(task), 10, f"a heartbeat from {component}").uptime_secs
+    wait_until(lambda: local.beats[task].uptime_secs >= start + secs, 10 + secs, f"{secs}s of {component} uptime")
+
+
+# -- word count ---------------------------------------------------------------------------------
+
+
+def test_word_count_counts_are_exact() -> None:
+    rounds = 40
+    expected = Counter(w for k in range(rounds * len(wordcount.SENTENCES))
+                       for w in wordcount.SENTENCES[k % len(wordcount.SENTENCES)].split())
+
+    def counts(local: LocalTopology) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for executor in local.tasks("count"):
+            total.update(dict(executor.bolt.counts))
+        return total
+
+    with run(wordcount.topology(rounds=rounds)) as local:
+        wait_until(lambda: counts(local) == expected, 20, "exact word counts")
+        assert sum(e.stats.failed for e in local.tasks("sentences")) == 0
+        assert sum(e.stats.acked for e in local.tasks("sentences")) == rounds * len(wordcount.SENTENCES)
+
+
+# -- groupings ----------------------------------------------------------------------------------
+
+
+def test_fields_grouping_sends_each_key_to_one_task() -> None:
+    t = Topology("fields")
+    numbers = t.spout("numbers", Numbers, args=[2000, 50], parallelism=2)
+    t.bolt("sink", Recorder, parallelism=4).fields(numbers, "key")
+    with run(t) as local:
+        wait_until(lambda: total_seen(local, "sink") == 2000, 20, "every tuple delivered")
+        owner: dict[str, set[int]] = {}
+        for task, values in seen_by_task(local, "sink").items():
+            for key, _ in values:
+                owner.setdefault(key, set()).add(task)
+        assert len(owner) == 50 and all(len(tasks) == 1 for tasks in owner.values())
+        assert len({next(iter(t)) for t in owner.values()}) == 4, "50 keys spread over all 4 tasks"
+
+
+def test_all_grouping_reaches_every_task() -> None:
+    t = Topology("all")
+    t.bolt("sink", Recorder, parallelism=3).all(t.spout("numbers", Numbers, args=[100]))
+    with run(t) as local:
+        wait_until(lambda: total_seen(local, "sink") == 300, 20, "100 tuples at each of 3 tasks")
+        assert all(sorted(n for _, n in v) == list(range(100)) for v in seen_by_task(local, "sink").values())
+
+
+def test_shuffle_over_two_tasks_is_even() -> None:
+    t = Topology("shuffle", conf={"topology.acker.executors": 0})
+    t.bolt("sink", Recorder, parallelism=2).shuffle(t.spout("numbers", Numbers, args=[100_000], kwargs={"reliable": False}))
+    with run(t) as local:
+        wait_until(lambda: total_seen(local, "sink") == 100_000, 60, "100,000 tuples")
+        shares = [len(v) / 100_000 for v in seen_by_task(local, "sink").values()]
+        assert all(0.49 <= share <= 0.51 for share in shares), shares
+
+
+def test_direct_grouping_delivers_to_the_named_task() -> None:
+    t = Topology("direct")
+    director = t.bolt("director", Director, args=["sink", 1]).shuffle(t.spout("numbers", Numbers, args=[20]))
+    t.bolt("sink", Recorder, parallelism=3).direct(director, stream="direct")
+    with run(t) as local:
+        named = local.layout.component_tasks["sink"][1]
+        wait_until(lambda: total_seen(local, "sink") == 20, 20, "20 direct tuples")
+        assert {task: len(v) for task, v in seen_by_task(local, "sink").items()} == {
+            task: (20 if task == named else 0) for task in local.layout.component_tasks["sink"]}
+
+
+def test_global_grouping_goes_to_the_lowest_task() -> None:
+    t = Topology("global")
+    t.bolt("sink", Recorder, parallelism=3).global_(t.spout("numbers", Numbers, args=[30], parallelism=2))
+    with run(t) as local:
+        lowest = min(local.layout.component_tasks["sink"])
+        wait_until(lambda: total_seen(local, "sink") == 30, 20, "30 tuples")
+        assert [task for task, v in seen_by_task(local, "sink").items() if v] == [lowest]
+
+
+# -- acking -------------------------------------------------------------------------------------
+
+
+def test_branch_and_join_is_acked_once_and_only_after_both_branches() -> None:
+    GATES.pop("join", None)
+    t = Topology("join")
+    numbers = t.spout("numbers", Numbers, args=[1])
+    a = t.bolt("a", Forward).shuffle(numbers)
+    b = t.bolt("b", Gate, args=["join"], conf={"topology.tick.tuple.freq.secs": 0.05}).shuffle(numbers)
+    join = t.bolt("join", Join).fields(a, "n").fields(b, "n")
+    t.bolt("sink", Recorder).shuffle(join)
+    with run(t) as local:
+        spout, joiner = local.component("numbers"), local.component("join")
+        wait_until(lambda: len(joiner.parts) == 1, 10, "the first branch at the join")
+        let_time_pass(local, "numbers")
+        assert spout.acked == [] and spout.failed == [], "one branch done is not the tree done"
+        GATES["join"].set()
+        wait_until(lambda: spout.acked == [0], 10, "the tree acked after both branches")
+        let_time_pass(local, "numbers")
+        assert spout.acked == [0] and spout.failed == [] and joiner.joined == [0]
+        assert len(local.tasks("__acker")[0].state) == 0 and len(local.tasks("numbers")[0].pending) == 0
+
+
+def test_an_unacked_tuple_fails_after_the_timeout_while_its_siblings_are_acked() -> None:
+    t = Topology("timeout", conf={"topology.message.timeout.secs": 1})
+    t.bolt("holdout", Holdout, args=[[3]]).shuffle(t.spout("numbers", Numbers, args=[10]))
+    with run(t, topology_message_timeout_secs=1) as local:
+        spout = local.component("numbers")
+        wait_until(lambda: sorted(spout.acked) == [0, 1, 2, 4, 5, 6, 7, 8, 9], 10, "the siblings acked")
+        assert 3 not in spout.failed, "not failed before the message timeout"
+        wait_until(lambda: 3 in spout.failed, 10, "the held tuple to time out")
+        assert 3 not in spout.acked and set(spout.failed) == {3}
+
+
+def test_a_topology_started_inactive_never_calls_next_tuple_until_activated() -> None:
+    t = Topology("inactive")
+    t.bolt("sink", Recorder).shuffle(t.spout("numbers", Numbers, args=[10]))
+    with LocalTopology(t, FAST, active=False) as local:
+        spout = local.component("numbers")
+        let_time_pass(local, "numbers")
+        assert spout.calls == 0 and spout.events == []
+        local.activate()
+        wait_until(lambda: total_seen(local, "sink") == 10, 10, "tuples once active")
+        assert spout.events == ["activate"]
+        local.deactivate()
+        wait_until(lambda: spout.events == ["activate", "deactivate"], 10, "deactivate called")
+        calls = spout.calls
+        let_time_pass(local, "numbers")
+        assert spout.calls == calls, "no next_tuple while inactive"
+
+
+def test_max_spout_pending_caps_tuples_in_flight() -> None:
+    t = Topology("pending", conf={"topology.max.spout.pending": 5})
+    t.bolt("holdout", Holdout, args=[list(range(100))]).shuffle(t.spout("numbers", Numbers, args=[100]))
+    with run(t) as local:
+        pending = local.tasks("numbers")[0].pending
+        wait_until(lambda: len(pending) == 5, 10, "5 tuples in flight")
+        let_time_pass(local, "numbers")
+        assert len(pending) == 5 and local.tasks("holdout")[0].stats.executed == 5
+
+
+def test_without_ackers_tuples_are_acked_as_they_are_emitted() -> None:
+    t = Topology("no-ackers", conf={"topology.acker.executors": 0})
+    t.bolt("sink", Holdout, args=[list(range(50))]).shuffle(t.spout("numbers", Numbers, args=[50]))
+    with run(t) as local:
+        assert "__acker" not in local.layout.components
+        wait_until(lambda: sorted(local.component("numbers").acked) == list(range(50)), 10, "acked at emit")
+
+
+def test_emitting_with_the_same_anchor_twice_still_acks_the_tree_once() -> None:
+    t = Topology("twice")
+    twice = t.bolt("twice", EmitTwice).shuffle(t.spout("numbers", Numbers, args=[20]))
+    t.bolt("sink", Recorder).shuffle(twice)
+    with run(t) as local:
+        spout = local.component("numbers")
+        wait_until(lambda: sorted(spout.acked) == list(range(20)), 10, "every tree acked")
+        assert spout.failed == [] and len(local.tasks("__acker")[0].state) == 0
+
+
+# -- errors and ticks ---------------------------------------------------------------------------
+
+
+def test_a_bolt_exception_fails_its_tuple_is_reported_and_the_worker_goes_on() -> None:
+    t = Topology("boom")
+    boom = t.bolt("boom", Boom, args=[5]).shuffle(t.spout("numbers", Numbers, args=[20]))
+    t.bolt("sink", Recorder).shuffle(boom)
+    with run(t) as local:
+        spout = local.component("numbers")
+        wait_until(lambda: {0, 5, 10, 15} <= set(spout.failed), 10, "the failing tuples failed")
+        wait_until(lambda: sorted(spout.acked) == [n for n in range(20) if n % 5], 10, "the others acked")
+        task = local.layout.component_tasks["boom"][0]
+        assert any(t == task and "RuntimeError: boom on" in text for t, text in local.errors)
+        assert local.runtime.failure is None
+
+
+def test_report_error_is_recorded_for_the_task() -> None:
+    t = Topology("report")
+    t.bolt("reporter", Reporter).shuffle(t.spout("numbers", Numbers, args=[1]))
+    with run(t) as local:
+        task = local.layout.component_tasks["reporter"][0]
+        wait_until(lambda: (task, "bad input 0") in local.errors, 10, "the reported error")
+
+
+def test_errors_are_throttled_per_task() -> None:
+    t = Topology("throttle")
+    t.bolt("reporter", Reporter).shuffle(t.spout("numbers", Numbers, args=[50]))
+    with run(t, topology_max_error_report_per_interval=3) as local:
+        wait_until(lambda: sorted(local.component("numbers").acked) == list(range(50)), 10, "all processed")
+        assert len(local.errors) == 3, "3 errors per 10 s interval reach the error store"
+
+
+def test_exit_on_error_stops_the_worker() -> None:
+    t = Topology("fatal")
+    t.bolt("boom", Boom, args=[1]).shuffle(t.spout("numbers", Numbers, args=[1]))
+    with run(t, topology_worker_exit_on_error=True) as local:
+        wait_until(lambda: local.runtime.failed.is_set(), 10, "the worker to fail")
+        assert "boom on 0" in repr(local.runtime.failure)
+
+
+def test_tick_tuples_arrive_at_the_configured_rate() -> None:
+    t = Topology("ticks")
+    t.bolt("sink", Recorder, conf={"topology.tick.tuple.freq.secs": 0.1}).shuffle(
+        t.spout("numbers", Numbers, args=[0]))
+    with run(t) as local:
+        sink = local.component("sink")
+        wait_until(lambda: sum(1 for s in sink.seen if s[0] == "__tick") >= 3, 10, "three ticks")
+        assert all(values == (0.1,) for c, _, values in sink.seen if c == "__tick")
+
+
+def test_a_bad_topology_is_refused_with_nimbus_words() -> None:
+    t = Topology("bad")
+    t.bolt("sink", Recorder).fields(t.spout("numbers", Numbers, args=[1]), "key")
+    thrift, conf = t.build()
+    thrift.bolts["sink"].common.inputs = {storm.GlobalStreamId("nope", "default"): storm.Grouping(shuffle=storm.NullStruct())}
+    with pytest.raises(storm.InvalidTopologyException, match='unknown component "nope"'):
+        LocalTopology((thrift, {**conf, "topology.name": "bad"}))
+
+
+def test_a_component_that_cannot_start_fails_the_worker() -> None:
+    t = Topology("no-start")
+    t.bolt("sink", Holdout, args=[[]]).shuffle(t.spout("numbers", Numbers, args=[1]))
+    thrift, conf = t.build()
+    thrift.bolts["sink"].bolt_object.python_object.args_json = "[1, 2, 3]"  # Holdout takes one argument
+    with LocalTopology((thrift, {**conf, "topology.name": "no-start"}), FAST) as local:
+        assert local.runtime.failure is not None and "did not start" in str(local.runtime.failure)

@@ -1,0 +1,198 @@
+"""Components for worker tests. In local mode tests read their attributes directly; across worker
+processes they append JSON lines under ``record_dir`` (one file per task), which tests then read.
+
+This module travels to worker processes inside a code package, so it imports only squall.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from squall.component import Bolt, Spout, Stream
+from squall.tuple import Tuple
+
+#: Gates a test opens to let held tuples through (in-process only), by name.
+GATES: dict[str, threading.Event] = {}
+
+
+class _Records:
+    """Appends JSON lines to ``<record_dir>/<kind>-<task>.jsonl`` when a record dir is given."""
+
+    record_dir: str | None = None
+
+    def record(self, kind: str, value: Any) -> None:
+        if self.record_dir is None:
+            return
+        path = Path(self.record_dir) / f"{kind}-{self.context.task_id}.jsonl"
+        with open(path, "a") as out:
+            out.write(json.dumps(value) + "\n")
+
+
+def read_records(record_dir: Path, kind: str) -> list[Any]:
+    """Every record of ``kind`` written by any task, in file order per task."""
+    return [json.loads(line) for path in sorted(record_dir.glob(f"{kind}-*.jsonl"))
+            for line in path.read_text().splitlines() if line]
+
+
+class Numbers(Spout, _Records):
+    """Emits ``(key, n)`` for this task's share of ``range(count)`` (n % tasks == index), key = ``k<n % keys>``;
+    reliable by default (msg id n), replaying failed numbers before new ones."""
+
+    outputs = ["key", "n"]
+
+    def __init__(self, count: int, keys: int = 10, reliable: bool = True, record_dir: str | None = None) -> None:
+        self.count, self.keys, self.reliable, self.record_dir = count, keys, reliable, record_dir
+        self.calls = 0
+        self.acked: list[int] = []
+        self.failed: list[int] = []
+        self.events: list[str] = []
+
+    def open(self, conf: Any, context: Any) -> None:
+        self.fresh = iter(range(context.task_index, self.count, len(context.tasks)))
+        self.replays: deque[int] = deque()
+
+    def next_tuple(self) -> None:
+        self.calls += 1
+        n = self.replays.popleft() if self.replays else next(self.fresh, None)
+        if n is not None:
+            self.emit([f"k{n % self.keys}", n], msg_id=n if self.reliable else None)
+
+    def ack(self, msg_id: int) -> None:
+        self.acked.append(msg_id)
+        self.record("acked", msg_id)
+
+    def fail(self, msg_id: int) -> None:
+        self.failed.append(msg_id)
+        self.replays.append(msg_id)
+
+    def activate(self) -> None:
+        self.events.append("activate")
+
+    def deactivate(self) -> None:
+        self.events.append("deactivate")
+
+
+class Recorder(Bolt, _Records):
+    """Keeps (source component, stream, values) of every input; records ``values`` as ``seen``."""
+
+    def __init__(self, record_dir: str | None = None) -> None:
+        self.record_dir = record_dir
+        self.seen: list[tuple[str, str, tuple[Any, ...]]] = []
+
+    def execute(self, tup: Tuple) -> None:
+        if tup.is_tick:
+            self.seen.append(("__tick", "__tick", tup.values))
+            return
+        self.seen.append((tup.component, tup.stream, tup.values))
+        self.record("seen", list(tup.values))
+
+
+class Forward(Bolt):
+    """Re-emits each input, anchored to it (auto_ack)."""
+
+    outputs = ["key", "n"]
+
+    def execute(self, tup: Tuple) -> None:
+        self.emit(tup.values)
+
+
+class EmitTwice(Bolt):
+    """Emits each input twice in one tuple anchored to it twice (Storm: two edges, one ack)."""
+
+    outputs = ["key", "n"]
+    auto_ack = False
+
+    def execute(self, tup: Tuple) -> None:
+        self.emit(tup.values, anchors=[tup, tup])
+        self.ack(tup)
+
+
+class Holdout(Bolt):
+    """Acks every input except those whose n is in ``never`` (held forever: their trees time out)."""
+
+    auto_ack = False
+
+    def __init__(self, never: list[int]) -> None:
+        self.never = set(never)
+
+    def execute(self, tup: Tuple) -> None:
+        if tup["n"] not in self.never:
+            self.ack(tup)
+
+
+class Gate(Bolt):
+    """Holds every input until the gate ``name`` opens (checked on each tick), then forwards and acks them."""
+
+    outputs = ["key", "n"]
+    auto_ack = False
+
+    def __init__(self, name: str) -> None:
+        self.gate = GATES.setdefault(name, threading.Event())
+        self.held: list[Tuple] = []
+
+    def execute(self, tup: Tuple) -> None:
+        if not tup.is_tick:
+            self.held.append(tup)
+        if self.gate.is_set():
+            for held in self.held:
+                self.emit(held.values, anchors=held)
+                self.ack(held)
+            self.held.clear()
+
+
+class Join(Bolt):
+    """Waits for the same n from two sources, emits one tuple anchored to both inputs, acks both."""
+
+    outputs = ["n"]
+    auto_ack = False
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.parts: dict[int, list[Tuple]] = {}
+        self.joined: list[int] = []
+
+    def execute(self, tup: Tuple) -> None:
+        parts = self.parts.setdefault(tup["n"], [])
+        parts.append(tup)
+        if len(parts) == 2:
+            del self.parts[tup["n"]]
+            self.emit([tup["n"]], anchors=parts)
+            for part in parts:
+                self.ack(part)
+            self.joined.append(tup["n"])
+
+
+class Director(Bolt):
+    """Sends every input on a direct stream to the ``index``-th task of ``target``."""
+
+    outputs = {"direct": Stream(["key", "n"], direct=True)}
+
+    def __init__(self, target: str, index: int) -> None:
+        self.target, self.index = target, index
+
+    def execute(self, tup: Tuple) -> None:
+        self.emit(tup.values, "direct", direct_task=self.context.component_tasks[self.target][self.index])
+
+
+class Boom(Bolt):
+    """Raises on inputs whose n is a multiple of ``every``; passes the rest on."""
+
+    outputs = ["key", "n"]
+
+    def __init__(self, every: int) -> None:
+        self.every = every
+
+    def execute(self, tup: Tuple) -> None:
+        if tup["n"] % self.every == 0:
+            raise RuntimeError(f"boom on {tup['n']}")
+        self.emit(tup.values)
+
+
+class Reporter(Bolt):
+    """Calls report_error once per input and acks it."""
+
+    def execute(self, tup: Tuple) -> None:
+        self.report_error(f"bad input {tup['n']}")

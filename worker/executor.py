@@ -1,0 +1,567 @@
+"""Executors: one per task. Each owns its component, its receive queue and its timers, implements the
+component's :class:`~squall.component.Collector`, and does a slice of work per :meth:`Executor.step`.
+
+The hot path is built for batches: an emit appends the new :class:`~squall.tuple.Tuple` to the task
+thread's :class:`Outbox` under its target task, and the thread hands each target the whole list at
+the end of its round (a local queue gets the objects as they are; a remote worker gets them
+encoded once per batch by the transfer layer). Tracking follows Storm exactly: a fresh 64-bit edge
+id per (anchor, target), XORed into the anchor's ``ackVal`` and into the new tuple's root → id map;
+acks and fails go to the acker task that owns the root (``root % ackers``, the same in every worker).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import traceback
+from collections import defaultdict, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from squall.component import Bolt, Component, Spout, TopologyContext, attach, deliver, emit_problem
+from squall.names import RESERVED_PREFIX
+from squall.topology import ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACKER, HEARTBEAT_STREAM
+from squall.tuple import Fields, Tuple, tick_tuple
+from squall.zk.records import TaskBeat
+from worker.tracking import SpoutPending
+from worker.grouping import make_grouper
+from worker.layout import ComponentSpec, Placement, TopologyLayout
+
+log = structlog.get_logger(__name__)
+
+ACK_INIT_FIELDS = Fields(["id", "init-val", "spout-task"])
+ACK_ACK_FIELDS = Fields(["id", "ack-val"])
+ACK_FAIL_FIELDS = Fields(["id"])
+HEARTBEAT_FIELDS = Fields(["task-id", "uptime-secs"])
+
+#: How long an active spout that emitted nothing waits before trying again (Storm's sleep wait strategy).
+SPOUT_IDLE_SECS = 0.001
+#: Longest a task thread sleeps with nothing to do, so control messages and stop are never late by more.
+MAX_IDLE_SECS = 0.1
+
+_rand = random.Random()
+_bits = _rand.getrandbits
+
+
+class Inbox:
+    """An executor's receive queue: batches appended from any thread, taken by its task thread.
+
+    ``size`` counts tuples (for backpressure); ``wake`` is the consuming thread's event.
+    """
+
+    __slots__ = ("_batches", "_lock", "size", "capacity", "wake")
+
+    def __init__(self, capacity: int, wake: threading.Event) -> None:
+        self._batches: deque[list[Tuple]] = deque()
+        self._lock = threading.Lock()
+        self.size = 0
+        self.capacity = capacity
+        self.wake = wake
+
+    def put(self, batch: list[Tuple]) -> None:
+        with self._lock:
+            self._batches.append(batch)
+            self.size += len(batch)
+        self.wake.set()
+
+    def take(self) -> list[Tuple] | None:
+        if not self._batches:
+            return None
+        with self._lock:
+            batch = self._batches.popleft()
+            self.size -= len(batch)
+        return batch
+
+
+class Outbox:
+    """Tuples emitted on one task thread this round, by target task; ``flush`` hands them over."""
+
+    def __init__(self, deliver_batch: Callable[[int, list[Tuple]], None]) -> None:
+        self.pending: defaultdict[int, list[Tuple]] = defaultdict(list)
+        self._deliver = deliver_batch
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        batches = list(self.pending.items())
+        self.pending.clear()
+        for task, batch in batches:
+            self._deliver(task, batch)
+
+
+class Pressure:
+    """Worker-wide backpressure with hysteresis: ``high`` from when any receive queue or send backlog
+    (``fill()``, the fullest one's fill ratio) passes the high water mark until all are back under the
+    low one. Spouts stop emitting while it is high and the receiver stops reading the network, so TCP
+    pushes back on the spouts of other workers too. Bolts never block, so a DAG cannot deadlock."""
+
+    def __init__(self, fill: Callable[[], float], *, enabled: bool, high: float, low: float) -> None:
+        self._fill = fill
+        self.enabled = enabled
+        self.high_mark, self.low_mark = high, low
+        self.high = False
+        self.relieved = threading.Event()
+        self.relieved.set()
+
+    def update(self) -> None:
+        if not self.enabled:
+            return
+        fill = self._fill()
+        if self.high and fill <= self.low_mark:
+            self.high = False
+            self.relieved.set()
+        elif not self.high and fill >= self.high_mark:
+            self.high = True
+            self.relieved.clear()
+
+
+@dataclass
+class Stats:
+    """Counters a task keeps for benchmarks and the topology master (spout: roots; bolt: inputs)."""
+
+    emitted: int = 0
+    executed: int = 0
+    acked: int = 0
+    failed: int = 0
+    #: Complete latencies (seconds) of acked roots, sampled at ``topology.stats.sample.rate``.
+    latencies: list[float] = field(default_factory=list)
+
+
+class ErrorThrottle:
+    """At most ``limit`` reports per ``interval`` seconds per task (Storm's error throttle); the rest
+    are counted and the count is said with the next report that gets through."""
+
+    def __init__(self, limit: int, interval: float) -> None:
+        self.limit, self.interval = limit, interval
+        self._window_start = -float("inf")
+        self._in_window = 0
+        self.suppressed = 0
+
+    def allow(self, now: float) -> bool:
+        if now - self._window_start >= self.interval:
+            self._window_start, self._in_window = now, 0
+        if self._in_window < self.limit:
+            self._in_window += 1
+            return True
+        self.suppressed += 1
+        return False
+
+
+@dataclass(frozen=True)
+class ExecutorEnv:
+    """What every executor of a worker shares."""
+
+    topology_id: str
+    #: ``report(task, text)``: the error goes to ``/taskerrors`` (cluster) or the log only (local mode).
+    report: Callable[[int, str], None]
+    pressure: Pressure
+    #: Exceptions from user code stop the worker instead of failing the tuple (``topology.worker.exit.on.error``).
+    on_fatal: Callable[[BaseException], None]
+    #: Where the topology master sends the latest task heartbeats (nimbus, or nowhere in local mode).
+    report_beats: Callable[[dict[int, TaskBeat]], None]
+
+
+class StreamOut:
+    """One declared output stream of a task: its fields and how to pick target tasks."""
+
+    __slots__ = ("fields", "width", "direct", "route", "direct_targets")
+
+    def __init__(self, fields: Fields, direct: bool, route: Callable[[Sequence[Any]], Sequence[int]],
+                 direct_targets: frozenset[int]) -> None:
+        self.fields = fields
+        self.width = len(fields)
+        self.direct = direct
+        self.route = route
+        self.direct_targets = direct_targets
+
+
+def _no_targets(_values: Sequence[Any]) -> Sequence[int]:
+    return ()
+
+
+def build_outputs(layout: TopologyLayout, placement: Placement, component: str, task: int) -> dict[str, StreamOut]:
+    """Every stream ``component`` declares, with groupers for its subscribers as seen from ``task``."""
+    outs = {}
+    for stream, spec in layout.components[component].streams.items():
+        subs = layout.subscribers.get((component, stream), ())
+        groupers = [make_grouper(s.grouping, output_fields=spec.fields, targets=s.tasks,
+                                 local=placement.local, seed=task)
+                    for s in subs if s.tasks and s.grouping.direct is None]
+        direct = frozenset(t for s in subs if s.grouping.direct is not None for t in s.tasks)
+        if not groupers:
+            route = _no_targets
+        elif len(groupers) == 1:
+            route = groupers[0]
+        else:
+            route = _fan_out(groupers)
+        outs[stream] = StreamOut(spec.fields, spec.direct, route, direct)
+    return outs
+
+
+def _fan_out(groupers: list[Callable[[Sequence[Any]], Sequence[int]]]) -> Callable[[Sequence[Any]], Sequence[int]]:
+    return lambda values: [t for grouper in groupers for t in grouper(values)]
+
+
+def component_context(layout: TopologyLayout, spec: ComponentSpec, task: int) -> TopologyContext:
+    return TopologyContext(topology_id=layout.topology_id, topology_name=layout.name, component_id=spec.id,
+                           task_id=task, component_tasks=layout.component_tasks, conf=spec.conf)
+
+
+class Executor:
+    """The part every task shares: outputs, heartbeats to the topology master, errors, the acker route."""
+
+    def __init__(self, task: int, layout: TopologyLayout, placement: Placement, outbox: Outbox,
+                 inbox: Inbox, env: ExecutorEnv) -> None:
+        self.task = task
+        self.component = layout.task_component[task]
+        self.spec = layout.components[self.component]
+        self.inbox = inbox
+        self.env = env
+        self.stats = Stats()
+        self._box = outbox.pending
+        self._started = time.monotonic()
+        conf = self.spec.conf
+        self._beat_every = float(conf["task.heartbeat.frequency.secs"])
+        self._next_beat = 0.0
+        self._throttle = ErrorThrottle(int(conf["topology.max.error.report.per.interval"]),
+                                       float(conf["topology.error.throttle.interval.secs"]))
+        self._exit_on_error = bool(conf["topology.worker.exit.on.error"])
+        self._now = 0.0
+        self.refresh(layout, placement)
+
+    # -- routing ---------------------------------------------------------------------------------
+
+    def refresh(self, layout: TopologyLayout, placement: Placement) -> None:
+        """Rebuild routes for a new assignment (called on the task thread, between rounds)."""
+        outs = build_outputs(layout, placement, self.component, self.task)
+        self._beat_out = outs.get(HEARTBEAT_STREAM)
+        self._outs = {stream: out for stream, out in outs.items() if not stream.startswith(RESERVED_PREFIX)}
+        self._ackers = layout.component_tasks.get(ACKER, ())
+        self._n_ackers = len(self._ackers)
+        self._layout = layout
+
+    def _targets(self, values: Sequence[Any], stream: str, direct_task: int | None) -> tuple[StreamOut, Sequence[int]]:
+        out = self._outs.get(stream)
+        if out is None or len(values) != out.width or out.direct != (direct_task is not None):
+            raise ValueError(emit_problem(self._outs, stream, values, direct_task))
+        if direct_task is None:
+            return out, out.route(values)
+        if direct_task not in out.direct_targets:
+            raise ValueError(f"emit on direct stream {stream!r} to task {direct_task}, which does not subscribe "
+                             f"to it with direct grouping (subscribed tasks: {sorted(out.direct_targets)})")
+        return out, (direct_task,)
+
+    def _to_acker(self, stream: str, values: tuple[Any, ...], fields: Fields) -> None:
+        root = values[0]
+        self._box[self._ackers[root % self._n_ackers]].append(
+            Tuple(values, fields, self.component, stream, self.task))
+
+    # -- timers, heartbeats, errors --------------------------------------------------------------
+
+    def _heartbeat(self, now: float) -> None:
+        if now < self._next_beat:
+            return
+        self._next_beat = now + self._beat_every
+        out = self._beat_out
+        if out is not None:
+            values = (self.task, int(now - self._started))
+            tup = Tuple(values, out.fields, self.component, HEARTBEAT_STREAM, self.task)
+            for target in out.route(values):
+                self._box[target].append(tup)
+
+    def report_error(self, error: BaseException | str) -> None:
+        """A component's ``report_error`` and uncaught exceptions: logged and sent to ``/taskerrors``, throttled."""
+        if isinstance(error, BaseException):
+            text = "".join(traceback.format_exception(type(error), error, error.__traceback__)).rstrip()
+        else:
+            text = str(error)
+        if not self._throttle.allow(time.monotonic()):
+            return
+        if self._throttle.suppressed:
+            text += f"\n({self._throttle.suppressed} more errors of this task were not reported: throttled)"
+            self._throttle.suppressed = 0
+        log.error("task error", topology_id=self.env.topology_id, component=self.component, task=self.task,
+                  error=text)
+        self.env.report(self.task, text)
+
+    def _user_code_failed(self, exc: BaseException, already_reported: bool = False) -> None:
+        if not already_reported:
+            self.report_error(exc)
+        if self._exit_on_error:
+            self.env.on_fatal(exc)
+
+    # -- what a task thread calls ----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Build and open the component (on its task thread); an exception here stops the worker."""
+
+    def step(self, now: float) -> float:
+        """Do a slice of work; return how long this task can wait for new input (0: call again now)."""
+        raise NotImplementedError
+
+    def set_active(self, active: bool) -> None:
+        """The topology was (de)activated; only spouts care."""
+
+    def close(self) -> None:
+        """Shut the component down (best effort)."""
+
+
+def build_component(spec: ComponentSpec) -> Component:
+    """``module.Class(*args, **kwargs)`` from a component's ``python_object`` (JSON arguments only)."""
+    import importlib
+    import json
+
+    py = spec.obj.python_object
+    if py is None:
+        raise ValueError(f"component {spec.id!r} is not a Python component (shell components are not supported yet)")
+    cls = getattr(importlib.import_module(py.module_name), py.class_name)
+    args = json.loads(py.args_json) if py.args_json else []
+    kwargs = json.loads(py.kwargs_json) if py.kwargs_json else {}
+    return cls(*args, **kwargs)
+
+
+class SpoutExecutor(Executor):
+    """Calls ``next_tuple`` in bursts while the topology is active, the pending cap allows and the
+    worker is not backpressured; feeds ``ack``/``fail`` back from the acker and the message timeout."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        conf = self.spec.conf
+        max_pending = conf.get("topology.max.spout.pending")
+        timeout = float(conf["topology.message.timeout.secs"])
+        self.pending = SpoutPending(max_pending, timeout if conf["topology.enable.message.timeouts"] else float("inf"))
+        self._burst = int(conf["topology.transfer.batch.size"])
+        self._sample_every = _sample_period(conf["topology.stats.sample.rate"])
+        self._active = False
+        self._activated = False
+        self._acked_at_emit: list[Any] = []
+        self._next_expiry = 0.0
+        self.spout: Spout
+
+    def start(self) -> None:
+        spout = build_component(self.spec)
+        if not isinstance(spout, Spout):
+            raise TypeError(f"spout {self.component!r} is a {type(spout).__name__}, not a squall Spout")
+        self.spout = spout
+        context = component_context(self._layout, self.spec, self.task)
+        attach(spout, self, context)
+        spout.open(context.conf, context)
+
+    def set_active(self, active: bool) -> None:
+        if active == self._active:
+            return
+        self._active = active
+        try:
+            if active:
+                self._activated = True
+                self.spout.activate()
+            elif self._activated:
+                self.spout.deactivate()
+        except Exception as exc:
+            self._user_code_failed(exc)
+
+    # -- Collector -------------------------------------------------------------------------------
+
+    def emit(self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None,
+             msg_id: Any) -> Sequence[int]:
+        out, targets = self._targets(values, stream, direct_task)
+        self.stats.emitted += 1
+        box = self._box
+        if msg_id is None or not self._n_ackers:
+            tup = Tuple(values, out.fields, self.component, stream, self.task)
+            for target in targets:
+                box[target].append(tup)
+            if msg_id is not None:
+                self._acked_at_emit.append(msg_id)  # no ackers: acked as soon as it is emitted (Storm)
+            return targets
+        root = _bits(64) or 1
+        xor = 0
+        for target in targets:
+            edge = _bits(64) or 1
+            xor ^= edge
+            box[target].append(Tuple(values, out.fields, self.component, stream, self.task, edge, {root: edge}))
+        self._to_acker(ACK_INIT_STREAM, (root, xor, self.task), ACK_INIT_FIELDS)
+        self.pending.sent(root, msg_id, self._now)
+        return targets
+
+    def ack(self, tup: Tuple) -> None:
+        raise TypeError("spouts do not ack tuples: the acker calls the spout's ack(msg_id)")
+
+    fail = ack
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def step(self, now: float) -> float:
+        self._now = now
+        self._heartbeat(now)
+        self._drain(now)
+        if now >= self._next_expiry:
+            self._next_expiry = now + 1.0
+            for msg_id in self.pending.expire(now):
+                self.stats.failed += 1
+                self._call(self.spout.fail, msg_id)
+        if not self._active:
+            return self._wait(now)
+        if self.env.pressure.high or not self.pending.can_emit():
+            return SPOUT_IDLE_SECS if self.env.pressure.high else self._wait(now)
+        stats, pending, next_tuple = self.stats, self.pending, self.spout.next_tuple
+        idle = False
+        try:
+            for _ in range(self._burst):
+                before = stats.emitted
+                next_tuple()
+                if stats.emitted == before:
+                    idle = True
+                    break
+                if not pending.can_emit():
+                    break
+        except Exception as exc:
+            self._user_code_failed(exc)
+        if self._acked_at_emit:
+            acked, self._acked_at_emit = self._acked_at_emit, []
+            stats.acked += len(acked)
+            for msg_id in acked:
+                self._call(self.spout.ack, msg_id)
+        return SPOUT_IDLE_SECS if idle else 0.0
+
+    def _wait(self, now: float) -> float:
+        return max(0.0, min(self._next_beat, self._next_expiry) - now)
+
+    def _drain(self, now: float) -> None:
+        """Completions from the acker: ``__ack_ack``/``__ack_fail`` with the root id."""
+        take, pending, stats = self.inbox.take, self.pending, self.stats
+        while (batch := take()) is not None:
+            for tup in batch:
+                message = pending.complete(tup._values[0])
+                if message is None:
+                    continue  # timed out already (and failed): Storm ignores the late result
+                msg_id, started = message
+                if tup._stream == ACK_ACK_STREAM:
+                    stats.acked += 1
+                    if stats.acked % self._sample_every == 0:
+                        stats.latencies.append(now - started)
+                    self._call(self.spout.ack, msg_id)
+                else:
+                    stats.failed += 1
+                    self._call(self.spout.fail, msg_id)
+
+    def _call(self, method: Callable[[Any], None], msg_id: Any) -> None:
+        try:
+            method(msg_id)
+        except Exception as exc:
+            self._user_code_failed(exc)
+
+    def close(self) -> None:
+        try:
+            if self._active:
+                self.spout.deactivate()
+            self.spout.close()
+        except Exception:
+            log.exception("spout close failed", component=self.component, task=self.task)
+
+
+class BoltExecutor(Executor):
+    """Runs ``execute`` over its receive queue through :func:`squall.component.deliver`, a few batches
+    per round; sends tick tuples when ``topology.tick.tuple.freq.secs`` is set for the component."""
+
+    #: Batches taken per round before other tasks of the thread get a turn.
+    BATCHES_PER_ROUND = 8
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        freq = self.spec.conf.get("topology.tick.tuple.freq.secs")
+        self._tick_every = float(freq) if freq else None
+        self._next_tick = float("inf")
+        self.bolt: Bolt
+
+    def start(self) -> None:
+        bolt = build_component(self.spec)
+        if not isinstance(bolt, Bolt):
+            raise TypeError(f"bolt {self.component!r} is a {type(bolt).__name__}, not a squall Bolt")
+        self.bolt = bolt
+        context = component_context(self._layout, self.spec, self.task)
+        attach(bolt, self, context)
+        bolt.prepare(context.conf, context)
+        if self._tick_every:
+            self._next_tick = time.monotonic() + self._tick_every
+
+    # -- Collector -------------------------------------------------------------------------------
+
+    def emit(self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None,
+             msg_id: Any) -> Sequence[int]:
+        out, targets = self._targets(values, stream, direct_task)
+        box = self._box
+        if not anchors or not self._n_ackers:
+            tup = Tuple(values, out.fields, self.component, stream, self.task)
+            for target in targets:
+                box[target].append(tup)
+            return targets
+        for target in targets:
+            ids: dict[int, int] = {}
+            first = 0
+            for anchor in anchors:
+                roots = anchor._anchors
+                if roots:
+                    edge = _bits(64) or 1
+                    anchor._ack_val ^= edge
+                    first = first or edge
+                    for root in roots:
+                        ids[root] = ids.get(root, 0) ^ edge
+            box[target].append(Tuple(values, out.fields, self.component, stream, self.task, first, ids)
+                               if ids else Tuple(values, out.fields, self.component, stream, self.task))
+        return targets
+
+    def ack(self, tup: Tuple) -> None:
+        roots = tup._anchors
+        if roots and self._n_ackers:
+            ack_val = tup._ack_val
+            for root, edge in roots.items():
+                self._to_acker(ACK_ACK_STREAM, (root, edge ^ ack_val), ACK_ACK_FIELDS)
+
+    def fail(self, tup: Tuple) -> None:
+        if tup._anchors and self._n_ackers:
+            for root in tup._anchors:
+                self._to_acker(ACK_FAIL_STREAM, (root,), ACK_FAIL_FIELDS)
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def step(self, now: float) -> float:
+        self._now = now
+        self._heartbeat(now)
+        bolt = self.bolt
+        if now >= self._next_tick:
+            self._next_tick = now + self._tick_every  # type: ignore[operator]
+            self._execute(bolt, tick_tuple(self._tick_every))  # type: ignore[arg-type]
+        take = self.inbox.take
+        for _ in range(self.BATCHES_PER_ROUND):
+            batch = take()
+            if batch is None:
+                return max(0.0, min(self._next_beat, self._next_tick) - now)
+            self.stats.executed += len(batch)
+            for tup in batch:
+                try:
+                    deliver(bolt, tup)
+                except Exception as exc:
+                    self._user_code_failed(exc, already_reported=True)
+        return 0.0
+
+    def _execute(self, bolt: Bolt, tup: Tuple) -> None:
+        try:
+            deliver(bolt, tup)
+        except Exception as exc:
+            self._user_code_failed(exc, already_reported=True)
+
+    def close(self) -> None:
+        try:
+            self.bolt.cleanup()
+        except Exception:
+            log.exception("bolt cleanup failed", component=self.component, task=self.task)
+
+
+def _sample_period(rate: float) -> int:
+    """Every how many acks one latency is kept, for ``topology.stats.sample.rate``."""
+    return max(1, round(1 / rate)) if rate > 0 else 1 << 62

@@ -1,0 +1,262 @@
+"""``python -m worker TOPOLOGY_ID SUPERVISOR_ID PORT WORKER_ID``: one worker process of a cluster.
+
+Started by a supervisor (or a test) once the topology's code is in :func:`squall.local_state.code_dir`.
+It reads its tasks from ZooKeeper and runs them on :class:`~worker.runtime.WorkerRuntime`, listening
+for other workers on its slot's port; follows the topology's status and assignment (watches, plus a
+poll every ``task.refresh.poll.secs`` in case a watch is missed); writes a local heartbeat for its
+supervisor; stores component errors in ``/taskerrors``; and, where the topology master runs, sends
+the task heartbeats to nimbus. It exits 0 when its slot is no longer assigned or on SIGTERM (after
+closing its tasks), and 1 when a task cannot start or user code fails under
+``topology.worker.exit.on.error`` — the supervisor then restarts it.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from squall.cli import common_options, load_or_exit
+from squall.clock import RealClock
+from squall.local_state import CODE_FILES, code_dir, heartbeat_file, write_heartbeat
+from squall.logs import configure_logging
+from squall.nimbus_client import leader_address
+from squall.thrift import from_bytes, open_client, storm
+from squall.topology import TOPOLOGY_MASTER, system_topology
+from squall.zk import paths
+from squall.zk.client import ZkClient
+from squall.zk.errors import record_task_error
+from squall.zk.records import Assignment, StormBase, TaskBeat, TaskError, TopologyStatus, TopologyTasks
+from worker.layout import Placement, TopologyLayout, build_layout, place
+from worker.runtime import WorkerRuntime
+
+log = structlog.get_logger(__name__)
+
+#: Statuses in which spouts run (JStorm's RefreshActive); every other status pauses them.
+ACTIVE_STATUSES = frozenset({TopologyStatus.ACTIVE, TopologyStatus.UPGRADING, TopologyStatus.ROLLBACK})
+
+
+class Worker:
+    def __init__(self, conf: Mapping[str, Any], topology_id: str, supervisor_id: str, port: int,
+                 worker_id: str, host: str | None = None) -> None:
+        self.cluster_conf = dict(conf)
+        self.topology_id = topology_id
+        self.supervisor_id = supervisor_id
+        self.port = port
+        self.worker_id = worker_id
+        self.host = host or conf.get("storm.local.hostname") or "localhost"
+        self.done = threading.Event()
+        self.exit_code = 0
+        self.zk = ZkClient(conf)
+        self.clock = RealClock()
+        self.runtime: WorkerRuntime | None = None
+        self._errors: queue.Queue[tuple[int, str]] = queue.Queue(maxsize=1000)
+        self._beats = _LatestOnly()
+        self._refresh_lock = threading.Lock()
+        self._assignment_ms = -1
+
+    # -- start-up ---------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run until unassigned, stopped or failed; the exit status for the process."""
+        conf = self._load_code()
+        self.zk.start()
+        try:
+            layout, placement, assignment = self._read_layout(conf)
+            if not placement.local:
+                log.error("this worker's slot is not in the assignment; exiting", supervisor=self.supervisor_id,
+                          port=self.port)
+                return 2
+            self._assignment_ms = assignment.timestamp_ms
+            self.runtime = WorkerRuntime(layout, placement, conf, report_error=self._report_error,
+                                         report_beats=self._beats.offer, on_fatal=self._fatal,
+                                         listen=("0.0.0.0", self.port))
+            self.runtime.start()
+            if self.runtime.failure is not None:
+                return 1
+            threading.Thread(target=self._write_errors, name="error-writer", daemon=True).start()
+            threading.Thread(target=self._send_beats, args=(conf,), name="beat-reporter", daemon=True).start()
+            timers = [self.clock.call_every(float(conf["worker.heartbeat.frequency.secs"]), self._local_heartbeat),
+                      self.clock.call_every(float(conf["task.refresh.poll.secs"]), self._poll)]
+            self._local_heartbeat()
+            if not self.runtime.wait_connected(float(conf["supervisor.worker.start.timeout.secs"])):
+                log.warning("some workers of the topology are not reachable yet; activating anyway")
+            self.zk.watch_data(paths.topology(self.topology_id), StormBase, self._on_status)
+            self.zk.watch_data(paths.assignment(self.topology_id), Assignment, self._on_assignment)
+            log.info("worker running", tasks=sorted(placement.local), port=self.port)
+            self.done.wait()
+            for timer in timers:
+                timer.cancel()
+            return self.exit_code
+        finally:
+            if self.runtime is not None:
+                self.runtime.stop()
+            self._drain_errors()
+            self.zk.stop()
+            log.info("worker stopped", exit_code=self.exit_code)
+
+    def _load_code(self) -> dict[str, Any]:
+        """The topology conf over the cluster conf; the code package goes first on ``sys.path``."""
+        directory = code_dir(self.cluster_conf, self.topology_id)
+        topology_conf = json.loads((directory / CODE_FILES["conf"]).read_text())
+        package = directory / CODE_FILES["code"]
+        if package.exists():
+            sys.path.insert(0, str(package))
+        self._topology_file = directory / CODE_FILES["topology"]
+        return {**self.cluster_conf, **topology_conf}
+
+    def _read_layout(self, conf: Mapping[str, Any]) -> tuple[TopologyLayout, Placement, Assignment]:
+        tasks = self.zk.read(paths.tasks(self.topology_id), TopologyTasks)
+        assignment = self.zk.read(paths.assignment(self.topology_id), Assignment)
+        if tasks is None or assignment is None:
+            raise RuntimeError(f"{self.topology_id} has no tasks or assignment in ZooKeeper")
+        normalized = from_bytes(storm.StormTopology, self._topology_file.read_bytes())
+        layout = build_layout(self.topology_id, system_topology(normalized, conf), tasks, conf)
+        return layout, place(assignment, self.supervisor_id, self.port), assignment
+
+    # -- following ZooKeeper ----------------------------------------------------------------------
+
+    def _on_status(self, base: StormBase | None) -> None:
+        if base is None:
+            log.info("topology is gone; stopping")
+            self.done.set()
+        elif self.runtime is not None:
+            self.runtime.set_active(base.status in ACTIVE_STATUSES)
+
+    def _on_assignment(self, assignment: Assignment | None) -> None:
+        if assignment is None:
+            log.info("assignment removed; stopping")
+            self.done.set()
+            return
+        with self._refresh_lock:
+            if assignment.timestamp_ms == self._assignment_ms or self.runtime is None:
+                return
+            self._assignment_ms = assignment.timestamp_ms
+            try:
+                conf = {**self.cluster_conf, **json.loads((self._topology_file.parent / CODE_FILES["conf"]).read_text())}
+                layout, placement, _ = self._read_layout(conf)
+            except Exception:
+                log.exception("could not read the new assignment; keeping the old routes")
+                return
+            if not placement.local:
+                log.info("this slot is no longer assigned; stopping")
+                self.done.set()
+                return
+            self.runtime.refresh(layout, placement)
+
+    def _poll(self) -> None:
+        """The safety net for a missed watch."""
+        try:
+            self._on_status(self.zk.read(paths.topology(self.topology_id), StormBase))
+            self._on_assignment(self.zk.read(paths.assignment(self.topology_id), Assignment))
+        except Exception:
+            log.exception("refresh poll failed")
+
+    # -- reporting --------------------------------------------------------------------------------
+
+    def _local_heartbeat(self) -> None:
+        runtime = self.runtime
+        tasks = sorted(runtime.placement.local) if runtime else []
+        write_heartbeat(heartbeat_file(self.cluster_conf, self.worker_id), time.time(),
+                        topology_id=self.topology_id, port=self.port, tasks=tasks)
+
+    def _report_error(self, task: int, text: str) -> None:
+        try:
+            self._errors.put_nowait((task, text))
+        except queue.Full:
+            pass  # already logged; ZooKeeper is behind, the throttle keeps this rare
+
+    def _write_errors(self) -> None:
+        while True:
+            task, text = self._errors.get()
+            self._store_error(task, text)
+
+    def _drain_errors(self) -> None:
+        while True:
+            try:
+                task, text = self._errors.get_nowait()
+            except queue.Empty:
+                return
+            self._store_error(task, text)
+
+    def _store_error(self, task: int, text: str) -> None:
+        try:
+            record_task_error(self.zk, self.topology_id, task,
+                              TaskError(text, int(time.time()), host=self.host, port=self.port))
+        except Exception:
+            log.exception("could not store a task error in ZooKeeper", task=task)
+
+    def _send_beats(self, conf: Mapping[str, Any]) -> None:
+        """Ship the topology master's latest beats to the leading nimbus, reconnecting as needed."""
+        client = None
+        while True:
+            beats = self._beats.take()
+            master = self.runtime.layout.component_tasks.get(TOPOLOGY_MASTER, (0,)) if self.runtime else (0,)
+            info = storm.TopologyTaskHbInfo(
+                topologyId=self.topology_id, topologyMasterId=master[0],
+                taskHbs={task: storm.TaskHeartbeat(b.time_secs, b.uptime_secs) for task, b in beats.items()})
+            try:
+                if client is None:
+                    host, port = leader_address(conf, self.zk)
+                    client = open_client(host, port, int(conf["storm.thrift.socket.timeout.ms"]),
+                                         max_frame_bytes=int(conf["nimbus.thrift.max_buffer_size"]))
+                client.updateTaskHeartbeat(info)
+            except storm.NotAliveException:
+                log.info("nimbus does not know this topology (being killed?)")
+            except Exception as exc:
+                log.warning("could not send task heartbeats to nimbus", error=repr(exc))
+                if client is not None:
+                    client.close()
+                client = None
+
+    def _fatal(self, exc: BaseException) -> None:
+        log.error("worker failing", error=repr(exc))
+        self.exit_code = 1
+        self.done.set()
+
+
+class _LatestOnly:
+    """A one-slot mailbox: the reporter sends the newest beats, never a backlog of old ones."""
+
+    def __init__(self) -> None:
+        self._value: dict[int, TaskBeat] | None = None
+        self._cond = threading.Condition()
+
+    def offer(self, value: dict[int, TaskBeat]) -> None:
+        with self._cond:
+            self._value = value
+            self._cond.notify()
+
+    def take(self) -> dict[int, TaskBeat]:
+        with self._cond:
+            while self._value is None:
+                self._cond.wait()
+            value, self._value = self._value, None
+            return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = common_options("python -m worker", "Run one worker of a topology (normally started by a supervisor).")
+    parser.add_argument("topology_id")
+    parser.add_argument("supervisor_id")
+    parser.add_argument("port", type=int)
+    parser.add_argument("worker_id")
+    args = parser.parse_args(argv)
+    conf = load_or_exit(args)
+    configure_logging("worker", level=conf["squall.log.level"], fmt=conf["squall.log.format"],
+                      topology_id=args.topology_id, port=args.port, worker_id=args.worker_id)
+    worker = Worker(conf, args.topology_id, args.supervisor_id, args.port, args.worker_id)
+    signal.signal(signal.SIGTERM, lambda *_: worker.done.set())
+    signal.signal(signal.SIGINT, lambda *_: worker.done.set())
+    try:
+        return worker.run()
+    except Exception:
+        log.exception("worker could not run")
+        return 1

@@ -1,0 +1,330 @@
+"""A worker's tasks at run time: executors on task threads, tuples handed between them and to other
+workers, activation, assignment refresh and shutdown. ``python -m worker`` (cluster) and local mode
+run this same runtime; only what surrounds it differs.
+
+Threads: by default every executor of the worker shares one *task thread* that steps them in
+turn. Under the GIL that is the fastest arrangement — handing tuples between threads costs more than
+the work itself for small tuples — and it makes in-worker hand-off a list append. A component whose
+code blocks (I/O, Spark) sets ``squall.own.thread: true`` in its conf and gets a thread per task.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import structlog
+
+from squall.topology import ACKER, TOPOLOGY_MASTER
+from squall.tuple import NO_ANCHORS, Fields, Tuple
+from squall.zk.records import ComponentType
+from worker.acker import Acker
+from worker.executor import (
+    MAX_IDLE_SECS, BoltExecutor, Executor, ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor,
+)
+from worker.layout import Address, Placement, TopologyLayout
+from worker.topology_master import TopologyMaster
+from worker.transport import Receiver, Sender
+from worker.wire import Entry
+
+log = structlog.get_logger(__name__)
+
+
+class WorkerFailed(RuntimeError):
+    """A component could not start, or user code failed with ``topology.worker.exit.on.error``."""
+
+
+class TaskThread(threading.Thread):
+    """Steps its executors in rounds, flushes what they emitted, sleeps when none has work.
+
+    Everything that touches an executor after start runs here: other threads post it with :meth:`call`.
+    """
+
+    def __init__(self, name: str, pressure: Pressure, deliver: Callable[[int, list[Tuple]], None],
+                 on_fatal: Callable[[BaseException], None]) -> None:
+        super().__init__(name=name, daemon=True)
+        self.wake = threading.Event()
+        self.outbox = Outbox(deliver)
+        self.executors: list[Executor] = []
+        self._pressure = pressure
+        self._on_fatal = on_fatal
+        self._calls: deque[Callable[[], None]] = deque()
+        self._stopping = False
+
+    def call(self, fn: Callable[[], None]) -> None:
+        self._calls.append(fn)
+        self.wake.set()
+
+    def add(self, executor: Executor) -> None:
+        """Start ``executor`` (open/prepare) on this thread, then step it with the others."""
+        def start() -> None:
+            try:
+                executor.start()
+            except BaseException as exc:
+                executor.report_error(exc)
+                self._on_fatal(WorkerFailed(f"{executor.component} task {executor.task} did not start: {exc!r}"))
+                return
+            self.executors.append(executor)
+        self.call(start)
+
+    def remove(self, task: int) -> None:
+        def close() -> None:
+            for executor in [e for e in self.executors if e.task == task]:
+                self.executors.remove(executor)
+                executor.close()
+        self.call(close)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Close every executor on this thread, flush, and end the thread."""
+        def close_all() -> None:
+            for executor in self.executors:
+                executor.close()
+            self.outbox.flush()
+            self.executors = []
+            self._stopping = True
+        self.call(close_all)
+        if self.is_alive():
+            self.join(timeout)
+
+    def run(self) -> None:
+        wake, calls, pressure, flush = self.wake, self._calls, self._pressure, self.outbox.flush
+        monotonic = time.monotonic
+        while not self._stopping:
+            wake.clear()
+            while calls:
+                calls.popleft()()
+            pressure.update()
+            now = monotonic()
+            delay = MAX_IDLE_SECS
+            for executor in self.executors:
+                wait = executor.step(now)
+                if wait < delay:
+                    delay = wait
+            flush()
+            if delay > 0:
+                wake.wait(delay)
+
+
+class WorkerRuntime:
+    """The executors of the tasks ``placement`` gives this worker, and the transfer between workers.
+
+    ``listen`` is the port to receive other workers' tuples on (None in local mode).
+    """
+
+    def __init__(self, layout: TopologyLayout, placement: Placement, conf: Mapping[str, Any], *,
+                 report_error: Callable[[int, str], None],
+                 report_beats: Callable[[dict[int, Any]], None] = lambda beats: None,
+                 on_fatal: Callable[[BaseException], None] | None = None,
+                 listen: tuple[str, int] | None = None) -> None:
+        self.layout = layout
+        self.placement = placement
+        self.conf = conf
+        self.failure: BaseException | None = None
+        self.failed = threading.Event()
+        self._on_fatal_cb = on_fatal
+        self._capacity = int(conf["topology.executor.receive.buffer.size"])
+        self._batch = int(conf["topology.transfer.batch.size"])
+        self._flush_secs = float(conf["topology.batch.flush.interval.millis"]) / 1000
+        self._send_capacity = int(conf["topology.transfer.buffer.size"]) * self._batch
+        self.pressure = Pressure(self._fill, enabled=bool(conf["topology.backpressure.enable"]),
+                                 high=float(conf["topology.backpressure.water.mark.high"]),
+                                 low=float(conf["topology.backpressure.water.mark.low"]))
+        self.env = ExecutorEnv(layout.topology_id, report_error, self.pressure, self._fatal, report_beats)
+        self.inboxes: dict[int, Inbox] = {}
+        self.executors: dict[int, Executor] = {}
+        self._thread_of: dict[int, TaskThread] = {}
+        self.shared = self._new_thread("tasks")
+        self.threads: list[TaskThread] = [self.shared]
+        self.senders: dict[Address, Sender] = {}
+        self._senders_lock = threading.Lock()
+        self._incoming: dict[tuple[int, str], tuple[str, Fields] | None] = {}
+        self._active = False
+        self._stopped = False
+        self.dropped = 0  # tuples for tasks this worker cannot reach (stale routes; replayed by spouts)
+        self.receiver = Receiver(self._on_remote_batch, listen[0], listen[1]).start() if listen else None
+
+    # -- building ---------------------------------------------------------------------------------
+
+    def _new_thread(self, name: str) -> TaskThread:
+        thread = TaskThread(f"{name}", self.pressure, self._deliver, self._fatal)
+        return thread
+
+    def _executor_class(self, task: int) -> type[Executor]:
+        component = self.layout.task_component[task]
+        if component == ACKER:
+            return Acker
+        if component == TOPOLOGY_MASTER:
+            return TopologyMaster
+        kind = self.layout.components[component].kind
+        return SpoutExecutor if kind is ComponentType.SPOUT else BoltExecutor
+
+    def _add_tasks(self, tasks: Iterable[int]) -> list[TaskThread]:
+        started = []
+        for task in sorted(tasks):
+            spec = self.layout.components[self.layout.task_component[task]]
+            thread = self.shared
+            if spec.conf.get("squall.own.thread"):
+                thread = self._new_thread(f"task-{task}")
+                self.threads.append(thread)
+                started.append(thread)
+            inbox = Inbox(self._capacity, thread.wake)
+            executor = self._executor_class(task)(task, self.layout, self.placement, thread.outbox, inbox, self.env)
+            self.inboxes[task] = inbox
+            self.executors[task] = executor
+            self._thread_of[task] = thread
+            thread.add(executor)
+        return started
+
+    def start(self) -> "WorkerRuntime":
+        """Open every task (each on its thread) and return once all have; spouts stay paused until
+        :meth:`set_active`. If a task cannot start, :attr:`failure` says why."""
+        self._add_tasks(self.placement.local)
+        ready = []
+        for thread in self.threads:
+            event = threading.Event()
+            thread.call(event.set)
+            ready.append(event)
+            thread.start()
+        for event in ready:
+            while not event.wait(MAX_IDLE_SECS) and not self.failed.is_set():
+                pass
+        log.info("worker runtime started", topology_id=self.layout.topology_id, tasks=sorted(self.executors),
+                 threads=len(self.threads), port=self.receiver.port if self.receiver else None)
+        return self
+
+    @property
+    def port(self) -> int | None:
+        return self.receiver.port if self.receiver else None
+
+    def wait_connected(self, timeout: float) -> bool:
+        """Connect to every other worker of the assignment; True once all listen, False at the deadline.
+
+        A worker activates its spouts only after this (JStorm's RefreshActive), so the first tuples are
+        not sent to peers that are still starting.
+        """
+        senders = [self._open_sender(address) for address in sorted(set(self.placement.remote.values()))]
+        deadline = time.monotonic() + timeout
+        return all(s.connected.wait(max(0.0, deadline - time.monotonic())) for s in senders)
+
+    # -- control ----------------------------------------------------------------------------------
+
+    def set_active(self, active: bool) -> None:
+        """Spouts run while the topology is active (active, upgrading, rollback) and pause otherwise."""
+        self._active = active
+        for thread in self.threads:
+            thread.call(lambda thread=thread: [e.set_active(active) for e in thread.executors])
+
+    def refresh(self, layout: TopologyLayout, placement: Placement) -> None:
+        """A new assignment: route to tasks where they now run, start new local tasks, stop removed ones."""
+        old = self.placement.local
+        self.layout, self.placement = layout, placement
+        self._incoming = {}
+        for task in sorted(old - placement.local):
+            self._thread_of.pop(task).remove(task)
+            self.inboxes.pop(task, None)
+            self.executors.pop(task, None)
+        for thread in self.threads:
+            thread.call(lambda thread=thread: [e.refresh(layout, placement) for e in thread.executors])
+        for thread in self._add_tasks(placement.local - old):
+            thread.start()
+        if self._active:
+            self.set_active(True)
+        needed = set(placement.remote.values())
+        with self._senders_lock:
+            unused = [a for a in self.senders if a not in needed]
+            closing = [self.senders.pop(a) for a in unused]
+        for sender in closing:
+            sender.close(timeout=1.0)
+        log.info("worker refreshed", tasks=sorted(placement.local), remote_workers=len(needed))
+
+    def stop(self) -> None:
+        """Pause spouts, close every task (deactivate/close, cleanup), flush to other workers, stop."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.set_active(False)
+        for thread in self.threads:
+            thread.stop()
+        with self._senders_lock:
+            senders, self.senders = list(self.senders.values()), {}
+        for sender in senders:
+            sender.close()
+        if self.receiver is not None:
+            self.pressure.relieved.set()
+            self.receiver.stop()
+
+    def _fatal(self, exc: BaseException) -> None:
+        if self.failure is None:
+            self.failure = exc
+        self.failed.set()
+        if self._on_fatal_cb is not None:
+            self._on_fatal_cb(exc)
+
+    # -- transfer ---------------------------------------------------------------------------------
+
+    def _deliver(self, task: int, batch: list[Tuple]) -> None:
+        """A task thread's batch for ``task``: the objects themselves if local, encoded entries if remote."""
+        inbox = self.inboxes.get(task)
+        if inbox is not None:
+            inbox.put(batch)
+            return
+        address = self.placement.remote.get(task)
+        if address is None:
+            self.dropped += len(batch)
+            return
+        sender = self.senders.get(address) or self._open_sender(address)
+        sender.send([Entry(task, t._task, t._stream, t._values, t._id, tuple(t._anchors.items()) if t._anchors else ())
+                     for t in batch])
+
+    def _open_sender(self, address: Address) -> Sender:
+        with self._senders_lock:
+            sender = self.senders.get(address)
+            if sender is None:
+                sender = self.senders[address] = Sender(address[0], address[1], batch_size=self._batch,
+                                                        flush_interval=self._flush_secs)
+            return sender
+
+    def _on_remote_batch(self, entries: list[Entry]) -> None:
+        """On a receiver thread: wait out backpressure, then hand each local task its tuples."""
+        while self.pressure.high and not self._stopped:
+            self.pressure.relieved.wait(MAX_IDLE_SECS)
+        grouped: dict[int, list[Tuple]] = {}
+        incoming, dropped = self._incoming, 0
+        for target, source, stream, values, tuple_id, anchors in entries:
+            key = (source, stream)
+            origin = incoming.get(key, False)
+            if origin is False:
+                origin = incoming[key] = self._origin(source, stream)
+            if origin is None or target not in self.inboxes:
+                dropped += 1
+                continue
+            component, fields = origin
+            tup = Tuple(tuple(values), fields, component, stream, source, tuple_id,
+                        dict(anchors) if anchors else NO_ANCHORS)
+            batch = grouped.get(target)
+            if batch is None:
+                grouped[target] = [tup]
+            else:
+                batch.append(tup)
+        for target, batch in grouped.items():
+            inbox = self.inboxes.get(target)
+            if inbox is not None:
+                inbox.put(batch)
+        self.dropped += dropped
+
+    def _origin(self, source: int, stream: str) -> tuple[str, Fields] | None:
+        component = self.layout.task_component.get(source)
+        fields = self.layout.fields(component, stream) if component else None
+        if fields is None:
+            log.warning("dropping tuples from an unknown task or stream", source_task=source, stream=stream)
+            return None
+        return component, fields
+
+    def _fill(self) -> float:
+        fill = max((i.size / i.capacity for i in list(self.inboxes.values())), default=0.0)
+        for sender in list(self.senders.values()):
+            fill = max(fill, sender.backlog / self._send_capacity)
+        return fill

@@ -1,0 +1,35 @@
+"""The ``__topology_master`` task: every task's heartbeat comes here, and one report per period goes to
+nimbus (``updateTaskHeartbeat``), so nimbus's load grows with topologies, not with tasks (JStorm)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from squall.topology import HEARTBEAT_STREAM
+from squall.zk.records import TaskBeat
+from worker.executor import Executor
+
+
+class TopologyMaster(Executor):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: The latest beat of every task of the topology, stamped with this worker's clock on arrival.
+        self.beats: dict[int, TaskBeat] = {}
+        self._next_report = 0.0
+
+    def step(self, now: float) -> float:
+        self._heartbeat(now)
+        take, beats = self.inbox.take, self.beats
+        received = False
+        while (batch := take()) is not None:
+            received = True
+            wall = int(time.time())
+            for tup in batch:
+                if tup._stream == HEARTBEAT_STREAM:
+                    task, uptime = tup._values
+                    beats[task] = TaskBeat(wall, uptime)
+        if now >= self._next_report and (received or beats):
+            self._next_report = now + self._beat_every
+            self.env.report_beats(dict(beats))
+        return max(0.0, min(self._next_beat, self._next_report) - now)
