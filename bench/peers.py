@@ -1,0 +1,240 @@
+"""The same two workloads on two Python stream-processing peers, so Squall's benchmarks can print ratios.
+
+* const → null: a source emits the constant string ``"some data"`` into a sink that discards it.
+* word count: message ``k`` is ``SENTENCES[k % 5]`` (from examples/wordcount.py), split on whitespace,
+  counted per word; the final counts are returned so they can be checked exactly.
+
+Peers: Bytewax 0.21.1 (``pip install -e '.[bench]'``; 1 worker, in-process ``run_main``) and PySpark
+Structured Streaming (``local[2]``). Each function imports its peer itself, so this module imports without
+either, and times the run only: never imports, JVM start or session start.
+
+Not a test: prints a table.
+``python bench/peers.py [--only bytewax|spark] [--tuples N] [--rounds N] [--seconds S] [--warmup S]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from itertools import cycle, islice, repeat
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from examples.wordcount import SENTENCES  # noqa: E402
+
+PAYLOAD = "some data"
+PER_PASS = Counter(word for sentence in SENTENCES for word in sentence.split())  # one pass over SENTENCES
+WORDS_PER_PASS = sum(PER_PASS.values())
+
+BYTEWAX_BATCH = 1000  # TestingSource batch_size: items the source hands to the dataflow per poll
+# Seconds of micro-batches ignored after the first one: the JVM JIT keeps speeding batches up for ~20-30 s here
+# (word count: 1.3 s → 0.5 s per batch), so a short warm-up makes the rate depend on run order.
+SPARK_WARMUP = 20.0
+# rate-micro-batch rows per micro-batch, sized for ~1 s batches here so per-batch overhead is amortised.
+# Word count's is a multiple of len(SENTENCES): every batch is whole passes, so words = rows × WORDS_PER_PASS / 5 exactly.
+SPARK_CONST_ROWS = 5_000_000
+SPARK_SENTENCE_ROWS = 200_000
+
+
+def whole_passes(counts: dict[str, int]) -> int | None:
+    """n if ``counts`` is exactly n passes over SENTENCES (each word: occurrences per pass × n), else None."""
+    word, per = next(iter(PER_PASS.items()))
+    n = counts.get(word, 0) // per
+    return n if counts == {w: c * n for w, c in PER_PASS.items()} else None
+
+
+# --- Bytewax ----------------------------------------------------------------------------------------------
+
+
+def _bytewax_run(items: Iterable[str], write: Callable[[list[Any]], None], count_words: bool = False) -> float:
+    """Seconds to run input → [flat_map split → count_final] → a sink calling ``write`` per batch."""
+    try:
+        import bytewax.operators as op
+        from bytewax.dataflow import Dataflow
+        from bytewax.outputs import DynamicSink, StatelessSinkPartition
+        from bytewax.testing import TestingSource, run_main
+    except ImportError as exc:
+        raise RuntimeError("bytewax is not installed: pip install -e '.[bench]' (bytewax==0.21.1)") from exc
+
+    class Partition(StatelessSinkPartition):
+        def write_batch(self, items: list[Any]) -> None:
+            write(items)
+
+    class Sink(DynamicSink):
+        def build(self, step_id: str, worker_index: int, worker_count: int) -> Partition:
+            return Partition()
+
+    flow = Dataflow("peer")
+    stream = op.input("source", flow, TestingSource(items, batch_size=BYTEWAX_BATCH))
+    if count_words:
+        words = op.flat_map("split", stream, str.split)
+        stream = op.count_final("count", words, key=lambda word: word)
+    op.output("sink", stream, Sink())
+    start = time.perf_counter()
+    run_main(flow)
+    return time.perf_counter() - start
+
+
+def bytewax_const_null(tuples: int = 2_000_000) -> float:
+    """Items/s of ``tuples`` constant strings into a sink that only counts them (to prove delivery)."""
+    seen = 0
+
+    def discard(batch: list[str]) -> None:
+        nonlocal seen
+        seen += len(batch)
+
+    seconds = _bytewax_run(repeat(PAYLOAD, tuples), discard)
+    if seen != tuples:
+        raise RuntimeError(f"bytewax sink saw {seen} items, expected {tuples}")
+    return tuples / seconds
+
+
+def bytewax_word_count(rounds: int = 200_000) -> tuple[float, dict[str, int]]:
+    """Words/s over ``rounds`` passes of SENTENCES, and the final counts (emitted once, at end of input)."""
+    counts: dict[str, int] = {}
+    seconds = _bytewax_run(islice(cycle(SENTENCES), rounds * len(SENTENCES)), counts.update, count_words=True)
+    return rounds * WORDS_PER_PASS / seconds, counts
+
+
+# --- PySpark Structured Streaming -------------------------------------------------------------------------
+# Source: ``rate-micro-batch`` (fixed rowsPerBatch), not ``rate``: ``rate`` puts every row generated since the
+# last trigger into the next batch, so above Spark's capacity batches grow without bound and below it one
+# measures the rowsPerSecond throttle. Runs batches back to back (default trigger).
+
+
+def _spark_session() -> Any:
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise RuntimeError("pyspark is not installed: pip install -e . (pyspark>=3.5; needs Java 17)") from exc
+    spark = (SparkSession.builder.master("local[2]").appName("squall-peer")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.streaming.numRecentProgressUpdates", "10000")  # keep every batch's progress
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _rate_source(spark: Any, rows_per_batch: int) -> Any:
+    return (spark.readStream.format("rate-micro-batch")
+            .option("rowsPerBatch", rows_per_batch).option("numPartitions", 2).load())
+
+
+def _measure(query: Any, seconds: float, warmup: float) -> tuple[int, float]:
+    """(rows, wall seconds) of the micro-batches that ran wholly within ``seconds`` after ``warmup``."""
+    while query.lastProgress is None:  # the first batch plans and compiles the query: seconds
+        if not query.isActive:
+            raise RuntimeError(f"Spark query failed: {query.exception()}")
+        time.sleep(0.1)
+    time.sleep(warmup)
+    first = query.lastProgress["batchId"] + 1
+    time.sleep(seconds)
+    if not query.isActive:
+        raise RuntimeError(f"Spark query failed: {query.exception()}")
+    batches = [p for p in query.recentProgress if p["batchId"] >= first]
+    if not batches:
+        raise RuntimeError(f"no Spark micro-batch completed within {seconds} s: raise --seconds")
+    start = _started(batches[0])
+    end = _started(batches[-1]) + batches[-1]["durationMs"]["triggerExecution"] / 1000
+    return sum(p["numInputRows"] for p in batches), end - start
+
+
+def _started(progress: Any) -> float:
+    return datetime.fromisoformat(progress["timestamp"]).timestamp()
+
+
+def _stop(spark: Any, query: Any) -> None:
+    spark.sparkContext.setLogLevel("OFF")  # stopping mid-batch logs the killed tasks' stack traces as ERROR
+    query.stop()
+
+
+def spark_const_null(seconds: float = 20.0, warmup: float = SPARK_WARMUP) -> float:
+    """Rows/s of ``lit("some data")`` rows into the ``noop`` sink, over ``seconds`` of steady micro-batches."""
+    spark = _spark_session()
+    try:
+        with tempfile.TemporaryDirectory() as checkpoint:
+            from pyspark.sql import functions as F
+
+            query = (_rate_source(spark, SPARK_CONST_ROWS).select(F.lit(PAYLOAD).alias("payload"))
+                     .writeStream.format("noop").option("checkpointLocation", checkpoint).start())
+            try:
+                rows, elapsed = _measure(query, seconds, warmup)
+            finally:
+                _stop(spark, query)
+        return rows / elapsed
+    finally:
+        spark.stop()
+
+
+def spark_word_count(seconds: float = 20.0, warmup: float = SPARK_WARMUP) -> tuple[float, dict[str, int] | None]:
+    """Words/s of split + explode + groupBy(word).count() (complete mode, memory sink), and the final counts."""
+    spark = _spark_session()
+    try:
+        with tempfile.TemporaryDirectory() as checkpoint:
+            from pyspark.sql import functions as F
+
+            sentence = F.element_at(F.array(*map(F.lit, SENTENCES)), (F.col("value") % len(SENTENCES) + 1).cast("int"))
+            counts_df = (_rate_source(spark, SPARK_SENTENCE_ROWS)
+                         .select(F.explode(F.split(sentence, " ")).alias("word")).groupBy("word").count())
+            query = (counts_df.writeStream.format("memory").queryName("peer_word_count").outputMode("complete")
+                     .option("checkpointLocation", checkpoint).start())
+            try:
+                sentences, elapsed = _measure(query, seconds, warmup)
+            finally:
+                _stop(spark, query)
+            counts = {row["word"]: row["count"] for row in spark.table("peer_word_count").collect()}
+        return sentences * WORDS_PER_PASS / len(SENTENCES) / elapsed, counts
+    finally:
+        spark.stop()
+
+
+# --- CLI --------------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=("bytewax", "spark"))
+    parser.add_argument("--tuples", type=int, default=2_000_000, help="Bytewax const → null items")
+    parser.add_argument("--rounds", type=int, default=200_000, help="Bytewax word count passes over SENTENCES")
+    parser.add_argument("--seconds", type=float, default=20.0, help="Spark measuring window per workload")
+    parser.add_argument("--warmup", type=float, default=SPARK_WARMUP, help="Spark seconds ignored before it")
+    args = parser.parse_args()
+    print(f"machine: {platform.platform()} ({platform.machine()}), {os.cpu_count()} cpus; "
+          f"python {platform.python_implementation()} {platform.python_version()}")
+    rows: list[tuple[str, str, float, str, str]] = []
+    if args.only in (None, "bytewax"):
+        rate = bytewax_const_null(args.tuples)
+        rows.append(("bytewax", "const → null", rate, "items/s",
+                     f"1 worker, TestingSource batch_size={BYTEWAX_BATCH}, {args.tuples:,} items"))
+        rate, counts = bytewax_word_count(args.rounds)
+        exact = "exact" if whole_passes(counts) == args.rounds else "WRONG"
+        rows.append(("bytewax", "word count", rate, "words/s",
+                     f"flat_map + count_final, {args.rounds:,} passes, counts {exact}"))
+    if args.only in (None, "spark"):
+        rate = spark_const_null(args.seconds, args.warmup)
+        rows.append(("spark", "const → null", rate, "rows/s",
+                     (f"local[2], rate-micro-batch {SPARK_CONST_ROWS:,} rows/batch → noop, "
+                      f"{args.seconds:g} s after {args.warmup:g} s warm-up")))
+        rate, counts = spark_word_count(args.seconds, args.warmup)
+        passes = whole_passes(counts or {})
+        check = f"counts exact ({passes:,} passes)" if passes else "counts WRONG"
+        rows.append(("spark", "word count", rate, "words/s",
+                     (f"local[2], {SPARK_SENTENCE_ROWS:,} sentences/batch, complete → memory, "
+                      f"{args.seconds:g} s after {args.warmup:g} s warm-up, {check}")))
+    print(f"{'peer':<8} | {'workload':<12} | {'rate':>11} | {'unit':<7} | notes")
+    for peer, workload, rate, unit, notes in rows:
+        print(f"{peer:<8} | {workload:<12} | {rate:>11,.0f} | {unit:<7} | {notes}")
+
+
+if __name__ == "__main__":
+    main()
