@@ -16,12 +16,12 @@ def test_branching_and_joining_tree_is_acked_once_after_both_branches() -> None:
     """spout -> t1 to A (e1) and B (e2); A -> t3 (e3), B -> t4 (e4) to join C; C acks both."""
     acker = AckerState(timeout_secs=30)
     root, (e1, e2, e3, e4) = new_id(), [new_id() for _ in range(4)]
-    assert acker.init(root, e1 ^ e2, SPOUT, now=0) == []
-    assert acker.ack(root, e1 ^ e3, now=1) == []          # A acked t1, anchored t3
-    assert acker.ack(root, e3, now=2) == []               # C acked t3: B's branch still open
-    assert acker.ack(root, e2 ^ e4, now=3) == []          # B acked t1, anchored t4
-    assert acker.ack(root, e4, now=4) == [Completion(root, SPOUT, ok=True)]
-    assert len(acker) == 0 and acker.ack(root, e4, now=5) == [], "nothing is acked twice"
+    assert acker.init(root, e1 ^ e2, SPOUT, now=0) == ()
+    assert acker.ack(root, e1 ^ e3, now=1) == ()          # A acked t1, anchored t3
+    assert acker.ack(root, e3, now=2) == ()               # C acked t3: B's branch still open
+    assert acker.ack(root, e2 ^ e4, now=3) == ()          # B acked t1, anchored t4
+    assert acker.ack(root, e4, now=4) == (Completion(root, SPOUT, ok=True),)
+    assert len(acker) == 0 and acker.ack(root, e4, now=5) == (), "nothing is acked twice"
 
 
 @given(st.lists(st.integers(1, 2**64 - 1), min_size=1, max_size=20, unique=True), st.randoms())
@@ -40,13 +40,13 @@ def test_any_arrival_order_completes_exactly_once(edges: list[int], rnd: random.
 def test_fail_reaches_the_spout_at_once() -> None:
     acker = AckerState(timeout_secs=30)
     acker.init(1, new_id(), SPOUT, 0)
-    assert acker.fail(1, 1) == [Completion(1, SPOUT, ok=False)]
+    assert acker.fail(1, 1) == (Completion(1, SPOUT, ok=False),)
 
 
 def test_fail_before_init_waits_for_the_spout_task() -> None:
     acker = AckerState(timeout_secs=30)
-    assert acker.fail(1, 0) == []
-    assert acker.init(1, new_id(), SPOUT, 1) == [Completion(1, SPOUT, ok=False)]
+    assert acker.fail(1, 0) == ()
+    assert acker.init(1, new_id(), SPOUT, 1) == (Completion(1, SPOUT, ok=False),)
 
 
 def test_unfinished_trees_fail_after_the_timeout_and_finished_siblings_do_not() -> None:
@@ -55,7 +55,7 @@ def test_unfinished_trees_fail_after_the_timeout_and_finished_siblings_do_not() 
     acker.init(stuck, new_id(), SPOUT, now=0)
     edge = new_id()
     acker.init(fine, edge, SPOUT, now=0)
-    assert acker.ack(fine, edge, now=5) == [Completion(fine, SPOUT, ok=True)]
+    assert acker.ack(fine, edge, now=5) == (Completion(fine, SPOUT, ok=True),)
     assert acker.expire(now=30) == []
     assert acker.expire(now=31) == [Completion(stuck, SPOUT, ok=False)]
 

@@ -127,8 +127,8 @@ class Stats:
     executed: int = 0
     acked: int = 0
     failed: int = 0
-    #: Complete latencies (seconds) of acked roots, sampled at ``topology.stats.sample.rate``.
-    latencies: list[float] = field(default_factory=list)
+    #: Complete latencies (seconds) of acked roots, sampled at ``topology.stats.sample.rate``; the newest only.
+    latencies: deque[float] = field(default_factory=lambda: deque(maxlen=10_000))
 
 
 class ErrorThrottle:
@@ -242,6 +242,8 @@ class Executor:
         self._outs = {stream: out for stream, out in outs.items() if not stream.startswith(RESERVED_PREFIX)}
         self._ackers = layout.component_tasks.get(ACKER, ())
         self._n_ackers = len(self._ackers)
+        #: Positions in ``_ackers`` of the ackers in this worker: spouts pick root ids they own.
+        self._local_ackers = [i for i, task in enumerate(self._ackers) if task in placement.local]
         self._layout = layout
 
     def _targets(self, values: Sequence[Any], stream: str, direct_task: int | None) -> tuple[StreamOut, Sequence[int]]:
@@ -378,7 +380,7 @@ class SpoutExecutor(Executor):
             if msg_id is not None:
                 self._acked_at_emit.append(msg_id)  # no ackers: acked as soon as it is emitted (Storm)
             return targets
-        root = _bits(64) or 1
+        root = self._new_root()
         xor = 0
         for target in targets:
             edge = _bits(64) or 1
@@ -387,6 +389,18 @@ class SpoutExecutor(Executor):
         self._to_acker(ACK_INIT_STREAM, (root, xor, self.task), ACK_INIT_FIELDS)
         self.pending.sent(root, msg_id, self._now)
         return targets
+
+    def _new_root(self) -> int:
+        """A random root id owned (``root % ackers``) by an acker in this worker when there is one, so
+        the init and the completion of the tree never cross workers; every worker agrees on the owner."""
+        root = _bits(63) or self._n_ackers
+        local = self._local_ackers
+        if local:
+            n = self._n_ackers
+            root += local[root % len(local)] - root % n
+            if root <= 0:
+                root += n
+        return root
 
     def ack(self, tup: Tuple) -> None:
         raise TypeError("spouts do not ack tuples: the acker calls the spout's ack(msg_id)")

@@ -30,7 +30,7 @@ from squall.thrift import storm
 from squall.topology import make_tasks, normalize, system_topology, topology_id, validate_topology
 from squall.zk.records import TaskBeat
 from worker.executor import Executor
-from worker.layout import build_layout, place_all
+from worker.layout import TopologyLayout, build_layout, place_all
 from worker.runtime import WorkerRuntime
 
 log = structlog.get_logger(__name__)
@@ -46,20 +46,8 @@ class LocalTopology:
 
     def __init__(self, topology: Topology | tuple[storm.StormTopology, Mapping[str, Any]],
                  conf: Mapping[str, Any] | None = None, *, active: bool = True) -> None:
-        if isinstance(topology, Topology):
-            name = topology.name
-            thrift, topology_conf = topology.build()
-        else:
-            thrift, topology_conf = topology
-            name = topology_conf.get("topology.name") or "local"
-        cluster = load_config(env={})
-        submitted = {**topology_conf, **(conf or {})}
-        validate_topology(name, thrift, {**cluster, **submitted})
-        normalized, normal_conf = normalize(thrift, submitted, name=name)
-        self.topology_id = normal_conf["topology.id"] = topology_id(name, 1, time.time())
-        self.conf = {**cluster, **normal_conf}
-        system = system_topology(normalized, self.conf)
-        self.layout = build_layout(self.topology_id, system, make_tasks(system), self.conf)
+        self.layout, self.conf = compile_topology(topology, conf)
+        self.topology_id = self.layout.topology_id
         self.errors: list[tuple[int, str]] = []
         self.beats: dict[int, TaskBeat] = {}
         self.runtime = WorkerRuntime(self.layout, place_all(self.layout), self.conf,
@@ -95,6 +83,26 @@ class LocalTopology:
         """The user object (spout or bolt) of one of ``component``'s tasks, once it has started."""
         executor = self.tasks(component)[index]
         return getattr(executor, "spout", None) or getattr(executor, "bolt", None)
+
+
+def compile_topology(topology: Topology | tuple[storm.StormTopology, Mapping[str, Any]],
+                     conf: Mapping[str, Any] | None = None) -> tuple[TopologyLayout, dict[str, Any]]:
+    """What nimbus would make of a submission (validation, normalization, system topology, task ids),
+    as a worker layout and the conf its tasks see: built-in defaults < topology conf < ``conf``."""
+    if isinstance(topology, Topology):
+        name = topology.name
+        thrift, topology_conf = topology.build()
+    else:
+        thrift, topology_conf = topology
+        name = topology_conf.get("topology.name") or "local"
+    cluster = load_config(env={})
+    submitted = {**topology_conf, **(conf or {})}
+    validate_topology(name, thrift, {**cluster, **submitted})
+    normalized, normal_conf = normalize(thrift, submitted, name=name)
+    normal_conf["topology.id"] = topology_id(name, 1, time.time())
+    full = {**cluster, **normal_conf}
+    system = system_topology(normalized, full)
+    return build_layout(normal_conf["topology.id"], system, make_tasks(system), full), full
 
 
 def load_topology(path: str, attribute: str = "topology") -> Topology:

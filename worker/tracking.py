@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from operator import attrgetter, itemgetter
+from typing import Any, NamedTuple
 
 _MASK = (1 << 64) - 1
 _RNG = random.Random()
@@ -26,8 +27,7 @@ def new_id(rng: random.Random | None = None) -> int:
     return (rng or _RNG).getrandbits(64) or 1
 
 
-@dataclass(frozen=True)
-class Completion:
+class Completion(NamedTuple):
     """A tree is done: tell ``spout_task`` to ack (``ok``) or fail the message rooted at ``root``."""
 
     root: int
@@ -35,12 +35,17 @@ class Completion:
     ok: bool
 
 
-@dataclass
 class _Tree:
-    value: int
-    spout_task: int | None
-    started: float
-    failed: bool = False
+    __slots__ = ("value", "spout_task", "started", "failed")
+
+    def __init__(self, started: float) -> None:
+        self.value = 0
+        self.spout_task: int | None = None
+        self.started = started
+        self.failed = False
+
+
+_NOTHING: tuple[Completion, ...] = ()
 
 
 class AckerState:
@@ -53,16 +58,16 @@ class AckerState:
     def __len__(self) -> int:
         return len(self._trees)
 
-    def init(self, root: int, value: int, spout_task: int, now: float) -> list[Completion]:
+    def init(self, root: int, value: int, spout_task: int, now: float) -> tuple[Completion, ...]:
         tree = self._tree(root, now)
         tree.spout_task = spout_task
         return self._update(root, tree, value)
 
-    def ack(self, root: int, value: int, now: float) -> list[Completion]:
+    def ack(self, root: int, value: int, now: float) -> tuple[Completion, ...]:
         """A bolt acked; acks may arrive before the spout's init (different workers)."""
         return self._update(root, self._tree(root, now), value)
 
-    def fail(self, root: int, now: float) -> list[Completion]:
+    def fail(self, root: int, now: float) -> tuple[Completion, ...]:
         tree = self._tree(root, now)
         tree.failed = True
         return self._update(root, tree, 0)
@@ -70,26 +75,21 @@ class AckerState:
     def expire(self, now: float) -> list[Completion]:
         """Trees older than the timeout fail (those whose spout is unknown are just dropped)."""
         return [Completion(root, tree.spout_task, ok=False)
-                for root, tree in _pop_older(self._trees, now - self.timeout_secs) if tree.spout_task is not None]
+                for root, tree in _pop_older(self._trees, now - self.timeout_secs, attrgetter("started"))
+                if tree.spout_task is not None]
 
     def _tree(self, root: int, now: float) -> _Tree:
         tree = self._trees.get(root)
         if tree is None:
-            tree = self._trees[root] = _Tree(0, None, now)
+            tree = self._trees[root] = _Tree(now)
         return tree
 
-    def _update(self, root: int, tree: _Tree, value: int) -> list[Completion]:
+    def _update(self, root: int, tree: _Tree, value: int) -> tuple[Completion, ...]:
         tree.value = (tree.value ^ value) & _MASK
         if tree.spout_task is None or (tree.value and not tree.failed):
-            return []
+            return _NOTHING
         del self._trees[root]
-        return [Completion(root, tree.spout_task, ok=not tree.failed)]
-
-
-@dataclass
-class _Message:
-    msg_id: Any
-    started: float
+        return (Completion(root, tree.spout_task, not tree.failed),)
 
 
 class SpoutPending:
@@ -98,7 +98,7 @@ class SpoutPending:
     def __init__(self, max_pending: int | None, timeout_secs: float) -> None:
         self.max_pending = max_pending
         self.timeout_secs = timeout_secs
-        self._pending: OrderedDict[int, _Message] = OrderedDict()
+        self._pending: OrderedDict[int, tuple[Any, float]] = OrderedDict()  # root → (msg id, emit time)
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -108,24 +108,23 @@ class SpoutPending:
         return self.max_pending is None or len(self._pending) < self.max_pending
 
     def sent(self, root: int, msg_id: Any, now: float) -> None:
-        self._pending[root] = _Message(msg_id, now)
+        self._pending[root] = (msg_id, now)
 
     def complete(self, root: int) -> tuple[Any, float] | None:
         """(msg id, emit time) of a finished tree, or None if unknown (already timed out: Storm ignores it)."""
-        message = self._pending.pop(root, None)
-        return (message.msg_id, message.started) if message else None
+        return self._pending.pop(root, None)
 
     def expire(self, now: float) -> list[Any]:
         """Msg ids whose trees did not finish within the timeout: the spout's ``fail`` gets them."""
-        return [message.msg_id for _, message in _pop_older(self._pending, now - self.timeout_secs)]
+        return [msg_id for _, (msg_id, _) in _pop_older(self._pending, now - self.timeout_secs, itemgetter(1))]
 
 
-def _pop_older(entries: OrderedDict[int, Any], cutoff: float) -> list[tuple[int, Any]]:
+def _pop_older(entries: OrderedDict[int, Any], cutoff: float, started: Callable[[Any], float]) -> list[tuple[int, Any]]:
     """Remove and return the entries started before ``cutoff``; insertion order is start order."""
     expired = []
     while entries:
         key, entry = next(iter(entries.items()))
-        if entry.started >= cutoff:
+        if started(entry) >= cutoff:
             break
         del entries[key]
         expired.append((key, entry))
