@@ -30,7 +30,7 @@ log = structlog.get_logger(__name__)
 Command = Callable[[Mapping[str, Any], argparse.Namespace], int]
 
 
-def _interrupt(*_: object) -> None:
+def interrupt(*_: object) -> None:
     """SIGTERM (``docker stop``, ``kill``) ends a foreground daemon the way Ctrl-C does."""
     raise KeyboardInterrupt
 
@@ -40,7 +40,7 @@ def dev_zookeeper(conf: Mapping[str, Any], _args: argparse.Namespace) -> int:
     data_dir = Path(conf["storm.local.dir"]) / "dev-zookeeper"
     data_dir.mkdir(parents=True, exist_ok=True)
     server = LocalZooKeeper(data_dir, conf["storm.zookeeper.port"], host="127.0.0.1")
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         server.start()
         print(f"ZooKeeper is serving on {server.connect_string} (data in {data_dir}); Ctrl-C stops it",
@@ -70,9 +70,19 @@ def _daemon(module: str) -> Command:
     return run
 
 
+def local(_conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    """``storm local FILE [--local-ttl N]``: the topology in one process (see :mod:`worker.local`)."""
+    argv = [sys.executable, "-m", "worker.local", *(["--config", args.config] if args.config else [])]
+    for override in args.overrides:
+        argv += ["-c", override]
+    os.execv(sys.executable, [*argv, *args.rest])
+    return 1  # not reached
+
+
 COMMANDS: dict[str, tuple[Command, str]] = {
     "dev-zookeeper": (dev_zookeeper, "run a standalone ZooKeeper for development (port: storm.zookeeper.port)"),
     "nimbus": (_daemon("nimbus"), "run the nimbus daemon in the foreground"),
+    "local": (local, "run a topology file in this process for development: storm local FILE [--local-ttl N]"),
 }
 
 
@@ -98,7 +108,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     runs = {name: run for name, (run, _) in COMMANDS.items()}
     for name, (_, help_text) in COMMANDS.items():
-        commands.add_parser(name, help=help_text, description=help_text)
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        if name == "local":
+            sub.add_argument("rest", nargs=argparse.REMAINDER, help="FILE [--local-ttl N] [--topology NAME]")
     runs.update(operator_commands(commands))
     return parser, runs
 

@@ -15,8 +15,9 @@ import pytest
 from examples import wordcount
 from minicluster import MiniCluster
 from squall.dsl import BoltRef, Topology
+from squall.thrift import connect, storm
 from squall.zk import paths
-from squall.zk.records import TaskError, TopologyTasks
+from squall.zk.records import TaskError, TopologyTasks, WorkerAssignment
 from support import wait_until
 from topologies import Boom, Forward, Numbers, Recorder, read_records
 
@@ -113,3 +114,46 @@ def test_errors_go_to_zookeeper_and_the_worker_goes_on(cluster: MiniCluster) -> 
     found = wait_until(lambda: [e for e in errors() if "boom on" in e.error], 30, "errors")
     assert found[0].port == worker.port and "RuntimeError" in found[0].error
     assert cluster.processes[(worker.supervisor_id, worker.port)].poll() is None, "the worker keeps running"
+
+
+def test_a_worker_follows_a_rebalance_in_place_and_an_unassigned_one_exits(cluster: MiniCluster,
+                                                                            tmp_path: Path) -> None:
+    records = tmp_path / "records"
+    records.mkdir()
+    t = Topology("rebalance", conf={"topology.workers": 2, "topology.max.spout.pending": 10})
+    forward = t.bolt("forward", Forward, parallelism=2).shuffle(
+        t.spout("numbers", Numbers, args=[10**9], kwargs={"record_dir": str(records)}))
+    t.bolt("sink", Recorder, args=[str(records)], parallelism=2).fields(forward, "key")
+    topology_id = cluster.submit(t)
+    before = cluster.start_workers(topology_id)
+    wait_until(lambda: len(read_records(records, "acked")) > 100, 60, "the stream under way")
+
+    with connect("127.0.0.1", cluster.nimbus.port, 30_000) as client:
+        client.rebalance("rebalance", storm.RebalanceOptions(wait_secs=0, num_workers=1))
+    def one_worker() -> list[WorkerAssignment] | None:
+        workers = cluster.assignment(topology_id).workers
+        return workers if len(workers) == 1 else None
+
+    (after,) = wait_until(one_worker, 30, "the one-worker assignment")
+    (kept,) = [w for w in before if (w.supervisor_id, w.port) == (after.supervisor_id, after.port)]
+    (dropped,) = [w for w in before if w is not kept]
+    gone = cluster.processes[(dropped.supervisor_id, dropped.port)]
+    assert wait_until(lambda: gone.poll() is not None, 30, "the unassigned worker to exit") and gone.returncode == 0
+    assert set(after.tasks) > set(kept.tasks), "the kept worker now also runs the moved tasks"
+
+    acked = len(read_records(records, "acked"))
+    wait_until(lambda: len(read_records(records, "acked")) > acked + 100, 60, "tuples flowing after the rebalance")
+    assert cluster.processes[(kept.supervisor_id, kept.port)].poll() is None, "refreshed in place, not restarted"
+
+
+def test_killing_the_topology_stops_its_workers_cleanly(cluster: MiniCluster) -> None:
+    t = Topology("doomed", conf={"topology.workers": 2})
+    t.bolt("sink", Recorder).shuffle(t.spout("numbers", Numbers, args=[10**9], kwargs={"reliable": False}))
+    topology_id = cluster.submit(t)
+    workers = cluster.start_workers(topology_id)
+    processes = [cluster.processes[(w.supervisor_id, w.port)] for w in workers]
+    wait_until(lambda: len(cluster.nimbus.tracker.snapshot(topology_id, 0).beats) == 4, 30, "the workers running")
+    with connect("127.0.0.1", cluster.nimbus.port, 30_000) as client:
+        client.killTopologyWithOpts("doomed", storm.KillOptions(wait_secs=1))
+    wait_until(lambda: all(p.poll() is not None for p in processes), 30, "the workers to exit")
+    assert [p.returncode for p in processes] == [0, 0]

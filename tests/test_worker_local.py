@@ -7,7 +7,11 @@ process, so these tests read the components' own attributes. Waits are on condit
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -261,3 +265,51 @@ def test_a_component_that_cannot_start_fails_the_worker() -> None:
     thrift.bolts["sink"].bolt_object.python_object.args_json = "[1, 2, 3]"  # Holdout takes one argument
     with LocalTopology((thrift, {**conf, "topology.name": "no-start"}), FAST) as local:
         assert local.runtime.failure is not None and "did not start" in str(local.runtime.failure)
+
+
+# -- storm local --------------------------------------------------------------------------------
+
+LOCAL_FILE = '''
+from pathlib import Path
+from squall.component import Bolt, Spout
+from squall.dsl import Topology
+
+class Once(Spout):
+    outputs = ["n"]
+    def open(self, conf, context):
+        self.sent = False
+    def next_tuple(self):
+        if not self.sent:
+            self.sent = True
+            self.emit([41], msg_id=1)
+
+class Mark(Bolt):
+    def __init__(self, path):
+        self.path = path
+    def execute(self, tup):
+        Path(self.path).write_text(str(tup["n"] + 1))
+
+def topology():
+    t = Topology("marker")
+    t.bolt("mark", Mark, args=[MARK]).shuffle(t.spout("once", Once))
+    return t
+'''
+
+
+def test_storm_local_runs_a_topology_file_for_its_ttl(tmp_path: Path) -> None:
+    mark = tmp_path / "mark"
+    (tmp_path / "marker_topology.py").write_text(f"MARK = {str(mark)!r}\n" + LOCAL_FILE)
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "squall.cli", "local", str(tmp_path / "marker_topology.py"),
+                           "--local-ttl", "1"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert mark.read_text() == "42", "components defined in the topology file ran"
+    assert time.monotonic() - started >= 1
+
+
+def test_storm_local_says_what_is_wrong_with_a_file(tmp_path: Path) -> None:
+    (tmp_path / "empty_topology.py").write_text("topology = 3\n")
+    done = subprocess.run([sys.executable, "-m", "squall.cli", "local", str(tmp_path / "empty_topology.py")],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "topology must be a squall.dsl.Topology or a function returning one, got int" in done.stderr

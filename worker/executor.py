@@ -11,6 +11,8 @@ acks and fails go to the acker task that owns the root (``root % ackers``, the s
 
 from __future__ import annotations
 
+import importlib
+import json
 import random
 import threading
 import time
@@ -18,7 +20,7 @@ import traceback
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -32,6 +34,8 @@ from worker.grouping import make_grouper
 from worker.layout import ComponentSpec, Placement, TopologyLayout
 
 log = structlog.get_logger(__name__)
+
+C = TypeVar("C", bound=Component)
 
 ACK_INIT_FIELDS = Fields(["id", "init-val", "spout-task"])
 ACK_ACK_FIELDS = Fields(["id", "ack-val"])
@@ -296,6 +300,15 @@ class Executor:
         if self._exit_on_error:
             self.env.on_fatal(exc)
 
+    def _attach_user(self, base: type[C]) -> tuple[C, TopologyContext]:
+        """The user's component, built from its spec, checked to be a ``base`` and connected to this executor."""
+        component = build_component(self.spec)
+        if not isinstance(component, base):
+            raise TypeError(f"{self.component!r} is a {type(component).__name__}, not a squall {base.__name__}")
+        context = component_context(self._layout, self.spec, self.task)
+        attach(component, self, context)
+        return component, context
+
     # -- what a task thread calls ----------------------------------------------------------------
 
     def start(self) -> None:
@@ -314,9 +327,6 @@ class Executor:
 
 def build_component(spec: ComponentSpec) -> Component:
     """``module.Class(*args, **kwargs)`` from a component's ``python_object`` (JSON arguments only)."""
-    import importlib
-    import json
-
     py = spec.obj.python_object
     if py is None:
         raise ValueError(f"component {spec.id!r} is not a Python component (shell components are not supported yet)")
@@ -345,13 +355,8 @@ class SpoutExecutor(Executor):
         self.spout: Spout
 
     def start(self) -> None:
-        spout = build_component(self.spec)
-        if not isinstance(spout, Spout):
-            raise TypeError(f"spout {self.component!r} is a {type(spout).__name__}, not a squall Spout")
-        self.spout = spout
-        context = component_context(self._layout, self.spec, self.task)
-        attach(spout, self, context)
-        spout.open(context.conf, context)
+        self.spout, context = self._attach_user(Spout)
+        self.spout.open(context.conf, context)
 
     def set_active(self, active: bool) -> None:
         if active == self._active:
@@ -493,13 +498,8 @@ class BoltExecutor(Executor):
         self.bolt: Bolt
 
     def start(self) -> None:
-        bolt = build_component(self.spec)
-        if not isinstance(bolt, Bolt):
-            raise TypeError(f"bolt {self.component!r} is a {type(bolt).__name__}, not a squall Bolt")
-        self.bolt = bolt
-        context = component_context(self._layout, self.spec, self.task)
-        attach(bolt, self, context)
-        bolt.prepare(context.conf, context)
+        self.bolt, context = self._attach_user(Bolt)
+        self.bolt.prepare(context.conf, context)
         if self._tick_every:
             self._next_tick = time.monotonic() + self._tick_every
 

@@ -11,11 +11,9 @@ here as it does on a cluster: same executors, same groupings, same acker.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import signal
 import sys
-import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,8 +21,9 @@ from typing import Any
 
 import structlog
 
-from squall.config import load_config
-from squall.dsl import Topology
+from squall.cli import common_options, interrupt, load_or_exit
+from squall.config import default_config
+from squall.dsl import Topology, TopologyError
 from squall.logs import configure_logging
 from squall.thrift import storm
 from squall.topology import make_tasks, normalize, system_topology, topology_id, validate_topology
@@ -45,8 +44,9 @@ class LocalTopology:
     """
 
     def __init__(self, topology: Topology | tuple[storm.StormTopology, Mapping[str, Any]],
-                 conf: Mapping[str, Any] | None = None, *, active: bool = True) -> None:
-        self.layout, self.conf = compile_topology(topology, conf)
+                 conf: Mapping[str, Any] | None = None, *, active: bool = True,
+                 cluster: Mapping[str, Any] | None = None) -> None:
+        self.layout, self.conf = compile_topology(topology, conf, cluster=cluster)
         self.topology_id = self.layout.topology_id
         self.errors: list[tuple[int, str]] = []
         self.beats: dict[int, TaskBeat] = {}
@@ -86,16 +86,18 @@ class LocalTopology:
 
 
 def compile_topology(topology: Topology | tuple[storm.StormTopology, Mapping[str, Any]],
-                     conf: Mapping[str, Any] | None = None) -> tuple[TopologyLayout, dict[str, Any]]:
+                     conf: Mapping[str, Any] | None = None, *,
+                     cluster: Mapping[str, Any] | None = None) -> tuple[TopologyLayout, dict[str, Any]]:
     """What nimbus would make of a submission (validation, normalization, system topology, task ids),
-    as a worker layout and the conf its tasks see: built-in defaults < topology conf < ``conf``."""
+    as a worker layout and the conf its tasks see: ``cluster`` (default: built-in defaults) < topology
+    conf < ``conf``."""
     if isinstance(topology, Topology):
         name = topology.name
         thrift, topology_conf = topology.build()
     else:
         thrift, topology_conf = topology
         name = topology_conf.get("topology.name") or "local"
-    cluster = load_config(env={})
+    cluster = dict(cluster) if cluster is not None else default_config()
     submitted = {**topology_conf, **(conf or {})}
     validate_topology(name, thrift, {**cluster, **submitted})
     normalized, normal_conf = normalize(thrift, submitted, name=name)
@@ -126,27 +128,36 @@ def load_topology(path: str, attribute: str = "topology") -> Topology:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="storm local", description="Run a topology in this process, for development.")
+    parser = common_options("storm local", "Run a topology in this process, for development: no daemons, no "
+                                           "ZooKeeper, the same executors and acker as a cluster.")
     parser.add_argument("file", help="a Python file defining `topology` (a Topology or a function returning one)")
     parser.add_argument("--local-ttl", type=float, default=20.0, help="seconds to run before stopping (default 20)")
     parser.add_argument("--topology", default="topology", help="the attribute holding the topology")
-    parser.add_argument("-c", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
-                        help="topology conf override (JSON values)")
     args = parser.parse_args(argv)
-    conf = load_config(None, args.overrides, env={})
+    conf = load_or_exit(args)
     configure_logging("local", level=conf["squall.log.level"], fmt=conf["squall.log.format"])
-    topology = load_topology(args.file, args.topology)
-    overrides = {key: conf[key] for key in (o.split("=", 1)[0] for o in args.overrides)}
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    with LocalTopology(topology, overrides) as local:
+    try:
+        topology = load_topology(args.file, args.topology)
+        overrides = {key: conf[key] for key in (o.split("=", 1)[0] for o in args.overrides)}
+        local = LocalTopology(topology, overrides, cluster=conf)
+    except storm.InvalidTopologyException as exc:
+        print(f"storm local: InvalidTopologyException: {exc.msg}", file=sys.stderr)
+        return 1
+    except (OSError, ImportError, TypeError, TopologyError) as exc:
+        print(f"storm local: {exc}", file=sys.stderr)
+        return 1
+    signal.signal(signal.SIGTERM, interrupt)
+    with local:
         log.info("local topology running", topology_id=local.topology_id, ttl_secs=args.local_ttl,
                  tasks=len(local.layout.task_component))
         try:
-            done.wait(args.local_ttl)
+            local.runtime.failed.wait(args.local_ttl)
         except KeyboardInterrupt:
             pass
-    return 1 if local.runtime.failure else 0
+    if local.runtime.failure is not None:
+        print(f"storm local: the topology failed: {local.runtime.failure}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
