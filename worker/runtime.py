@@ -149,8 +149,7 @@ class WorkerRuntime:
     # -- building ---------------------------------------------------------------------------------
 
     def _new_thread(self, name: str) -> TaskThread:
-        thread = TaskThread(f"{name}", self.pressure, self._deliver, self._fatal)
-        return thread
+        return TaskThread(name, self.pressure, self._deliver, self._fatal)
 
     def _executor_class(self, task: int) -> type[Executor]:
         component = self.layout.task_component[task]
