@@ -103,21 +103,23 @@ class Worker:
             log.info("worker stopped", exit_code=self.exit_code)
 
     def _load_code(self) -> dict[str, Any]:
-        """The topology conf over the cluster conf; the code package goes first on ``sys.path``."""
-        directory = code_dir(self.cluster_conf, self.topology_id)
-        topology_conf = json.loads((directory / CODE_FILES["conf"]).read_text())
-        package = directory / CODE_FILES["code"]
+        """Put the code package first on ``sys.path``; return the conf its tasks see."""
+        self._code = code_dir(self.cluster_conf, self.topology_id)
+        package = self._code / CODE_FILES["code"]
         if package.exists():
             sys.path.insert(0, str(package))
-        self._topology_file = directory / CODE_FILES["topology"]
-        return {**self.cluster_conf, **topology_conf}
+        return self._conf()
+
+    def _conf(self) -> dict[str, Any]:
+        """The topology conf (re-read: a supervisor refreshes it on update) over the cluster conf."""
+        return {**self.cluster_conf, **json.loads((self._code / CODE_FILES["conf"]).read_text())}
 
     def _read_layout(self, conf: Mapping[str, Any]) -> tuple[TopologyLayout, Placement, Assignment]:
         tasks = self.zk.read(paths.tasks(self.topology_id), TopologyTasks)
         assignment = self.zk.read(paths.assignment(self.topology_id), Assignment)
         if tasks is None or assignment is None:
             raise RuntimeError(f"{self.topology_id} has no tasks or assignment in ZooKeeper")
-        normalized = from_bytes(storm.StormTopology, self._topology_file.read_bytes())
+        normalized = from_bytes(storm.StormTopology, (self._code / CODE_FILES["topology"]).read_bytes())
         layout = build_layout(self.topology_id, system_topology(normalized, conf), tasks, conf)
         return layout, place(assignment, self.supervisor_id, self.port), assignment
 
@@ -140,8 +142,7 @@ class Worker:
                 return
             self._assignment_ms = assignment.timestamp_ms
             try:
-                conf = {**self.cluster_conf, **json.loads((self._topology_file.parent / CODE_FILES["conf"]).read_text())}
-                layout, placement, _ = self._read_layout(conf)
+                layout, placement, _ = self._read_layout(self._conf())
             except Exception:
                 log.exception("could not read the new assignment; keeping the old routes")
                 return
