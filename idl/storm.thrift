@@ -362,6 +362,8 @@ struct GrayUpgradeOptions {
 struct TaskHeartbeat {
   1: required i64 time_secs;
   2: required i32 uptime_secs;
+  // Squall: the task's counters since it started, in the ":all-time" window (ids >= 100 are Squall's).
+  100: optional ExecutorStats stats;
 }
 
 // Heartbeats of a topology's tasks, pushed to nimbus by its topology master.

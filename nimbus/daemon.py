@@ -330,6 +330,14 @@ class Nimbus:
         with self._beats_lock:
             self.tracker.record(topology_id, beats, int(self.clock.time()))
 
+    def latest_beats(self, topology_id: str) -> dict[int, TaskBeat]:
+        """The leader's live view of task beats; a follower reads the leader's last ``/taskbeats`` snapshot."""
+        if self.is_leader:
+            with self._beats_lock:
+                return dict(self.tracker.snapshot(topology_id, 0).beats)
+        stored = self.zk.read(paths.taskbeats(topology_id), TaskHeartbeats)
+        return dict(stored.beats) if stored else {}
+
     def _ids_submitting(self) -> set[str]:
         return {t for t in self.zk.children(paths.TASKS) if topo.name_of(t) in self._submitting}
 

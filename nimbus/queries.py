@@ -10,9 +10,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from squall import __version__
+from squall.stats import to_executor_stats
 from squall.thrift import storm
 from squall.zk.records import (
-    Assignment, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskError, TopologyTasks,
+    Assignment, ComponentType, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat, TaskError,
+    TopologyTasks,
 )
 
 
@@ -64,21 +66,29 @@ def cluster_summary(supervisors: Iterable[SupervisorInfo], topologies: Mapping[s
 
 
 def topology_info(topology_id: str, base: StormBase, tasks: TopologyTasks | None, assignment: Assignment | None,
-                  errors: Mapping[int, Iterable[TaskError]], now_secs: int) -> Any:
-    """One executor per task, located by the assignment; errors grouped by component, newest first."""
-    component = {t: info.component for t, info in tasks.tasks.items()} if tasks else {}
+                  errors: Mapping[int, Iterable[TaskError]], now_secs: int,
+                  beats: Mapping[int, TaskBeat] | None = None) -> Any:
+    """One executor per task, located by the assignment, with the stats of its latest beat; errors
+    grouped by component, newest first. Uptime is the task's own while it beats, else since placed."""
+    info = tasks.tasks if tasks else {}
+    beats = beats or {}
     executors = []
     for w in assignment.workers if assignment else ():
         for t in w.tasks:
-            started = assignment.task_start_secs.get(t, now_secs)
+            beat = beats.get(t)
+            uptime = beat.uptime_secs if beat else now_secs - assignment.task_start_secs.get(t, now_secs)
+            stats = None
+            if beat is not None and beat.stats is not None and t in info:
+                stats = to_executor_stats(beat.stats, spout=info[t].type is ComponentType.SPOUT)
             executors.append(storm.ExecutorSummary(
-                executor_info=storm.ExecutorInfo(task_start=t, task_end=t), component_id=component.get(t, "?"),
-                host=w.host, port=w.port, uptime_secs=max(0, now_secs - started)))
+                executor_info=storm.ExecutorInfo(task_start=t, task_end=t),
+                component_id=info[t].component if t in info else "?",
+                host=w.host, port=w.port, uptime_secs=max(0, uptime), stats=stats))
     executors.sort(key=lambda e: e.executor_info.task_start)
     by_component: dict[str, list[Any]] = {}
     for task_id, task_errors in errors.items():
         for e in task_errors:
-            by_component.setdefault(component.get(task_id, "?"), []).append(
+            by_component.setdefault(info[task_id].component if task_id in info else "?", []).append(
                 storm.ErrorInfo(error=e.error, error_time_secs=e.time_secs, host=e.host or None, port=e.port or None))
     for infos in by_component.values():
         infos.sort(key=lambda e: -e.error_time_secs)

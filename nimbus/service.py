@@ -10,18 +10,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import structlog
+
 from nimbus import lifecycle
 from nimbus.codestore import DownloadError, MissingTopology, UnknownArtifact, UploadError
 from nimbus.daemon import Nimbus
 from nimbus.queries import cluster_summary, nimbus_summaries, topology_info
 from squall.topology import validate_name
 from squall.config import redact
+from squall.stats import from_executor_stats
 from squall.thrift import storm
 from squall.zk import paths
 from squall.zk.records import (
-    Assignment, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat, TaskError, TopologyStatus,
-    TopologyTasks,
+    Assignment, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat, TaskError, TaskStats,
+    TopologyStatus, TopologyTasks,
 )
+
+log = structlog.get_logger(__name__)
 
 
 def _initial_status(options: Any) -> TopologyStatus:
@@ -129,7 +134,8 @@ class NimbusService:
     # -- heartbeats ------------------------------------------------------------------------------
 
     def updateTaskHeartbeat(self, taskHbs: Any) -> None:
-        beats = {int(t): TaskBeat(int(b.time_secs), int(b.uptime_secs)) for t, b in (taskHbs.taskHbs or {}).items()}
+        beats = {int(t): TaskBeat(int(b.time_secs), int(b.uptime_secs), _task_stats(taskHbs.topologyId, t, b.stats))
+                 for t, b in (taskHbs.taskHbs or {}).items()}
         self.nimbus.heartbeat(taskHbs.topologyId, beats)
 
     # -- queries (any nimbus) --------------------------------------------------------------------
@@ -170,7 +176,8 @@ class NimbusService:
         errors = {int(task): [e for ts in zk.children(paths.task_errors(id, int(task)))
                               if (e := zk.read(paths.task_error(id, int(task), int(ts)), TaskError)) is not None]
                   for task in zk.children(paths.task_errors_root(id)) if task.isdigit()}
-        return topology_info(id, base, tasks, zk.read(paths.assignment(id), Assignment), errors, self._now())
+        return topology_info(id, base, tasks, zk.read(paths.assignment(id), Assignment), errors, self._now(),
+                             beats=self.nimbus.latest_beats(id))
 
     def getTopologyInfoByName(self, topologyName: str) -> Any:
         return self.getTopologyInfo(self.nimbus.find_id(topologyName))
@@ -201,3 +208,14 @@ class NimbusService:
 
     def _now(self) -> int:
         return int(self.nimbus.clock.time())
+
+
+def _task_stats(topology_id: str, task: Any, stats: Any) -> TaskStats | None:
+    """A beat's stats, or None when they are malformed: the beat still counts for liveness."""
+    if stats is None:
+        return None
+    try:
+        return from_executor_stats(stats)
+    except (ValueError, AttributeError, TypeError) as exc:
+        log.warning("ignoring malformed task stats", topology_id=topology_id, task=task, error=str(exc))
+        return None

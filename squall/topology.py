@@ -58,7 +58,7 @@ _ACK_INIT_FIELDS = ["id", "init-val", "spout-task"]
 _ACK_ACK_FIELDS = ["id", "ack-val"]
 _ACK_FAIL_FIELDS = ["id"]
 _ACKER_OUT_FIELDS = ["id"]
-_HEARTBEAT_FIELDS = ["task-id", "uptime-secs"]
+_HEARTBEAT_FIELDS = ["task-id", "uptime-secs", "stats"]
 
 _ACKER_CLASS = ("worker.acker", "Acker")
 _TOPOLOGY_MASTER_CLASS = ("worker.topology_master", "TopologyMaster")  # executors built in, by component id

@@ -65,9 +65,9 @@ def test_spout_pending_caps_in_flight_and_times_out() -> None:
     ids = itertools.count(1)
     pending.sent(next(ids), "m1", now=0)
     assert pending.can_emit()
-    pending.sent(next(ids), "m2", now=10)
+    pending.sent(next(ids), "m2", now=10, stream="events")
     assert not pending.can_emit()
-    assert pending.complete(1) == ("m1", 0.0) and pending.can_emit()
-    assert pending.expire(now=40) == [] and pending.expire(now=41) == ["m2"]
+    assert pending.complete(1) == ("m1", 0.0, "default") and pending.can_emit()
+    assert pending.expire(now=40) == [] and pending.expire(now=41) == [("m2", "events")]
     assert pending.complete(2) is None, "a late ack for a timed-out message is ignored"
     assert SpoutPending(max_pending=None, timeout_secs=30).can_emit()

@@ -21,10 +21,13 @@ from thriftpy2.transport import TFramedTransportFactory
 
 from nimbus.daemon import Nimbus
 from squall.clock import SimulatedClock
+from squall.stats import to_executor_stats
 from squall.thrift import connect, storm
 from squall.zk import paths
 from squall.zk.client import ZkClient
-from squall.zk.records import Assignment, StormBase, SupervisorInfo, TaskInfo, TopologyTasks, ComponentType
+from squall.zk.records import (
+    Assignment, ComponentType, StormBase, SupervisorInfo, TaskInfo, TaskStats, TopologyTasks,
+)
 from support import wait_until
 
 MESSAGE_TIMEOUT = 30
@@ -228,6 +231,27 @@ def test_rebalance_spreads_over_more_workers_and_rescales(cluster: Cluster, lead
     assert len(assignment.workers) == 4
     assert sum(1 for t in tasks.tasks.values() if t.component == "count") == 4
     assert sorted(t for w in assignment.workers for t in w.tasks) == sorted(tasks.tasks)
+
+
+def test_task_stats_in_heartbeats_show_in_topology_info(cluster: Cluster, leader: Nimbus) -> None:
+    topology_id = submit(cluster, leader)
+    client = cluster.client(leader)
+    tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+    spout = next(t for t, info in tasks.tasks.items() if info.component == "sentences")
+    split = next(t for t, info in tasks.tasks.items() if info.component == "split")
+    spout_stats = to_executor_stats(TaskStats(emitted={"default": 7}, acked={"default": 6}), spout=True)
+    bad = storm.ExecutorStats(emitted={":all-time": {"default": -5}}, transferred={}, rate=1.0,
+                              specific=storm.ExecutorSpecificStats(spout=storm.SpoutStats(
+                                  acked={}, failed={}, complete_ms_avg={})))
+    client.updateTaskHeartbeat(storm.TopologyTaskHbInfo(topologyId=topology_id, topologyMasterId=0, taskHbs={
+        spout: storm.TaskHeartbeat(time_secs=1, uptime_secs=42, stats=spout_stats),
+        split: storm.TaskHeartbeat(time_secs=1, uptime_secs=41, stats=bad)}))
+    executors = {e.executor_info.task_start: e for e in client.getTopologyInfo(topology_id).executors}
+    assert executors[spout].stats.emitted == {":all-time": {"default": 7}}
+    assert executors[spout].stats.specific.spout.acked == {":all-time": {"default": 6}}
+    assert executors[spout].uptime_secs == 42, "a beating task's uptime is its own"
+    assert executors[split].stats is None and executors[split].uptime_secs == 41, \
+        "malformed stats are dropped; the beat still counts"
 
 
 def test_dead_worker_moves_after_the_timeout_and_beating_ones_stay(cluster: Cluster, leader: Nimbus) -> None:

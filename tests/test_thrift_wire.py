@@ -158,6 +158,7 @@ def test_squall_records_shape():
     assert _spec(storm.TaskHeartbeat) == [
         (1, (10, "time_secs", True)),
         (2, (8, "uptime_secs", True)),
+        (100, (12, "stats", "ExecutorStats", False)),
     ]
     assert _spec(storm.TopologyTaskHbInfo) == [
         (1, (11, "topologyId", True)),

@@ -400,7 +400,7 @@ def inputs(t: storm.StormTopology, cid: str) -> dict[tuple[str, str], storm.Grou
     return {(g.componentId, g.streamId): grouping for g, grouping in component(t, cid).common.inputs.items()}
 
 
-HEARTBEAT = ("__master_task_heartbeat", (["task-id", "uptime-secs"], False))
+HEARTBEAT = ("__master_task_heartbeat", (["task-id", "uptime-secs", "stats"], False))
 
 
 def test_system_topology_adds_acker_and_master() -> None:

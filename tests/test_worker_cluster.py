@@ -52,6 +52,26 @@ def test_word_count_across_two_workers_is_exact(cluster: MiniCluster, tmp_path: 
     wait_until(lambda: tasks <= set(cluster.nimbus.tracker.snapshot(topology_id, 0).beats), 30,
                "every task's heartbeat at nimbus, through the topology master")
 
+    def all_time(info: Any, component: str, stat: str) -> int:
+        total = 0
+        for e in info.executors:
+            if e.component_id == component and e.stats is not None:
+                specific = e.stats.specific.spout or e.stats.specific.bolt
+                windows = e.stats.emitted if stat == "emitted" else getattr(specific, stat)
+                total += sum(windows[":all-time"].values())
+        return total
+
+    sentences, words = rounds * len(wordcount.SENTENCES), sum(expected.values())
+    with connect("127.0.0.1", cluster.nimbus.port, 30_000) as client:
+        def final_stats() -> Any:
+            info = client.getTopologyInfo(topology_id)
+            done = all_time(info, "sentences", "acked") == sentences and all_time(info, "count", "executed") == words
+            return info if done else None
+
+        info = wait_until(final_stats, 30, "the final stats at nimbus")
+    assert all_time(info, "sentences", "emitted") == sentences and all_time(info, "split", "emitted") == words
+    assert {(e.host, e.port) for e in info.executors} == {("127.0.0.1", w.port) for w in workers}
+
 
 def test_fields_grouping_is_the_same_in_every_worker(cluster: MiniCluster, tmp_path: Path) -> None:
     records = tmp_path / "records"

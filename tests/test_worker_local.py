@@ -60,10 +60,26 @@ def test_word_count_counts_are_exact() -> None:
             total.update(dict(executor.bolt.counts))
         return total
 
+    sentences = rounds * len(wordcount.SENTENCES)
     with run(wordcount.topology(rounds=rounds)) as local:
         wait_until(lambda: counts(local) == expected, 20, "exact word counts")
+        wait_until(lambda: sum(e.stats.acked for e in local.tasks("sentences")) == sentences, 20, "every sentence acked")
         assert sum(e.stats.failed for e in local.tasks("sentences")) == 0
-        assert sum(e.stats.acked for e in local.tasks("sentences")) == rounds * len(wordcount.SENTENCES)
+
+        def total(component: str, stat: str) -> Counter[str]:
+            result: Counter[str] = Counter()
+            for executor in local.tasks(component):
+                result.update(getattr(executor.task_stats(), stat))
+            return result
+
+        words = sum(expected.values())
+        assert total("sentences", "emitted") == {"default": sentences}
+        assert total("sentences", "acked") == {"default": sentences}
+        assert total("split", "executed") == total("split", "acked") == {"sentences:default": sentences}
+        assert total("split", "emitted") == total("split", "transferred") == {"default": words}
+        assert total("count", "executed") == {"split:default": words}
+        assert set(total("sentences", "latency_ms")) == {"default"}, "complete latency is sampled per stream"
+        assert set(total("split", "latency_ms")) == {"sentences:default"}, "execute latency per input"
 
 
 # -- groupings ----------------------------------------------------------------------------------
@@ -89,6 +105,8 @@ def test_all_grouping_reaches_every_task() -> None:
     with run(t) as local:
         wait_until(lambda: total_seen(local, "sink") == 300, 20, "100 tuples at each of 3 tasks")
         assert all(sorted(n for _, n in v) == list(range(100)) for v in seen_by_task(local, "sink").values())
+        stats = local.tasks("numbers")[0].task_stats()
+        assert (stats.emitted, stats.transferred) == ({"default": 100}, {"default": 300}), "a copy per task"
 
 
 def test_shuffle_over_two_tasks_is_even() -> None:
@@ -141,6 +159,9 @@ def test_branch_and_join_is_acked_once_and_only_after_both_branches() -> None:
         let_time_pass(local, "numbers")
         assert spout.acked == [0] and spout.failed == [] and joiner.joined == [0]
         assert len(local.tasks("__acker")[0].state) == 0 and len(local.tasks("numbers")[0].pending) == 0
+        stats = local.tasks("join")[0].task_stats()
+        assert stats.executed == stats.acked == {"a:default": 1, "b:default": 1}, "a join's stats are per input"
+        assert set(stats.latency_ms) == {"a:default", "b:default"} and stats.emitted == {"default": 1}
 
 
 def test_an_unacked_tuple_fails_after_the_timeout_while_its_siblings_are_acked() -> None:

@@ -13,7 +13,7 @@ from squall.zk import paths, records
 from squall.zk.client import ZkClient
 from squall.zk.records import (
     Assignment, AssignmentBak, AssignmentType, Blacklist, ComponentType, ErrorLevel, GrayUpgradeConf,
-    NimbusMaster, NimbusSlave, PendingAction, RecordError, StormBase, SupervisorInfo, TaskBeat, TaskError,
+    NimbusMaster, NimbusSlave, PendingAction, RecordError, StormBase, SupervisorInfo, TaskBeat, TaskError, TaskStats,
     TaskHeartbeats, TaskInfo, TopologyStatus, TopologyTasks, ValueTooLarge, WorkerAssignment, WorkerMark,
 )
 
@@ -43,7 +43,9 @@ EXAMPLES: list[tuple[str, Any]] = [
                                       2: TaskInfo("split", ComponentType.BOLT)})),
     (paths.assignment(TID), ASSIGNMENT),
     (paths.assignment_bak("wordcount"), AssignmentBak({"sentences": [1], "split": [2, 3]}, ASSIGNMENT)),
-    (paths.taskbeats(TID), TaskHeartbeats(7, {1: TaskBeat(1_700_000_010, 10), 2: TaskBeat(1_700_000_011, 11)})),
+    (paths.taskbeats(TID), TaskHeartbeats(7, {1: TaskBeat(1_700_000_010, 10), 2: TaskBeat(1_700_000_011, 11, TaskStats(
+        emitted={"default": 5}, transferred={"default": 10}, acked={"spout:default": 4},
+        executed={"spout:default": 5}, latency_ms={"spout:default": 0.25}))})),
     (paths.task_error(TID, 2, 1_700_000_012), TaskError("Traceback …\nValueError: bad tuple ✗", 1_700_000_012,
                                                         ErrorLevel.FATAL, 3, 600, "host-a", 6700)),
     (paths.gray_upgrade_conf(TID), GrayUpgradeConf(1_700_086_400_000, 2, "split", ["host-a:6700"], 0, True, False)),
@@ -55,7 +57,7 @@ EXAMPLES: list[tuple[str, Any]] = [
 def test_examples_cover_every_record_type() -> None:
     record_types = {cls for _, cls in inspect.getmembers(records, inspect.isclass)
                     if dataclasses.is_dataclass(cls) and cls.__module__ == records.__name__}
-    covered = {type(r) for _, r in EXAMPLES} | {PendingAction, TaskInfo, TaskBeat, WorkerAssignment}
+    covered = {type(r) for _, r in EXAMPLES} | {PendingAction, TaskInfo, TaskBeat, TaskStats, WorkerAssignment}
     assert record_types == covered
 
 

@@ -17,9 +17,9 @@ import random
 import threading
 import time
 import traceback
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 import structlog
@@ -28,7 +28,7 @@ from squall.component import Bolt, Component, Spout, TopologyContext, attach, de
 from squall.names import RESERVED_PREFIX
 from squall.topology import ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACKER, HEARTBEAT_STREAM
 from squall.tuple import Fields, Tuple, tick_tuple
-from squall.zk.records import TaskBeat
+from squall.zk.records import TaskBeat, TaskStats
 from worker.tracking import SpoutPending
 from worker.grouping import make_grouper
 from worker.layout import ComponentSpec, Placement, TopologyLayout
@@ -40,7 +40,6 @@ C = TypeVar("C", bound=Component)
 ACK_INIT_FIELDS = Fields(["id", "init-val", "spout-task"])
 ACK_ACK_FIELDS = Fields(["id", "ack-val"])
 ACK_FAIL_FIELDS = Fields(["id"])
-HEARTBEAT_FIELDS = Fields(["task-id", "uptime-secs"])
 
 #: How long an active spout that emitted nothing waits before trying again (Storm's sleep wait strategy).
 SPOUT_IDLE_SECS = 0.001
@@ -125,14 +124,26 @@ class Pressure:
 
 @dataclass
 class Stats:
-    """Counters a task keeps for benchmarks and the topology master (spout: roots; bolt: inputs)."""
+    """Counters a task keeps for benchmarks and the topology master (spout: roots; bolt: inputs).
+
+    Totals are always kept. By key (a spout's output stream, a bolt's input ``component:stream``) they
+    are kept only where the key is not implied: spouts, and bolts with more than one input stream.
+    """
 
     emitted: int = 0
     executed: int = 0
     acked: int = 0
     failed: int = 0
+    #: Seconds spent in ``execute`` (bolts).
+    execute_secs: float = 0.0
     #: Complete latencies (seconds) of acked roots, sampled at ``topology.stats.sample.rate``; the newest only.
     latencies: deque[float] = field(default_factory=lambda: deque(maxlen=10_000))
+    executed_by: Counter[str] = field(default_factory=Counter)
+    acked_by: Counter[str] = field(default_factory=Counter)
+    failed_by: Counter[str] = field(default_factory=Counter)
+    #: Latency sums (seconds) by key and how many values each sum holds.
+    latency_by: Counter[str] = field(default_factory=Counter)
+    timed_by: Counter[str] = field(default_factory=Counter)
 
 
 class ErrorThrottle:
@@ -170,17 +181,44 @@ class ExecutorEnv:
 
 
 class StreamOut:
-    """One declared output stream of a task: its fields and how to pick target tasks."""
+    """One declared output stream of a task: its fields, how to pick target tasks, and its counters.
 
-    __slots__ = ("fields", "width", "direct", "route", "direct_targets")
+    Emits are counted; copies sent (Storm's "transferred") are derived from the fixed number of targets
+    per emit (``fanout``) without touching the hot path, except behind a custom grouping, whose route
+    counts them as it goes.
+    """
+
+    __slots__ = ("fields", "width", "direct", "route", "direct_targets", "fanout", "emitted", "_base_emitted",
+                 "_base_transferred")
 
     def __init__(self, fields: Fields, direct: bool, route: Callable[[Sequence[Any]], Sequence[int]],
-                 direct_targets: frozenset[int]) -> None:
+                 direct_targets: frozenset[int], fanout: int | None) -> None:
         self.fields = fields
         self.width = len(fields)
         self.direct = direct
-        self.route = route
         self.direct_targets = direct_targets
+        self.fanout = 1 if direct else fanout
+        self.emitted = 0
+        self._base_emitted = self._base_transferred = 0
+        self.route = route if self.fanout is not None else self._counting(route)
+
+    def _counting(self, route: Callable[[Sequence[Any]], Sequence[int]]) -> Callable[[Sequence[Any]], Sequence[int]]:
+        def counted(values: Sequence[Any]) -> Sequence[int]:
+            targets = route(values)
+            self._base_transferred += len(targets)
+            return targets
+        return counted
+
+    @property
+    def transferred(self) -> int:
+        if self.fanout is None:
+            return self._base_transferred
+        return self._base_transferred + (self.emitted - self._base_emitted) * self.fanout
+
+    def carry_counts(self, old: StreamOut) -> None:
+        """Keep the counts of the stream this one replaces (a refresh may change the fanout)."""
+        self.emitted = self._base_emitted = old.emitted
+        self._base_transferred = old.transferred
 
 
 def _no_targets(_values: Sequence[Any]) -> Sequence[int]:
@@ -196,13 +234,16 @@ def build_outputs(layout: TopologyLayout, placement: Placement, component: str, 
                                  local=placement.local, seed=task)
                     for s in subs if s.tasks and s.grouping.direct is None]
         direct = frozenset(t for s in subs if s.grouping.direct is not None for t in s.tasks)
+        routed = [s for s in subs if s.tasks and s.grouping.direct is None]
+        fanout = None if any(s.grouping.custom_serialized is not None for s in routed) else \
+            sum(len(s.tasks) if s.grouping.all is not None else 1 for s in routed)
         if not groupers:
             route = _no_targets
         elif len(groupers) == 1:
             route = groupers[0]
         else:
             route = _fan_out(groupers)
-        outs[stream] = StreamOut(spec.fields, spec.direct, route, direct)
+        outs[stream] = StreamOut(spec.fields, spec.direct, route, direct, fanout)
     return outs
 
 
@@ -243,7 +284,17 @@ class Executor:
         """Rebuild routes for a new assignment (called on the task thread, between rounds)."""
         outs = build_outputs(layout, placement, self.component, self.task)
         self._beat_out = outs.get(HEARTBEAT_STREAM)
+        old = getattr(self, "_outs", {})
         self._outs = {stream: out for stream, out in outs.items() if not stream.startswith(RESERVED_PREFIX)}
+        for stream, out in self._outs.items():
+            if stream in old:
+                out.carry_counts(old[stream])
+        #: The user streams this component consumes, as ``component:stream`` (the keys of its input stats).
+        self._inputs = sorted(f"{source}:{stream}" for (source, stream), subs in layout.subscribers.items()
+                              if not stream.startswith(RESERVED_PREFIX) and any(s.component == self.component for s in subs))
+        self._keyed_inputs = len(self._inputs) > 1
+        #: Spouts count acks by stream only when they have several (else the totals are the stream's).
+        self._keyed_outputs = len(self._outs) > 1
         self._ackers = layout.component_tasks.get(ACKER, ())
         self._n_ackers = len(self._ackers)
         #: Positions in ``_ackers`` of the ackers in this worker: spouts pick root ids they own.
@@ -274,10 +325,30 @@ class Executor:
         self._next_beat = now + self._beat_every
         out = self._beat_out
         if out is not None:
-            values = (self.task, int(now - self._started))
+            values = (self.task, int(now - self._started), _to_wire(self.task_stats()))
             tup = Tuple(values, out.fields, self.component, HEARTBEAT_STREAM, self.task)
             for target in out.route(values):
                 self._box[target].append(tup)
+
+    def task_stats(self) -> TaskStats:
+        """This task's counters as the topology master reports them; a lone input's counts are the totals."""
+        stats = self.stats
+        emitted = {s: out.emitted for s, out in self._outs.items() if out.emitted}
+        transferred = {s: out.transferred for s, out in self._outs.items() if out.transferred}
+        if len(self._inputs) == 1:
+            (key,) = self._inputs
+            by = {"executed": {key: stats.executed}, "acked": {key: stats.acked}, "failed": {key: stats.failed},
+                  "latency_ms": {key: 1000 * stats.execute_secs / stats.executed} if stats.executed else {}}
+        elif not self._inputs and len(self._outs) == 1:  # a spout with one stream
+            (key,) = self._outs
+            by = {"executed": {}, "acked": {key: stats.acked}, "failed": {key: stats.failed},
+                  "latency_ms": {key: 1000 * stats.latency_by[key] / stats.timed_by[key]} if stats.timed_by[key] else {}}
+        else:
+            by = {"executed": dict(stats.executed_by), "acked": dict(stats.acked_by),
+                  "failed": dict(stats.failed_by),
+                  "latency_ms": {k: 1000 * t / stats.timed_by[k] for k, t in stats.latency_by.items() if stats.timed_by[k]}}
+        return TaskStats(emitted=emitted, transferred=transferred,
+                         **{name: {k: v for k, v in counts.items() if v} for name, counts in by.items()})
 
     def report_error(self, error: BaseException | str) -> None:
         """A component's ``report_error`` and uncaught exceptions: logged and sent to ``/taskerrors``, throttled."""
@@ -377,6 +448,7 @@ class SpoutExecutor(Executor):
              msg_id: Any) -> Sequence[int]:
         out, targets = self._targets(values, stream, direct_task)
         self.stats.emitted += 1
+        out.emitted += 1
         box = self._box
         if msg_id is None or not self._n_ackers:
             tup = Tuple(values, out.fields, self.component, stream, self.task)
@@ -384,6 +456,8 @@ class SpoutExecutor(Executor):
                 box[target].append(tup)
             if msg_id is not None:
                 self._acked_at_emit.append(msg_id)  # no ackers: acked as soon as it is emitted (Storm)
+                if self._keyed_outputs:
+                    self.stats.acked_by[stream] += 1
             return targets
         root = self._new_root()
         xor = 0
@@ -392,7 +466,7 @@ class SpoutExecutor(Executor):
             xor ^= edge
             box[target].append(Tuple(values, out.fields, self.component, stream, self.task, edge, {root: edge}))
         self._to_acker(ACK_INIT_STREAM, (root, xor, self.task), ACK_INIT_FIELDS)
-        self.pending.sent(root, msg_id, self._now)
+        self.pending.sent(root, msg_id, self._now, stream)
         return targets
 
     def _new_root(self) -> int:
@@ -420,8 +494,10 @@ class SpoutExecutor(Executor):
         self._drain(now)
         if now >= self._next_expiry:
             self._next_expiry = now + 1.0
-            for msg_id in self.pending.expire(now):
+            for msg_id, stream in self.pending.expire(now):
                 self.stats.failed += 1
+                if self._keyed_outputs:
+                    self.stats.failed_by[stream] += 1
                 self._call(self.spout.fail, msg_id)
         if not self._active:
             return self._wait(now)
@@ -458,14 +534,20 @@ class SpoutExecutor(Executor):
                 message = pending.complete(tup._values[0])
                 if message is None:
                     continue  # timed out already (and failed): Storm ignores the late result
-                msg_id, started = message
+                msg_id, started, stream = message
                 if tup._stream == ACK_ACK_STREAM:
                     stats.acked += 1
+                    if self._keyed_outputs:
+                        stats.acked_by[stream] += 1
                     if stats.acked % self._sample_every == 0:
                         stats.latencies.append(now - started)
+                        stats.latency_by[stream] += now - started
+                        stats.timed_by[stream] += 1
                     self._call(self.spout.ack, msg_id)
                 else:
                     stats.failed += 1
+                    if self._keyed_outputs:
+                        stats.failed_by[stream] += 1
                     self._call(self.spout.fail, msg_id)
 
     def _call(self, method: Callable[[Any], None], msg_id: Any) -> None:
@@ -508,6 +590,7 @@ class BoltExecutor(Executor):
     def emit(self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None,
              msg_id: Any) -> Sequence[int]:
         out, targets = self._targets(values, stream, direct_task)
+        out.emitted += 1
         box = self._box
         if not anchors or not self._n_ackers:
             tup = Tuple(values, out.fields, self.component, stream, self.task)
@@ -530,6 +613,9 @@ class BoltExecutor(Executor):
         return targets
 
     def ack(self, tup: Tuple) -> None:
+        self.stats.acked += 1
+        if self._keyed_inputs:
+            self.stats.acked_by[f"{tup._component}:{tup._stream}"] += 1
         roots = tup._anchors
         if roots and self._n_ackers:
             ack_val = tup._ack_val
@@ -537,6 +623,9 @@ class BoltExecutor(Executor):
                 self._to_acker(ACK_ACK_STREAM, (root, edge ^ ack_val), ACK_ACK_FIELDS)
 
     def fail(self, tup: Tuple) -> None:
+        self.stats.failed += 1
+        if self._keyed_inputs:
+            self.stats.failed_by[f"{tup._component}:{tup._stream}"] += 1
         if tup._anchors and self._n_ackers:
             for root in tup._anchors:
                 self._to_acker(ACK_FAIL_STREAM, (root,), ACK_FAIL_FIELDS)
@@ -550,18 +639,32 @@ class BoltExecutor(Executor):
         if now >= self._next_tick:
             self._next_tick = now + self._tick_every  # type: ignore[operator]
             self._execute(bolt, tick_tuple(self._tick_every))  # type: ignore[arg-type]
-        take = self.inbox.take
+        take, stats, clock = self.inbox.take, self.stats, time.perf_counter
         for _ in range(self.BATCHES_PER_ROUND):
             batch = take()
             if batch is None:
                 return max(0.0, min(self._next_beat, self._next_tick) - now)
-            self.stats.executed += len(batch)
+            started = clock()
             for tup in batch:
                 try:
                     deliver(bolt, tup)
                 except Exception as exc:
                     self._user_code_failed(exc, already_reported=True)
+            elapsed = clock() - started
+            stats.executed += len(batch)
+            stats.execute_secs += elapsed
+            if self._keyed_inputs:
+                self._count_inputs(batch, elapsed)
         return 0.0
+
+    def _count_inputs(self, batch: list[Tuple], elapsed: float) -> None:
+        """Input stats by stream for a bolt with several inputs: each tuple takes the batch's mean time."""
+        stats, share = self.stats, elapsed / len(batch)
+        for tup in batch:
+            key = f"{tup._component}:{tup._stream}"
+            stats.executed_by[key] += 1
+            stats.latency_by[key] += share
+            stats.timed_by[key] += 1
 
     def _execute(self, bolt: Bolt, tup: Tuple) -> None:
         try:
@@ -579,3 +682,8 @@ class BoltExecutor(Executor):
 def _sample_period(rate: float) -> int:
     """Every how many acks one latency is kept, for ``topology.stats.sample.rate``."""
     return max(1, round(1 / rate)) if rate > 0 else 1 << 62
+
+
+def _to_wire(stats: TaskStats) -> dict[str, Any]:
+    """Stats as a plain dict for the heartbeat tuple (msgpack between workers)."""
+    return {f.name: getattr(stats, f.name) for f in fields(stats)}

@@ -28,12 +28,15 @@ from squall.clock import RealClock
 from squall.local_state import CODE_FILES, code_dir, heartbeat_file, write_heartbeat
 from squall.logs import configure_logging
 from squall.nimbus_client import leader_address
+from squall.stats import to_executor_stats
 from squall.thrift import from_bytes, open_client, storm
 from squall.topology import TOPOLOGY_MASTER, system_topology
 from squall.zk import paths
 from squall.zk.client import ZkClient
 from squall.zk.errors import record_task_error
-from squall.zk.records import Assignment, StormBase, TaskBeat, TaskError, TopologyStatus, TopologyTasks
+from squall.zk.records import (
+    Assignment, ComponentType, StormBase, TaskBeat, TaskError, TopologyStatus, TopologyTasks,
+)
 from worker.layout import Placement, TopologyLayout, build_layout, place
 from worker.runtime import WorkerRuntime
 
@@ -199,10 +202,10 @@ class Worker:
         client = None
         while True:
             beats = self._beats.take()
-            master = self.runtime.layout.component_tasks.get(TOPOLOGY_MASTER, (0,)) if self.runtime else (0,)
-            info = storm.TopologyTaskHbInfo(
-                topologyId=self.topology_id, topologyMasterId=master[0],
-                taskHbs={task: storm.TaskHeartbeat(b.time_secs, b.uptime_secs) for task, b in beats.items()})
+            layout = self.runtime.layout if self.runtime else None
+            master = layout.component_tasks.get(TOPOLOGY_MASTER, (0,)) if layout else (0,)
+            info = storm.TopologyTaskHbInfo(topologyId=self.topology_id, topologyMasterId=master[0],
+                                            taskHbs={task: _thrift_beat(b, layout, task) for task, b in beats.items()})
             try:
                 if client is None:
                     host, port = leader_address(conf, self.zk)
@@ -241,6 +244,14 @@ class _LatestOnly:
                 self._cond.wait()
             value, self._value = self._value, None
             return value
+
+
+def _thrift_beat(beat: TaskBeat, layout: TopologyLayout | None, task: int) -> Any:
+    stats = None
+    if beat.stats is not None and layout is not None and task in layout.task_component:
+        kind = layout.components[layout.task_component[task]].kind
+        stats = to_executor_stats(beat.stats, spout=kind is ComponentType.SPOUT)
+    return storm.TaskHeartbeat(time_secs=beat.time_secs, uptime_secs=beat.uptime_secs, stats=stats)
 
 
 def main(argv: list[str] | None = None) -> int:

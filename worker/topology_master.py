@@ -1,5 +1,5 @@
-"""The ``__topology_master`` task: every task's heartbeat comes here, and one report per period goes to
-nimbus (``updateTaskHeartbeat``), so nimbus's load grows with topologies, not with tasks (JStorm)."""
+"""The ``__topology_master`` task: every task's heartbeat (with its stats) comes here, and one report per
+period goes to nimbus (``updateTaskHeartbeat``), so nimbus's load grows with topologies, not with tasks (JStorm)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from squall.topology import HEARTBEAT_STREAM
-from squall.zk.records import TaskBeat
+from squall.zk.records import TaskBeat, TaskStats
 from worker.executor import Executor
 
 
@@ -27,8 +27,8 @@ class TopologyMaster(Executor):
             wall = int(time.time())
             for tup in batch:
                 if tup._stream == HEARTBEAT_STREAM:
-                    task, uptime = tup._values
-                    beats[task] = TaskBeat(wall, uptime)
+                    task, uptime, *stats = tup._values  # a worker of an older Squall sends no stats
+                    beats[task] = TaskBeat(wall, uptime, TaskStats(**stats[0]) if stats else None)
         if now >= self._next_report and (received or beats):
             self._next_report = now + self._beat_every
             self.env.report_beats(dict(beats))

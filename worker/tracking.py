@@ -98,7 +98,7 @@ class SpoutPending:
     def __init__(self, max_pending: int | None, timeout_secs: float) -> None:
         self.max_pending = max_pending
         self.timeout_secs = timeout_secs
-        self._pending: OrderedDict[int, tuple[Any, float]] = OrderedDict()  # root → (msg id, emit time)
+        self._pending: OrderedDict[int, tuple[Any, float, str]] = OrderedDict()  # root → (msg id, emit time, stream)
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -107,16 +107,17 @@ class SpoutPending:
         """Whether ``next_tuple`` may be called: below the cap (None: no cap)."""
         return self.max_pending is None or len(self._pending) < self.max_pending
 
-    def sent(self, root: int, msg_id: Any, now: float) -> None:
-        self._pending[root] = (msg_id, now)
+    def sent(self, root: int, msg_id: Any, now: float, stream: str = "default") -> None:
+        self._pending[root] = (msg_id, now, stream)
 
-    def complete(self, root: int) -> tuple[Any, float] | None:
-        """(msg id, emit time) of a finished tree, or None if unknown (already timed out: Storm ignores it)."""
+    def complete(self, root: int) -> tuple[Any, float, str] | None:
+        """(msg id, emit time, stream) of a finished tree, or None if unknown (already timed out: Storm ignores it)."""
         return self._pending.pop(root, None)
 
-    def expire(self, now: float) -> list[Any]:
-        """Msg ids whose trees did not finish within the timeout: the spout's ``fail`` gets them."""
-        return [msg_id for _, (msg_id, _) in _pop_older(self._pending, now - self.timeout_secs, itemgetter(1))]
+    def expire(self, now: float) -> list[tuple[Any, str]]:
+        """(msg id, stream) of trees that did not finish within the timeout: the spout's ``fail`` gets them."""
+        return [(msg_id, stream) for _, (msg_id, _, stream)
+                in _pop_older(self._pending, now - self.timeout_secs, itemgetter(1))]
 
 
 def _pop_older(entries: OrderedDict[int, Any], cutoff: float, started: Callable[[Any], float]) -> list[tuple[int, Any]]:

@@ -184,10 +184,29 @@ class AssignmentBak:
 
 
 @dataclass(frozen=True)
+class TaskStats:
+    """A task's counters since it started (Storm's ``:all-time`` window), exact.
+
+    ``emitted``/``transferred`` are keyed by output stream. ``acked``/``failed``/``latency_ms`` are keyed by
+    output stream for spouts (latency: average complete latency) and by input ``component:stream`` for
+    bolts (latency: average execute latency); ``executed`` is a bolt's, by input ``component:stream``.
+    """
+
+    schema: ClassVar[int] = 1
+    emitted: dict[str, int] = field(default_factory=dict)
+    transferred: dict[str, int] = field(default_factory=dict)
+    acked: dict[str, int] = field(default_factory=dict)
+    failed: dict[str, int] = field(default_factory=dict)
+    executed: dict[str, int] = field(default_factory=dict)
+    latency_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class TaskBeat:
     schema: ClassVar[int] = 1
     time_secs: int
     uptime_secs: int
+    stats: TaskStats | None = None
 
 
 @dataclass(frozen=True)

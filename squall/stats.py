@@ -1,0 +1,88 @@
+"""Task stats between Squall's :class:`~squall.zk.records.TaskStats` and Storm's ``ExecutorStats``.
+
+Squall keeps one window, Storm's ``:all-time`` (counts since the task started): the topology master
+sends it to nimbus in each task heartbeat and ``getTopologyInfo`` returns it per executor. Counts are
+exact, so ``rate`` (Storm's sampling rate) is 1.0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from squall.names import id_problem
+from squall.thrift import storm
+from squall.zk.records import TaskStats
+
+ALL_TIME = ":all-time"
+#: Most keys (streams, or inputs) one map of a task's stats may carry; more is refused as bad input.
+MAX_KEYS = 256
+
+
+def to_executor_stats(stats: TaskStats, *, spout: bool) -> Any:
+    """Storm's struct: spouts keyed by output stream, bolt inputs by ``GlobalStreamId``."""
+    def window(counts: Mapping[str, Any], key: Any = str) -> dict[str, dict[Any, Any]]:
+        return {ALL_TIME: {key(k): v for k, v in counts.items()}}
+
+    if spout:
+        specific = storm.ExecutorSpecificStats(spout=storm.SpoutStats(
+            acked=window(stats.acked), failed=window(stats.failed), complete_ms_avg=window(stats.latency_ms)))
+    else:
+        specific = storm.ExecutorSpecificStats(bolt=storm.BoltStats(
+            acked=window(stats.acked, _stream_id), failed=window(stats.failed, _stream_id),
+            process_ms_avg=window({}), executed=window(stats.executed, _stream_id),
+            execute_ms_avg=window(stats.latency_ms, _stream_id)))
+    return storm.ExecutorStats(emitted=window(stats.emitted), transferred=window(stats.transferred),
+                               specific=specific, rate=1.0)
+
+
+def from_executor_stats(value: Any) -> TaskStats:
+    """Validate what a topology master sent; ``ValueError`` says what is wrong."""
+    specific = value.specific
+    if specific is None or (specific.spout is None) == (specific.bolt is None):
+        raise ValueError("stats.specific must hold exactly one of spout or bolt")
+    emitted, transferred = _counts(value.emitted, "emitted"), _counts(value.transferred, "transferred")
+    if specific.spout is not None:
+        s = specific.spout
+        return TaskStats(emitted=emitted, transferred=transferred, acked=_counts(s.acked, "acked"),
+                         failed=_counts(s.failed, "failed"),
+                         latency_ms=_counts(s.complete_ms_avg, "complete_ms_avg", float))
+    b = specific.bolt
+    return TaskStats(emitted=emitted, transferred=transferred, acked=_counts(b.acked, "acked", key=_input_key),
+                     failed=_counts(b.failed, "failed", key=_input_key),
+                     executed=_counts(b.executed, "executed", key=_input_key),
+                     latency_ms=_counts(b.execute_ms_avg, "execute_ms_avg", float, key=_input_key))
+
+
+def _stream_id(key: str) -> Any:
+    component, _, stream = key.partition(":")
+    return storm.GlobalStreamId(componentId=component, streamId=stream)
+
+
+def _input_key(sid: Any) -> str:
+    if not isinstance(sid, storm.GlobalStreamId):
+        raise ValueError(f"expected a GlobalStreamId key, got {type(sid).__name__}")
+    for part in (sid.componentId, sid.streamId):
+        if part is None or (problem := id_problem(part)):
+            raise ValueError(f"bad stream id {part!r}: {problem or 'missing'}")
+    return f"{sid.componentId}:{sid.streamId}"
+
+
+def _stream_key(stream: Any) -> str:
+    if problem := id_problem(stream):
+        raise ValueError(f"bad stream id {stream!r}: {problem}")
+    return stream
+
+
+def _counts(windows: Any, what: str, kind: type = int, key: Any = _stream_key) -> dict[str, Any]:
+    """The ``:all-time`` map of one stat (other windows are ignored), checked and bounded."""
+    counts = (windows or {}).get(ALL_TIME) or {}
+    if len(counts) > MAX_KEYS:
+        raise ValueError(f"stats.{what} has {len(counts)} keys; at most {MAX_KEYS}")
+    result = {}
+    for k, v in counts.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ValueError(f"stats.{what}[{k!r}] must be a non-negative number, got {v!r}")
+        result[key(k)] = kind(v)
+    return result

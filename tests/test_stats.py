@@ -1,0 +1,66 @@
+"""Task stats between the record nimbus stores and Storm's ExecutorStats that clients read."""
+
+from __future__ import annotations
+
+import pytest
+
+from squall.stats import ALL_TIME, MAX_KEYS, from_executor_stats, to_executor_stats
+from squall.thrift import storm
+from squall.tuple import Fields
+from squall.zk.records import TaskStats
+from worker.executor import StreamOut
+
+SPOUT = TaskStats(emitted={"default": 10, "errors": 2}, transferred={"default": 20, "errors": 2},
+                  acked={"default": 9}, failed={"default": 1}, latency_ms={"default": 3.5})
+BOLT = TaskStats(emitted={"default": 4}, transferred={"default": 4}, acked={"split:default": 5, "raw:default": 1},
+                 failed={"raw:default": 2}, executed={"split:default": 5, "raw:default": 3},
+                 latency_ms={"split:default": 0.25})
+
+
+@pytest.mark.parametrize("stats, spout", [(SPOUT, True), (BOLT, False)])
+def test_stats_survive_the_trip_through_storms_struct(stats: TaskStats, spout: bool) -> None:
+    assert from_executor_stats(to_executor_stats(stats, spout=spout)) == stats
+
+
+def test_bolt_inputs_are_keyed_by_global_stream_id_in_the_all_time_window() -> None:
+    thrift = to_executor_stats(BOLT, spout=False)
+    executed = thrift.specific.bolt.executed[ALL_TIME]
+    assert executed[storm.GlobalStreamId(componentId="split", streamId="default")] == 5
+    assert thrift.emitted == {ALL_TIME: {"default": 4}} and thrift.rate == 1.0
+
+
+def _spout_stats(acked: dict) -> storm.ExecutorStats:
+    return storm.ExecutorStats(emitted={}, transferred={}, rate=1.0, specific=storm.ExecutorSpecificStats(
+        spout=storm.SpoutStats(acked={ALL_TIME: acked}, failed={}, complete_ms_avg={})))
+
+
+@pytest.mark.parametrize("acked, problem", [
+    ({"default": -1}, "non-negative"),
+    ({"default": float("nan")}, "non-negative"),
+    ({"a/b": 1}, "bad stream id"),
+    ({f"s{i}": 1 for i in range(MAX_KEYS + 1)}, f"at most {MAX_KEYS}"),
+])
+def test_bad_stats_are_refused_with_the_reason(acked: dict, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        from_executor_stats(_spout_stats(acked))
+
+
+def test_stats_must_be_either_a_spouts_or_a_bolts() -> None:
+    both = storm.ExecutorStats(emitted={}, transferred={}, rate=1.0, specific=storm.ExecutorSpecificStats())
+    with pytest.raises(ValueError, match="exactly one of spout or bolt"):
+        from_executor_stats(both)
+
+
+def test_transferred_counts_copies_across_a_refresh_and_behind_custom_groupings() -> None:
+    fields = Fields(["n"])
+    fixed = StreamOut(fields, False, lambda values: (1, 2, 3), frozenset(), fanout=3)
+    fixed.emitted = 2
+    custom = StreamOut(fields, False, lambda values: (1,) * values[0], frozenset(), fanout=None)
+    for n in (0, 1, 2):
+        custom.route([n])
+    custom.emitted = 3
+    assert (fixed.transferred, custom.transferred) == (6, 3)
+    after = StreamOut(fields, False, lambda values: (1,), frozenset(), fanout=1)  # a rebalance left one target
+    after.carry_counts(fixed)
+    after.emitted += 1
+    assert (after.emitted, after.transferred) == (3, 7)
