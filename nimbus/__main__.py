@@ -10,21 +10,17 @@ from collections.abc import Sequence
 import structlog
 
 from nimbus.daemon import Nimbus
-from squall.cli import common_options, load_or_exit
+from squall.cli import common_options, interrupt, load_or_exit
 from squall.logs import configure_logging
 
 log = structlog.get_logger(__name__)
-
-
-def _interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = common_options("storm nimbus", "Run the nimbus daemon.").parse_args(argv)
     conf = load_or_exit(args)
     configure_logging("nimbus", level=conf["squall.log.level"], fmt=conf["squall.log.format"])
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     daemon = Nimbus(conf).start()
     try:
         threading.Event().wait()

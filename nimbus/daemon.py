@@ -62,7 +62,7 @@ class Nimbus:
         self.server: ThriftServer | None = None
         self.election: LeaderElection | None = None
         self._lock = threading.RLock()  # one topology change at a time
-        self._submitting: set[str] = set()
+        self._submitting: dict[str, str] = {}  # name → id of each submission in flight
         self._counter = itertools.count(1)
         self._leader_timers: list[Timer | Periodic] = []
         self._port = 0
@@ -199,8 +199,8 @@ class Nimbus:
         with self._lock:
             if name in self.alive_names() or name in self._submitting:
                 raise storm.AlreadyAliveException(msg=f"topology {name!r} is already alive")
-            self._submitting.add(name)
-        topology_id = topo.topology_id(name, next(self._counter), self.clock.time())
+            topology_id = topo.topology_id(name, next(self._counter), self.clock.time())
+            self._submitting[name] = topology_id
         package = None
         try:
             package = self.inbox.claim(location) if location else None
@@ -226,7 +226,7 @@ class Nimbus:
             if package is not None:
                 package.unlink(missing_ok=True)  # the code store has its own copy
             with self._lock:
-                self._submitting.discard(name)
+                self._submitting.pop(name, None)
         log.info("topology submitted", topology_id=topology_id, tasks=len(tasks.tasks))
         return topology_id
 
@@ -339,7 +339,7 @@ class Nimbus:
         return dict(stored.beats) if stored else {}
 
     def _ids_submitting(self) -> set[str]:
-        return {t for t in self.zk.children(paths.TASKS) if topo.name_of(t) in self._submitting}
+        return set(self._submitting.copy().values())  # dict.copy is atomic: no lock, so beats never wait on a change
 
     def monitor(self) -> None:
         """One monitor cycle: persist beats, reassign dead workers, clean up orphans. Leader only."""
@@ -352,7 +352,7 @@ class Nimbus:
                 self._check_topology(topology_id, now)
             except Exception:
                 log.exception("monitor failed for topology", topology_id=topology_id)
-        self._cleanup_orphans(alive)
+        self._cleanup_orphans()
 
     def _check_topology(self, topology_id: str, now: int) -> None:
         base = self.zk.read(paths.topology(topology_id), StormBase)
@@ -374,9 +374,15 @@ class Nimbus:
             self.assigner.push(AssignEvent(topology_id, base.name, AssignType.MONITOR, dead_tasks=dead_tasks,
                                            based_on_ms=assignment.timestamp_ms))
 
-    def _cleanup_orphans(self, alive: set[str]) -> None:
-        """State left by a nimbus that died mid-submit or mid-removal: no ``/topology`` node, no submit running."""
+    def _cleanup_orphans(self) -> None:
+        """State left by a nimbus that died mid-submit or mid-removal: no ``/topology`` node, no submit running.
+
+        Read in this order — state, then submissions in flight, then ``/topology`` — so a submission that
+        finishes meanwhile is seen either as in flight or as alive, never as an orphan.
+        """
         leftovers = {t for parent in paths.TOPOLOGY_SUBTREES for t in self.zk.children(parent)} | set(self.code.ids())
-        for topology_id in sorted(leftovers - alive - self._ids_submitting()):
+        submitting = self._ids_submitting()
+        alive = set(self.zk.children(paths.TOPOLOGIES))
+        for topology_id in sorted(leftovers - alive - submitting):
             log.warning("removing orphaned topology state", topology_id=topology_id)
             self._remove_state(topology_id)

@@ -82,6 +82,7 @@ def local(_conf: Mapping[str, Any], args: argparse.Namespace) -> int:
 COMMANDS: dict[str, tuple[Command, str]] = {
     "dev-zookeeper": (dev_zookeeper, "run a standalone ZooKeeper for development (port: storm.zookeeper.port)"),
     "nimbus": (_daemon("nimbus"), "run the nimbus daemon in the foreground"),
+    "supervisor": (_daemon("supervisor"), "run the supervisor daemon in the foreground (its workers outlive it)"),
     "local": (local, "run a topology file in this process for development: storm local FILE [--local-ttl N]"),
 }
 

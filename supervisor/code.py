@@ -20,6 +20,8 @@ from squall.zk.client import ZkClient
 
 #: The code package is optional (a topology may use modules installed on every host).
 OPTIONAL = frozenset({"code"})
+#: Beside the artifacts: the timestamp of the assignment the code was fetched for.
+STAMP_FILE = "assignment_ms"
 
 
 class DownloadFailed(Exception):
@@ -27,8 +29,11 @@ class DownloadFailed(Exception):
 
 
 def download_code(conf: Mapping[str, Any], topology_id: str, zk: ZkClient | None = None, *,
-                  max_bytes: int | None = None) -> Path:
-    """Fetch ``topology_id``'s conf, topology and code package from the leading nimbus; return its directory."""
+                  max_bytes: int | None = None, stamp: int = 0) -> Path:
+    """Fetch ``topology_id``'s conf, topology and code package from the leading nimbus; return its directory.
+
+    ``stamp`` (the assignment's ``timestamp_ms``) is kept with the code, see :func:`code_on_disk`.
+    """
     target = code_dir(conf, topology_id)
     target.parent.mkdir(parents=True, exist_ok=True)
     limit = max_bytes if max_bytes is not None else int(conf["nimbus.max.upload.bytes"])
@@ -43,6 +48,7 @@ def download_code(conf: Mapping[str, Any], topology_id: str, zk: ZkClient | None
                         continue
                     raise DownloadFailed(f"{topology_id}: nimbus has no {artifact} ({exc.msg})") from None
                 _fetch(nimbus, session, staging / name, limit)
+        (staging / STAMP_FILE).write_text(str(stamp))
         if target.exists():
             shutil.rmtree(target)
         staging.rename(target)
@@ -63,3 +69,21 @@ def _fetch(nimbus: Any, session: str, path: Path, limit: int) -> None:
             if size > limit:
                 raise DownloadFailed(f"{path.name} is over {limit} bytes")
             out.write(chunk)
+
+
+def code_on_disk(conf: Mapping[str, Any]) -> dict[str, int]:
+    """Topologies whose code is on this host → the assignment timestamp it was fetched for."""
+    root = code_dir(conf, "-").parent
+    found = {}
+    for directory in root.glob("*") if root.is_dir() else ():
+        if directory.name.startswith(".") or not directory.is_dir():
+            continue  # a download in progress or left by a crash
+        try:
+            found[directory.name] = int((directory / STAMP_FILE).read_text())
+        except (OSError, ValueError):
+            found[directory.name] = 0
+    return found
+
+
+def remove_code(conf: Mapping[str, Any], topology_id: str) -> None:
+    shutil.rmtree(code_dir(conf, topology_id), ignore_errors=True)

@@ -12,9 +12,10 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -53,8 +54,12 @@ class WorkerProcesses:
         self._children: dict[str, subprocess.Popen[bytes]] = {}
 
     def launch(self, worker_id: str, argv: Sequence[str], *, port: int, topology_id: str, tasks: Sequence[int],
-               log_file: Path, env: dict[str, str] | None = None) -> WorkerRecord:
-        """Start ``argv`` (which must contain ``worker_id``) in its own process group; remember it on disk."""
+               log_file: Path, env: dict[str, str] | None = None, cwd: Path | None = None,
+               on_exit: Callable[[], None] | None = None) -> WorkerRecord:
+        """Start ``argv`` (which must contain ``worker_id``) in its own process group; remember it on disk.
+
+        ``on_exit`` runs (on a watcher thread) when the process ends, so a crash is acted on at once.
+        """
         if worker_id not in argv:
             raise ValueError("the worker command line must carry the worker id, so its pid can be verified later")
         directory = self.root / worker_id
@@ -62,8 +67,11 @@ class WorkerProcesses:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(log_file, "ab") as log:
             child = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, env=env)
+                                     start_new_session=True, env=env, cwd=cwd)
         self._children[worker_id] = child
+        if on_exit is not None:
+            threading.Thread(target=lambda: (child.wait(), on_exit()), name=f"watch-{worker_id[:8]}",
+                             daemon=True).start()
         record = WorkerRecord(worker_id, child.pid, port, topology_id, tuple(tasks), time.time())
         tmp = directory / "worker.json.tmp"
         tmp.write_text(json.dumps(asdict(record)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from squall.zk.records import Assignment
+from squall.zk.records import Assignment, AssignmentType
 
 #: Retry delay after the second consecutive death of a port's worker (the first restart is immediate),
 #: doubled per further failure up to the cap.
@@ -96,7 +96,7 @@ def desired_workers(supervisor_id: str, assignments: Mapping[str, Assignment]) -
 
 
 def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Mapping[int, LocalWorker],
-         code: frozenset[str], backoff: Mapping[int, Backoff], now: float, *,
+         code: Mapping[str, int], backoff: Mapping[int, Backoff], now: float, *,
          start_timeout_secs: float, worker_timeout_secs: float) -> Plan:
     """Converge local workers on the assignments.
 
@@ -105,6 +105,9 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
     relaunched at once; a port whose worker keeps dying then waits 1, 2, 4 … 60 s between launches.
     A worker whose tasks changed within the same topology is left running: it refreshes its tasks
     itself from the assignment (JStorm's RefreshConnections).
+
+    ``code`` maps the topologies whose code is on disk to the assignment timestamp it was fetched
+    for; an ``update`` assignment newer than that (new code or conf from nimbus) fetches it again.
     """
     wanted = desired_workers(supervisor_id, assignments)
     actions: list[Action] = []
@@ -130,12 +133,14 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
         next_backoff[port] = Backoff(failures, now + delay)
 
     needed = {spec.topology_id for port, spec in wanted.items() if port not in running}
-    actions += [Download(t) for t in sorted(needed - code)]
+    stale = {t for t in {spec.topology_id for spec in wanted.values()} & set(code)
+             if assignments[t].type is AssignmentType.UPDATE and assignments[t].timestamp_ms > code[t]}
+    actions += [Download(t) for t in sorted((needed - set(code)) | stale)]
     for port, spec in sorted(wanted.items()):
         if port not in running and now >= next_backoff.get(port, Backoff()).not_before_secs:
             actions.append(Launch(port, spec))
     in_use = {spec.topology_id for spec in wanted.values()} | {w.spec.topology_id for w in workers.values()}
-    actions += [RemoveCode(t) for t in sorted(code - in_use)]
+    actions += [RemoveCode(t) for t in sorted(set(code) - in_use)]
     return Plan(tuple(actions), next_backoff)
 
 

@@ -44,7 +44,8 @@ def test_a_restarted_supervisor_finds_and_stops_its_old_workers(processes: Worke
     record = start(processes, tmp_path)
     after_restart = WorkerProcesses(tmp_path / "workers")  # no memory but the files
     (found,) = after_restart.records()
-    assert found == record and after_restart.alive(found)
+    assert found == record
+    wait_until(lambda: after_restart.alive(found), what="the worker recognised by pid and command line")
     after_restart.kill(found, grace_secs=5)
     wait_until(lambda: not processes.alive(record), what="the old worker to be gone")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from squall.zk.records import Assignment, WorkerAssignment
+from squall.zk.records import Assignment, AssignmentType, WorkerAssignment
 from supervisor.sync import (
     Backoff, Download, Kill, Launch, LocalWorker, Plan, RemoveCode, ReportError, WorkerSpec, plan,
 )
@@ -20,7 +20,7 @@ def assignments(*workers: tuple[str, int, list[int]], topology_id: str = WC) -> 
 
 def run(assigned: dict[str, Assignment], workers: dict[int, LocalWorker] | None = None,
         code: set[str] | None = None, backoff: dict[int, Backoff] | None = None, now: float = 100) -> Plan:
-    return plan(ME, assigned, workers or {}, frozenset(code or ()), backoff or {}, now,
+    return plan(ME, assigned, workers or {}, dict.fromkeys(code or (), 0), backoff or {}, now,
                 start_timeout_secs=20, worker_timeout_secs=10)
 
 
@@ -40,6 +40,17 @@ def test_healthy_worker_is_left_alone_even_when_its_tasks_change() -> None:
     assert run(assignments((ME, 6700, [1, 2])), {6700: worker()}, {WC}).actions == ()
     moved_tasks = run(assignments((ME, 6700, [1, 2, 5])), {6700: worker()}, {WC})
     assert moved_tasks.actions == (), "the worker refreshes its own tasks"
+
+
+def test_a_newer_update_assignment_fetches_the_code_again_without_touching_the_worker() -> None:
+    update = Assignment("/code", [WorkerAssignment(ME, "h", 6700, [1, 2])], timestamp_ms=5000,
+                        type=AssignmentType.UPDATE)
+    fetched_before = plan(ME, {WC: update}, {6700: worker()}, {WC: 4000}, {}, 100,
+                          start_timeout_secs=20, worker_timeout_secs=10)
+    assert fetched_before.actions == (Download(WC),)
+    fetched_for_it = plan(ME, {WC: update}, {6700: worker()}, {WC: 5000}, {}, 100,
+                          start_timeout_secs=20, worker_timeout_secs=10)
+    assert fetched_for_it.actions == ()
 
 
 def test_unassigned_worker_is_killed_and_its_code_removed() -> None:

@@ -1,0 +1,237 @@
+"""The supervisor daemon: registers this host's slots and converges its worker processes on nimbus's
+assignments, on every assignment change and every ``supervisor.monitor.frequency.secs``.
+
+The decisions are :func:`supervisor.sync.plan`'s; this module gathers its inputs (``/assignments``,
+the worker records and local heartbeats, the code on disk) and carries out the actions it returns,
+one sync at a time on one thread. Workers outlive the supervisor: a restarted supervisor (same id,
+kept in its local dir) adopts the workers it finds from its previous life, or kills them if they are
+no longer assigned, so nothing is orphaned and a supervisor restart costs no processing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from squall import __version__
+from squall.local_state import code_dir, workers_dir, write_atomically
+from squall.zk import paths
+from squall.zk.client import Watch, ZkClient
+from squall.zk.errors import record_task_error
+from squall.zk.records import Assignment, SupervisorInfo, TaskError
+from supervisor.code import DownloadFailed, code_on_disk, download_code, remove_code
+from supervisor.processes import WorkerProcesses, WorkerRecord, new_worker_id
+from supervisor.sync import Action, Backoff, Download, Kill, Launch, LocalWorker, RemoveCode, ReportError, WorkerSpec, plan
+
+log = structlog.get_logger(__name__)
+
+
+def supervisor_id(local: Path) -> str:
+    """This host's supervisor id: made once, kept in ``<local>/supervisor/supervisor_id``."""
+    path = local / "supervisor_id"
+    try:
+        text = path.read_text().strip()
+        if text:
+            return text
+    except FileNotFoundError:
+        pass
+    new = str(uuid.uuid4())
+    write_atomically(path, new.encode())
+    return new
+
+
+class Supervisor:
+    def __init__(self, conf: Mapping[str, Any], *, host: str | None = None) -> None:
+        self.conf = dict(conf)
+        self.host = host or conf.get("storm.local.hostname") or socket.getfqdn()
+        self.local = Path(conf["storm.local.dir"]) / "supervisor"
+        self.local.mkdir(parents=True, exist_ok=True)
+        self.supervisor_id = supervisor_id(self.local)
+        self.ports = [int(p) for p in conf["supervisor.slots.ports"]]
+        self.log_dir = Path(conf.get("storm.log.dir") or Path(conf["storm.local.dir"]) / "logs")
+        self.zk = ZkClient(conf)
+        self.processes = WorkerProcesses(workers_dir(conf))
+        self._backoff: dict[int, Backoff] = {}
+        self._used_ports: list[int] = []
+        self._started = time.time()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._topology_watches: dict[str, Watch] = {}
+        self._watch: Watch | None = None
+        self._worker_conf = self.local / "worker-conf.json"
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> Supervisor:
+        self.zk.start()
+        self._write_worker_conf()
+        for stale in code_dir(self.conf, "-").parent.glob(".*"):  # downloads cut short by a crash
+            shutil.rmtree(stale, ignore_errors=True)
+        self._register()
+        self._watch = self.zk.watch_children(paths.ASSIGNMENTS, self._on_topologies)
+        self._thread = threading.Thread(target=self._loop, name="supervisor-sync", daemon=True)
+        self._thread.start()
+        log.info("supervisor started", supervisor_id=self.supervisor_id, host=self.host, ports=self.ports)
+        return self
+
+    def stop(self, *, kill_workers: bool = False) -> None:
+        """Stop syncing and leave ZooKeeper; workers keep running for the next life unless ``kill_workers``."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        for watch in [self._watch, *self._topology_watches.values()]:
+            if watch is not None:
+                watch.cancel()
+        if kill_workers:
+            grace = float(self.conf["supervisor.worker.shutdown.sleep.secs"])
+            for record in self.processes.records():
+                self.processes.kill(record, grace)
+        self.zk.stop()
+
+    def request_sync(self) -> None:
+        self._wake.set()
+
+    # -- ZooKeeper side ---------------------------------------------------------------------------
+
+    def _on_topologies(self, topology_ids: list[str]) -> None:
+        """A data watch per assignment, so moves within a running topology wake the sync too."""
+        for gone in set(self._topology_watches) - set(topology_ids):
+            self._topology_watches.pop(gone).cancel()
+        for new in set(topology_ids) - set(self._topology_watches):
+            self._topology_watches[new] = self.zk.watch_data(paths.assignment(new), Assignment,
+                                                             lambda _a: self.request_sync())
+        self.request_sync()
+
+    def _register(self) -> None:
+        now = time.time()
+        self.zk.register_ephemeral(paths.supervisor(self.supervisor_id), SupervisorInfo(
+            supervisor_id=self.supervisor_id, host=self.host, ports=self.ports, used_ports=self._used_ports,
+            time_secs=int(now), uptime_secs=int(now - self._started), version=__version__))
+
+    def _assignments(self) -> dict[str, Assignment]:
+        found = {}
+        for topology_id in self.zk.children(paths.ASSIGNMENTS):
+            assignment = self.zk.read(paths.assignment(topology_id), Assignment)
+            if assignment is not None:
+                found[topology_id] = assignment
+        return found
+
+    # -- the sync loop ----------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        monitor = float(self.conf["supervisor.monitor.frequency.secs"])
+        beat_every = float(self.conf["supervisor.heartbeat.frequency.secs"])
+        next_beat = time.monotonic() + beat_every
+        while not self._stopping.is_set():
+            try:
+                self.sync()
+            except Exception:
+                log.exception("supervisor sync failed; retrying on the next change or tick")
+            now = time.monotonic()
+            if now >= next_beat:
+                next_beat = now + beat_every
+                try:
+                    self._register()
+                except Exception:
+                    log.exception("could not refresh the supervisor registration")
+            self._wake.wait(max(0.0, min(monitor, next_beat - time.monotonic())))
+            self._wake.clear()
+
+    def sync(self) -> None:
+        """One convergence round: gather, plan, act."""
+        assignments = self._assignments()
+        records = self._records_by_port()
+        now = time.time()
+        workers = {port: LocalWorker(WorkerSpec(r.topology_id, r.tasks), r.worker_id, self.processes.alive(r),
+                                     r.started_secs, self.processes.last_beat(r.worker_id))
+                   for port, r in records.items()}
+        result = plan(self.supervisor_id, assignments, workers, code_on_disk(self.conf), self._backoff, now,
+                      start_timeout_secs=float(self.conf["supervisor.worker.start.timeout.secs"]),
+                      worker_timeout_secs=float(self.conf["supervisor.worker.timeout.secs"]))
+        self._backoff = dict(result.backoff)
+        failed: set[str] = set()
+        for action in result.actions:
+            if self._stopping.is_set():
+                return
+            self._act(action, assignments, records, failed)
+        used = sorted(r.port for r in self.processes.records())
+        if used != self._used_ports:
+            self._used_ports = used
+            self._register()
+
+    def _act(self, action: Action, assignments: Mapping[str, Assignment], records: Mapping[int, WorkerRecord],
+             failed: set[str]) -> None:
+        if isinstance(action, Download):
+            try:
+                download_code(self.conf, action.topology_id, self.zk,
+                              stamp=assignments[action.topology_id].timestamp_ms)
+                log.info("code downloaded", topology_id=action.topology_id)
+            except DownloadFailed as exc:
+                failed.add(action.topology_id)
+                log.warning("code download failed; retrying on the next sync", error=str(exc))
+        elif isinstance(action, Launch):
+            if action.spec.topology_id not in failed:
+                self._launch(action.port, action.spec)
+        elif isinstance(action, Kill):
+            log.info("killing worker", port=action.port, worker_id=action.worker_id, reason=action.reason)
+            self.processes.kill(records[action.port], float(self.conf["supervisor.worker.shutdown.sleep.secs"]))
+        elif isinstance(action, ReportError):
+            self._report(action)
+        elif isinstance(action, RemoveCode):
+            log.info("removing code of a topology no longer assigned here", topology_id=action.topology_id)
+            remove_code(self.conf, action.topology_id)
+
+    def _records_by_port(self) -> dict[int, WorkerRecord]:
+        """One record per port; an extra one (a crash between launch and kill) is killed at once."""
+        by_port: dict[int, WorkerRecord] = {}
+        grace = float(self.conf["supervisor.worker.shutdown.sleep.secs"])
+        for record in sorted(self.processes.records(), key=lambda r: r.started_secs):
+            older = by_port.get(record.port)
+            if older is not None:
+                log.warning("two workers on one port; killing the older", port=record.port, worker_id=older.worker_id)
+                self.processes.kill(older, grace)
+            by_port[record.port] = record
+        return by_port
+
+    def _launch(self, port: int, spec: WorkerSpec) -> None:
+        worker_id = new_worker_id()
+        argv = [sys.executable, "-m", "worker", "--config", str(self._worker_conf),
+                spec.topology_id, self.supervisor_id, str(port), worker_id]
+        record = self.processes.launch(
+            worker_id, argv, port=port, topology_id=spec.topology_id, tasks=spec.tasks,
+            log_file=self.log_dir / f"{spec.topology_id}-worker-{port}.log",
+            cwd=code_dir(self.conf, spec.topology_id), on_exit=self.request_sync)
+        log.info("worker launched", topology_id=spec.topology_id, port=port, worker_id=worker_id, pid=record.pid)
+
+    def _report(self, action: ReportError) -> None:
+        log.warning("worker problem", topology_id=action.topology_id, message=action.message)
+        error = TaskError(action.message, int(time.time()), host=self.host)
+        for task in action.tasks:
+            try:
+                record_task_error(self.zk, action.topology_id, task, error)
+            except Exception:
+                log.exception("could not store a worker problem in ZooKeeper", task=task)
+
+    def _write_worker_conf(self) -> None:
+        """The workers' config: this daemon's, as JSON (YAML reads it), readable by this user only."""
+        data = json.dumps(self.conf, sort_keys=True, default=str).encode()
+        self._worker_conf.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self._worker_conf.with_name(f".{self._worker_conf.name}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        tmp.replace(self._worker_conf)

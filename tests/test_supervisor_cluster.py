@@ -1,0 +1,206 @@
+"""The running cluster end to end: ``storm nimbus`` and ``storm supervisor`` processes on a real
+ZooKeeper, workers started by the supervisors from code downloaded from nimbus."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from examples import wordcount
+from processcluster import ProcessCluster
+from squall.dsl import BoltRef, Topology
+from squall.local_state import code_dir
+from squall.thrift import storm
+from squall.zk import paths
+from squall.zk.records import SupervisorInfo, TaskError, TopologyTasks
+from support import wait_until
+from topologies import Forward, Numbers, Recorder, read_records
+
+
+@pytest.fixture
+def cluster(zk_conf: dict[str, Any], tmp_path: Path) -> Iterator[ProcessCluster]:
+    with ExitStack() as stack:
+        cluster = ProcessCluster(zk_conf, tmp_path, stack)
+        cluster.start_nimbus()
+        for name in ("sup-a", "sup-b"):
+            cluster.start_supervisor(name)
+        wait_until(lambda: len(cluster.zk.children(paths.SUPERVISORS)) == 2, 30, "both supervisors registered")
+        yield cluster
+
+
+def all_beating(cluster: ProcessCluster, topology_id: str) -> bool:
+    """Every assigned task has a beat at nimbus (through the topology master)."""
+    assignment = cluster.assignment(topology_id)
+    if assignment is None:
+        return False
+    with cluster.client() as client:
+        info = client.getTopologyInfo(topology_id)
+    beating = {e.executor_info.task_start for e in info.executors if e.stats is not None}
+    return beating == {t for w in assignment.workers for t in w.tasks}
+
+
+def test_word_count_on_two_supervisors_and_three_workers(cluster: ProcessCluster, tmp_path: Path) -> None:
+    rounds = 30
+    expected = Counter(w for k in range(rounds * len(wordcount.SENTENCES))
+                       for w in wordcount.SENTENCES[k % len(wordcount.SENTENCES)].split())
+    records = tmp_path / "records"
+    records.mkdir()
+    t = wordcount.topology(rounds=rounds, workers=3)
+    t.bolt("sink", Recorder, args=[str(records)], parallelism=2).fields(BoltRef(t, "count"), "word")
+    topology_id = cluster.submit(t)
+
+    def final_counts() -> Counter[str]:
+        latest: Counter[str] = Counter()
+        for word, count in read_records(records, "seen"):
+            latest[word] = max(latest[word], count)
+        return latest
+
+    wait_until(lambda: final_counts() == expected, 90, "exact counts")
+    assignment = cluster.assignment(topology_id)
+    assert assignment is not None and len(assignment.workers) == 3
+    assert len({w.supervisor_id for w in assignment.workers}) == 2, "the workers spread over both supervisors"
+    running = {(r.topology_id, r.port) for name in ("sup-a", "sup-b") for r in cluster.workers(name)}
+    assert running == {(topology_id, w.port) for w in assignment.workers}
+
+    wait_until(lambda: all_beating(cluster, topology_id), 30, "every task beating at nimbus")
+    with cluster.client() as client:
+        summary = client.getClusterInfo()
+        info = client.getTopologyInfo(topology_id)
+    ids = {cluster.supervisor_id("sup-a"), cluster.supervisor_id("sup-b")}
+    assert {s.supervisor_id for s in summary.supervisors} == ids
+    assert sorted(s.num_used_workers for s in summary.supervisors) == [1, 2]
+    assert all(s.host == "127.0.0.1" and s.num_workers == 2 for s in summary.supervisors)
+    located = {e.executor_info.task_start: (e.host, e.port) for e in info.executors}
+    assert located == {t: ("127.0.0.1", w.port) for w in assignment.workers for t in w.tasks}
+
+
+def test_a_killed_worker_is_restarted_within_three_seconds_and_nothing_is_lost(
+        cluster: ProcessCluster, tmp_path: Path) -> None:
+    records = tmp_path / "records"
+    records.mkdir()
+    count = 20_000
+    t = Topology("crash", conf={"topology.workers": 2, "topology.max.spout.pending": 100,
+                                "topology.message.timeout.secs": 3})
+    forward = t.bolt("forward", Forward, parallelism=4).shuffle(
+        t.spout("numbers", Numbers, args=[count], kwargs={"record_dir": str(records)}))
+    t.bolt("sink", Recorder, args=[str(records)], parallelism=2).fields(forward, "key")
+    topology_id = cluster.submit(t)
+    wait_until(lambda: len(read_records(records, "acked")) >= count // 10, 90, "the stream under way")
+
+    tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+    spout_task = next(task for task, info in tasks.tasks.items() if info.component == "numbers")
+    owner, victim = next((name, r) for name in ("sup-a", "sup-b") for r in cluster.workers(name)
+                         if spout_task not in r.tasks)
+    os.killpg(victim.pid, signal.SIGKILL)
+    killed = time.monotonic()
+    restarted = wait_until(lambda: [r for r in cluster.workers(owner) if r.port == victim.port
+                                    and r.worker_id != victim.worker_id], 10, "the supervisor to restart it")
+    assert time.monotonic() - killed < 3, "restarted within 3 s"
+    assert restarted[0].tasks == victim.tasks
+
+    wait_until(lambda: set(read_records(records, "acked")) == set(range(count)), 120,
+               "every message acked at least once")
+    assert {n for _, n in read_records(records, "seen")} == set(range(count)), "the sink saw every message"
+    path = paths.task_errors(topology_id, victim.tasks[0])
+    reported = [cluster.zk.read(f"{path}/{name}", TaskError) for name in cluster.zk.children(path)]
+    assert any("exited" in e.error for e in reported if e is not None), "the crash is in /taskerrors"
+
+
+def test_killing_the_topology_stops_its_workers_and_removes_its_code(cluster: ProcessCluster) -> None:
+    t = Topology("doomed", conf={"topology.workers": 3})
+    t.bolt("forward", Forward, parallelism=2).shuffle(t.spout("numbers", Numbers, args=[10**9], kwargs={"reliable": False}))
+    topology_id = cluster.submit(t)
+    wait_until(lambda: all_beating(cluster, topology_id), 60, "the topology running")
+    names = ("sup-a", "sup-b")
+    pids = [r.pid for name in names for r in cluster.workers(name)]
+    assert len(pids) == 3
+    code = [code_dir(cluster.daemon_conf(name), topology_id) for name in names]
+    assert any(c.exists() for c in code)
+
+    wait_secs = 1
+    with cluster.client() as client:
+        client.killTopologyWithOpts("doomed", storm.KillOptions(wait_secs=wait_secs))
+    killed = time.monotonic()
+    grace = cluster.conf["supervisor.worker.shutdown.sleep.secs"]
+    monitor = cluster.conf["supervisor.monitor.frequency.secs"]
+
+    def gone(pid: int) -> bool:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True
+        return stat == "Z"
+
+    wait_until(lambda: all(gone(p) for p in pids), 30, "every worker process gone")
+    assert time.monotonic() - killed < wait_secs + grace + monitor + 2, "within the kill wait plus the grace"
+    wait_until(lambda: not any(c.exists() for c in code), 10, "the supervisors to delete the code")
+
+    def used_slots() -> list[list[int]]:
+        return [info.used_ports for sid in cluster.zk.children(paths.SUPERVISORS)
+                if (info := cluster.zk.read(paths.supervisor(sid), SupervisorInfo)) is not None]
+
+    wait_until(lambda: used_slots() == [[], []], 10, "both supervisors to report their slots free")
+
+
+def reliable_stream(cluster: ProcessCluster, records: Path, count: int, workers: int = 2) -> str:
+    """Numbers (reliable, replaying) → forward → sink, recording acks and what the sink saw."""
+    records.mkdir()
+    t = Topology("stream", conf={"topology.workers": workers, "topology.max.spout.pending": 100,
+                                 "topology.message.timeout.secs": 3})
+    forward = t.bolt("forward", Forward, parallelism=4).shuffle(
+        t.spout("numbers", Numbers, args=[count], kwargs={"record_dir": str(records)}))
+    t.bolt("sink", Recorder, args=[str(records)], parallelism=2).fields(forward, "key")
+    return cluster.submit(t)
+
+
+def nothing_lost(records: Path, count: int) -> None:
+    wait_until(lambda: set(read_records(records, "acked")) == set(range(count)), 120,
+               "every message acked at least once")
+    assert {n for _, n in read_records(records, "seen")} == set(range(count)), "the sink saw every message"
+
+
+def test_a_lost_supervisor_s_tasks_move_to_the_other_and_it_rejoins_with_its_id(
+        cluster: ProcessCluster, tmp_path: Path) -> None:
+    records, count = tmp_path / "records", 30_000
+    topology_id = reliable_stream(cluster, records, count)
+    wait_until(lambda: len(read_records(records, "acked")) >= count // 10, 90, "the stream under way")
+    before = cluster.assignment(topology_id)
+    lost = cluster.supervisor_id("sup-b")
+    assert before is not None and lost in {w.supervisor_id for w in before.workers}
+
+    cluster.kill("sup-b")
+    cluster.kill_workers("sup-b")
+    moved = wait_until(lambda: (a := cluster.assignment(topology_id)) is not None
+                       and all(w.supervisor_id != lost for w in a.workers) and a, 60, "the tasks moved")
+    assert sorted(t for w in moved.workers for t in w.tasks) == sorted(t for w in before.workers for t in w.tasks)
+    nothing_lost(records, count)
+
+    cluster.start_supervisor("sup-b")
+    wait_until(lambda: lost in cluster.zk.children(paths.SUPERVISORS), 30, "the supervisor back")
+    assert cluster.supervisor_id("sup-b") == lost
+
+
+def test_workers_go_on_without_nimbus_and_a_restarted_nimbus_keeps_the_assignment(
+        cluster: ProcessCluster, tmp_path: Path) -> None:
+    records, count = tmp_path / "records", 40_000
+    topology_id = reliable_stream(cluster, records, count)
+    wait_until(lambda: all_beating(cluster, topology_id), 60, "the topology running")
+    before = cluster.assignment(topology_id)
+    pids = sorted(r.pid for name in ("sup-a", "sup-b") for r in cluster.workers(name))
+
+    cluster.kill("nimbus")
+    acked = len(read_records(records, "acked"))
+    wait_until(lambda: len(read_records(records, "acked")) > acked + 1000, 30, "processing without nimbus")
+    cluster.start_nimbus()
+    wait_until(lambda: all_beating(cluster, topology_id), 30, "beats at the new nimbus")
+    nothing_lost(records, count)
+    assert cluster.assignment(topology_id) == before, "no reassignment"
+    assert sorted(r.pid for name in ("sup-a", "sup-b") for r in cluster.workers(name)) == pids, "no restart"
