@@ -10,9 +10,10 @@ import argparse
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -102,6 +103,26 @@ def load_or_exit(args: argparse.Namespace) -> dict[str, Any]:
     except ConfigError as exc:
         print(f"storm: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+class Daemon(Protocol):
+    def stop(self) -> None: ...
+
+
+def run_daemon(name: str, start: Callable[[dict[str, Any]], Daemon], argv: Sequence[str] | None = None) -> int:
+    """A daemon's ``main``: config, logging, ``start(conf)``, then serve until Ctrl-C or SIGTERM, then stop."""
+    args = common_options(f"storm {name}", f"Run the {name} daemon.").parse_args(argv)
+    conf = load_or_exit(args)
+    configure_logging(name, level=conf["squall.log.level"], fmt=conf["squall.log.format"])
+    signal.signal(signal.SIGTERM, interrupt)
+    daemon = start(conf)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        log.info(f"{name} stopping")
+    finally:
+        daemon.stop()
+    return 0
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:

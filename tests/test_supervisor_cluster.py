@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -14,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from examples import wordcount
 from processcluster import ProcessCluster
-from squall.dsl import BoltRef, Topology
+from squall.dsl import Topology
 from squall.local_state import code_dir
 from squall.thrift import storm
 from squall.zk import paths
 from squall.zk.records import SupervisorInfo, TaskError, TopologyTasks
 from support import wait_until
-from topologies import Forward, Numbers, Recorder, read_records
+from scenarios import counted_word_count, final_counts, nothing_lost, reliable_stream
+from topologies import Forward, Numbers, read_records
 
 
 @pytest.fixture
@@ -48,22 +47,10 @@ def all_beating(cluster: ProcessCluster, topology_id: str) -> bool:
 
 
 def test_word_count_on_two_supervisors_and_three_workers(cluster: ProcessCluster, tmp_path: Path) -> None:
-    rounds = 30
-    expected = Counter(w for k in range(rounds * len(wordcount.SENTENCES))
-                       for w in wordcount.SENTENCES[k % len(wordcount.SENTENCES)].split())
     records = tmp_path / "records"
-    records.mkdir()
-    t = wordcount.topology(rounds=rounds, workers=3)
-    t.bolt("sink", Recorder, args=[str(records)], parallelism=2).fields(BoltRef(t, "count"), "word")
+    t, expected = counted_word_count(records, rounds=30, workers=3)
     topology_id = cluster.submit(t)
-
-    def final_counts() -> Counter[str]:
-        latest: Counter[str] = Counter()
-        for word, count in read_records(records, "seen"):
-            latest[word] = max(latest[word], count)
-        return latest
-
-    wait_until(lambda: final_counts() == expected, 90, "exact counts")
+    wait_until(lambda: final_counts(records) == expected, 90, "exact counts")
     assignment = cluster.assignment(topology_id)
     assert assignment is not None and len(assignment.workers) == 3
     assert len({w.supervisor_id for w in assignment.workers}) == 2, "the workers spread over both supervisors"
@@ -84,15 +71,8 @@ def test_word_count_on_two_supervisors_and_three_workers(cluster: ProcessCluster
 
 def test_a_killed_worker_is_restarted_within_three_seconds_and_nothing_is_lost(
         cluster: ProcessCluster, tmp_path: Path) -> None:
-    records = tmp_path / "records"
-    records.mkdir()
-    count = 20_000
-    t = Topology("crash", conf={"topology.workers": 2, "topology.max.spout.pending": 100,
-                                "topology.message.timeout.secs": 3})
-    forward = t.bolt("forward", Forward, parallelism=4).shuffle(
-        t.spout("numbers", Numbers, args=[count], kwargs={"record_dir": str(records)}))
-    t.bolt("sink", Recorder, args=[str(records)], parallelism=2).fields(forward, "key")
-    topology_id = cluster.submit(t)
+    records, count = tmp_path / "records", 20_000
+    topology_id = cluster.submit(reliable_stream("crash", records, count))
     wait_until(lambda: len(read_records(records, "acked")) >= count // 10, 90, "the stream under way")
 
     tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
@@ -105,10 +85,7 @@ def test_a_killed_worker_is_restarted_within_three_seconds_and_nothing_is_lost(
                                     and r.worker_id != victim.worker_id], 10, "the supervisor to restart it")
     assert time.monotonic() - killed < 3, "restarted within 3 s"
     assert restarted[0].tasks == victim.tasks
-
-    wait_until(lambda: set(read_records(records, "acked")) == set(range(count)), 120,
-               "every message acked at least once")
-    assert {n for _, n in read_records(records, "seen")} == set(range(count)), "the sink saw every message"
+    nothing_lost(records, count)
     path = paths.task_errors(topology_id, victim.tasks[0])
     reported = [cluster.zk.read(f"{path}/{name}", TaskError) for name in cluster.zk.children(path)]
     assert any("exited" in e.error for e in reported if e is not None), "the crash is in /taskerrors"
@@ -150,27 +127,10 @@ def test_killing_the_topology_stops_its_workers_and_removes_its_code(cluster: Pr
     wait_until(lambda: used_slots() == [[], []], 10, "both supervisors to report their slots free")
 
 
-def reliable_stream(cluster: ProcessCluster, records: Path, count: int, workers: int = 2) -> str:
-    """Numbers (reliable, replaying) → forward → sink, recording acks and what the sink saw."""
-    records.mkdir()
-    t = Topology("stream", conf={"topology.workers": workers, "topology.max.spout.pending": 100,
-                                 "topology.message.timeout.secs": 3})
-    forward = t.bolt("forward", Forward, parallelism=4).shuffle(
-        t.spout("numbers", Numbers, args=[count], kwargs={"record_dir": str(records)}))
-    t.bolt("sink", Recorder, args=[str(records)], parallelism=2).fields(forward, "key")
-    return cluster.submit(t)
-
-
-def nothing_lost(records: Path, count: int) -> None:
-    wait_until(lambda: set(read_records(records, "acked")) == set(range(count)), 120,
-               "every message acked at least once")
-    assert {n for _, n in read_records(records, "seen")} == set(range(count)), "the sink saw every message"
-
-
 def test_a_lost_supervisor_s_tasks_move_to_the_other_and_it_rejoins_with_its_id(
         cluster: ProcessCluster, tmp_path: Path) -> None:
     records, count = tmp_path / "records", 30_000
-    topology_id = reliable_stream(cluster, records, count)
+    topology_id = cluster.submit(reliable_stream("stream", records, count))
     wait_until(lambda: len(read_records(records, "acked")) >= count // 10, 90, "the stream under way")
     before = cluster.assignment(topology_id)
     lost = cluster.supervisor_id("sup-b")
@@ -191,7 +151,7 @@ def test_a_lost_supervisor_s_tasks_move_to_the_other_and_it_rejoins_with_its_id(
 def test_workers_go_on_without_nimbus_and_a_restarted_nimbus_keeps_the_assignment(
         cluster: ProcessCluster, tmp_path: Path) -> None:
     records, count = tmp_path / "records", 40_000
-    topology_id = reliable_stream(cluster, records, count)
+    topology_id = cluster.submit(reliable_stream("stream", records, count))
     wait_until(lambda: all_beating(cluster, topology_id), 60, "the topology running")
     before = cluster.assignment(topology_id)
     pids = sorted(r.pid for name in ("sup-a", "sup-b") for r in cluster.workers(name))

@@ -4,7 +4,6 @@ next issue; :mod:`minicluster` starts and kills workers the way it will.)"""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -14,11 +13,12 @@ import pytest
 
 from examples import wordcount
 from minicluster import MiniCluster
-from squall.dsl import BoltRef, Topology
+from squall.dsl import Topology
 from squall.thrift import connect, storm
 from squall.zk import paths
 from squall.zk.records import TaskError, TopologyTasks, WorkerAssignment
 from support import wait_until
+from scenarios import counted_word_count, final_counts, nothing_lost, reliable_stream
 from topologies import Boom, Forward, Numbers, Recorder, read_records
 
 
@@ -29,24 +29,13 @@ def cluster(zk_conf: dict[str, Any], tmp_path: Path) -> Iterator[MiniCluster]:
 
 
 def test_word_count_across_two_workers_is_exact(cluster: MiniCluster, tmp_path: Path) -> None:
-    rounds = 30
-    expected = Counter(w for k in range(rounds * len(wordcount.SENTENCES))
-                       for w in wordcount.SENTENCES[k % len(wordcount.SENTENCES)].split())
-    records = tmp_path / "records"
-    records.mkdir()
-    t = wordcount.topology(rounds=rounds, workers=2)
-    t.bolt("sink", Recorder, args=[str(records)], parallelism=2).fields(BoltRef(t, "count"), "word")
+    rounds, records = 30, tmp_path / "records"
+    t, expected = counted_word_count(records, rounds, workers=2)
     topology_id = cluster.submit(t)
     workers = cluster.start_workers(topology_id)
     assert len(workers) == 2 and len({w.port for w in workers}) == 2
 
-    def final_counts() -> Counter[str]:
-        latest: Counter[str] = Counter()
-        for word, count in read_records(records, "seen"):
-            latest[word] = max(latest[word], count)
-        return latest
-
-    wait_until(lambda: final_counts() == expected, 60, "exact counts")
+    wait_until(lambda: final_counts(records) == expected, 60, "exact counts")
     assert len(read_records(records, "seen")) == sum(expected.values()), "each word counted once: nothing replayed"
     tasks = {t for w in workers for t in w.tasks}
     wait_until(lambda: tasks <= set(cluster.nimbus.tracker.snapshot(topology_id, 0).beats), 30,
@@ -94,15 +83,8 @@ def test_fields_grouping_is_the_same_in_every_worker(cluster: MiniCluster, tmp_p
 
 
 def test_at_least_once_across_a_killed_worker(cluster: MiniCluster, tmp_path: Path) -> None:
-    records = tmp_path / "records"
-    records.mkdir()
-    count = 20_000
-    t = Topology("crash", conf={"topology.workers": 2, "topology.max.spout.pending": 100,
-                                "topology.message.timeout.secs": 3})
-    forward = t.bolt("forward", Forward, parallelism=4).shuffle(
-        t.spout("numbers", Numbers, args=[count], kwargs={"record_dir": str(records)}))
-    t.bolt("sink", Recorder, args=[str(records)], parallelism=2).fields(forward, "key")
-    topology_id = cluster.submit(t)
+    records, count = tmp_path / "records", 20_000
+    topology_id = cluster.submit(reliable_stream("crash", records, count))
     workers = cluster.start_workers(topology_id)
     layout = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
     spout_task = next(task for task, info in layout.tasks.items() if info.component == "numbers")
@@ -113,10 +95,7 @@ def test_at_least_once_across_a_killed_worker(cluster: MiniCluster, tmp_path: Pa
     cluster.kill_worker(victim)
     assert len(set(read_records(records, "acked"))) < count, "killed mid-stream"
     cluster.start_worker(topology_id, victim)
-
-    wait_until(lambda: set(read_records(records, "acked")) == set(range(count)), 120,
-               "every message acked at least once")
-    assert {n for _, n in read_records(records, "seen")} == set(range(count)), "the sink saw every message"
+    nothing_lost(records, count)
 
 
 def test_errors_go_to_zookeeper_and_the_worker_goes_on(cluster: MiniCluster) -> None:
