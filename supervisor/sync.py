@@ -125,12 +125,13 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
             if worker.last_beat_secs is not None:
                 next_backoff.pop(port, None)  # it came up: forget earlier failures
             continue
-        actions += [Kill(port, worker.worker_id, problem),
-                    ReportError(worker.spec.topology_id, worker.spec.tasks,
-                                f"worker {worker.worker_id} on port {port} {problem}; restarting it")]
         failures = backoff.get(port, Backoff()).failures + 1
         delay = 0.0 if failures == 1 else min(BACKOFF_FIRST_SECS * 2 ** (failures - 2), BACKOFF_MAX_SECS)
         next_backoff[port] = Backoff(failures, now + delay)
+        when = f"in {delay:g}s ({failures} failures in a row)" if delay else "now"
+        actions += [Kill(port, worker.worker_id, problem),
+                    ReportError(worker.spec.topology_id, worker.spec.tasks,
+                                f"worker {worker.worker_id} on port {port} {problem}; restarting it {when}")]
 
     needed = {spec.topology_id for port, spec in wanted.items() if port not in running}
     stale = {t for t in {spec.topology_id for spec in wanted.values()} & set(code)

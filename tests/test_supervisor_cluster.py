@@ -3,9 +3,11 @@ ZooKeeper, workers started by the supervisors from code downloaded from nimbus."
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
+from datetime import datetime
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -18,21 +20,26 @@ from squall.dsl import Topology
 from squall.local_state import code_dir
 from squall.thrift import storm
 from squall.zk import paths
+from squall.zk.errors import MAX_ERRORS_PER_TASK
 from squall.zk.records import SupervisorInfo, TaskError, TopologyTasks
 from support import wait_until
 from scenarios import counted_word_count, final_counts, nothing_lost, reliable_stream
-from topologies import Forward, Numbers, read_records
+from topologies import BrokenPrepare, Forward, Numbers, read_records
+
+
+def two_supervisors(zk_conf: dict[str, Any], tmp_path: Path, stack: ExitStack, **conf: Any) -> ProcessCluster:
+    cluster = ProcessCluster(zk_conf, tmp_path, stack, **conf)
+    cluster.start_nimbus()
+    for name in ("sup-a", "sup-b"):
+        cluster.start_supervisor(name)
+    wait_until(lambda: len(cluster.zk.children(paths.SUPERVISORS)) == 2, 30, "both supervisors registered")
+    return cluster
 
 
 @pytest.fixture
 def cluster(zk_conf: dict[str, Any], tmp_path: Path) -> Iterator[ProcessCluster]:
     with ExitStack() as stack:
-        cluster = ProcessCluster(zk_conf, tmp_path, stack)
-        cluster.start_nimbus()
-        for name in ("sup-a", "sup-b"):
-            cluster.start_supervisor(name)
-        wait_until(lambda: len(cluster.zk.children(paths.SUPERVISORS)) == 2, 30, "both supervisors registered")
-        yield cluster
+        yield two_supervisors(zk_conf, tmp_path, stack)
 
 
 def all_beating(cluster: ProcessCluster, topology_id: str) -> bool:
@@ -44,6 +51,14 @@ def all_beating(cluster: ProcessCluster, topology_id: str) -> bool:
         info = client.getTopologyInfo(topology_id)
     beating = {e.executor_info.task_start for e in info.executors if e.stats is not None}
     return beating == {t for w in assignment.workers for t in w.tasks}
+
+
+def process_gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state == "Z"
 
 
 def test_word_count_on_two_supervisors_and_three_workers(cluster: ProcessCluster, tmp_path: Path) -> None:
@@ -91,6 +106,33 @@ def test_a_killed_worker_is_restarted_within_three_seconds_and_nothing_is_lost(
     assert any("exited" in e.error for e in reported if e is not None), "the crash is in /taskerrors"
 
 
+def test_a_frozen_worker_is_killed_after_the_worker_timeout_and_restarted(
+        zk_conf: dict[str, Any], tmp_path: Path) -> None:
+    with ExitStack() as stack:  # nimbus waits longer than the supervisor, so the tasks stay where they are
+        cluster = two_supervisors(zk_conf, tmp_path, stack, **{"supervisor.worker.timeout.secs": 3,
+                                                               "nimbus.task.timeout.secs": 60})
+        records, count = tmp_path / "records", 20_000
+        topology_id = cluster.submit(reliable_stream("frozen", records, count))
+        wait_until(lambda: len(read_records(records, "acked")) >= count // 10, 90, "the stream under way")
+        tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+        spout_task = next(task for task, info in tasks.tasks.items() if info.component == "numbers")
+        owner, victim = next((name, r) for name in ("sup-a", "sup-b") for r in cluster.workers(name)
+                             if spout_task not in r.tasks)
+        before = cluster.assignment(topology_id)
+
+        os.kill(victim.pid, signal.SIGSTOP)
+        frozen = time.monotonic()
+        wait_until(lambda: [r for r in cluster.workers(owner) if r.port == victim.port
+                            and r.worker_id != victim.worker_id], 30, "a new worker on the frozen one's port")
+        assert time.monotonic() - frozen > 3, "not before the worker timeout"
+        wait_until(lambda: process_gone(victim.pid), 10, "the frozen process killed")
+        nothing_lost(records, count)
+        path = paths.task_errors(topology_id, victim.tasks[0])
+        reported = [cluster.zk.read(f"{path}/{name}", TaskError) for name in cluster.zk.children(path)]
+        assert any("stopped heartbeating for more than 3s" in e.error for e in reported if e is not None)
+        assert cluster.assignment(topology_id) == before, "the supervisor alone recovered it: no reassignment"
+
+
 def test_killing_the_topology_stops_its_workers_and_removes_its_code(cluster: ProcessCluster) -> None:
     t = Topology("doomed", conf={"topology.workers": 3})
     t.bolt("forward", Forward, parallelism=2).shuffle(t.spout("numbers", Numbers, args=[10**9], kwargs={"reliable": False}))
@@ -109,14 +151,7 @@ def test_killing_the_topology_stops_its_workers_and_removes_its_code(cluster: Pr
     grace = cluster.conf["supervisor.worker.shutdown.sleep.secs"]
     monitor = cluster.conf["supervisor.monitor.frequency.secs"]
 
-    def gone(pid: int) -> bool:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return True
-        return stat == "Z"
-
-    wait_until(lambda: all(gone(p) for p in pids), 30, "every worker process gone")
+    wait_until(lambda: all(process_gone(p) for p in pids), 30, "every worker process gone")
     assert time.monotonic() - killed < wait_secs + grace + monitor + 2, "within the kill wait plus the grace"
     wait_until(lambda: not any(c.exists() for c in code), 10, "the supervisors to delete the code")
 
@@ -164,3 +199,36 @@ def test_workers_go_on_without_nimbus_and_a_restarted_nimbus_keeps_the_assignmen
     nothing_lost(records, count)
     assert cluster.assignment(topology_id) == before, "no reassignment"
     assert sorted(r.pid for name in ("sup-a", "sup-b") for r in cluster.workers(name)) == pids, "no restart"
+
+
+def test_a_worker_failing_in_prepare_is_reported_with_its_traceback_and_retried_with_backoff(
+        cluster: ProcessCluster, tmp_path: Path) -> None:
+    t = Topology("broken", conf={"topology.workers": 1})
+    t.bolt("enrich", BrokenPrepare).shuffle(t.spout("numbers", Numbers, args=[10**9], kwargs={"reliable": False}))
+    topology_id = cluster.submit(t)
+    assignment = wait_until(lambda: cluster.assignment(topology_id), 30, "the assignment")
+    (slot,) = assignment.workers
+    owner = next(name for name in ("sup-a", "sup-b") if cluster.supervisor_id(name) == slot.supervisor_id)
+    tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+    enrich = next(task for task, info in tasks.tasks.items() if info.component == "enrich")
+
+    def launches() -> list[float]:
+        lines = (tmp_path / f"{owner}.log").read_text().splitlines()
+        return [datetime.fromisoformat(e["timestamp"]).timestamp() for line in lines if line.startswith("{")
+                and (e := json.loads(line)).get("event") == "worker launched" and e.get("port") == slot.port]
+
+    def errors(task: int) -> list[str]:
+        path = paths.task_errors(topology_id, task)
+        return [e.error for name in cluster.zk.children(path)
+                if (e := cluster.zk.read(f"{path}/{name}", TaskError)) is not None]
+
+    times = wait_until(lambda: len(found := launches()) >= 5 and found, 60, "five launches of the failing worker")
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert gaps[3] > gaps[1] + 2.5 and gaps[2] > gaps[1] + 0.5, f"retries back off (1 s, 2 s, 4 s …): {gaps}"
+    assert any("Traceback" in e and "in prepare" in e and "cannot reach the feature store" in e
+               for e in errors(enrich)), "the traceback is in /taskerrors"
+    assert any("exited; restarting it in" in e for e in errors(enrich)), "the supervisor says when it retries"
+    assert all(len(errors(task)) <= MAX_ERRORS_PER_TASK for task in slot.tasks), "ZooKeeper keeps a bounded few"
+    worker_log = (tmp_path / owner / "logs" / f"{topology_id}-worker-{slot.port}.log").read_text().splitlines()
+    reports = [line for line in worker_log if line.startswith("{") and json.loads(line)["event"] == "task error"]
+    assert len(reports) <= len(launches()), "one traceback in the log per attempt"

@@ -88,9 +88,11 @@ def test_within_the_start_timeout_a_silent_worker_is_given_time() -> None:
 def test_a_crash_loop_backs_off_exponentially_up_to_a_minute() -> None:
     state: dict[int, Backoff] = {}
     now = 100.0
-    delays = []
+    delays, reports = [], []
     for _ in range(9):
-        state = dict(run(assignments((ME, 6700, [1, 2])), {6700: worker(alive=False)}, {WC}, state, now).backoff)
+        p = run(assignments((ME, 6700, [1, 2])), {6700: worker(alive=False)}, {WC}, state, now)
+        state = dict(p.backoff)
+        reports += [a.message for a in p.actions if isinstance(a, ReportError)]
         delays.append(state[6700].not_before_secs - now)
         if delays[-1]:
             early = run(assignments((ME, 6700, [1, 2])), {}, {WC}, state, state[6700].not_before_secs - 0.5)
@@ -98,6 +100,8 @@ def test_a_crash_loop_backs_off_exponentially_up_to_a_minute() -> None:
         now = state[6700].not_before_secs
         assert Launch(6700, SPEC) in run(assignments((ME, 6700, [1, 2])), {}, {WC}, state, now).actions
     assert delays == [0, 1, 2, 4, 8, 16, 32, 60, 60]
+    assert reports[0].endswith("exited; restarting it now")
+    assert reports[-1].endswith("exited; restarting it in 60s (9 failures in a row)"), "the log says why it waits"
 
 
 def test_a_worker_that_comes_up_clears_its_backoff() -> None:

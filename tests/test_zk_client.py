@@ -11,7 +11,8 @@ from kazoo.exceptions import NoAuthError
 
 from squall.zk import paths
 from squall.zk.client import ZkClient, ZkState
-from squall.zk.records import Blacklist, NimbusMaster, SupervisorInfo
+from squall.zk.errors import MAX_ERRORS_PER_TASK, record_task_error
+from squall.zk.records import Blacklist, NimbusMaster, SupervisorInfo, TaskError
 from support import expire_session, wait_until
 
 
@@ -26,6 +27,18 @@ def test_write_read_children_delete(zk: ZkClient) -> None:
     zk.delete(paths.SUPERVISORS)
     assert zk.children(paths.SUPERVISORS) == []
     zk.delete(paths.SUPERVISORS)  # deleting twice is fine
+
+
+def test_task_errors_keep_the_newest_few_and_never_overwrite_one_of_the_same_second(zk: ZkClient) -> None:
+    record_task_error(zk, "t-1", 3, TaskError("Traceback …\nValueError: in prepare", 1_700_000_000))
+    record_task_error(zk, "t-1", 3, TaskError("worker exited", 1_700_000_000))  # same second, other process
+    path = paths.task_errors("t-1", 3)
+    texts = [zk.read(f"{path}/{name}", TaskError).error for name in zk.children(path)]
+    assert texts == ["Traceback …\nValueError: in prepare", "worker exited"]
+    for n in range(5):
+        record_task_error(zk, "t-1", 3, TaskError(f"later {n}", 1_700_000_010 + n))
+    texts = [zk.read(f"{path}/{name}", TaskError).error for name in zk.children(path)]
+    assert texts == [f"later {n}" for n in range(5 - MAX_ERRORS_PER_TASK, 5)]
 
 
 def test_start_creates_root_and_persistent_parents(zk_conf: dict[str, Any], zk_address: str) -> None:

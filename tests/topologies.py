@@ -196,3 +196,13 @@ class Reporter(Bolt):
 
     def execute(self, tup: Tuple) -> None:
         self.report_error(f"bad input {tup['n']}")
+
+
+class BrokenPrepare(Bolt):
+    """Fails in ``prepare``, so no worker holding it can start."""
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        raise ConnectionError("cannot reach the feature store (on purpose)")
+
+    def execute(self, tup: Tuple) -> None:
+        pass

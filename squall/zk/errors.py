@@ -12,6 +12,9 @@ from squall.zk.records import MAX_VALUE_BYTES, TaskError
 
 #: Errors kept per task (JStorm keeps 3).
 MAX_ERRORS_PER_TASK = 3
+#: Errors of one task in one second (say a worker's traceback and its supervisor's "exited") take the
+#: next free second as their node name, up to this many; the record keeps the real time.
+MAX_SAME_SECOND = 5
 #: An error's text is cut to this many characters so a huge traceback cannot exceed the znode limit.
 MAX_ERROR_CHARS = MAX_VALUE_BYTES // 8
 
@@ -20,6 +23,8 @@ def record_task_error(zk: ZkClient, topology_id: str, task: int, error: TaskErro
     """Store ``error`` as the newest of ``task``'s errors and drop all but the last few."""
     if len(error.error) > MAX_ERROR_CHARS:
         error = TaskError(**{**error.__dict__, "error": error.error[:MAX_ERROR_CHARS] + "\n… (cut)"})
-    zk.write(paths.task_error(topology_id, task, error.time_secs), error)
+    for key in range(error.time_secs, error.time_secs + MAX_SAME_SECOND):
+        if zk.create(paths.task_error(topology_id, task, key), error):
+            break
     for old in zk.children(paths.task_errors(topology_id, task))[:-MAX_ERRORS_PER_TASK]:
         zk.delete(paths.task_error(topology_id, task, int(old)))
