@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from processcluster import ProcessCluster
+from squall.devzk import LocalZooKeeper, ZooKeeperUnavailable, free_port
 from squall.dsl import Topology
 from squall.local_state import code_dir
 from squall.thrift import storm
@@ -232,3 +233,37 @@ def test_a_worker_failing_in_prepare_is_reported_with_its_traceback_and_retried_
     worker_log = (tmp_path / owner / "logs" / f"{topology_id}-worker-{slot.port}.log").read_text().splitlines()
     reports = [line for line in worker_log if line.startswith("{") and json.loads(line)["event"] == "task error"]
     assert len(reports) <= len(launches()), "one traceback in the log per attempt"
+
+
+def test_daemons_ride_out_a_zookeeper_restart(zk_conf: dict[str, Any], tmp_path: Path) -> None:
+    server = LocalZooKeeper(tmp_path / "zookeeper", free_port())
+    try:
+        server.start()
+    except ZooKeeperUnavailable as exc:
+        pytest.skip(f"needs a ZooKeeper of its own to restart: {exc}")
+    with ExitStack() as stack:
+        stack.callback(server.stop)
+        own_zk = {**zk_conf, "storm.zookeeper.servers": [server.host], "storm.zookeeper.port": server.port}
+        cluster = two_supervisors(own_zk, tmp_path, stack)
+        records, count = tmp_path / "records", 40_000
+        topology_id = cluster.submit(reliable_stream("stream", records, count))
+        wait_until(lambda: all_beating(cluster, topology_id), 60, "the topology running")
+        before = cluster.assignment(topology_id)
+        pids = sorted(r.pid for name in ("sup-a", "sup-b") for r in cluster.workers(name))
+        ids = sorted(cluster.zk.children(paths.SUPERVISORS))
+
+        server.stop()
+        acked = len(read_records(records, "acked"))
+
+        def noticed(name: str) -> bool:
+            return '"state": "suspended"' in (tmp_path / f"{name}.log").read_text()
+
+        wait_until(lambda: all(noticed(name) for name in ("nimbus", "sup-a", "sup-b")), 30, "the daemons cut off")
+        wait_until(lambda: len(read_records(records, "acked")) > acked + 1000, 30, "processing without ZooKeeper")
+        server.start()
+        wait_until(lambda: sorted(cluster.zk.children(paths.SUPERVISORS)) == ids, 30, "both supervisors re-registered")
+        wait_until(lambda: cluster.leader_port() is not None, 30, "nimbus leading again")
+        wait_until(lambda: all_beating(cluster, topology_id), 30, "beats at nimbus again")
+        nothing_lost(records, count)
+        assert cluster.assignment(topology_id) == before, "no reassignment"
+        assert sorted(r.pid for name in ("sup-a", "sup-b") for r in cluster.workers(name)) == pids, "no restart"
