@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from kazoo.client import KazooClient
 
+from squall.devcluster import wait_for
 from squall.zk.client import ZkClient
 
 T = TypeVar("T")
 
 
 def wait_until(condition: Callable[[], T], timeout: float = 10.0, what: str = "condition") -> T:
-    """Poll ``condition`` until it returns something truthy; fail the test with ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
+    """Poll ``condition`` until it returns something truthy; fail with ``what`` at the deadline."""
+    return wait_for(condition, timeout, what)
 
 
 def expire_session(client: ZkClient, zk_address: str) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from processcluster import ProcessCluster
-from squall.devzk import LocalZooKeeper, ZooKeeperUnavailable, free_port
+from squall.devzk import ZooKeeperUnavailable
 from squall.dsl import Topology
 from squall.local_state import code_dir
 from squall.thrift import storm
@@ -28,8 +28,14 @@ from scenarios import counted_word_count, final_counts, nothing_lost, reliable_s
 from topologies import BrokenPrepare, Forward, Numbers, read_records
 
 
-def two_supervisors(zk_conf: dict[str, Any], tmp_path: Path, stack: ExitStack, **conf: Any) -> ProcessCluster:
+def two_supervisors(zk_conf: dict[str, Any], tmp_path: Path, stack: ExitStack, *, own_zookeeper: bool = False,
+                    **conf: Any) -> ProcessCluster:
     cluster = ProcessCluster(zk_conf, tmp_path, stack, **conf)
+    if own_zookeeper:
+        try:
+            cluster.start_zookeeper()
+        except ZooKeeperUnavailable as exc:
+            pytest.skip(f"needs a ZooKeeper of its own: {exc}")
     cluster.start_nimbus()
     for name in ("sup-a", "sup-b"):
         cluster.start_supervisor(name)
@@ -214,7 +220,7 @@ def test_a_worker_failing_in_prepare_is_reported_with_its_traceback_and_retried_
     enrich = next(task for task, info in tasks.tasks.items() if info.component == "enrich")
 
     def launches() -> list[float]:
-        lines = (tmp_path / f"{owner}.log").read_text().splitlines()
+        lines = cluster.log_file(owner).read_text().splitlines()
         return [datetime.fromisoformat(e["timestamp"]).timestamp() for line in lines if line.startswith("{")
                 and (e := json.loads(line)).get("event") == "worker launched" and e.get("port") == slot.port]
 
@@ -236,15 +242,10 @@ def test_a_worker_failing_in_prepare_is_reported_with_its_traceback_and_retried_
 
 
 def test_daemons_ride_out_a_zookeeper_restart(zk_conf: dict[str, Any], tmp_path: Path) -> None:
-    server = LocalZooKeeper(tmp_path / "zookeeper", free_port())
-    try:
-        server.start()
-    except ZooKeeperUnavailable as exc:
-        pytest.skip(f"needs a ZooKeeper of its own to restart: {exc}")
     with ExitStack() as stack:
-        stack.callback(server.stop)
-        own_zk = {**zk_conf, "storm.zookeeper.servers": [server.host], "storm.zookeeper.port": server.port}
-        cluster = two_supervisors(own_zk, tmp_path, stack)
+        cluster = two_supervisors(zk_conf, tmp_path, stack, own_zookeeper=True, **{"storm.zookeeper.port": 0})
+        server = cluster.zookeeper
+        assert server is not None
         records, count = tmp_path / "records", 40_000
         topology_id = cluster.submit(reliable_stream("stream", records, count))
         wait_until(lambda: all_beating(cluster, topology_id), 60, "the topology running")
@@ -256,7 +257,7 @@ def test_daemons_ride_out_a_zookeeper_restart(zk_conf: dict[str, Any], tmp_path:
         acked = len(read_records(records, "acked"))
 
         def noticed(name: str) -> bool:
-            return '"state": "suspended"' in (tmp_path / f"{name}.log").read_text()
+            return '"state": "suspended"' in cluster.log_file(name).read_text()
 
         wait_until(lambda: all(noticed(name) for name in ("nimbus", "sup-a", "sup-b")), 30, "the daemons cut off")
         wait_until(lambda: len(read_records(records, "acked")) > acked + 1000, 30, "processing without ZooKeeper")
