@@ -78,9 +78,10 @@ class WordCount(Bolt):
         self.emit([word, self.counts[word]])
 
 
-def topology(rounds: int | None = None, workers: int = 2, spouts: int = 2, bolts: int = 4) -> Topology:
+def topology(rounds: int | None = None, workers: int = 2, spouts: int = 2, bolts: int = 4,
+             name: str = "wordcount") -> Topology:
     """The word count topology; ``rounds`` passes over the sentences (None: forever)."""
-    t = Topology("wordcount", conf={"topology.workers": workers})
+    t = Topology(name, conf={"topology.workers": workers})
     sentences = t.spout("sentences", SentenceSpout, args=[rounds], parallelism=spouts)
     split = t.bolt("split", SplitSentence, parallelism=bolts).shuffle(sentences)
     t.bolt("count", WordCount, parallelism=bolts, conf={"topology.tick.tuple.freq.secs": 5}).fields(split, "word")

@@ -1,5 +1,7 @@
 """The ``__topology_master`` task: every task's heartbeat (with its stats) comes here, and one report per
-period goes to nimbus (``updateTaskHeartbeat``), so nimbus's load grows with topologies, not with tasks (JStorm)."""
+period goes to nimbus (``updateTaskHeartbeat``), so nimbus's load grows with topologies, not with tasks (JStorm).
+A task's first beat (new, or restarted: its uptime went down) is reported at once, so nimbus sees a new
+or restarted worker running without waiting a period."""
 
 from __future__ import annotations
 
@@ -21,15 +23,17 @@ class TopologyMaster(Executor):
     def step(self, now: float) -> float:
         self._heartbeat(now)
         take, beats = self.inbox.take, self.beats
-        received = False
+        received = started = False
         while (batch := take()) is not None:
             received = True
             wall = int(time.time())
             for tup in batch:
                 if tup._stream == HEARTBEAT_STREAM:
                     task, uptime, *stats = tup._values  # a worker of an older Squall sends no stats
+                    last = beats.get(task)
+                    started = started or last is None or uptime < last.uptime_secs  # new, or restarted
                     beats[task] = TaskBeat(wall, uptime, TaskStats(**stats[0]) if stats else None)
-        if now >= self._next_report and (received or beats):
+        if started or (now >= self._next_report and (received or beats)):
             self._next_report = now + self._beat_every
             self.env.report_beats(dict(beats))
         return max(0.0, min(self._next_beat, self._next_report) - now)

@@ -1,0 +1,161 @@
+"""How fast the cluster starts a topology and brings back a lost worker, with real daemons.
+
+A :class:`~squall.devcluster.DevCluster` — ZooKeeper (its own, or ``--zookeeper HOST:PORT``), one nimbus
+and ``--supervisors`` supervisors as processes, default timings — runs ``--rounds`` rounds of:
+
+* submit the word count (``--workers`` workers; packaging not counted, upload counted) and time, from
+  the submit call: the assignment in ZooKeeper, every worker process beating locally, and every task's
+  heartbeat at nimbus (``getTopologyInfo`` shows stats for every executor) — "submit to running";
+* SIGKILL one worker (not the spouts') and time until its replacement beats locally and its tasks
+  beat at nimbus again (newer uptime than before the kill);
+* kill the topology (``wait_secs`` 0) and time until every worker process is gone.
+
+    python bench/bench_startup.py [--rounds 5] [--workers 3] [--supervisors 2]
+
+Not a test: numbers depend on the machine. README's Performance section records them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from examples import wordcount  # noqa: E402
+from squall.config import load_config  # noqa: E402
+from squall.devcluster import DevCluster, wait_for  # noqa: E402
+from squall.local_state import workers_dir  # noqa: E402
+from squall.package import build_package  # noqa: E402
+from squall.submitter import submit_topology  # noqa: E402
+from squall.thrift import storm  # noqa: E402
+from squall.zk import paths  # noqa: E402
+from squall.zk.records import Assignment, TopologyTasks  # noqa: E402
+from supervisor.processes import WorkerProcesses  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+COLUMNS = ["assigned", "workers up", "all tasks at nimbus", "worker restart", "restarted at nimbus", "kill → gone"]
+
+
+def uptimes(cluster: DevCluster, topology_id: str) -> dict[int, int]:
+    """Task → uptime of its latest beat at nimbus, for the executors nimbus has beats of."""
+    with cluster.client() as client:
+        info = client.getTopologyInfo(topology_id)
+    return {e.executor_info.task_start: e.uptime_secs for e in info.executors if e.stats is not None}
+
+
+def one_round(cluster: DevCluster, package: Path, workers: int, names: list[str]) -> dict[str, float]:
+    t = wordcount.topology(workers=workers, name=f"startup-{uuid.uuid4().hex[:6]}")
+    times: dict[str, float] = {}
+    start = time.monotonic()
+
+    def mark(column: str) -> None:
+        times[column] = (time.monotonic() - start) * 1000
+
+    topology_id = submit_topology(cluster.conf, t, package=package, zk=cluster.zk)
+    assignment = wait_for(lambda: cluster.zk.read(paths.assignment(topology_id), Assignment), 60, "the assignment")
+    mark("assigned")
+    every_task = {task for w in assignment.workers for task in w.tasks}
+
+    def records() -> list[Any]:
+        return [(name, r) for name in names for r in cluster.workers(name) if r.topology_id == topology_id]
+
+    def beating_locally(name: str, worker_id: str) -> bool:
+        return WorkerProcesses(workers_dir(cluster.daemon_conf(name))).last_beat(worker_id) is not None
+
+    wait_for(lambda: len(found := records()) == workers and all(beating_locally(n, r.worker_id) for n, r in found),
+             60, "every worker beating locally")
+    mark("workers up")
+    wait_for(lambda: set(uptimes(cluster, topology_id)) == every_task, 60, "every task's heartbeat at nimbus")
+    mark("all tasks at nimbus")
+
+    tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+    spouts = {task for task, info in tasks.tasks.items() if info.component == "sentences"}
+    name, victim = next((n, r) for n, r in records() if not spouts & set(r.tasks))
+    before = wait_for(lambda: min((u := uptimes(cluster, topology_id)).values()) >= 2 and u, 60,
+                      "two seconds of uptime, to tell the replacement's beats apart")
+    os.killpg(victim.pid, signal.SIGKILL)
+    start = time.monotonic()
+    wait_for(lambda: any(r.port == victim.port and r.worker_id != victim.worker_id
+                         and beating_locally(n, r.worker_id) for n, r in records()), 60, "a replacement worker")
+    mark("worker restart")
+    wait_for(lambda: all(uptimes(cluster, topology_id).get(task, before[task]) < before[task] for task in victim.tasks),
+             60, "the replacement's tasks beating at nimbus")
+    mark("restarted at nimbus")
+
+    pids = [r.pid for _, r in records()]
+    with cluster.client() as client:
+        client.killTopologyWithOpts(t.name, storm.KillOptions(wait_secs=0))
+    start = time.monotonic()
+    wait_for(lambda: not any(_running(pid) for pid in pids), 60, "every worker gone")
+    mark("kill → gone")
+    wait_for(lambda: not records(), 30, "the supervisors to forget the workers")
+    return times
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--supervisors", type=int, default=2)
+    parser.add_argument("--zookeeper", metavar="HOST:PORT", default=os.environ.get("SQUALL_TEST_ZK"),
+                        help="an existing ZooKeeper (default: start one)")
+    args = parser.parse_args()
+
+    conf = load_config(env={})
+    conf.update({"storm.zookeeper.root": f"/squall-bench/{uuid.uuid4().hex[:8]}", "nimbus.thrift.port": 0,
+                 "storm.local.hostname": "127.0.0.1", "storm.zookeeper.port": 0})
+    if args.zookeeper:
+        host, port = args.zookeeper.rsplit(":", 1)
+        conf.update({"storm.zookeeper.servers": [host], "storm.zookeeper.port": int(port)})
+    with tempfile.TemporaryDirectory(prefix="squall-bench-") as tmp:
+        cluster = DevCluster(Path(tmp), conf)
+        try:
+            if not args.zookeeper:
+                cluster.start_zookeeper()
+            cluster.start_nimbus()
+            names = [f"supervisor-{i}" for i in range(args.supervisors)]
+            for name in names:
+                cluster.start_supervisor(name)
+            cluster.wait_supervisors(args.supervisors)
+            package = build_package([REPO / "examples"], Path(tmp) / "code.zip")
+            rows = []
+            for _ in range(args.rounds):
+                rows.append(one_round(cluster, package, args.workers, names))
+                print(".", end="", file=sys.stderr, flush=True)
+            print(file=sys.stderr)
+        except BaseException:
+            print(cluster.logs(), file=sys.stderr)
+            raise
+        finally:
+            cluster.stop()
+
+    print(f"# {platform.machine()} {platform.system()}, {os.cpu_count()} cores, Python {platform.python_version()};"
+          f" word count on {args.workers} workers, {args.supervisors} supervisors, default timings")
+    print("| round | " + " | ".join(f"{c} ms" for c in COLUMNS) + " |")
+    print("|---:|" + "---:|" * len(COLUMNS))
+    for i, row in enumerate(rows, 1):
+        print(f"| {i} | " + " | ".join(f"{row[c]:,.0f}" for c in COLUMNS) + " |")
+    print("| median | " + " | ".join(f"{statistics.median(r[c] for r in rows):,.0f}" for c in COLUMNS) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
