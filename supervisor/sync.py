@@ -4,6 +4,12 @@ The adapter gathers the inputs (``/assignments`` from ZooKeeper, worker processe
 heartbeats, the code on disk), calls :func:`plan` on every watch event and timer tick, and carries
 out the actions in order. Nothing here touches a process or a file, so every rule — when a worker is
 dead, when it is restarted, how fast a crash loop may retry — is tested on plain values.
+
+Gray upgrade plugs in here: the ports named under ``/gray_upgrade/<id>/upgrading_workers`` become one
+more input, a worker running older code than its port should have is killed and relaunched like a dead
+one (on the new code, kept in a code dir per version), and the port is reported upgraded only once the
+new process has beaten — the same "came up" test that clears the crash backoff — so a crash-looping
+new version never counts as upgraded.
 """
 
 from __future__ import annotations
