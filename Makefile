@@ -6,6 +6,7 @@ STAMP := $(VENV)/.installed
 .PHONY: test demo setup system-deps clean
 
 test: setup
+	@bash deploy/install-system-deps.sh --for-tests
 	$(VENV)/bin/pytest
 
 demo: setup

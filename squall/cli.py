@@ -20,8 +20,9 @@ import structlog
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 
-from squall.commands import add_arguments as operator_commands
+from squall.commands import add_arguments as operator_commands, positive
 from squall.config import ConfigError, load_config
+from squall.devcluster import run_dev_cluster, stop_dev_cluster
 from squall.devzk import LocalZooKeeper, ZooKeeperUnavailable
 from squall.logs import configure_logging
 from squall.thrift import NimbusUnavailable, storm
@@ -58,6 +59,14 @@ def dev_zookeeper(conf: Mapping[str, Any], _args: argparse.Namespace) -> int:
         server.stop()
 
 
+def dev_cluster(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    """``storm dev-cluster [--supervisors N]`` in the foreground, or ``storm dev-cluster stop``."""
+    if args.action == "stop":
+        return stop_dev_cluster(conf)
+    signal.signal(signal.SIGTERM, interrupt)
+    return run_dev_cluster(conf, args.supervisors)
+
+
 def _daemon(module: str) -> Command:
     """Daemons are their own packages (``python -m nimbus``): squall never imports them, it execs them."""
 
@@ -82,6 +91,8 @@ def local(_conf: Mapping[str, Any], args: argparse.Namespace) -> int:
 
 COMMANDS: dict[str, tuple[Command, str]] = {
     "dev-zookeeper": (dev_zookeeper, "run a standalone ZooKeeper for development (port: storm.zookeeper.port)"),
+    "dev-cluster": (dev_cluster, "run ZooKeeper, nimbus and supervisors on this machine until Ctrl-C; "
+                                 "`storm dev-cluster stop` stops it from another shell"),
     "nimbus": (_daemon("nimbus"), "run the nimbus daemon in the foreground"),
     "supervisor": (_daemon("supervisor"), "run the supervisor daemon in the foreground (its workers outlive it)"),
     "local": (local, "run a topology file in this process for development: storm local FILE [--local-ttl N]"),
@@ -133,6 +144,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         if name == "local":
             sub.add_argument("rest", nargs=argparse.REMAINDER, help="FILE [--local-ttl N] [--topology NAME]")
+        elif name == "dev-cluster":
+            sub.add_argument("action", nargs="?", choices=["start", "stop"], default="start")
+            sub.add_argument("--supervisors", type=positive, default=2, metavar="N",
+                             help="supervisors to start, each with len(supervisor.slots.ports) slots (default 2)")
     runs.update(operator_commands(commands))
     return parser, runs
 

@@ -8,11 +8,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from squall import __version__
+from squall.dsl import load_topology
 from squall.nimbus_client import nimbus_client
+from squall.package import build_package
+from squall.submitter import submit_topology, upload_package
 from squall.thrift import storm
 from squall.zk.client import ZkClient
 
@@ -37,6 +45,50 @@ def positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}")
     return int(text)
+
+
+#: Packages at least this big get a progress bar on upload.
+PROGRESS_BYTES = 1 << 20
+
+
+def json_or_text(text: str) -> Any:
+    """Topology function arguments, like ``-c`` values: JSON when they parse, else the string."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _overrides(conf: Mapping[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The ``-c key=value`` settings of this command line (parsed and checked by the conf loader)."""
+    return {key: conf[key] for key in (o.split("=", 1)[0] for o in args.overrides)}
+
+
+def _package(source: str, include: list[str], tmp: str) -> Path:
+    return build_package([source, *include], Path(tmp) / f"{Path(source).resolve().name}.zip")
+
+
+def _progress(sent: int, total: int) -> None:
+    if total >= PROGRESS_BYTES:
+        width = 30
+        done = width * sent // total
+        print(f"\ruploading [{'#' * done}{'.' * (width - done)}] {sent / 2**20:.1f}/{total / 2**20:.1f} MiB",
+              end="\n" if sent == total else "", file=sys.stderr, flush=True)
+
+
+def jar(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    """Package the topology's code, upload it and submit (Storm's ``storm jar``)."""
+    with tempfile.TemporaryDirectory(prefix="squall-jar-") as tmp:
+        try:
+            topology = load_topology(args.source, args.topology, [json_or_text(a) for a in args.args])
+            package = _package(args.source, args.include, tmp)
+        except (OSError, ImportError, TypeError, ValueError, AttributeError) as exc:
+            print(f"storm {args.command}: cannot load the topology: {exc}", file=sys.stderr)
+            return 1
+        topology_id = submit_topology(conf, topology, package=package, conf_overrides=_overrides(conf, args),
+                                      name=args.name, progress=_progress, active=not args.inactive)
+    print(f"Finished submitting topology: {args.name or topology.name} ({topology_id})")
+    return 0
 
 
 def list_topologies(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
@@ -101,6 +153,60 @@ def get_errors(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     return 0
 
 
+def gray_upgrade(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    """Upgrade the next batch of workers (JStorm's ``gray_upgrade``)."""
+    with nimbus_client(conf) as nimbus:
+        nimbus.grayUpgrade(args.name, args.component, args.workers, args.worker_num)
+    print(f"Upgrading the next workers of {args.name}")
+    return 0
+
+
+def complete_upgrade(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    with nimbus_client(conf) as nimbus:
+        nimbus.completeUpgrade(args.name)
+    print(f"Completed the upgrade of {args.name}")
+    return 0
+
+
+def rollback(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    with nimbus_client(conf) as nimbus:
+        nimbus.rollbackTopology(args.name)
+    print(f"Rolling back {args.name}")
+    return 0
+
+
+def _conf_file(path: str | None) -> str:
+    """A YAML (or JSON) conf file as the JSON string nimbus takes; empty without a file."""
+    if path is None:
+        return ""
+    loaded = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{path} must hold a mapping of config keys")
+    return json.dumps(loaded)
+
+
+def restart(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    """Kill and resubmit from the stored code with a new id, the conf file merged in (JStorm's ``restart``)."""
+    with nimbus_client(conf) as nimbus:
+        nimbus.restart(args.name, _conf_file(args.conf))
+    print(f"Restarted topology: {args.name}")
+    return 0
+
+
+def update_topology(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    """New code and/or conf for a running topology (JStorm's ``update_topology``)."""
+    if args.jar is None and args.conf is None:
+        print("storm update_topology: give --jar and/or --conf", file=sys.stderr)
+        return 2
+    with nimbus_client(conf) as nimbus, tempfile.TemporaryDirectory(prefix="squall-jar-") as tmp:
+        location = ""
+        if args.jar is not None:
+            location = upload_package(conf, nimbus, _package(args.jar, args.include, tmp), _progress)
+        nimbus.updateTopology(args.name, location, _conf_file(args.conf))
+    print(f"Updated topology: {args.name}")
+    return 0
+
+
 def _conf_value(value: Any) -> str:
     return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
@@ -156,9 +262,19 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     """Register the operator commands on ``storm``'s sub-parsers; returns name → run function."""
     runs: dict[str, Any] = {}
 
-    def command(name: str, run: Any, help_text: str) -> argparse.ArgumentParser:
-        runs[name] = run
-        return commands.add_parser(name, help=help_text, description=help_text)
+    def command(name: str, run: Any, help_text: str, aliases: tuple[str, ...] = ()) -> argparse.ArgumentParser:
+        runs.update(dict.fromkeys([name, *aliases], run))
+        return commands.add_parser(name, help=help_text, description=help_text, aliases=list(aliases))
+
+    p = command("jar", jar, "package a topology's code, upload it to nimbus and submit it", aliases=("submit",))
+    p.add_argument("source", metavar="FILE|PACKAGE", help="a .py file or a package directory defining the topology")
+    p.add_argument("args", nargs="*", metavar="ARG", help="arguments for a topology function (JSON when they parse)")
+    p.add_argument("--topology", default="topology", metavar="ATTR",
+                   help="attribute holding the Topology or a function returning one; in a package, module:attr")
+    p.add_argument("--name", help="submit under this name instead of the topology's own")
+    p.add_argument("--include", action="append", default=[], metavar="PATH",
+                   help="another module or package the workers need (repeatable)")
+    p.add_argument("--inactive", action="store_true", help="submit deactivated (spouts paused)")
 
     command("list", list_topologies, "list running topologies").add_argument(
         "--json", action="store_true", help="print JSON instead of Storm's table")
@@ -180,6 +296,24 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     command("localconfvalue", localconfvalue, "a config value as this machine sees it").add_argument("key")
     command("remoteconfvalue", remoteconfvalue, "a config value as nimbus sees it").add_argument("key")
     command("version", version, "print Squall's version")
+    p = command("gray_upgrade", gray_upgrade, "upgrade the next batch of workers of a gray upgrade (JStorm)")
+    p.add_argument("name")
+    batch = p.add_mutually_exclusive_group(required=True)
+    batch.add_argument("-n", "--num-workers", dest="worker_num", type=positive, default=0,
+                       help="upgrade N more workers")
+    batch.add_argument("-p", "--component", help="upgrade the workers hosting this component")
+    batch.add_argument("-w", "--workers", type=lambda text: [w for w in text.split(",") if w],
+                       metavar="HOST:PORT,...", help="upgrade exactly these workers")
+    command("complete_upgrade", complete_upgrade, "end a gray upgrade where it stands (JStorm)").add_argument("name")
+    command("rollback", rollback, "put the old code back on every upgraded worker (JStorm)").add_argument("name")
+    p = command("restart", restart, "kill and resubmit a topology from its stored code, with a new id (JStorm)")
+    p.add_argument("name")
+    p.add_argument("conf", nargs="?", metavar="CONF.yaml", help="config to merge into the topology's")
+    p = command("update_topology", update_topology, "give a running topology new code and/or conf (JStorm)")
+    p.add_argument("name")
+    p.add_argument("--jar", metavar="FILE|PACKAGE", help="new code: a .py file or package directory")
+    p.add_argument("--include", action="append", default=[], metavar="PATH", help="more code (repeatable)")
+    p.add_argument("--conf", metavar="CONF.yaml", help="config to merge into the topology's")
     p = command("zktool", zktool, "inspect Squall's ZooKeeper state (paths relative to storm.zookeeper.root)")
     p.add_argument("action", choices=["ls", "get", "tree", "rm"])
     p.add_argument("path", nargs="?", default="/")

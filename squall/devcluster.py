@@ -13,16 +13,17 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 from thriftpy2.thrift import TClient
 
 from squall.devzk import LocalZooKeeper, free_port
-from squall.local_state import workers_dir
+from squall.local_state import workers_dir, write_atomically
 from squall.thrift import connect
 from squall.zk import paths
 from squall.zk.client import ZkClient
@@ -181,3 +182,81 @@ class DevCluster:
         """The end of every daemon and worker log."""
         files = [*self.root.glob("*.log"), *self.root.glob("*/logs/*.log")]
         return "\n".join(f"== {p}\n{p.read_text(errors='replace')[-chars:]}" for p in sorted(files))
+
+
+# -- storm dev-cluster ------------------------------------------------------------------------------
+
+PID_FILE = "dev-cluster.pid"
+
+
+def dev_cluster_root(conf: Mapping[str, Any]) -> Path:
+    return Path(conf["storm.local.dir"]) / "dev-cluster"
+
+
+def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = sys.stdout) -> int:
+    """ZooKeeper, nimbus and ``supervisors`` supervisors in the foreground, until Ctrl-C, SIGTERM
+    (``storm dev-cluster stop``) or one of them dies; then every process it started is stopped."""
+    root = dev_cluster_root(conf)
+    pid_file = root / PID_FILE
+    if (other := _running_dev_cluster(pid_file)) is not None:
+        print(f"a dev cluster already runs from {root} (pid {other}); `storm dev-cluster stop` stops it", file=out)
+        return 1
+    slots = [int(p) for p in conf["supervisor.slots.ports"]]
+    cluster = DevCluster(root, {**conf, "storm.local.hostname": conf.get("storm.local.hostname") or "127.0.0.1"})
+    died = threading.Event()
+    write_atomically(pid_file, str(os.getpid()).encode())
+    try:
+        zookeeper = cluster.start_zookeeper()
+        cluster.start_nimbus()
+        names = [f"supervisor-{i + 1}" for i in range(supervisors)]
+        for i, name in enumerate(names):
+            cluster.start_supervisor(name, [p + i * len(slots) for p in slots])
+        cluster.wait_supervisors(supervisors)
+        for name, process in cluster.daemons.items():
+            threading.Thread(target=lambda p=process: (p.wait(), died.set()), name=f"watch-{name}",
+                             daemon=True).start()
+        print(f"Squall dev cluster — state and logs under {root}", file=out)
+        print(f"  {'zookeeper':<14} {zookeeper.connect_string:<22} pid {zookeeper.process.pid}", file=out)
+        for name, process in cluster.daemons.items():
+            where = (f"127.0.0.1:{cluster.nimbus_ports[name]}" if name in cluster.nimbus_ports
+                     else "slots " + ",".join(map(str, cluster.ports[name])))
+            print(f"  {name:<14} {where:<22} pid {process.pid:<8} log {cluster.log_file(name)}", file=out)
+        print("Workers log to <daemon dir>/logs/. Try `storm list`; Ctrl-C or `storm dev-cluster stop` ends it.",
+              file=out, flush=True)
+        died.wait()
+        dead = [name for name, p in cluster.daemons.items() if p.poll() is not None]
+        print(f"{', '.join(dead)} exited; stopping the dev cluster. Last log lines:\n{cluster.tail(dead[0])}",
+              file=out, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("stopping the dev cluster …", file=out, flush=True)
+        return 0
+    except (TimeoutError, RuntimeError, OSError) as exc:
+        print(f"storm dev-cluster: {exc}", file=out)
+        return 1
+    finally:
+        cluster.stop()
+        pid_file.unlink(missing_ok=True)
+
+
+def stop_dev_cluster(conf: Mapping[str, Any], *, timeout: float = 60, out: TextIO = sys.stdout) -> int:
+    """Ask the dev cluster running from this ``storm.local.dir`` to stop, and wait until it has."""
+    pid_file = dev_cluster_root(conf) / PID_FILE
+    pid = _running_dev_cluster(pid_file)
+    if pid is None:
+        print(f"no dev cluster runs from {pid_file.parent}", file=out)
+        return 1
+    os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: _running_dev_cluster(pid_file) != pid, timeout, f"the dev cluster (pid {pid}) to stop")
+    print("dev cluster stopped", file=out)
+    return 0
+
+
+def _running_dev_cluster(pid_file: Path) -> int | None:
+    """The pid in ``pid_file`` if that process still runs and is a dev cluster (pids get reused)."""
+    try:
+        pid = int(pid_file.read_text())
+        alive = b"dev-cluster" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return None
+    return pid if alive else None

@@ -21,11 +21,13 @@ A custom grouping is ``Grouping.custom_serialized`` holding JSON (never pickle):
 from __future__ import annotations
 
 import copy
+import importlib
 import inspect
 import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from squall.component import Bolt, Component, Outputs, Spout, Stream, parse_outputs
@@ -345,3 +347,30 @@ def _common(declared: _Declared, inputs: Sequence[_Subscription]) -> storm.Compo
                  for sid, info in sorted(declared.streams.items())},
         parallelism_hint=declared.parallelism,
         json_conf=_json("conf", declared.conf))
+
+
+def load_topology(path: str | Path, topology: str = "topology", args: Sequence[Any] = ()) -> Topology:
+    """The :class:`Topology` that a topology file or package defines, for ``storm jar`` and ``storm local``.
+
+    ``path`` is a ``.py`` file (``topology`` names an attribute of it) or a package directory
+    (``topology`` is ``module:attribute``, or an attribute of the package itself). The attribute is a
+    Topology, or a function called with ``args`` that returns one. The file's directory goes on
+    ``sys.path`` and the module is imported under its own name, so its components are importable
+    the way workers import them from the code package.
+    """
+    source = Path(path).resolve()
+    if source.is_file() and source.suffix == ".py":
+        module_name, attribute = source.stem, topology
+    elif source.is_dir() and (source / "__init__.py").exists():
+        module, _, attribute = topology.rpartition(":")
+        module_name = module or source.name
+    else:
+        raise FileNotFoundError(f"{path} is neither a .py file nor a package directory (with __init__.py)")
+    sys.path.insert(0, str(source.parent))
+    found = getattr(importlib.import_module(module_name), attribute, None)
+    if callable(found) and not isinstance(found, Topology):
+        found = found(*args)
+    if not isinstance(found, Topology):
+        raise TypeError(f"{path}: {topology} must be a squall.dsl.Topology or a function returning one, "
+                        f"got {type(found).__name__}")
+    return found

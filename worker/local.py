@@ -11,19 +11,17 @@ here as it does on a cluster: same executors, same groupings, same acker.
 
 from __future__ import annotations
 
-import importlib
 import signal
 import sys
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import structlog
 
 from squall.cli import common_options, interrupt, load_or_exit
 from squall.config import default_config
-from squall.dsl import Topology, TopologyError
+from squall.dsl import Topology, TopologyError, load_topology
 from squall.logs import configure_logging
 from squall.thrift import storm
 from squall.topology import make_tasks, normalize, system_topology, topology_id, validate_topology
@@ -105,26 +103,6 @@ def compile_topology(topology: Topology | tuple[storm.StormTopology, Mapping[str
     full = {**cluster, **normal_conf}
     system = system_topology(normalized, full)
     return build_layout(normal_conf["topology.id"], system, make_tasks(system), full), full
-
-
-def load_topology(path: str, attribute: str = "topology") -> Topology:
-    """The :class:`Topology` a topology file defines: ``attribute`` is a Topology, or a function returning one.
-
-    The file's directory goes on ``sys.path`` and the file is imported under its own name, so its
-    components are importable the way workers import them.
-    """
-    file = Path(path).resolve()
-    if not file.is_file():
-        raise FileNotFoundError(f"no topology file {path}")
-    sys.path.insert(0, str(file.parent))
-    module = importlib.import_module(file.stem)
-    found = getattr(module, attribute, None)
-    if callable(found) and not isinstance(found, Topology):
-        found = found()
-    if not isinstance(found, Topology):
-        raise TypeError(f"{path}: {attribute} must be a squall.dsl.Topology or a function returning one, "
-                        f"got {type(found).__name__}")
-    return found
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,146 @@
+"""The deployment files stay valid: docker-compose.yml, the example storm.yaml files, zoo.cfg, the Dockerfile.
+
+Nobody runs `docker-compose up` in CI (there is no Docker engine), so a typo there would first show on a
+user's machine. `docker-compose config` needs no engine: it parses and validates the file, and prints it
+resolved, which we then check for what the cluster relies on (health checks, start order, hostnames).
+docker-compose comes from Debian via deploy/install-system-deps.sh (`make test` runs it): a missing one
+fails these tests rather than skipping them, so CI cannot silently stop checking.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from squall.config import load_config, parse_override, unknown_keys
+
+REPO = Path(__file__).resolve().parent.parent
+COMPOSE_FILE = REPO / "docker-compose.yml"
+DOCKER_CONF = REPO / "deploy" / "docker" / "storm.yaml"
+CLUSTER_CONF = REPO / "deploy" / "storm-cluster.yaml"
+ZOO_CFG = REPO / "deploy" / "zoo.cfg"
+SERVICES = ("zookeeper", "nimbus", "supervisor-1", "supervisor-2")
+SUPERVISORS = ("supervisor-1", "supervisor-2")
+
+
+def compose(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run docker-compose on the repo's compose file (never needs the Docker engine for `config`)."""
+    exe = shutil.which("docker-compose")
+    if exe is None:
+        pytest.fail("docker-compose is not installed: run deploy/install-system-deps.sh (CI does, via make test)")
+    return subprocess.run([exe, "-f", str(COMPOSE_FILE), *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+@pytest.fixture(scope="module")
+def services() -> dict[str, Any]:
+    """The resolved compose file's services, as docker-compose itself understands them."""
+    result = compose("config")
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)["services"]
+
+
+def mounts(service: dict[str, Any]) -> dict[str, tuple[str, bool]]:
+    """{container path: (source, read_only)}; 1.29 prints "src:dst:mode" strings, compose v2 mappings."""
+    out = {}
+    for v in service.get("volumes", []):
+        if isinstance(v, str):
+            source, target, *mode = v.split(":")
+            out[target] = (source, mode == ["ro"])
+        else:
+            out[v["target"]] = (v.get("source", ""), bool(v.get("read_only")))
+    return out
+
+
+# --- docker-compose.yml -------------------------------------------------------------------------------
+
+
+def test_compose_file_validates() -> None:
+    result = compose("config", "-q")
+    assert result.returncode == 0, result.stderr
+
+
+def test_compose_has_the_cluster_services_each_with_a_healthcheck(services: dict[str, Any]) -> None:
+    assert set(SERVICES) <= set(services)
+    for name in SERVICES:
+        assert services[name].get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
+
+
+def test_nimbus_publishes_its_thrift_port(services: dict[str, Any]) -> None:
+    ports = {(str(p["published"]), int(p["target"])) for p in services["nimbus"]["ports"]}
+    assert ("6627", 6627) in ports
+
+
+def test_start_order_waits_for_health(services: dict[str, Any]) -> None:
+    # depends_on with conditions: the long form survives `config` as a mapping
+    assert services["nimbus"]["depends_on"]["zookeeper"]["condition"] == "service_healthy"
+    for name in SUPERVISORS:
+        assert services[name]["depends_on"]["nimbus"]["condition"] == "service_healthy"
+
+
+def test_supervisors_advertise_their_service_name(services: dict[str, Any]) -> None:
+    # Workers reach each other at storm.local.hostname, so it must be a name the other containers resolve.
+    for name in SUPERVISORS:
+        service = services[name]
+        command = service["command"]
+        assert service["hostname"] == name
+        assert command[-1] == "supervisor" and command[0] == "-c", "options go before the verb: storm -c k=v COMMAND"
+        assert parse_override(command[1]) == ("storm.local.hostname", name)
+
+
+def test_daemons_mount_the_docker_conf_and_own_volumes(services: dict[str, Any]) -> None:
+    local_volumes = set()
+    for name in ("nimbus", *SUPERVISORS):
+        by_target = mounts(services[name])
+        assert by_target["/etc/squall/storm.yaml"] == (str(DOCKER_CONF), True)
+        local_volumes.add(by_target["/var/squall"][0])
+    assert len(local_volumes) == 3, "each daemon needs its own storm.local.dir volume"
+
+
+# --- storm.yaml files ---------------------------------------------------------------------------------
+
+
+def test_docker_conf_matches_the_compose_services(services: dict[str, Any]) -> None:
+    conf = load_config(DOCKER_CONF, env={})
+    assert unknown_keys(conf) == []
+    assert conf["storm.zookeeper.servers"] == ["zookeeper"] and "zookeeper" in services
+    assert conf["nimbus.seeds"] == ["nimbus"] and services["nimbus"]["hostname"] == "nimbus"
+    assert conf["storm.local.dir"] == "/var/squall"
+    assert conf["squall.log.format"] == "json"
+
+
+def test_cluster_conf_loads_and_names_the_ensemble() -> None:
+    conf = load_config(CLUSTER_CONF, env={})
+    assert unknown_keys(conf) == [], "only keys from squall/config.py KEYS"
+    assert conf["storm.zookeeper.servers"] == ["zk1", "zk2", "zk3"]
+    assert len(conf["nimbus.seeds"]) == 2
+    assert conf["storm.local.dir"] == "/var/squall"
+    assert conf["spark.master"] == "spark://spark-master:7077"
+
+
+def test_zoo_cfg_is_the_ensemble_the_cluster_conf_names() -> None:
+    settings = dict(
+        line.split("=", 1) for line in ZOO_CFG.read_text().splitlines() if line.strip() and not line.startswith("#")
+    )
+    hosts = [settings[f"server.{n}"].split(":")[0] for n in (1, 2, 3)]
+    conf = load_config(CLUSTER_CONF, env={})
+    assert hosts == conf["storm.zookeeper.servers"]
+    assert int(settings["clientPort"]) == conf["storm.zookeeper.port"]
+    assert set(settings["4lw.commands.whitelist"].split(",")) == {"ruok", "srvr", "stat", "mntr"}
+
+
+# --- Dockerfile ---------------------------------------------------------------------------------------
+
+
+def test_dockerfile_copies_every_installed_package() -> None:
+    # A package added to pyproject.toml but not copied would make `pip install .` in the image fail.
+    packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    copied = set(re.findall(r"^COPY (\w+)/ ", (REPO / "deploy" / "Dockerfile").read_text(), re.MULTILINE))
+    assert {p.split(".")[0] for p in packages} <= copied
