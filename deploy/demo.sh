@@ -1,19 +1,63 @@
 #!/usr/bin/env bash
-# The main job, as far as it goes today: bring up a local ZooKeeper with `storm dev-zookeeper`,
-# show it is reachable (zkCli.sh and the `srvr` four-letter word), then stop it.
+# The main job, end to end (`make demo`): a dev cluster on this machine (ZooKeeper, nimbus, two
+# supervisors), the word count submitted with `storm jar`, `storm list`, the counts as they grow,
+# then kill, stop, and nothing left running. Ctrl-C at any point stops everything too.
+# Ports: storm.zookeeper.port 2181, nimbus.thrift.port 6627, slots from 6700 (set SQUALL_DEMO_ZK_PORT
+# and SQUALL_DEMO_NIMBUS_PORT to move the first two).
 set -euo pipefail
-port="${SQUALL_DEMO_ZK_PORT:-2181}"
-local_dir="$(mktemp -d)"
-trap 'kill -TERM "$zk_pid" 2>/dev/null || true; wait "$zk_pid" 2>/dev/null || true; rm -rf "$local_dir"' EXIT
+cd "$(dirname "$0")/.."
 
-storm -c storm.zookeeper.port="$port" -c storm.local.dir="$local_dir" dev-zookeeper &
-zk_pid=$!
-for _ in $(seq 1 100); do
-  python3 -c "from squall.devzk import is_serving; import sys; sys.exit(0 if is_serving('127.0.0.1', $port) else 1)" && break
+seconds="${SQUALL_DEMO_SECONDS:-20}"
+local_dir="$(mktemp -d)"
+storm=(storm -c storm.local.dir="\"$local_dir\"" -c storm.zookeeper.port="${SQUALL_DEMO_ZK_PORT:-2181}"
+       -c nimbus.thrift.port="${SQUALL_DEMO_NIMBUS_PORT:-6627}" -c squall.log.format=console)
+cluster_pid=""
+
+cleanup() {
+  if [ -n "$cluster_pid" ] && kill -0 "$cluster_pid" 2>/dev/null; then
+    kill -TERM "$cluster_pid"        # the dev cluster stops its daemons and their workers by pid
+    wait "$cluster_pid" 2>/dev/null || true
+  fi
+  rm -rf "$local_dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "storm dev-cluster --supervisors 2   (state and logs in $local_dir/dev-cluster)"
+"${storm[@]}" dev-cluster --supervisors 2 > "$local_dir/dev-cluster.out" 2>&1 &
+cluster_pid=$!
+for _ in $(seq 1 300); do
+  grep -q "Ctrl-C" "$local_dir/dev-cluster.out" 2>/dev/null && break
+  kill -0 "$cluster_pid" 2>/dev/null || { cat "$local_dir/dev-cluster.out"; exit 1; }
   sleep 0.2
 done
+sed -n '/^Squall dev cluster/,$p' "$local_dir/dev-cluster.out"
 
-echo "--- zkCli.sh -server 127.0.0.1:$port ls /"
-/usr/share/zookeeper/bin/zkCli.sh -server "127.0.0.1:$port" ls / 2>/dev/null | tail -n 1
-echo "--- srvr"
-python3 -c "from squall.devzk import four_letter; print(four_letter('127.0.0.1', $port, 'srvr'))"
+step "storm jar examples/wordcount.py"
+"${storm[@]}" jar examples/wordcount.py
+
+step "storm list"
+"${storm[@]}" list
+
+step "word counts for ${seconds}s (each count task logs its totals every 5 s)"
+logs=()
+for _ in $(seq 1 150); do
+  mapfile -t logs < <(ls "$local_dir"/dev-cluster/supervisor-*/logs/*worker*.log 2>/dev/null || true)
+  [ "${#logs[@]}" -ge 2 ] && break
+  sleep 0.2
+done
+timeout "$seconds" tail -q -n +1 -F "${logs[@]}" 2>/dev/null | grep -a --line-buffered 'word counts' || true
+
+step "storm list"
+"${storm[@]}" list
+
+step "storm kill wordcount -w 1"
+"${storm[@]}" kill wordcount -w 1
+
+step "storm dev-cluster stop"
+"${storm[@]}" dev-cluster stop
+wait "$cluster_pid" || true
+cluster_pid=""
+echo "done: nothing left running"

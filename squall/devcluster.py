@@ -219,7 +219,7 @@ def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = 
         print(f"  {'zookeeper':<14} {zookeeper.connect_string:<22} pid {zookeeper.process.pid}", file=out)
         for name, process in cluster.daemons.items():
             where = (f"127.0.0.1:{cluster.nimbus_ports[name]}" if name in cluster.nimbus_ports
-                     else "slots " + ",".join(map(str, cluster.ports[name])))
+                     else f"slots {_ranges(cluster.ports[name])}")
             print(f"  {name:<14} {where:<22} pid {process.pid:<8} log {cluster.log_file(name)}", file=out)
         print("Workers log to <daemon dir>/logs/. Try `storm list`; Ctrl-C or `storm dev-cluster stop` ends it.",
               file=out, flush=True)
@@ -260,3 +260,14 @@ def _running_dev_cluster(pid_file: Path) -> int | None:
     except (OSError, ValueError):
         return None
     return pid if alive else None
+
+
+def _ranges(ports: Sequence[int]) -> str:
+    """6700,6701,6702,6710 → 6700-6702,6710."""
+    runs: list[list[int]] = []
+    for port in sorted(ports):
+        if runs and port == runs[-1][-1] + 1:
+            runs[-1].append(port)
+        else:
+            runs.append([port])
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)

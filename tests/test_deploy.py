@@ -34,7 +34,7 @@ def compose(*args: str) -> subprocess.CompletedProcess[str]:
     """Run docker-compose on the repo's compose file (never needs the Docker engine for `config`)."""
     exe = shutil.which("docker-compose")
     if exe is None:
-        pytest.fail("docker-compose is not installed: run deploy/install-system-deps.sh (CI does, via make test)")
+        pytest.fail("docker-compose is not installed: run deploy/install-system-deps.sh --for-tests (make test does)")
     return subprocess.run([exe, "-f", str(COMPOSE_FILE), *args], cwd=REPO, capture_output=True, text=True,
                           timeout=60, check=False)
 
