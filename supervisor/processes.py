@@ -85,6 +85,8 @@ class WorkerProcesses:
             try:
                 data = json.loads(meta.read_text())
                 found.append(WorkerRecord(**{**data, "tasks": tuple(data["tasks"])}))
+            except FileNotFoundError:
+                continue  # removed meanwhile: a worker just killed
             except (ValueError, TypeError, KeyError):
                 shutil.rmtree(meta.parent, ignore_errors=True)  # half-written by a crash: nothing to adopt
         return found

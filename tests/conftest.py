@@ -13,13 +13,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
 from squall.config import load_config
 from squall.devzk import LocalZooKeeper, free_port, is_serving
 from squall.zk.client import ZkClient
-from support import wait_until
+from support import delete_tree, wait_until
 
 
 def _docker_engine_answers() -> bool:
@@ -71,15 +69,7 @@ def zk_conf(zk_address: str) -> Iterator[dict[str, Any]]:
         "storm.zookeeper.connection.timeout": 5000,
     })
     yield conf
-    bare = KazooClient(hosts=zk_address)
-    bare.start(timeout=10)
-    try:
-        bare.delete(root, recursive=True)
-    except NoNodeError:
-        pass
-    finally:
-        bare.stop()
-        bare.close()
+    delete_tree(zk_address, root)
 
 
 @pytest.fixture

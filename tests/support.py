@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from squall.devcluster import wait_for
 from squall.zk.client import ZkClient
@@ -25,3 +26,16 @@ def expire_session(client: ZkClient, zk_address: str) -> None:
     thief.start(timeout=10)
     thief.stop()
     thief.close()
+
+
+def delete_tree(zk_address: str, path: str) -> None:
+    """Remove a test's ZooKeeper subtree (its chroot), whoever created it."""
+    bare = KazooClient(hosts=zk_address)
+    bare.start(timeout=10)
+    try:
+        bare.delete(path, recursive=True)
+    except NoNodeError:
+        pass
+    finally:
+        bare.stop()
+        bare.close()

@@ -1,0 +1,209 @@
+"""``storm`` as an operator uses it: argument parsing, and every cluster command end to end against a
+live local cluster (``storm nimbus`` and ``storm supervisor`` processes, workers running the topology),
+plus ``storm dev-cluster`` itself started and stopped as a user would, leaving no process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from processcluster import REPO, ProcessCluster
+from squall.cli import build_parser, main
+from squall.config import load_config
+from squall.devzk import free_port
+from squall.zk import paths
+from squall.zk.records import Assignment, StormBase
+from support import delete_tree, wait_until
+
+WORDCOUNT = str(REPO / "examples" / "wordcount.py")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, zk_address: str) -> Iterator[ProcessCluster]:
+    """One nimbus and one supervisor (4 slots) for the whole module: the commands share it."""
+    host, port = zk_address.rsplit(":", 1)
+    root = f"/squall-test/cli-{os.getpid()}"
+    zk_conf = {**load_config(env={}), "storm.zookeeper.servers": [host], "storm.zookeeper.port": int(port),
+               "storm.zookeeper.root": root, "storm.zookeeper.session.timeout": 4000}
+    with ExitStack() as stack:
+        stack.callback(delete_tree, zk_address, root)  # last, once the daemons are gone
+        cluster = ProcessCluster(zk_conf, tmp_path_factory.mktemp("cli"), stack)
+        cluster.start_nimbus()
+        cluster.start_supervisor("sup", [free_port() for _ in range(4)])
+        cluster.wait_supervisors(1)
+        yield cluster
+
+
+def storm(cluster: ProcessCluster, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``storm -c ... ARGV`` pointed at the cluster (nimbus by seed, ZooKeeper by root); (exit, out, err)."""
+    conf = {"nimbus.seeds": [f"127.0.0.1:{cluster.nimbus_ports['nimbus']}"], "squall.log.format": "json",
+            **{k: cluster.conf[k] for k in ("storm.zookeeper.servers", "storm.zookeeper.port", "storm.zookeeper.root")}}
+    options = [arg for key, value in conf.items() for arg in ("-c", f"{key}={json.dumps(value)}")]
+    code = main([*options, *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def status(cluster: ProcessCluster, topology_id: str) -> str | None:
+    base = cluster.zk.read(paths.topology(topology_id), StormBase)
+    return base.status.value if base else None
+
+
+# -- parsing --------------------------------------------------------------------------------------
+
+
+def parse(*argv: str) -> Any:
+    return build_parser()[0].parse_args(argv)
+
+
+def test_rebalance_executors_parse_as_storm_s_and_the_wrong_form_is_refused(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    args = parse("rebalance", "wc", "-e", "count=3", "-e", "split=2", "-n", "4", "-w", "0", "-r")
+    assert (dict(args.executors), args.workers, args.wait, args.reassign) == ({"count": 3, "split": 2}, 4, 0, True)
+    for bad in (["-e", "comp", "3"], ["-e", "comp=0"], ["-n", "0"], ["-w", "-1"]):
+        with pytest.raises(SystemExit) as exit_info:
+            parse("rebalance", "wc", *bad)
+        assert exit_info.value.code == 2
+    assert "COMPONENT=N" in capsys.readouterr().err
+
+
+def test_jar_and_upgrade_arguments() -> None:
+    args = parse("-c", "topology.workers=3", "-c", 'topology.debug=true', "jar", WORDCOUNT, "10", "--name", "wc",
+                 "--include", "lib.py")
+    assert (args.source, args.args, args.name, args.include, args.topology) == (WORDCOUNT, ["10"], "wc", ["lib.py"],
+                                                                               "topology")
+    assert parse("submit", WORDCOUNT).command == "submit"
+    assert parse("gray_upgrade", "wc", "-w", "h1:6700,h2:6701").workers == ["h1:6700", "h2:6701"]
+    assert parse("gray_upgrade", "wc", "-n", "2").worker_num == 2
+    with pytest.raises(SystemExit):
+        parse("gray_upgrade", "wc")  # one of -n, -p, -w is required
+    with pytest.raises(SystemExit):
+        parse("gray_upgrade", "wc", "-n", "2", "-p", "count")
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("jar", "submit", "local", "list", "kill", "activate", "deactivate", "rebalance", "get-errors",
+                    "localconfvalue", "remoteconfvalue", "version", "nimbus", "supervisor", "dev-zookeeper",
+                    "dev-cluster", "zktool", "gray_upgrade", "complete_upgrade", "rollback", "restart",
+                    "update_topology"):
+        assert command in out
+    with pytest.raises(SystemExit):
+        main(["jar", "--help"])
+    assert "--include" in capsys.readouterr().out
+
+
+def test_an_unreachable_nimbus_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    code = main(["-c", f'nimbus.seeds=["{dead}"]', "list"])
+    assert code == 1
+    assert dead in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+# -- against the live cluster ---------------------------------------------------------------------
+
+
+def test_jar_list_deactivate_activate_rebalance_get_errors_zktool_kill(
+        cluster: ProcessCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = storm(cluster, capsys, "-c", "topology.workers=2", "jar", WORDCOUNT, "null", "--name", "wc")
+    assert code == 0 and out.startswith("Finished submitting topology: wc (wc-")
+    topology_id = out.split("(")[1].rstrip(")\n")
+    wait_until(lambda: len(cluster.workers("sup")) == 2, 60, "two workers running (-c topology.workers=2)")
+
+    code, out, _ = storm(cluster, capsys, "list")
+    header, _, row = out.splitlines()
+    assert header.split() == ["Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs"]
+    assert row.split()[:4] == ["wc", "ACTIVE", "12", "2"]
+    (entry,) = json.loads(storm(cluster, capsys, "list", "--json")[1])
+    assert (entry["name"], entry["id"], entry["num_workers"]) == ("wc", topology_id, 2)
+
+    code, out, err = storm(cluster, capsys, "jar", WORDCOUNT, "--name", "wc")
+    assert code == 1 and err.strip().splitlines()[-1].startswith("storm jar: AlreadyAliveException:")
+
+    assert storm(cluster, capsys, "deactivate", "wc")[1] == "Deactivated topology: wc\n"
+    assert status(cluster, topology_id) == "inactive"
+    assert storm(cluster, capsys, "activate", "wc")[1] == "Activated topology: wc\n"
+    assert status(cluster, topology_id) == "active"
+
+    assert storm(cluster, capsys, "rebalance", "wc", "-w", "0", "-n", "3")[1] == "Topology wc is rebalancing\n"
+    wait_until(lambda: status(cluster, topology_id) == "active"
+               and len(cluster.zk.read(paths.assignment(topology_id), Assignment).workers) == 3, 30, "3 workers")
+    wait_until(lambda: len(cluster.workers("sup")) == 3, 60, "the supervisor running the third worker")
+
+    code, out, _ = storm(cluster, capsys, "get-errors", "wc")
+    assert (code, json.loads(out)) == (0, {"Topology Name": "wc", "Comp-Errors": {}})
+
+    assert topology_id in storm(cluster, capsys, "zktool", "ls", "/topology")[1].split()
+    shown = json.loads(storm(cluster, capsys, "zktool", "get", f"/topology/{topology_id}")[1])
+    assert shown["name"] == "wc"
+    tree = storm(cluster, capsys, "zktool", "tree", "/assignments")[1].splitlines()
+    assert tree == ["assignments", f"  {topology_id}"]
+
+    assert storm(cluster, capsys, "kill", "wc", "-w", "1")[1] == "Killed topology: wc\n"
+    assert status(cluster, topology_id) == "killed"
+    wait_until(lambda: status(cluster, topology_id) is None, 30, "removal after the 1 s wait")
+    wait_until(lambda: cluster.workers("sup") == [], 30, "its workers stopped")
+    assert storm(cluster, capsys, "list")[1] == "No topologies running.\n"
+
+
+def test_jar_refuses_a_file_without_a_topology(cluster: ProcessCluster, capsys: pytest.CaptureFixture[str],
+                                               tmp_path: Path) -> None:
+    empty = tmp_path / "empty_topology.py"
+    empty.write_text("x = 1\n")
+    code, _, err = storm(cluster, capsys, "jar", str(empty))
+    assert code == 1 and "topology must be a squall.dsl.Topology" in err
+    code, _, err = storm(cluster, capsys, "jar", str(tmp_path / "missing.py"))
+    assert code == 1 and "neither a .py file nor a package" in err
+
+
+def test_upgrade_commands_reach_nimbus(cluster: ProcessCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """Wired to nimbus's calls; until nimbus implements gray upgrade they fail with its one-line answer."""
+    for argv in (["gray_upgrade", "wc", "-n", "1"], ["complete_upgrade", "wc"], ["rollback", "wc"],
+                 ["restart", "wc"], ["update_topology", "wc", "--conf", os.devnull]):
+        code, _, err = storm(cluster, capsys, *argv)
+        last = err.strip().splitlines()[-1]
+        assert code == 1 and last.startswith(f"storm {argv[0]}: ") and ("not implemented" in last
+                                                                       or "NotAliveException" in last), last
+
+
+# -- storm dev-cluster ----------------------------------------------------------------------------
+
+
+def test_dev_cluster_starts_serves_and_stops_leaving_nothing_behind(tmp_path: Path) -> None:
+    options = ["-c", f"storm.local.dir={json.dumps(str(tmp_path))}", "-c", f"storm.zookeeper.port={free_port()}",
+               "-c", f"nimbus.thrift.port={free_port()}", "-c", f"supervisor.slots.ports=[{free_port()}]",
+               "-c", "squall.log.format=json"]
+    storm_cmd = [sys.executable, "-m", "squall.cli", *options]
+    out = tmp_path / "dev-cluster.out"
+    with open(out, "wb") as sink:
+        process = subprocess.Popen([*storm_cmd, "dev-cluster", "--supervisors", "1"], stdout=sink,
+                                   stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: "Ctrl-C" in out.read_text() or process.poll() is not None, 90, "the dev cluster up")
+        table = [line for line in out.read_text().splitlines() if " pid " in line]
+        assert [line.split()[0] for line in table] == ["zookeeper", "nimbus", "supervisor-1"], out.read_text()
+        pids = [int(line.split(" pid ")[1].split()[0]) for line in table]
+        listed = subprocess.run([*storm_cmd, "list"], capture_output=True, text=True, timeout=60)
+        assert listed.stdout == "No topologies running.\n", listed.stderr
+
+        stopped = subprocess.run([*storm_cmd, "dev-cluster", "stop"], capture_output=True, text=True, timeout=90)
+        assert (stopped.returncode, stopped.stdout) == (0, "dev cluster stopped\n"), stopped.stderr
+        assert process.wait(10) == 0
+        assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()], "every process it started is gone"
+        again = subprocess.run([*storm_cmd, "dev-cluster", "stop"], capture_output=True, text=True, timeout=60)
+        assert again.returncode == 1 and "no dev cluster runs" in again.stdout
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
