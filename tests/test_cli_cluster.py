@@ -4,6 +4,7 @@ plus ``storm dev-cluster`` itself started and stopped as a user would, leaving n
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -165,6 +166,17 @@ def test_jar_refuses_a_file_without_a_topology(cluster: ProcessCluster, capsys: 
     assert code == 1 and "topology must be a squall.dsl.Topology" in err
     code, _, err = storm(cluster, capsys, "jar", str(tmp_path / "missing.py"))
     assert code == 1 and "neither a .py file nor a package" in err
+
+
+def test_a_large_package_uploads_with_a_progress_bar(cluster: ProcessCluster, capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    big = tmp_path / "lookup_table.py"
+    big.write_text(f"TABLE = {base64.b64encode(os.urandom(3 << 20)).decode()!r}\n")  # ~3 MiB zipped
+    code, out, err = storm(cluster, capsys, "jar", WORDCOUNT, "--name", "big", "--include", str(big), "--inactive")
+    assert code == 0 and out.startswith("Finished submitting topology: big"), err
+    bar = err.split("uploading")[-1].splitlines()[0]
+    assert "[" + "#" * 30 + "]" in bar and bar.endswith(" MiB"), bar
+    assert storm(cluster, capsys, "kill", "big", "-w", "0")[0] == 0
 
 
 def test_upgrade_commands_reach_nimbus(cluster: ProcessCluster, capsys: pytest.CaptureFixture[str]) -> None:
