@@ -68,7 +68,7 @@ def dev_cluster(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
 
 
 def _daemon(module: str) -> Command:
-    """Daemons are their own packages (``python -m nimbus``): squall never imports them, it execs them."""
+    """Daemons are their own packages (``python -m nimbus``): the CLI execs them rather than running them in-process."""
 
     def run(_conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         argv = [sys.executable, "-m", module, *(["--config", args.config] if args.config else [])]
