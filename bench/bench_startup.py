@@ -40,7 +40,7 @@ from squall.submitter import submit_topology  # noqa: E402
 from squall.thrift import storm  # noqa: E402
 from squall.zk import paths  # noqa: E402
 from squall.zk.records import Assignment, TopologyTasks  # noqa: E402
-from supervisor.processes import WorkerProcesses  # noqa: E402
+from supervisor.processes import WorkerProcesses, running  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 COLUMNS = ["assigned", "workers up", "all tasks at nimbus", "worker restart", "restarted at nimbus", "kill → gone"]
@@ -96,18 +96,10 @@ def one_round(cluster: DevCluster, package: Path, workers: int, names: list[str]
     with cluster.client() as client:
         client.killTopologyWithOpts(t.name, storm.KillOptions(wait_secs=0))
     start = time.monotonic()
-    wait_for(lambda: not any(_running(pid) for pid in pids), 60, "every worker gone")
+    wait_for(lambda: not any(running(pid) for pid in pids), 60, "every worker gone")
     mark("kill → gone")
     wait_for(lambda: not records(), 30, "the supervisors to forget the workers")
     return times
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def main() -> int:

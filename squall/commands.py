@@ -59,7 +59,7 @@ def json_or_text(text: str) -> Any:
         return text
 
 
-def _overrides(conf: Mapping[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+def command_line_overrides(conf: Mapping[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """The ``-c key=value`` settings of this command line (parsed and checked by the conf loader)."""
     return {key: conf[key] for key in (o.split("=", 1)[0] for o in args.overrides)}
 
@@ -85,7 +85,7 @@ def jar(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         except (OSError, ImportError, TypeError, ValueError, AttributeError) as exc:
             print(f"storm {args.command}: cannot load the topology: {exc}", file=sys.stderr)
             return 1
-        topology_id = submit_topology(conf, topology, package=package, conf_overrides=_overrides(conf, args),
+        topology_id = submit_topology(conf, topology, package=package, conf_overrides=command_line_overrides(conf, args),
                                       name=args.name, progress=_progress, active=not args.inactive)
     print(f"Finished submitting topology: {args.name or topology.name} ({topology_id})")
     return 0
@@ -115,18 +115,20 @@ def kill(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     return 0
 
 
-def activate(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
-    with nimbus_client(conf) as nimbus:
-        nimbus.activate(args.name)
-    print(f"Activated topology: {args.name}")
-    return 0
+def by_name(call: str, done: str) -> Any:
+    """A command that makes one nimbus call with the topology name, then prints ``done`` (``{name}`` filled)."""
+    def run(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+        with nimbus_client(conf) as nimbus:
+            getattr(nimbus, call)(args.name)
+        print(done.format(name=args.name))
+        return 0
+    return run
 
 
-def deactivate(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
-    with nimbus_client(conf) as nimbus:
-        nimbus.deactivate(args.name)
-    print(f"Deactivated topology: {args.name}")
-    return 0
+activate = by_name("activate", "Activated topology: {name}")
+deactivate = by_name("deactivate", "Deactivated topology: {name}")
+complete_upgrade = by_name("completeUpgrade", "Completed the upgrade of {name}")
+rollback = by_name("rollbackTopology", "Rolling back {name}")
 
 
 def rebalance(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
@@ -158,20 +160,6 @@ def gray_upgrade(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     with nimbus_client(conf) as nimbus:
         nimbus.grayUpgrade(args.name, args.component, args.workers, args.worker_num)
     print(f"Upgrading the next workers of {args.name}")
-    return 0
-
-
-def complete_upgrade(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
-    with nimbus_client(conf) as nimbus:
-        nimbus.completeUpgrade(args.name)
-    print(f"Completed the upgrade of {args.name}")
-    return 0
-
-
-def rollback(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
-    with nimbus_client(conf) as nimbus:
-        nimbus.rollbackTopology(args.name)
-    print(f"Rolling back {args.name}")
     return 0
 
 

@@ -34,17 +34,22 @@ def new_worker_id() -> str:
     return uuid.uuid4().hex
 
 
+def running(pid: int) -> bool:
+    """Whether ``pid`` exists and has not exited (a zombie waiting to be reaped has)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
 def _owns(pid: int, worker_id: str) -> bool:
     """Whether ``pid`` is alive and still the process we started for ``worker_id``."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z" and worker_id.encode() in cmdline
+    return running(pid) and worker_id.encode() in cmdline
 
 
 class WorkerProcesses:

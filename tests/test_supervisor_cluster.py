@@ -23,6 +23,7 @@ from squall.thrift import storm
 from squall.zk import paths
 from squall.zk.errors import MAX_ERRORS_PER_TASK
 from squall.zk.records import SupervisorInfo, TaskError, TopologyTasks
+from supervisor.processes import WorkerRecord, running
 from support import wait_until
 from scenarios import counted_word_count, final_counts, nothing_lost, reliable_stream
 from topologies import BrokenPrepare, Forward, Numbers, read_records
@@ -60,12 +61,23 @@ def all_beating(cluster: ProcessCluster, topology_id: str) -> bool:
     return beating == {t for w in assignment.workers for t in w.tasks}
 
 
-def process_gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state == "Z"
+def worker_without_spout(cluster: ProcessCluster, topology_id: str, spout: str = "numbers") -> tuple[str, WorkerRecord]:
+    """(supervisor name, record) of a worker that runs none of ``spout``'s tasks."""
+    tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+    spout_tasks = {task for task, info in tasks.tasks.items() if info.component == spout}
+    return next((name, r) for name in ("sup-a", "sup-b") for r in cluster.workers(name)
+                if not spout_tasks & set(r.tasks))
+
+
+def replacements(cluster: ProcessCluster, owner: str, victim: WorkerRecord) -> list[WorkerRecord]:
+    """Workers the owner started on ``victim``'s port after it."""
+    return [r for r in cluster.workers(owner) if r.port == victim.port and r.worker_id != victim.worker_id]
+
+
+def task_errors(cluster: ProcessCluster, topology_id: str, task: int) -> list[str]:
+    path = paths.task_errors(topology_id, task)
+    return [e.error for name in cluster.zk.children(path)
+            if (e := cluster.zk.read(f"{path}/{name}", TaskError)) is not None]
 
 
 def test_word_count_on_two_supervisors_and_three_workers(cluster: ProcessCluster, tmp_path: Path) -> None:
@@ -97,20 +109,15 @@ def test_a_killed_worker_is_restarted_within_three_seconds_and_nothing_is_lost(
     topology_id = cluster.submit(reliable_stream("crash", records, count))
     wait_until(lambda: len(read_records(records, "acked")) >= count // 10, 90, "the stream under way")
 
-    tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
-    spout_task = next(task for task, info in tasks.tasks.items() if info.component == "numbers")
-    owner, victim = next((name, r) for name in ("sup-a", "sup-b") for r in cluster.workers(name)
-                         if spout_task not in r.tasks)
+    owner, victim = worker_without_spout(cluster, topology_id)
     os.killpg(victim.pid, signal.SIGKILL)
     killed = time.monotonic()
-    restarted = wait_until(lambda: [r for r in cluster.workers(owner) if r.port == victim.port
-                                    and r.worker_id != victim.worker_id], 10, "the supervisor to restart it")
+    restarted = wait_until(lambda: replacements(cluster, owner, victim), 10, "the supervisor to restart it")
     assert time.monotonic() - killed < 3, "restarted within 3 s"
     assert restarted[0].tasks == victim.tasks
     nothing_lost(records, count)
-    path = paths.task_errors(topology_id, victim.tasks[0])
-    reported = [cluster.zk.read(f"{path}/{name}", TaskError) for name in cluster.zk.children(path)]
-    assert any("exited" in e.error for e in reported if e is not None), "the crash is in /taskerrors"
+    reported = task_errors(cluster, topology_id, victim.tasks[0])
+    assert any("exited" in e for e in reported), "the crash is in /taskerrors"
 
 
 def test_a_frozen_worker_is_killed_after_the_worker_timeout_and_restarted(
@@ -121,28 +128,24 @@ def test_a_frozen_worker_is_killed_after_the_worker_timeout_and_restarted(
         records, count = tmp_path / "records", 20_000
         topology_id = cluster.submit(reliable_stream("frozen", records, count))
         wait_until(lambda: len(read_records(records, "acked")) >= count // 10, 90, "the stream under way")
-        tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
-        spout_task = next(task for task, info in tasks.tasks.items() if info.component == "numbers")
-        owner, victim = next((name, r) for name in ("sup-a", "sup-b") for r in cluster.workers(name)
-                             if spout_task not in r.tasks)
+        owner, victim = worker_without_spout(cluster, topology_id)
         before = cluster.assignment(topology_id)
 
         os.kill(victim.pid, signal.SIGSTOP)
         frozen = time.monotonic()
-        wait_until(lambda: [r for r in cluster.workers(owner) if r.port == victim.port
-                            and r.worker_id != victim.worker_id], 30, "a new worker on the frozen one's port")
+        wait_until(lambda: replacements(cluster, owner, victim), 30, "a new worker on the frozen one's port")
         assert time.monotonic() - frozen > 3, "not before the worker timeout"
-        wait_until(lambda: process_gone(victim.pid), 10, "the frozen process killed")
+        wait_until(lambda: not running(victim.pid), 10, "the frozen process killed")
         nothing_lost(records, count)
-        path = paths.task_errors(topology_id, victim.tasks[0])
-        reported = [cluster.zk.read(f"{path}/{name}", TaskError) for name in cluster.zk.children(path)]
-        assert any("stopped heartbeating for more than 3s" in e.error for e in reported if e is not None)
+        reported = task_errors(cluster, topology_id, victim.tasks[0])
+        assert any("stopped heartbeating for more than 3s" in e for e in reported)
         assert cluster.assignment(topology_id) == before, "the supervisor alone recovered it: no reassignment"
 
 
 def test_killing_the_topology_stops_its_workers_and_removes_its_code(cluster: ProcessCluster) -> None:
     t = Topology("doomed", conf={"topology.workers": 3})
-    t.bolt("forward", Forward, parallelism=2).shuffle(t.spout("numbers", Numbers, args=[10**9], kwargs={"reliable": False}))
+    numbers = t.spout("numbers", Numbers, args=[10**9], kwargs={"reliable": False})
+    t.bolt("forward", Forward, parallelism=2).shuffle(numbers)
     topology_id = cluster.submit(t)
     wait_until(lambda: all_beating(cluster, topology_id), 60, "the topology running")
     names = ("sup-a", "sup-b")
@@ -158,7 +161,7 @@ def test_killing_the_topology_stops_its_workers_and_removes_its_code(cluster: Pr
     grace = cluster.conf["supervisor.worker.shutdown.sleep.secs"]
     monitor = cluster.conf["supervisor.monitor.frequency.secs"]
 
-    wait_until(lambda: all(process_gone(p) for p in pids), 30, "every worker process gone")
+    wait_until(lambda: all(not running(p) for p in pids), 30, "every worker process gone")
     assert time.monotonic() - killed < wait_secs + grace + monitor + 2, "within the kill wait plus the grace"
     wait_until(lambda: not any(c.exists() for c in code), 10, "the supervisors to delete the code")
 
@@ -224,18 +227,15 @@ def test_a_worker_failing_in_prepare_is_reported_with_its_traceback_and_retried_
         return [datetime.fromisoformat(e["timestamp"]).timestamp() for line in lines if line.startswith("{")
                 and (e := json.loads(line)).get("event") == "worker launched" and e.get("port") == slot.port]
 
-    def errors(task: int) -> list[str]:
-        path = paths.task_errors(topology_id, task)
-        return [e.error for name in cluster.zk.children(path)
-                if (e := cluster.zk.read(f"{path}/{name}", TaskError)) is not None]
-
     times = wait_until(lambda: len(found := launches()) >= 5 and found, 60, "five launches of the failing worker")
     gaps = [b - a for a, b in zip(times, times[1:])]
     assert gaps[3] > gaps[1] + 2.5 and gaps[2] > gaps[1] + 0.5, f"retries back off (1 s, 2 s, 4 s …): {gaps}"
+    reported = task_errors(cluster, topology_id, enrich)
     assert any("Traceback" in e and "in prepare" in e and "cannot reach the feature store" in e
-               for e in errors(enrich)), "the traceback is in /taskerrors"
-    assert any("exited; restarting it in" in e for e in errors(enrich)), "the supervisor says when it retries"
-    assert all(len(errors(task)) <= MAX_ERRORS_PER_TASK for task in slot.tasks), "ZooKeeper keeps a bounded few"
+               for e in reported), "the traceback is in /taskerrors"
+    assert any("exited; restarting it in" in e for e in reported), "the supervisor says when it retries"
+    assert all(len(task_errors(cluster, topology_id, task)) <= MAX_ERRORS_PER_TASK for task in slot.tasks), \
+        "ZooKeeper keeps a bounded few"
     worker_log = (tmp_path / owner / "logs" / f"{topology_id}-worker-{slot.port}.log").read_text().splitlines()
     reports = [line for line in worker_log if line.startswith("{") and json.loads(line)["event"] == "task error"]
     assert len(reports) <= len(launches()), "one traceback in the log per attempt"

@@ -20,6 +20,7 @@ from typing import Any
 import structlog
 
 from squall.cli import common_options, interrupt, load_or_exit
+from squall.commands import command_line_overrides
 from squall.config import default_config
 from squall.dsl import Topology, TopologyError, load_topology
 from squall.logs import configure_logging
@@ -116,8 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging("local", level=conf["squall.log.level"], fmt=conf["squall.log.format"])
     try:
         topology = load_topology(args.file, args.topology)
-        overrides = {key: conf[key] for key in (o.split("=", 1)[0] for o in args.overrides)}
-        local = LocalTopology(topology, overrides, cluster=conf)
+        local = LocalTopology(topology, command_line_overrides(conf, args), cluster=conf)
     except storm.InvalidTopologyException as exc:
         print(f"storm local: InvalidTopologyException: {exc.msg}", file=sys.stderr)
         return 1
