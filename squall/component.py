@@ -125,6 +125,9 @@ class Component:
     outputs: ClassVar[Outputs] = ()
     #: ``outputs`` parsed (set for every subclass).
     streams: ClassVar[Mapping[str, Stream]] = MappingProxyType({})
+    #: Conf this component needs wherever it is declared (Storm's ``getComponentConfiguration``), e.g.
+    #: ``{"squall.own.thread": True}`` for code that blocks; the declaration's ``conf=`` wins over it.
+    component_conf: ClassVar[Mapping[str, Any]] = MappingProxyType({})
 
     context: TopologyContext
     log: Any = structlog.get_logger("squall.component")

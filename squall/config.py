@@ -355,10 +355,16 @@ KEYS: tuple[Key, ...] = (
     Key("topology.stats.sample.rate", default=0.05, origin="storm", **_FRACTION,
         doc="Fraction of tuples sampled for per-task statistics."),
     # Spark -------------------------------------------------------------------------------------------
-    Key("spark.master", "str", "local[*]", origin="spark",
-        doc="Spark master for workers hosting Spark components; local[*] runs Spark inside the worker."),
+    Key("spark.master", "str", None, origin="spark", nullable=True,
+        doc="Spark master for workers hosting Spark bolts; null means local[N] inside the worker, N = this "
+            "host's cores / its slots (at least 1)."),
     Key("spark.remote", "str", None, origin="spark", nullable=True,
-        doc="Spark Connect URL (sc://host:port); when set, Spark components use it instead of spark.master."),
+        doc="Spark Connect URL (sc://host:port); when set, Spark bolts use it instead of spark.master "
+            "(needs pyspark[connect])."),
+    Key("spark.batch.size", "int", 10000, origin="squall", minimum=1,
+        doc="A Spark bolt runs its job when this many tuples wait (each job costs ~0.3 s: batch big)."),
+    Key("spark.batch.interval.ms", "int", 500, origin="squall", minimum=1,
+        doc="... or when the oldest waiting tuple is this old, whichever comes first."),
 )
 """Every key Squall knows, in documentation order."""
 

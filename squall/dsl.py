@@ -158,16 +158,19 @@ class Topology:
     def spout(self, id: str, cls: type[Spout], *, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
               parallelism: int = 1, conf: Mapping[str, Any] | None = None,
               outputs: Outputs | None = None) -> SpoutRef:
-        """Declare a spout the worker builds as ``cls(*args, **kwargs)``; ``outputs`` overrides ``cls.outputs``."""
+        """Declare a spout the worker builds as ``cls(*args, **kwargs)``; ``outputs`` overrides ``cls.outputs``,
+        ``conf`` adds to (and wins over) ``cls.component_conf``."""
         obj = _python(f"spout {id!r}", cls, Spout, args, kwargs or {})
-        self._declare(id, "spout", obj, cls.outputs if outputs is None else outputs, parallelism, conf)
+        self._declare(id, "spout", obj, cls.outputs if outputs is None else outputs, parallelism,
+                      {**cls.component_conf, **(conf or {})})
         return SpoutRef(self, id)
 
     def bolt(self, id: str, cls: type[Bolt], *, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
              parallelism: int = 1, conf: Mapping[str, Any] | None = None, outputs: Outputs | None = None) -> BoltRef:
         """Declare a bolt the worker builds as ``cls(*args, **kwargs)``; subscribe it with the returned ref."""
         obj = _python(f"bolt {id!r}", cls, Bolt, args, kwargs or {})
-        self._declare(id, "bolt", obj, cls.outputs if outputs is None else outputs, parallelism, conf)
+        self._declare(id, "bolt", obj, cls.outputs if outputs is None else outputs, parallelism,
+                      {**cls.component_conf, **(conf or {})})
         return BoltRef(self, id)
 
     def shell_spout(self, id: str, *, command: str, script: str, outputs: Outputs, parallelism: int = 1,

@@ -83,7 +83,8 @@ def test_defaults_are_json_serializable_and_fresh_copies():
         ("use.old.assignment", False),
         ("task.on.differ.node", False),
         ("storm.scheduler", "default"),
-        ("spark.master", "local[*]"),
+        ("spark.master", None),
+        ("spark.batch.size", 10000),
         ("squall.log.format", "auto"),
     ],
 )

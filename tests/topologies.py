@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from squall.component import Bolt, Spout, Stream
+from squall.spark import SparkBolt
 from squall.tuple import Tuple
 
 #: Gates a test opens to let held tuples through (in-process only), by name.
@@ -206,3 +207,20 @@ class BrokenPrepare(Bolt):
 
     def execute(self, tup: Tuple) -> None:
         pass
+
+
+class KeySums(SparkBolt):
+    """Per key of the batch: how many tuples and the sum of ``n`` (in Spark); the first ``fail_batches``
+    batches raise inside ``transform``."""
+
+    outputs = ["key", "count", "total"]
+
+    def __init__(self, fail_batches: int = 0) -> None:
+        self.fail_batches = fail_batches
+        self.batches = 0
+
+    def transform(self, batch: Any) -> Any:
+        self.batches += 1
+        if self.batches <= self.fail_batches:
+            raise RuntimeError(f"injected failure in batch {self.batches}")
+        return self.spark.sql("SELECT key, COUNT(*) AS count, SUM(n) AS total FROM {batch} GROUP BY key", batch=batch)

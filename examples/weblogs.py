@@ -1,0 +1,244 @@
+"""A small web-analytics pipeline: access-log lines → parse → per-window section stats in Spark SQL → JSON lines.
+
+    access log (generated, or read from files)
+      → parse        combined log format → (ts_ms, client, method, page, status, bytes);
+                     lines that do not parse go to the "invalid" stream with the reason, never dropped
+      → windows      Spark bolt: tumbling event-time windows, joined with a reference table mapping
+                     pages to site sections; requests, 5xx responses and bytes per (window, section)
+      → results      JSON lines: <out>/windows-<task>.jsonl, and <out>/invalid-<task>.jsonl
+
+Each Spark batch emits partial sums for the windows it saw, so a window that spans batches has several
+rows: :func:`window_totals` adds them up (and ``python -m examples.weblogs report OUT`` prints them).
+Generated logs are deterministic (line ``i`` is :func:`log_line` ``(i)``), so :func:`expected_totals`
+computes the exact answer in plain Python for the tests.
+
+    storm jar examples/weblogs.py /tmp/weblogs 20000       # out dir, lines (omit for an endless stream)
+    storm jar examples/weblogs.py /tmp/weblogs '"/var/log/nginx/access.log*"'   # read files instead
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import re
+import sys
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime, timezone
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+from squall.component import Bolt, Spout, TopologyContext
+from squall.dsl import Topology
+from squall.spark import SparkBolt
+from squall.tuple import Tuple
+
+#: The reference table the Spark bolt joins: a page (first path segment) → its site section.
+SECTIONS = (
+    ("/", "home"), ("/products", "shop"), ("/cart", "shop"), ("/checkout", "shop"),
+    ("/blog", "content"), ("/docs", "content"), ("/api", "api"), ("/login", "account"), ("/account", "account"),
+)
+#: Generated traffic: paths (with pages the reference table does not know), statuses, clients.
+PATHS = ("/", "/products/17", "/products/42", "/cart", "/checkout/pay", "/blog/streaming-101", "/docs/install",
+         "/api/v1/orders", "/login", "/account/settings", "/favicon.ico", "/robots.txt")
+STATUSES = (200, 200, 200, 200, 200, 200, 304, 301, 404, 500, 503, 200)
+#: Generated event time starts here and advances 25 ms a line (40 lines per second of event time).
+START_MS = 1_790_000_000_000
+STEP_MS = 25
+#: Every BAD_EVERY-th generated line is garbage, to exercise the invalid stream.
+BAD_EVERY = 97
+
+LINE = re.compile(r'(?P<client>\S+) \S+ \S+ \[(?P<time>[^\]]+)\] "(?P<method>[A-Z]+) (?P<path>\S+) [^"]*" '
+                  r'(?P<status>\d{3}) (?P<bytes>\d+|-)')
+
+
+def log_line(i: int) -> str:
+    """Generated line ``i``: combined log format, or (every BAD_EVERY-th) a broken one."""
+    if i % BAD_EVERY == BAD_EVERY - 1:
+        return f"garbage line {i} -- not an access log entry"
+    when = datetime.fromtimestamp((START_MS + i * STEP_MS) / 1000, tz=timezone.utc)
+    stamp = when.strftime("%d/%b/%Y:%H:%M:%S.") + f"{when.microsecond // 1000:03d} +0000"
+    mix = (i * 2654435761) % 2**32  # Knuth's multiplicative hash: varied, but the same every run
+    path, status = PATHS[mix % len(PATHS)], STATUSES[(mix >> 8) % len(STATUSES)]
+    size = 0 if status in (301, 304) else 200 + (mix >> 16) % 5000
+    return (f'10.0.{i % 7}.{i % 251} - - [{stamp}] "GET {path} HTTP/1.1" {status} {size} '
+            f'"-" "Mozilla/5.0 (squall-demo)"')
+
+
+def parse(line: str) -> tuple[int, str, str, str, int, int]:
+    """``(ts_ms, client, method, page, status, bytes)`` of one log line; ValueError says why it is not one."""
+    match = LINE.match(line)
+    if match is None:
+        raise ValueError("not in combined log format")
+    text = match["time"]
+    pattern = "%d/%b/%Y:%H:%M:%S.%f %z" if "." in text.split(" ")[0] else "%d/%b/%Y:%H:%M:%S %z"
+    try:
+        ts_ms = int(datetime.strptime(text, pattern).timestamp() * 1000)
+    except ValueError:
+        raise ValueError(f"bad timestamp {text!r}") from None
+    page = "/" + match["path"].lstrip("/").split("/", 1)[0].split("?", 1)[0]
+    size = 0 if match["bytes"] == "-" else int(match["bytes"])
+    return ts_ms, match["client"], match["method"], page, int(match["status"]), size
+
+
+# ------------------------------------------------------------------------------------------------
+# Components
+# ------------------------------------------------------------------------------------------------
+
+
+class AccessLogSpout(Spout):
+    """Reliable: message id = line number; failed lines are replayed before new ones.
+
+    Lines come from ``files`` (a glob, read in name order, shared out over the spout's tasks) or are
+    generated (``lines`` of them, or endlessly when None).
+    """
+
+    outputs = ["line"]
+
+    def __init__(self, lines: int | None = None, files: str | None = None) -> None:
+        self.lines, self.files = lines, files
+
+    def open(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
+        first, step = context.task_index, len(context.tasks)
+        if self.files is not None:
+            self.text = [line.rstrip("\n") for path in sorted(glob.glob(self.files))
+                         for line in Path(path).read_text(errors="replace").splitlines()]
+            numbers: Iterator[int] = iter(range(first, len(self.text), step))
+        else:
+            numbers = count(first, step) if self.lines is None else iter(range(first, self.lines, step))
+        self.fresh, self.replays = numbers, deque[int]()
+
+    def next_tuple(self) -> None:
+        i = self.replays.popleft() if self.replays else next(self.fresh, None)
+        if i is not None:
+            self.emit([self.text[i] if self.files is not None else log_line(i)], msg_id=i)
+
+    def fail(self, msg_id: int) -> None:
+        self.replays.append(msg_id)
+
+
+class ParseLine(Bolt):
+    """A parsed request on the default stream, or the line and what is wrong with it on ``invalid``."""
+
+    outputs = {"default": ["ts_ms", "client", "method", "page", "status", "bytes"], "invalid": ["line", "reason"]}
+
+    def execute(self, tup: Tuple) -> None:
+        try:
+            self.emit(parse(tup["line"]))
+        except ValueError as exc:
+            self.emit([tup["line"], str(exc)], "invalid")
+
+
+class SectionWindows(SparkBolt):
+    """Requests, 5xx responses and bytes per tumbling window and site section (Spark SQL with a join)."""
+
+    outputs = ["window_start_ms", "section", "requests", "server_errors", "bytes"]
+    input_types = {"ts_ms": "int64", "status": "int64", "bytes": "int64"}
+
+    def __init__(self, window_secs: int = 10) -> None:
+        self.window_ms = window_secs * 1000
+
+    def prepare_spark(self, spark: Any) -> None:
+        self.sections = spark.createDataFrame(list(SECTIONS), "page string, section string").cache()
+
+    def transform(self, batch: Any) -> Any:
+        return self.spark.sql(
+            """SELECT CAST(FLOOR(e.ts_ms / {window}) * {window} AS BIGINT) AS window_start_ms,
+                      COALESCE(s.section, 'other') AS section,
+                      COUNT(*) AS requests,
+                      CAST(SUM(IF(e.status >= 500, 1, 0)) AS BIGINT) AS server_errors,
+                      CAST(SUM(e.bytes) AS BIGINT) AS bytes
+               FROM {events} e LEFT JOIN {sections} s ON e.page = s.page
+               GROUP BY 1, 2""",
+            window=self.window_ms, events=batch, sections=self.sections)
+
+
+class JsonLines(Bolt):
+    """Appends each input as a JSON object (field → value) to ``<out_dir>/<name>-<task>.jsonl``."""
+
+    def __init__(self, out_dir: str, name: str) -> None:
+        self.out_dir, self.name = out_dir, name
+
+    def prepare(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
+        Path(self.out_dir).mkdir(parents=True, exist_ok=True)
+        self.out = open(Path(self.out_dir) / f"{self.name}-{context.task_id}.jsonl", "a")
+
+    def execute(self, tup: Tuple) -> None:
+        self.out.write(json.dumps(dict(zip(tup.fields, tup.values))) + "\n")
+        self.out.flush()  # acked (auto_ack) only once it is written
+
+    def cleanup(self) -> None:
+        self.out.close()
+
+
+def topology(out_dir: str = "weblogs-out", lines: int | None = None, files: str | None = None,
+             window_secs: int = 10) -> Topology:
+    """The pipeline; ``out_dir`` is made absolute here, on the submitting machine."""
+    out = str(Path(out_dir).resolve())
+    t = Topology("weblogs", {"topology.workers": 2, "topology.max.spout.pending": 5000,
+                             "spark.batch.size": 5000, "spark.batch.interval.ms": 1000})
+    logs = t.spout("access-log", AccessLogSpout, kwargs={"lines": lines, "files": files})
+    parsed = t.bolt("parse", ParseLine, parallelism=2).shuffle(logs)
+    windows = t.bolt("windows", SectionWindows, args=[window_secs]).shuffle(parsed)
+    t.bolt("results", JsonLines, args=[out, "windows"]).global_(windows)
+    t.bolt("invalid", JsonLines, args=[out, "invalid"]).global_(parsed, stream="invalid")
+    return t
+
+
+# ------------------------------------------------------------------------------------------------
+# Results
+# ------------------------------------------------------------------------------------------------
+
+Totals = dict[tuple[int, str], dict[str, int]]
+
+
+def window_totals(out_dir: str | Path, name: str = "windows") -> Totals:
+    """(window start ms, section) → requests, server_errors, bytes: the partial rows added up."""
+    totals: Totals = {}
+    for path in sorted(Path(out_dir).glob(f"{name}-*.jsonl")):
+        for line in path.read_text().splitlines():
+            if not line.endswith("}"):
+                continue  # a line still being written
+            row = json.loads(line)
+            into = totals.setdefault((row["window_start_ms"], row["section"]),
+                                     {"requests": 0, "server_errors": 0, "bytes": 0})
+            for key in into:
+                into[key] += row[key]
+    return totals
+
+
+def expected_totals(lines: Iterable[str], window_secs: int = 10) -> Totals:
+    """What :func:`window_totals` must come to for ``lines``, computed without Squall or Spark."""
+    sections, window_ms = dict(SECTIONS), window_secs * 1000
+    totals: Totals = {}
+    for line in lines:
+        try:
+            ts_ms, _client, _method, page, status, size = parse(line)
+        except ValueError:
+            continue
+        into = totals.setdefault((ts_ms // window_ms * window_ms, sections.get(page, "other")),
+                                 {"requests": 0, "server_errors": 0, "bytes": 0})
+        into["requests"] += 1
+        into["server_errors"] += status >= 500
+        into["bytes"] += size
+    return totals
+
+
+def report(out_dir: str | Path) -> str:
+    """The totals as a table, newest windows last."""
+    totals = window_totals(out_dir)
+    invalid = sum(len(p.read_text().splitlines()) for p in Path(out_dir).glob("invalid-*.jsonl"))
+    rows = [f"{'window (UTC)':<20} {'section':<8} {'requests':>8} {'5xx':>5} {'bytes':>10}"]
+    for (start, section), t in sorted(totals.items()):
+        when = datetime.fromtimestamp(start / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        rows.append(f"{when:<20} {section:<8} {t['requests']:>8} {t['server_errors']:>5} {t['bytes']:>10}")
+    requests = sum(t["requests"] for t in totals.values())
+    rows.append(f"{len(totals)} (window, section) rows, {requests} requests, {invalid} invalid lines")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "report":
+        sys.exit("usage: python -m examples.weblogs report OUT_DIR")
+    print(report(sys.argv[2]))
