@@ -193,18 +193,20 @@ def topology(out_dir: str = "weblogs-out", lines: int | None = None, files: str 
 Totals = dict[tuple[int, str], dict[str, int]]
 
 
-def window_totals(out_dir: str | Path, name: str = "windows") -> Totals:
+def read_jsonl(out_dir: str | Path, name: str) -> list[dict[str, Any]]:
+    """Every complete row the ``name`` sink tasks have written so far."""
+    return [json.loads(line) for path in sorted(Path(out_dir).glob(f"{name}-*.jsonl"))
+            for line in path.read_text().splitlines() if line.endswith("}")]  # not a line half written
+
+
+def window_totals(out_dir: str | Path) -> Totals:
     """(window start ms, section) → requests, server_errors, bytes: the partial rows added up."""
     totals: Totals = {}
-    for path in sorted(Path(out_dir).glob(f"{name}-*.jsonl")):
-        for line in path.read_text().splitlines():
-            if not line.endswith("}"):
-                continue  # a line still being written
-            row = json.loads(line)
-            into = totals.setdefault((row["window_start_ms"], row["section"]),
-                                     {"requests": 0, "server_errors": 0, "bytes": 0})
-            for key in into:
-                into[key] += row[key]
+    for row in read_jsonl(out_dir, "windows"):
+        into = totals.setdefault((row["window_start_ms"], row["section"]),
+                                 {"requests": 0, "server_errors": 0, "bytes": 0})
+        for key in into:
+            into[key] += row[key]
     return totals
 
 
@@ -228,7 +230,7 @@ def expected_totals(lines: Iterable[str], window_secs: int = 10) -> Totals:
 def report(out_dir: str | Path) -> str:
     """The totals as a table, newest windows last."""
     totals = window_totals(out_dir)
-    invalid = sum(len(p.read_text().splitlines()) for p in Path(out_dir).glob("invalid-*.jsonl"))
+    invalid = len(read_jsonl(out_dir, "invalid"))
     rows = [f"{'window (UTC)':<20} {'section':<8} {'requests':>8} {'5xx':>5} {'bytes':>10}"]
     for (start, section), t in sorted(totals.items()):
         when = datetime.fromtimestamp(start / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")

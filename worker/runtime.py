@@ -144,7 +144,8 @@ class WorkerRuntime:
         self._active = False
         self._stopped = False
         self.dropped = 0  # tuples for tasks this worker cannot reach (stale routes; replayed by spouts)
-        self.receiver = Receiver(self._on_remote_batch, listen[0], listen[1]).start() if listen else None
+        self._listen = listen
+        self.receiver: Receiver | None = None
 
     # -- building ---------------------------------------------------------------------------------
 
@@ -190,6 +191,10 @@ class WorkerRuntime:
         for event in ready:
             while not event.wait(MAX_IDLE_SECS) and not self.failed.is_set():
                 pass
+        if self._listen and not self.failed.is_set():
+            # Listen only now: peers activate their spouts once every worker listens, so no tuple
+            # waits (and times out) in the queue of a task still preparing (a Spark session: ~15 s).
+            self.receiver = Receiver(self._on_remote_batch, *self._listen).start()
         log.info("worker runtime started", topology_id=self.layout.topology_id, tasks=sorted(self.executors),
                  threads=len(self.threads), port=self.receiver.port if self.receiver else None)
         return self

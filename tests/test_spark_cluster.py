@@ -1,0 +1,87 @@
+"""The example pipeline (examples/weblogs.py) end to end on a process cluster: nimbus, a supervisor and two
+real worker processes, one of which starts Spark. Marked ``spark``: the worker's JVM takes ~15 s."""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from examples import weblogs
+from processcluster import ProcessCluster
+from squall.zk import paths
+from squall.zk.records import TopologyTasks
+from supervisor.processes import running
+from support import wait_until
+
+LINES = 4000
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (read from /proc, so it sees through spark-submit's exec)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def runs_java(pid: int) -> bool:
+    try:
+        return Path(os.readlink(f"/proc/{pid}/exe")).name == "java"
+    except OSError:
+        return False
+
+
+@pytest.mark.spark
+def test_weblogs_pipeline_runs_end_to_end_and_only_the_spark_worker_starts_a_jvm(
+        zk_conf: dict[str, Any], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    expected = weblogs.expected_totals(weblogs.log_line(i) for i in range(LINES))
+    with ExitStack() as stack:
+        # Worker start and task launch keep their defaults (120 s): a JVM start must fit in them; the
+        # running-worker timeouts stay short, so a Spark job holding up heartbeats would show. The
+        # message timeout is the default too: a replay after a timeout is at-least-once, not exact.
+        cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **{
+            "supervisor.worker.start.timeout.secs": 120, "nimbus.task.launch.secs": 120,
+            "topology.message.timeout.secs": 30})
+        cluster.start_nimbus()
+        cluster.start_supervisor("sup")
+        cluster.wait_supervisors(1)
+        topology_id = cluster.submit(weblogs.topology(str(out), lines=LINES))
+
+        def totals_complete() -> bool:
+            got = weblogs.window_totals(out)
+            return sum(t["requests"] for t in got.values()) >= sum(t["requests"] for t in expected.values())
+
+        wait_until(totals_complete, timeout=240, what="every valid line counted in the window results")
+        assert weblogs.window_totals(out) == expected
+        invalid = weblogs.read_jsonl(out, "invalid")
+        assert len(invalid) == LINES // weblogs.BAD_EVERY
+        assert all(row["reason"] == "not in combined log format" for row in invalid)
+
+        tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+        spark_tasks = {task for task, info in tasks.tasks.items() if info.component == "windows"}
+        workers = cluster.workers("sup")
+        assert len(workers) == 2 and all(running(w.pid) for w in workers)
+        jvm = {w.port: any(runs_java(p) for p in descendants(w.pid)) for w in workers}
+        assert jvm == {w.port: bool(spark_tasks & set(w.tasks)) for w in workers}
+        assert sorted(jvm.values()) == [False, True]
+        # Nothing was restarted: the slow Spark start tripped no timeout.
+        assert {w.worker_id for w in cluster.workers("sup")} == {w.worker_id for w in workers}
+        events = [json.loads(line) for line in cluster.log_file("sup").read_text().splitlines() if line.startswith("{")]
+        assert sum(e.get("event") == "worker launched" for e in events) == 2
