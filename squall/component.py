@@ -102,6 +102,8 @@ class Collector(Protocol):
     def emit(self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None,
              msg_id: Any) -> Sequence[int]: ...
 
+    def emit_batch(self, rows: Sequence[tuple[Any, ...]], stream: str, anchors: tuple[Tuple, ...]) -> None: ...
+
     def ack(self, tup: Tuple) -> None: ...
 
     def fail(self, tup: Tuple) -> None: ...
@@ -212,6 +214,12 @@ class Bolt(Component, ABC):
         else:
             anchors = tuple(anchors)
         return self._collector.emit(tuple(values), stream, anchors, direct_task, None)
+
+    def emit_batch(self, rows: Iterable[Iterable[Any]], stream: str = DEFAULT_STREAM, *,
+                   anchors: Iterable[Tuple]) -> None:
+        """Emit every row, each anchored to all of ``anchors``: results that depend on a whole batch of
+        inputs. Same trees as ``emit`` per row, far cheaper when the anchors are many."""
+        self._collector.emit_batch([tuple(values) for values in rows], stream, tuple(anchors))
 
     def ack(self, tup: Tuple) -> None:
         """``tup`` is fully processed (its part of the tree is done)."""

@@ -14,9 +14,10 @@ emitted on ``output_stream``, each anchored to every input of the batch, and the
 together. If ``transform`` (or reading its result) raises, nothing is emitted, the error goes to
 ``/taskerrors`` and every input of the batch is failed, so reliable spouts replay them: at-least-once.
 
-Anchoring each output to the whole batch is Storm's multi-anchoring, and it costs what it costs there:
-a downstream ack is one acker message per spout tuple of the batch. Spark bolts that aggregate emit
-few rows per batch, which is what they are for; keep per-tuple work in plain bolts.
+Anchoring each output to the whole batch is Storm's multi-anchoring: every output row carries the
+batch's spout roots, and its ack reaches the ackers for each of them. :meth:`~squall.component.Bolt.
+emit_batch` and bulk acks keep that work in C, but it still grows with rows x batch: Spark bolts that
+aggregate emit few rows per batch, which is what they are for; keep per-tuple work in plain bolts.
 
 Jobs run on the bolt's task thread (``component_conf`` gives it its own), so a job never holds up
 other tasks of the worker; while a job runs, new input waits in the receive queue and backpressure
@@ -122,8 +123,7 @@ class SparkBolt(Bolt):
             for tup in inputs:
                 self.fail(tup)
             return
-        for values in rows:
-            self.emit(values, self.output_stream, anchors=inputs)
+        self.emit_batch(rows, self.output_stream, anchors=inputs)
         for tup in inputs:
             self.ack(tup)
 

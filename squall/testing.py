@@ -66,6 +66,11 @@ class Recorder:
         self.emitted.append(Emit(stream, values, anchors, direct_task, msg_id))
         return [] if direct_task is None else [direct_task]
 
+    def emit_batch(self, rows: Sequence[tuple[Any, ...]], stream: str, anchors: tuple[Tuple, ...]) -> None:
+        """Record one emit per row, each anchored to all of ``anchors``."""
+        for values in rows:
+            self.emit(values, stream, anchors, None, None)
+
     def ack(self, tup: Tuple) -> None:
         self.acked.append(tup)
 

@@ -20,7 +20,8 @@ from examples import wordcount
 from squall.dsl import Topology
 from squall.thrift import storm
 from support import wait_until
-from topologies import GATES, Boom, Director, EmitTwice, Forward, Gate, Holdout, Join, Numbers, Recorder, Reporter
+from topologies import (GATES, BatchOf, Boom, Director, EmitTwice, EvenTwice, Forward, Gate, Holdout, Join, Numbers,
+                        Recorder, Reporter)
 from worker.local import LocalTopology
 
 FAST = {"task.heartbeat.frequency.secs": 0.05, "topology.message.timeout.secs": 30}
@@ -162,6 +163,27 @@ def test_branch_and_join_is_acked_once_and_only_after_both_branches() -> None:
         stats = local.tasks("join")[0].task_stats()
         assert stats.executed == stats.acked == {"a:default": 1, "b:default": 1}, "a join's stats are per input"
         assert set(stats.latency_ms) == {"a:default", "b:default"} and stats.emitted == {"default": 1}
+
+
+def test_rows_emitted_for_a_whole_batch_hold_every_tree_of_the_batch_until_they_are_acked() -> None:
+    """emit_batch's shared edge (anchors with roots of their own) and per-anchor edges (two tuples of one
+    tree in the batch), and the bulk acks of a 30-root tuple: no tree completes early, all complete."""
+    GATES.pop("batch", None)
+    t = Topology("batch")
+    numbers = t.spout("numbers", Numbers, args=[20])
+    twice = t.bolt("twice", EvenTwice).shuffle(numbers)
+    batch = t.bolt("batch", BatchOf, args=[30, 3]).global_(twice)
+    gate = t.bolt("gate", Gate, args=["batch"], conf={"topology.tick.tuple.freq.secs": 0.05}).shuffle(batch)
+    t.bolt("sink", Recorder).shuffle(gate)
+    with run(t) as local:
+        spout = local.component("numbers")
+        wait_until(lambda: len(local.component("gate").held) == 3, 10, "the batch's rows held at the gate")
+        let_time_pass(local, "numbers")
+        assert spout.acked == [] and spout.failed == [], "the batch acked, its rows not yet: no tree is done"
+        GATES["batch"].set()
+        wait_until(lambda: sorted(spout.acked) == list(range(20)), 10, "every tree acked once the rows are")
+        assert spout.failed == [] and len(local.tasks("__acker")[0].state) == 0
+        assert sorted(values for _, _, values in local.component("sink").seen) == [("b1", 0), ("b1", 1), ("b1", 2)]
 
 
 def test_an_unacked_tuple_fails_after_the_timeout_while_its_siblings_are_acked() -> None:

@@ -112,6 +112,37 @@ class EmitTwice(Bolt):
         self.ack(tup)
 
 
+class EvenTwice(Bolt):
+    """Re-emits each input, and even n a second time: two tuples of one tree (auto_ack anchors both)."""
+
+    outputs = ["key", "n"]
+
+    def execute(self, tup: Tuple) -> None:
+        for _ in range(2 if tup["n"] % 2 == 0 else 1):
+            self.emit(tup.values)
+
+
+class BatchOf(Bolt):
+    """Every ``size`` inputs: ``rows`` tuples ``(batch number, row)`` anchored to the whole batch, then acks it."""
+
+    outputs = ["key", "n"]
+    auto_ack = False
+
+    def __init__(self, size: int, rows: int) -> None:
+        self.size, self.rows = size, rows
+        self.batch: list[Tuple] = []
+        self.batches = 0
+
+    def execute(self, tup: Tuple) -> None:
+        self.batch.append(tup)
+        if len(self.batch) == self.size:
+            self.batches += 1
+            self.emit_batch([(f"b{self.batches}", row) for row in range(self.rows)], anchors=self.batch)
+            for held in self.batch:
+                self.ack(held)
+            self.batch = []
+
+
 class Holdout(Bolt):
     """Acks every input except those whose n is in ``never`` (held forever: their trees time out)."""
 

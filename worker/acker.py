@@ -1,5 +1,8 @@
 """The ``__acker`` task: XOR tuple trees (see :mod:`worker.tracking`) fed by the ack streams, and the
-completions sent straight to the spout task that owns each root."""
+completions sent straight to the spout task that owns each root.
+
+An ``__ack_ack`` tuple is ``(root, value)``, or ``([root, ...], [value, ...])`` when a bolt acks a
+tuple with many roots (one anchored to a whole batch): the streams are internal to Squall's workers."""
 
 from __future__ import annotations
 
@@ -39,7 +42,10 @@ class Acker(Executor):
             for tup in batch:
                 stream, values = tup._stream, tup._values
                 if stream == ACK_ACK_STREAM:
-                    done = state.ack(values[0], values[1], now)
+                    if type(values[0]) is list:  # a bulk ack: roots and values as two lists
+                        done = state.ack_many(values[0], values[1], now)
+                    else:
+                        done = state.ack(values[0], values[1], now)
                 elif stream == ACK_INIT_STREAM:
                     done = state.init(values[0], values[1], values[2], now)
                 elif stream == ACK_FAIL_STREAM:

@@ -45,6 +45,8 @@ ACK_FAIL_FIELDS = Fields(["id"])
 SPOUT_IDLE_SECS = 0.001
 #: Longest a task thread sleeps with nothing to do, so control messages and stop are never late by more.
 MAX_IDLE_SECS = 0.1
+#: An acked tuple with this many roots or more sends its acks as lists, one message per acker.
+BULK_ACK_ROOTS = 16
 
 _rand = random.Random()
 _bits = _rand.getrandbits
@@ -612,15 +614,58 @@ class BoltExecutor(Executor):
                                if ids else Tuple(values, out.fields, self.component, stream, self.task))
         return targets
 
+    def emit_batch(self, rows: Sequence[tuple[Any, ...]], stream: str, anchors: tuple[Tuple, ...]) -> None:
+        """``emit`` of every row anchored to all of ``anchors`` (a batch bolt's output), with the per-root
+        work in C. An anchor whose roots no other anchor has takes one edge per emitted copy shared with
+        all such anchors (each root's tree still sees every copy's edge exactly once), XORed into its
+        ``ackVal`` once at the end; anchors sharing a root get an edge each, as ``emit`` gives them."""
+        if not self._n_ackers:
+            anchors = ()
+        seen = Counter(root for anchor in anchors for root in anchor._anchors)
+        lone = [a for a in anchors if a._anchors and all(seen[root] == 1 for root in a._anchors)]
+        shared = [a for a in anchors if a._anchors and any(seen[root] > 1 for root in a._anchors)]
+        lone_roots = [root for anchor in lone for root in anchor._anchors]
+        box, component, task, lone_edges = self._box, self.component, self.task, 0
+        for values in rows:
+            out, targets = self._targets(values, stream, None)
+            out.emitted += 1
+            if not seen:
+                tup = Tuple(values, out.fields, component, stream, task)
+                for target in targets:
+                    box[target].append(tup)
+                continue
+            for target in targets:
+                edge = _bits(64) or 1
+                lone_edges ^= edge
+                ids = dict.fromkeys(lone_roots, edge)
+                for anchor in shared:
+                    own = _bits(64) or 1
+                    anchor._ack_val ^= own
+                    for root in anchor._anchors:
+                        ids[root] = ids.get(root, 0) ^ own
+                box[target].append(Tuple(values, out.fields, component, stream, task, edge, ids))
+        for anchor in lone:
+            anchor._ack_val ^= lone_edges
+
     def ack(self, tup: Tuple) -> None:
         self.stats.acked += 1
         if self._keyed_inputs:
             self.stats.acked_by[f"{tup._component}:{tup._stream}"] += 1
         roots = tup._anchors
-        if roots and self._n_ackers:
-            ack_val = tup._ack_val
+        if not (roots and self._n_ackers):
+            return
+        ack_val = tup._ack_val
+        if len(roots) < BULK_ACK_ROOTS:
             for root, edge in roots.items():
                 self._to_acker(ACK_ACK_STREAM, (root, edge ^ ack_val), ACK_ACK_FIELDS)
+            return
+        # A tuple of a batch (many roots): one message per acker with lists of roots and values.
+        n = self._n_ackers
+        for index, acker in enumerate(self._ackers):
+            mine = [root for root in roots if root % n == index] if n > 1 else list(roots)
+            if mine:
+                self._box[acker].append(Tuple((mine, [roots[root] ^ ack_val for root in mine]), ACK_ACK_FIELDS,
+                                              self.component, ACK_ACK_STREAM, self.task))
 
     def fail(self, tup: Tuple) -> None:
         self.stats.failed += 1

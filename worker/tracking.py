@@ -67,6 +67,10 @@ class AckerState:
         """A bolt acked; acks may arrive before the spout's init (different workers)."""
         return self._update(root, self._tree(root, now), value)
 
+    def ack_many(self, roots: list[int], values: list[int], now: float) -> list[Completion]:
+        """:meth:`ack` for each root and its value (a bulk ack)."""
+        return [done for root, value in zip(roots, values) for done in self._update(root, self._tree(root, now), value)]
+
     def fail(self, root: int, now: float) -> tuple[Completion, ...]:
         tree = self._tree(root, now)
         tree.failed = True
