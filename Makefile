@@ -1,16 +1,19 @@
-# Everything a fresh Debian machine needs, in two commands: `make demo` and `make test`.
+# Everything a fresh Debian machine needs: `make demo`, `make pipeline` (the Spark pipeline) and `make test`.
 VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo setup system-deps clean
+.PHONY: test demo pipeline setup system-deps clean
 
 test: setup
 	@bash deploy/install-system-deps.sh --for-tests
 	$(VENV)/bin/pytest
 
 demo: setup
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash deploy/demo.sh
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash deploy/demo.sh wordcount
+
+pipeline: setup
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash deploy/demo.sh weblogs
 
 setup: system-deps $(STAMP)
 

@@ -8,7 +8,7 @@
       → results      JSON lines: <out>/windows-<task>.jsonl, and <out>/invalid-<task>.jsonl
 
 Each Spark batch emits partial sums for the windows it saw, so a window that spans batches has several
-rows: :func:`window_totals` adds them up (and ``python -m examples.weblogs report OUT`` prints them).
+rows: :func:`window_totals` adds them up (``python -m examples.weblogs report OUT`` prints the newest).
 Generated logs are deterministic (line ``i`` is :func:`log_line` ``(i)``), so :func:`expected_totals`
 computes the exact answer in plain Python for the tests.
 
@@ -22,6 +22,7 @@ import glob
 import json
 import re
 import sys
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
@@ -227,20 +228,39 @@ def expected_totals(lines: Iterable[str], window_secs: int = 10) -> Totals:
     return totals
 
 
-def report(out_dir: str | Path) -> str:
-    """The totals as a table, newest windows last."""
+def report(out_dir: str | Path, windows: int = 2) -> str:
+    """The newest ``windows`` windows' rows as a table, and a line about all of them."""
     totals = window_totals(out_dir)
-    invalid = len(read_jsonl(out_dir, "invalid"))
+    shown = sorted({start for start, _ in totals})[-windows:]
     rows = [f"{'window (UTC)':<20} {'section':<8} {'requests':>8} {'5xx':>5} {'bytes':>10}"]
     for (start, section), t in sorted(totals.items()):
-        when = datetime.fromtimestamp(start / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-        rows.append(f"{when:<20} {section:<8} {t['requests']:>8} {t['server_errors']:>5} {t['bytes']:>10}")
+        if start in shown:
+            when = datetime.fromtimestamp(start / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+            rows.append(f"{when:<20} {section:<8} {t['requests']:>8} {t['server_errors']:>5} {t['bytes']:>10}")
     requests = sum(t["requests"] for t in totals.values())
-    rows.append(f"{len(totals)} (window, section) rows, {requests} requests, {invalid} invalid lines")
+    rows.append(f"{len({start for start, _ in totals})} windows, {requests} requests, "
+                f"{len(read_jsonl(out_dir, 'invalid'))} invalid lines")
     return "\n".join(rows)
 
 
+def wait(out_dir: str | Path, lines: int, timeout: float) -> bool:
+    """Whether the results for ``lines`` generated lines are complete and exact within ``timeout`` seconds."""
+    expected = expected_totals(log_line(i) for i in range(lines))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if window_totals(out_dir) == expected:
+            return True
+        time.sleep(0.5)
+    return False
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "report":
-        sys.exit("usage: python -m examples.weblogs report OUT_DIR")
-    print(report(sys.argv[2]))
+    command = sys.argv[1:2]
+    if command == ["report"] and len(sys.argv) == 3:
+        print(report(sys.argv[2]))
+    elif command == ["wait"] and len(sys.argv) == 5:
+        if not wait(sys.argv[2], int(sys.argv[3]), float(sys.argv[4])):
+            sys.exit(f"the results in {sys.argv[2]} are not (yet) those of {sys.argv[3]} generated lines")
+        print(f"results complete: every one of {sys.argv[3]} lines counted, exactly as computed in plain Python")
+    else:
+        sys.exit("usage: python -m examples.weblogs report OUT_DIR | wait OUT_DIR LINES TIMEOUT_SECS")
