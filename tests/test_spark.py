@@ -7,6 +7,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -16,7 +17,7 @@ from examples import weblogs
 from squall import sparksession
 from squall.dsl import Topology
 from squall.spark import BATCH_CHECK_SECS, MicroBatch, SparkBolt, output_rows, to_arrow
-from squall.testing import make_tuple, run_bolt
+from squall.testing import make_tuple, run_bolt, run_spout
 from support import wait_until
 from topologies import KeySums, Numbers, Recorder
 from worker.local import LocalTopology
@@ -109,6 +110,16 @@ def test_the_example_parses_combined_log_lines_and_says_why_a_line_is_not_one() 
     totals = weblogs.expected_totals(weblogs.log_line(i) for i in range(2000))
     assert sum(t["requests"] for t in totals.values()) == 2000 - 2000 // weblogs.BAD_EVERY
     assert {section for _, section in totals} == {"home", "shop", "content", "api", "account", "other"}
+
+
+def test_the_example_spout_reads_log_files_in_name_order_and_replays_a_failed_line(tmp_path: Path) -> None:
+    (tmp_path / "access-2.log").write_text("third\n")
+    (tmp_path / "access-1.log").write_text("first\nsecond\n")
+    run = run_spout(weblogs.AccessLogSpout, calls=4, kwargs={"files": str(tmp_path / "access-*.log")})
+    assert run.values() == [("first",), ("second",), ("third",)]
+    run.fail(1)
+    run.next_tuple()
+    assert run.values()[-1] == ("second",) and run.emitted[-1].msg_id == 1
 
 
 # ------------------------------------------------------------------------------------------------
