@@ -309,7 +309,8 @@ class Nimbus:
             system = topo.system_topology(normalized, {**self.conf, **conf})
             self.code.put(topology_id, package=self.code.package(topology_id), conf=conf, topology=normalized,
                           system=system)
-            self.zk.write(paths.tasks(topology_id), topo.make_tasks(system))
+            old_tasks = self.zk.read(paths.tasks(topology_id), TopologyTasks) or TopologyTasks(tasks={})
+            self.zk.write(paths.tasks(topology_id), topo.rescale_tasks(old_tasks, system))
         self._assign(AssignEvent(topology_id, name, AssignType.REBALANCE, reassign=effect.reassign, scale=scale))
 
     def _remove_state(self, topology_id: str) -> None:

@@ -35,6 +35,7 @@ __all__ = [
     "TOPOLOGY_MASTER",
     "component_tasks",
     "make_tasks",
+    "rescale_tasks",
     "name_of",
     "normalize",
     "system_topology",
@@ -359,18 +360,32 @@ def make_tasks(system: storm.StormTopology) -> TopologyTasks:
     Sorted rather than in dict order so the same topology gets the same ids whatever order the
     client built its maps in; a block of ``parallelism_hint`` ids per component.
     """
+    return rescale_tasks(TopologyTasks(tasks={}), system)
+
+
+def rescale_tasks(old: TopologyTasks, system: storm.StormTopology) -> TopologyTasks:
+    """Task ids for a new parallelism (rebalance ``-e``): each component keeps its lowest ids up to its
+    new task count, so running tasks keep their identity and state; tasks beyond it go away; new tasks
+    get ids above every id in use (in :func:`make_tasks` order), so no running task's id changes meaning.
+    """
     user_bolts = sorted(b for b in system.bolts if b not in _SYSTEM_BOLTS)
     order = [
         *((cid, ComponentType.SPOUT, system.spouts[cid].common) for cid in sorted(system.spouts)),
         *((cid, ComponentType.BOLT, system.bolts[cid].common) for cid in user_bolts),
         *((cid, ComponentType.BOLT, system.bolts[cid].common) for cid in _SYSTEM_BOLTS if cid in system.bolts),
     ]
+    had: dict[str, list[int]] = {}
+    for task, info in sorted(old.tasks.items()):
+        had.setdefault(info.component, []).append(task)
     tasks: dict[int, TaskInfo] = {}
+    fresh = max(old.tasks, default=0) + 1
     for cid, kind, common in order:
-        start = len(tasks) + 1
-        for task in range(start, start + _hint(common)):
+        kept = had.get(cid, [])[:_hint(common)]
+        added = range(fresh, fresh + _hint(common) - len(kept))
+        fresh = added.stop
+        for task in (*kept, *added):
             tasks[task] = TaskInfo(component=cid, type=kind)
-    return TopologyTasks(tasks=tasks)
+    return TopologyTasks(tasks=dict(sorted(tasks.items())))
 
 
 def topology_master_task(tasks: TopologyTasks) -> int | None:

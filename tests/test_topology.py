@@ -16,6 +16,7 @@ from nimbus.scheduler.model import Component, scheduler_components
 from squall.topology import (
     component_tasks,
     make_tasks,
+    rescale_tasks,
     name_of,
     normalize,
     system_topology,
@@ -483,6 +484,19 @@ def test_acker_and_master_blocks() -> None:
     assert "__acker" not in component_tasks(none)
     assert topology_master_task(none) == 8
     assert topology_master_task(make_tasks(prepared()[0])) is None  # the user topology has no master
+
+
+def test_a_rescale_keeps_running_task_ids_adds_fresh_ones_and_drops_the_highest() -> None:
+    before = make_tasks(system_topology(*prepared()))  # count [3, 4], split [5, 6, 7], acker 8, master 9
+    grown = rescale_tasks(before, system_topology(*prepared({"topology.bolt.parallelism": {"count": 4}})))
+    assert component_tasks(grown) == {**component_tasks(before), "count": [3, 4, 10, 11]}
+    shrunk = rescale_tasks(grown, system_topology(*prepared({"topology.bolt.parallelism": {"count": 1, "split": 2},
+                                                             "topology.acker.executors": 2})))
+    assert component_tasks(shrunk) == {"sentences": [1, 2], "count": [3], "split": [5, 6], "__acker": [8, 12],
+                                       "__topology_master": [9]}
+    again = rescale_tasks(shrunk, system_topology(*prepared({"topology.bolt.parallelism": {"count": 2}})))
+    assert component_tasks(again)["count"] == [3, 13], "new ids start above every id in use"
+    assert rescale_tasks(again, system_topology(*prepared({"topology.bolt.parallelism": {"count": 2}}))) == again
 
 
 def test_scheduler_components() -> None:
