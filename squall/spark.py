@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from squall import sparksession
 from squall.component import Bolt, TopologyContext
-from squall.config import KEY_BY_NAME
+from squall.config import default_config
 from squall.tuple import DEFAULT_STREAM, Tuple
 
 if TYPE_CHECKING:
@@ -86,8 +86,8 @@ class SparkBolt(Bolt):
     spark: SparkSession
 
     def prepare(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
-        setting = {key: conf.get(key, KEY_BY_NAME[key].default) for key in ("spark.batch.size", "spark.batch.interval.ms")}
-        self._batch = MicroBatch(int(setting["spark.batch.size"]), int(setting["spark.batch.interval.ms"]) / 1000)
+        conf = {**default_config(), **conf}  # a worker's conf has every key; a unit test's only what it sets
+        self._batch = MicroBatch(int(conf["spark.batch.size"]), int(conf["spark.batch.interval.ms"]) / 1000)
         self._fields = tuple(self.streams[self.output_stream].fields) if self.output_stream in self.streams else ()
         if not self._fields:
             raise ValueError(f"{type(self).__qualname__} emits on {self.output_stream!r}, which its outputs do "

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from typing import TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -12,6 +14,12 @@ from squall.devcluster import wait_for
 from squall.zk.client import ZkClient
 
 T = TypeVar("T")
+
+
+def log_events(path: Path, *events: str) -> list[dict[str, Any]]:
+    """The JSON log lines of a daemon or worker log whose event is one of ``events``, in order."""
+    return [e for line in path.read_text().splitlines()
+            if line.startswith("{") and (e := json.loads(line)).get("event") in events]
 
 
 def wait_until(condition: Callable[[], T], timeout: float = 10.0, what: str = "condition") -> T:

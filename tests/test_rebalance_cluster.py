@@ -14,7 +14,7 @@ from squall.thrift import storm
 from squall.topology import component_tasks
 from squall.zk import paths
 from squall.zk.records import TopologyTasks
-from support import wait_until
+from support import log_events, wait_until
 from topologies import Numbers, Recorder, read_records
 
 #: topology.max.spout.pending: bounds how far emitted numbers run ahead of those recorded.
@@ -28,18 +28,9 @@ def seen_by_task(record_dir: Path) -> dict[int, list[tuple[str, int]]]:
             for path in record_dir.glob("seen-*.jsonl")}
 
 
-def events(path: Path, event: str) -> list[dict[str, Any]]:
-    return [e for line in path.read_text().splitlines() if line.startswith("{")
-            and (e := json.loads(line)).get("event") == event]
-
-
 def refreshes(cluster: ProcessCluster) -> list[int]:
     """How many times each worker refreshed its tasks in place, by worker log."""
-    return sorted(len(events(log, "worker refreshed")) for log in (cluster.root / "sup" / "logs").glob("*worker*.log"))
-
-
-def launches(cluster: ProcessCluster) -> list[dict[str, Any]]:
-    return events(cluster.log_file("sup"), "worker launched")
+    return sorted(len(log_events(log, "worker refreshed")) for log in (cluster.root / "sup" / "logs").glob("*worker*.log"))
 
 
 def test_rebalance_grows_and_shrinks_a_bolt_keeping_fields_grouping_and_losing_nothing(
@@ -95,7 +86,7 @@ def test_rebalance_grows_and_shrinks_a_bolt_keeping_fields_grouping_and_losing_n
         wait_until(lambda: latest_n() >= settled + 2000, 60, "2,000 more numbers after the shrink")
         late = {task for task, seen in seen_by_task(records).items() for _, n in seen if n > settled}
         assert late == {two[0]}, "after the shrink only the remaining task gets tuples"
-        assert len(cluster.workers("sup")) == 2 and len(launches(cluster)) == 2, "no worker was restarted"
+        assert len(cluster.workers("sup")) == 2 and len(log_events(cluster.log_file("sup"), "worker launched")) == 2, "no worker was restarted"
         # Nothing lost: every number up to here is acked, tuples dropped at removed tasks were replayed.
         wait_until(lambda: set(range(settled)) <= set(read_records(records, "acked")), 60,
                    f"every number below {settled} acked")

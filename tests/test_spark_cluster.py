@@ -3,7 +3,6 @@ real worker processes, one of which starts Spark. Marked ``spark``: the worker's
 
 from __future__ import annotations
 
-import json
 import os
 from contextlib import ExitStack
 from pathlib import Path
@@ -16,7 +15,7 @@ from processcluster import ProcessCluster
 from squall.zk import paths
 from squall.zk.records import TopologyTasks
 from supervisor.processes import running
-from support import wait_until
+from support import log_events, wait_until
 
 LINES = 4000
 
@@ -84,5 +83,4 @@ def test_weblogs_pipeline_runs_end_to_end_and_only_the_spark_worker_starts_a_jvm
         assert sorted(jvm.values()) == [False, True]
         # Nothing was restarted: the slow Spark start tripped no timeout.
         assert {w.worker_id for w in cluster.workers("sup")} == {w.worker_id for w in workers}
-        events = [json.loads(line) for line in cluster.log_file("sup").read_text().splitlines() if line.startswith("{")]
-        assert sum(e.get("event") == "worker launched" for e in events) == 2
+        assert len(log_events(cluster.log_file("sup"), "worker launched")) == 2

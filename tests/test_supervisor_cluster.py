@@ -24,7 +24,7 @@ from squall.zk import paths
 from squall.zk.errors import MAX_ERRORS_PER_TASK
 from squall.zk.records import SupervisorInfo, TaskError, TopologyTasks
 from supervisor.processes import WorkerRecord, running
-from support import wait_until
+from support import log_events, wait_until
 from scenarios import counted_word_count, final_counts, nothing_lost, reliable_stream
 from topologies import BrokenPrepare, Forward, Numbers, read_records
 
@@ -223,11 +223,9 @@ def test_a_worker_failing_in_prepare_is_reported_with_its_traceback_and_retried_
     enrich = next(task for task, info in tasks.tasks.items() if info.component == "enrich")
 
     def events() -> list[tuple[float, str]]:
-        lines = cluster.log_file(owner).read_text().splitlines()
-        return [(datetime.fromisoformat(e["timestamp"]).timestamp(), e["event"]) for line in lines
-                if line.startswith("{") and ((e := json.loads(line)).get("event") == "worker launched"
-                                             and e.get("port") == slot.port
-                                             or e.get("event") == "worker problem" and e.get("topology_id") == topology_id)]
+        return [(datetime.fromisoformat(e["timestamp"]).timestamp(), e["event"])
+                for e in log_events(cluster.log_file(owner), "worker launched", "worker problem")
+                if e.get("port") == slot.port or e.get("topology_id") == topology_id and "port" not in e]
 
     def backoffs() -> list[float]:
         """From each failure seen to the next launch: the back-off alone, whatever a worker takes to fail."""
