@@ -27,8 +27,8 @@ from squall.zk.records import (
 
 log = structlog.get_logger(__name__)
 
-#: (components for the scheduler, merged topology conf) of a topology id, from the code store.
-TopologySource = Callable[[str], tuple[tuple[Component, ...], Mapping[str, Any]]]
+#: (components for the scheduler, merged topology conf, current code version) of a topology id, from the code store.
+TopologySource = Callable[[str], tuple[tuple[Component, ...], Mapping[str, Any], int]]
 
 
 class AssignFailed(Exception):
@@ -102,7 +102,7 @@ class TopologyAssigner:
 
     def assign(self, event: AssignEvent) -> Assignment:
         """Schedule one topology and persist the result; runs on the assign thread only."""
-        components, conf = self._topologies(event.topology_id)
+        components, conf, code_version = self._topologies(event.topology_id)
         tasks = self._zk.read(paths.tasks(event.topology_id), TopologyTasks)
         if tasks is None or not tasks.tasks:
             raise AssignFailed(f"{event.topology_id} has no tasks in ZooKeeper")
@@ -127,8 +127,9 @@ class TopologyAssigner:
             dead_tasks=event.dead_tasks,
         )
         workers = schedule(request)
-        assignment = self._assignment(event, workers, current)
-        if current is not None and current.workers == assignment.workers and not event.scale:
+        assignment = self._assignment(event, workers, current, code_version)
+        if (current is not None and current.workers == assignment.workers and not event.scale
+                and current.code_version == code_version):
             log.info("assignment unchanged", workers=len(workers))
             return current
         self._zk.write(paths.assignment(event.topology_id), assignment)
@@ -156,8 +157,8 @@ class TopologyAssigner:
                                           frozenset(used.get(info.supervisor_id, ()))))
         return tuple(supervisors)
 
-    def _assignment(self, event: AssignEvent, workers: list[WorkerAssignment], current: Assignment | None
-                    ) -> Assignment:
+    def _assignment(self, event: AssignEvent, workers: list[WorkerAssignment], current: Assignment | None,
+                    code_version: int) -> Assignment:
         """Start times: kept for tasks that stay on their slot, now for tasks that moved or are new."""
         now = int(self._clock.time())
         old_slot = {t: (w.supervisor_id, w.port) for w in current.workers for t in w.tasks} if current else {}
@@ -171,4 +172,5 @@ class TopologyAssigner:
             task_start_secs=start,
             timestamp_ms=int(self._clock.time() * 1000),
             type=AssignmentType.SCALE if event.scale else AssignmentType.ASSIGN,
+            code_version=code_version,
         )

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from squall.clock import Clock
+from squall.local_state import CODE_FILES
 from squall.thrift import from_bytes, storm, to_bytes
 
 _TOPOLOGY_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}-\d+-\d+$")
@@ -41,7 +42,7 @@ class MissingTopology(KeyError):
 
 class UnknownArtifact(KeyError):
     def __str__(self) -> str:
-        return f"unknown artifact {self.args[0]!r}; one of {sorted(ARTIFACTS)}"
+        return f"unknown artifact {self.args[0]!r}; one of {sorted(ARTIFACTS)}, or v<N>/<one of them>"
 
 
 @dataclass
@@ -96,6 +97,16 @@ class Inbox:
             upload.handle, upload.finished = None, True
             upload.touched = self._clock.monotonic()
 
+    def add(self, package: Path) -> str:
+        """A finished upload holding a copy of ``package`` (code nimbus already has, resubmitted by a restart)."""
+        location = self.begin_upload()
+        with self._lock:
+            upload = self._open(location)
+            upload.handle.close()
+            shutil.copyfile(package, upload.path)
+            upload.handle, upload.finished = None, True
+        return location
+
     def claim(self, location: str | None) -> Path | None:
         """The finished upload for a submit (None when nothing was uploaded); it can be claimed once."""
         if not location:
@@ -139,17 +150,19 @@ class Inbox:
         upload.path.unlink(missing_ok=True)
 
 
-#: The artifact names of ``beginCodeDownload``, and the file each maps to in a slot directory.
-ARTIFACTS = {"code": ("current", "code.pkg"), "conf": ("current", "conf.json"),
-             "topology": ("current", "topology.bin"),
-             "upgrade.code": ("upgrade", "code.pkg"), "upgrade.conf": ("upgrade", "conf.json"),
-             "upgrade.topology": ("upgrade", "topology.bin")}
+#: ``beginCodeDownload`` artifacts → file in a version directory. A bare name is the current version's;
+#: ``v<N>/<name>`` names version N, so a supervisor fetching a gray upgrade's code gets exactly that version.
+ARTIFACTS = CODE_FILES
+_VERSIONED = re.compile(r"^v(\d{1,9})/(\w+)$")
+CURRENT = "current"
 
 
 class CodeStore:
-    """``<root>/<topology-id>/<slot>/`` with the code package, conf JSON and Thrift-binary topologies.
+    """``<root>/<topology-id>/<version>/`` holds the code package, conf JSON and Thrift-binary topologies of
+    one code version; ``<root>/<topology-id>/current`` is a symlink to the version workers run by default.
 
-    Slots: ``current``; ``upgrade`` (a gray upgrade's new version); ``previous`` (kept for rollback).
+    A version is written once and never changed, so a supervisor can download it at any time and get
+    the same bytes; a gray upgrade is a second version beside the first until one of them is dropped.
     """
 
     def __init__(self, root: Path) -> None:
@@ -158,11 +171,15 @@ class CodeStore:
         self._lock = threading.Lock()
 
     def put(self, topology_id: str, *, package: Path | None, conf: dict[str, Any], topology: Any, system: Any,
-            slot: str = "current") -> None:
-        """Write a whole slot atomically: a temp dir renamed into place, so readers never see half a topology."""
+            version: int = 1, make_current: bool = True, replace: bool = False) -> None:
+        """Write a whole version atomically (a temp dir renamed into place): readers never see half of one.
+
+        A version is new unless ``replace``: a rebalance rewrites the current version's conf and topology,
+        since its workers keep running and refresh in place.
+        """
         base = self._dir(topology_id)
         base.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{slot}-", dir=base))
+        staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=base))
         try:
             (staging / "conf.json").write_text(json.dumps(conf, sort_keys=True))
             (staging / "topology.bin").write_bytes(to_bytes(topology))
@@ -170,42 +187,48 @@ class CodeStore:
             if package is not None:
                 shutil.copyfile(package, staging / "code.pkg")
             with self._lock:
-                target = base / slot
-                if target.exists():
+                target = base / str(version)
+                if not target.exists():
+                    staging.rename(target)
+                elif not replace:
+                    raise FileExistsError(f"{topology_id} already has code version {version}")
+                else:
                     old = base / f".old-{secrets.token_hex(4)}"
                     target.rename(old)
                     staging.rename(target)
                     shutil.rmtree(old)
-                else:
-                    staging.rename(target)
+            if make_current:
+                self.set_current(topology_id, version)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             if not any(p for p in base.iterdir() if not p.name.startswith(".")):
                 shutil.rmtree(base, ignore_errors=True)
             raise
 
-    def promote_upgrade(self, topology_id: str) -> None:
-        """The upgrade becomes current; the old current is kept as ``previous`` for a rollback."""
-        base = self._existing(topology_id)
-        with self._lock:
-            if not (base / "upgrade").exists():
-                raise MissingTopology(f"{topology_id}/upgrade")
-            shutil.rmtree(base / "previous", ignore_errors=True)
-            (base / "current").rename(base / "previous")
-            (base / "upgrade").rename(base / "current")
+    def set_current(self, topology_id: str, version: int) -> None:
+        """Point ``current`` at ``version`` (a symlink swapped by rename: atomic)."""
+        base = self._dir(topology_id)
+        if not (base / str(version)).is_dir():
+            raise MissingTopology(f"{topology_id}/{version}")
+        link = base / f".current-{secrets.token_hex(4)}"
+        link.symlink_to(str(version))
+        link.replace(base / CURRENT)
 
-    def rollback(self, topology_id: str) -> None:
-        """Back to ``previous`` (after a completed upgrade) or drop a pending ``upgrade``."""
-        base = self._existing(topology_id)
-        with self._lock:
-            if (base / "upgrade").exists():
-                shutil.rmtree(base / "upgrade")
-            elif (base / "previous").exists():
-                shutil.rmtree(base / "current")
-                (base / "previous").rename(base / "current")
+    def current_version(self, topology_id: str) -> int:
+        return int((self._existing(topology_id) / CURRENT).readlink().name)
+
+    def versions(self, topology_id: str) -> list[int]:
+        base = self._dir(topology_id)
+        return sorted(int(p.name) for p in base.iterdir() if p.name.isdigit()) if base.is_dir() else []
+
+    def drop(self, topology_id: str, version: int) -> None:
+        """Forget a version that is not current (a rolled-back upgrade, or the old code after one)."""
+        if version == self.current_version(topology_id):
+            raise ValueError(f"{topology_id}: version {version} is current; point current elsewhere first")
+        shutil.rmtree(self._dir(topology_id) / str(version), ignore_errors=True)
 
     def has(self, topology_id: str) -> bool:
-        return _TOPOLOGY_ID.match(topology_id) is not None and (self._dir(topology_id) / "current").is_dir()
+        return _TOPOLOGY_ID.match(topology_id) is not None and (self._dir(topology_id) / CURRENT).is_dir()
 
     def ids(self) -> Iterator[str]:
         for path in sorted(self.root.iterdir()):
@@ -215,24 +238,26 @@ class CodeStore:
     def remove(self, topology_id: str) -> None:
         shutil.rmtree(self._dir(topology_id), ignore_errors=True)
 
-    def conf(self, topology_id: str, slot: str = "current") -> dict[str, Any]:
-        return json.loads(self._file(topology_id, slot, "conf.json").read_text())
+    def conf(self, topology_id: str, version: int | None = None) -> dict[str, Any]:
+        return json.loads(self._file(topology_id, version, "conf.json").read_text())
 
-    def topology(self, topology_id: str, slot: str = "current") -> Any:
-        return from_bytes(storm.StormTopology, self._file(topology_id, slot, "topology.bin").read_bytes())
+    def topology(self, topology_id: str, version: int | None = None) -> Any:
+        return from_bytes(storm.StormTopology, self._file(topology_id, version, "topology.bin").read_bytes())
 
-    def system_topology(self, topology_id: str, slot: str = "current") -> Any:
-        return from_bytes(storm.StormTopology, self._file(topology_id, slot, "system.bin").read_bytes())
+    def system_topology(self, topology_id: str, version: int | None = None) -> Any:
+        return from_bytes(storm.StormTopology, self._file(topology_id, version, "system.bin").read_bytes())
 
-    def package(self, topology_id: str, slot: str = "current") -> Path | None:
-        path = self._existing(topology_id) / slot / "code.pkg"
+    def package(self, topology_id: str, version: int | None = None) -> Path | None:
+        path = self._version_dir(topology_id, version) / "code.pkg"
         return path if path.exists() else None
 
     def artifact_path(self, topology_id: str, artifact: str) -> Path:
-        if artifact not in ARTIFACTS:
+        version, name = None, artifact
+        if match := _VERSIONED.match(artifact or ""):
+            version, name = int(match[1]), match[2]
+        if name not in ARTIFACTS:
             raise UnknownArtifact(artifact)
-        slot, name = ARTIFACTS[artifact]
-        return self._file(topology_id, slot, name)
+        return self._file(topology_id, version, ARTIFACTS[name])
 
     def _dir(self, topology_id: str) -> Path:
         if not _TOPOLOGY_ID.match(topology_id or ""):
@@ -241,14 +266,17 @@ class CodeStore:
 
     def _existing(self, topology_id: str) -> Path:
         base = self._dir(topology_id)
-        if not (base / "current").is_dir():
+        if not (base / CURRENT).is_dir():
             raise MissingTopology(topology_id)
         return base
 
-    def _file(self, topology_id: str, slot: str, name: str) -> Path:
-        path = self._existing(topology_id) / slot / name
+    def _version_dir(self, topology_id: str, version: int | None) -> Path:
+        return self._existing(topology_id) / (CURRENT if version is None else str(version))
+
+    def _file(self, topology_id: str, version: int | None, name: str) -> Path:
+        path = self._version_dir(topology_id, version) / name
         if not path.exists():
-            raise MissingTopology(f"{topology_id}/{slot}/{name}")
+            raise MissingTopology(f"{topology_id}/{CURRENT if version is None else version}/{name}")
         return path
 
 

@@ -12,13 +12,14 @@ import itertools
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from nimbus import lifecycle
+from nimbus import lifecycle, upgrade
 from nimbus.assign import AssignEvent, AssignFailed, TopologyAssigner
 from nimbus.codestore import CodeStore, Downloads, Inbox, MissingTopology
 from nimbus.leader import LeaderElection
@@ -32,7 +33,8 @@ from squall.zk import paths
 from squall.zk.client import ZkClient
 from squall.zk.errors import record_task_error
 from squall.zk.records import (
-    Assignment, ErrorLevel, StormBase, TaskBeat, TaskError, TaskHeartbeats, TopologyStatus, TopologyTasks,
+    Assignment, ErrorLevel, GrayUpgradeConf, StormBase, SupervisorInfo, TaskBeat, TaskError, TaskHeartbeats, TopologyStatus,
+    TopologyTasks, WorkerMark,
 )
 
 log = structlog.get_logger(__name__)
@@ -144,14 +146,14 @@ class Nimbus:
 
     # -- topologies -----------------------------------------------------------------------------
 
-    def topology_source(self, topology_id: str) -> tuple[tuple[Component, ...], Mapping[str, Any]]:
-        """What the assign thread needs: scheduler components and the merged conf."""
+    def topology_source(self, topology_id: str) -> tuple[tuple[Component, ...], Mapping[str, Any], int]:
+        """What the assign thread needs: scheduler components, the merged conf and the current code version."""
         tasks = self.zk.read(paths.tasks(topology_id), TopologyTasks)
         if tasks is None:
             raise AssignFailed(f"{topology_id} has no tasks in ZooKeeper")
         try:
             return (scheduler_components(self.code.system_topology(topology_id), tasks),
-                    self.merged_conf(topology_id))
+                    self.merged_conf(topology_id), self.code.current_version(topology_id))
         except MissingTopology:
             raise AssignFailed(self._no_code(topology_id)) from None
 
@@ -163,11 +165,14 @@ class Nimbus:
         return {**self.conf, **self.code.conf(topology_id)}
 
     def _message_timeout(self, topology_id: str) -> int:
-        """The topology's own timeout; the cluster's when this nimbus lacks the code (no replication yet)."""
+        return int(self._topology_conf_or_cluster(topology_id)["topology.message.timeout.secs"])
+
+    def _topology_conf_or_cluster(self, topology_id: str) -> dict[str, Any]:
+        """The topology's merged conf; the cluster's when this nimbus lacks the code (no replication yet)."""
         try:
-            return int(self.merged_conf(topology_id)["topology.message.timeout.secs"])
+            return self.merged_conf(topology_id)
         except MissingTopology:
-            return int(self.conf["topology.message.timeout.secs"])
+            return dict(self.conf)
 
     def base(self, topology_id: str) -> StormBase:
         base = self.zk.read(paths.topology(topology_id), StormBase)
@@ -186,16 +191,19 @@ class Nimbus:
         return {topo.name_of(t) for t in self.zk.children(paths.TOPOLOGIES)}
 
     def submit(self, name: str, location: str | None, json_conf: str, user_topology: Any,
-               initial_status: TopologyStatus = TopologyStatus.ACTIVE) -> str:
-        """Validate, store, number the tasks, assign, and write ``/topology/<id>`` last."""
+               initial_status: TopologyStatus = TopologyStatus.ACTIVE, *, replace: bool = False) -> str:
+        """Validate, store, number the tasks, assign, and write ``/topology/<id>`` last.
+
+        ``replace`` is JStorm's hot deploy: the running topology of that name is removed (no kill wait)
+        once the new one is known to be valid, and the new one starts once the old workers stopped.
+        """
         self.require_leader()
         topo.validate_name(name)
-        try:
-            submitted_conf = json.loads(json_conf or "{}")
-        except json.JSONDecodeError as exc:
-            raise storm.InvalidTopologyException(msg=f"topology conf is not valid JSON: {exc}") from None
+        submitted_conf = self._submitted_conf(json_conf)
         merged = {**self.conf, **submitted_conf} if isinstance(submitted_conf, dict) else submitted_conf
         topo.validate_topology(name, user_topology, merged)  # also refuses a conf that is not an object
+        if replace:
+            self._remove_for_replacement(self.find_id(name))
         with self._lock:
             if name in self.alive_names() or name in self._submitting:
                 raise storm.AlreadyAliveException(msg=f"topology {name!r} is already alive")
@@ -229,6 +237,52 @@ class Nimbus:
                 self._submitting.pop(name, None)
         log.info("topology submitted", topology_id=topology_id, tasks=len(tasks.tasks))
         return topology_id
+
+    def restart(self, name: str, json_conf: str) -> str:
+        """Resubmit the running topology's current code under a new id, ``json_conf`` merged into its conf."""
+        self.require_leader()
+        topology_id = self.find_id(name)
+        overrides = self._submitted_conf(json_conf)
+        if not isinstance(overrides, dict):
+            raise storm.InvalidTopologyException(msg="the restart conf must be a JSON object")
+        try:
+            stored = self.code.conf(topology_id)
+            user_topology, package = self.code.topology(topology_id), self.code.package(topology_id)
+        except MissingTopology:
+            raise storm.InvalidTopologyException(msg=self._no_code(topology_id)) from None
+        conf = {k: v for k, v in {**stored, **overrides}.items()
+                if k != "topology.id" and not k.startswith("topology.upgrade") and k != "topology.hot.deploy.enable"}
+        location = self.inbox.add(package) if package is not None else None
+        status = self.base(topology_id).status
+        return self.submit(name, location, json.dumps(conf), user_topology, replace=True,
+                           initial_status=TopologyStatus.INACTIVE if status is TopologyStatus.INACTIVE
+                           else TopologyStatus.ACTIVE)
+
+    def _remove_for_replacement(self, topology_id: str) -> None:
+        """Remove the topology now, then wait (up to ``task.cleanup.timeout.sec``) for its workers to stop,
+        as their supervisors report by freeing the ports."""
+        assignment = self.zk.read(paths.assignment(topology_id), Assignment)
+        timeout = float(self._topology_conf_or_cluster(topology_id)["task.cleanup.timeout.sec"])
+        with self._lock:
+            self.transition(topology_id, lifecycle.Kill(0))
+            self.transition(topology_id, lifecycle.Remove(self.base(topology_id).pending.due_secs))
+        started = time.monotonic()
+        slots = {(w.supervisor_id, w.port) for w in assignment.workers} if assignment else set()
+        while slots and time.monotonic() - started < timeout:
+            slots = {(sid, port) for sid, port in slots
+                     if (info := self.zk.read(paths.supervisor(sid), SupervisorInfo)) is not None
+                     and port in info.used_ports}
+            if slots:
+                time.sleep(0.05)  # other processes' doings, seen in ZooKeeper: nothing to wait on
+        log.info("topology removed for its replacement", topology_id=topology_id,
+                 workers_stopped=not slots, waited_secs=round(time.monotonic() - started, 3))
+
+    @staticmethod
+    def _submitted_conf(json_conf: str) -> Any:
+        try:
+            return json.loads(json_conf or "{}")
+        except json.JSONDecodeError as exc:
+            raise storm.InvalidTopologyException(msg=f"topology conf is not valid JSON: {exc}") from None
 
     def _assign(self, event: AssignEvent) -> Assignment | None:
         try:
@@ -308,7 +362,7 @@ class Nimbus:
             normalized, conf = topo.normalize(user, conf, name=name)
             system = topo.system_topology(normalized, {**self.conf, **conf})
             self.code.put(topology_id, package=self.code.package(topology_id), conf=conf, topology=normalized,
-                          system=system)
+                          system=system, version=self.code.current_version(topology_id), replace=True)
             old_tasks = self.zk.read(paths.tasks(topology_id), TopologyTasks) or TopologyTasks(tasks={})
             self.zk.write(paths.tasks(topology_id), topo.rescale_tasks(old_tasks, system))
         self._assign(AssignEvent(topology_id, name, AssignType.REBALANCE, reassign=effect.reassign, scale=scale))
@@ -322,6 +376,138 @@ class Nimbus:
         self.code.remove(topology_id)
         with self._beats_lock:
             self.tracker.forget(topology_id)
+
+    # -- gray upgrade (decisions in nimbus.upgrade) ------------------------------------------------
+
+    def gray_submit(self, name: str, location: str | None, json_conf: str, user_topology: Any,
+                    request: upgrade.BatchRequest, ttl_ms: int | None = None) -> str:
+        """Store new code as the next version of the running topology ``name`` and start upgrading to it."""
+        self.require_leader()
+        topology_id = self.find_id(name)
+        submitted = self._submitted_conf(json_conf)
+        topo.validate_topology(name, user_topology, {**self.conf, **submitted} if isinstance(submitted, dict)
+                               else submitted)
+        with self._lock:
+            status = self.base(topology_id).status
+            existing = self.zk.read(paths.gray_upgrade_conf(topology_id), GrayUpgradeConf)
+            now_ms = int(self.clock.time() * 1000)
+            version = max([*self.code.versions(topology_id), existing.version if existing else 0]) + 1
+            conf = upgrade.start(existing, name, request, version=version, now_ms=now_ms,
+                                 ttl_ms=ttl_ms or int({**self.conf, **submitted}["topology.upgrade.ttl"]))
+            if status is not TopologyStatus.ACTIVE:
+                raise upgrade.UpgradeRefused(f"only an active topology can start a gray upgrade; {name!r} is "
+                                             f"{status.value}")
+            old_conf = self.code.conf(topology_id)
+            normalized, topology_conf = topo.normalize(user_topology, {
+                **{k: v for k, v in submitted.items() if not k.startswith("topology.upgrade")},
+                "topology.workers": old_conf["topology.workers"]}, name=name)
+            topology_conf["topology.id"] = topology_id
+            system = topo.system_topology(normalized, {**self.conf, **topology_conf})
+            self._check_workers_known(topology_id, request)
+            changed = upgrade.shape_differences(upgrade.shape(self.code.system_topology(topology_id)),
+                                                upgrade.shape(system))
+            if changed:
+                raise upgrade.UpgradeRefused(
+                    "a gray upgrade runs old and new code side by side, so the topology's shape must stay the same: "
+                    + "; ".join(changed) + ". Change it with storm rebalance, or replace the topology "
+                    "(topology.hot.deploy.enable=true)")
+            package = self.inbox.claim(location) if location else None
+            try:
+                self.code.put(topology_id, package=package, conf=topology_conf, topology=normalized, system=system,
+                              version=version, make_current=False)
+            finally:
+                if package is not None:
+                    package.unlink(missing_ok=True)
+            for marks in (paths.upgrading_workers(topology_id), paths.upgraded_workers(topology_id)):
+                self.zk.delete(marks)
+                self.zk.create(marks)
+            self.zk.write(paths.gray_upgrade_conf(topology_id), conf)
+            self.transition(topology_id, lifecycle.StartUpgrade())
+            log.info("gray upgrade started", topology_id=topology_id, version=version, batch=request.describe())
+            self.coordinate_upgrade(topology_id)
+        return topology_id
+
+    def gray_continue(self, name: str, request: upgrade.BatchRequest) -> None:
+        """The operator asks for the next batch (or, with ``all_remaining``, the last one)."""
+        self.require_leader()
+        topology_id = self.find_id(name)
+        with self._lock:
+            existing = self.zk.read(paths.gray_upgrade_conf(topology_id), GrayUpgradeConf)
+            conf = upgrade.next_batch(existing, name, request, now_ms=int(self.clock.time() * 1000))
+            self._check_workers_known(topology_id, request)
+            self.zk.write(paths.gray_upgrade_conf(topology_id), conf)
+            log.info("gray upgrade continues", topology_id=topology_id, batch=request.describe())
+            self.coordinate_upgrade(topology_id)
+
+    def _check_workers_known(self, topology_id: str, request: upgrade.BatchRequest) -> None:
+        assignment = self.zk.read(paths.assignment(topology_id), Assignment)
+        upgrade.check_request(request, [w.host_port for w in assignment.workers] if assignment else [],
+                              list(self.code.system_topology(topology_id).bolts or {})
+                              + list(self.code.system_topology(topology_id).spouts or {}))
+
+    def rollback_upgrade(self, topology_id: str, reason: str) -> None:
+        """Put every worker back on the assignment's code version: upgraded ports become pending again."""
+        with self._lock:
+            conf = self.zk.read(paths.gray_upgrade_conf(topology_id), GrayUpgradeConf)
+            if not upgrade.in_progress(conf):
+                raise upgrade.UpgradeRefused(f"{topology_id} has no gray upgrade in progress to roll back")
+            if conf.rollback:
+                return
+            now = int(self.clock.time())
+            for host_port in self.zk.children(paths.upgraded_workers(topology_id)):
+                self.zk.write(paths.upgrading_worker(topology_id, host_port), WorkerMark(now))
+                self.zk.delete(paths.upgraded_worker(topology_id, host_port))
+            self.zk.write(paths.gray_upgrade_conf(topology_id), upgrade.start_rollback(conf, reason))
+            self.transition(topology_id, lifecycle.Rollback())
+            self.record_error(topology_id, f"gray upgrade to code version {conf.version} rolled back: {reason}")
+            self.coordinate_upgrade(topology_id)
+
+    def coordinate_upgrade(self, topology_id: str) -> None:
+        """One coordinator round (leader timer, and right after each operator call)."""
+        with self._lock:
+            conf = self.zk.read(paths.gray_upgrade_conf(topology_id), GrayUpgradeConf)
+            assignment = self.zk.read(paths.assignment(topology_id), Assignment)
+            tasks = self.zk.read(paths.tasks(topology_id), TopologyTasks)
+            if conf is None or assignment is None or tasks is None:
+                return
+            master = topo.topology_master_task(tasks)
+            workers = tuple(w.host_port for w in sorted(assignment.workers,
+                                                        key=lambda w: (master in w.tasks, w.host_port)))
+            hosting: dict[str, set[str]] = {}
+            for w in assignment.workers:
+                for task in w.tasks:
+                    if task in tasks.tasks:
+                        hosting.setdefault(tasks.tasks[task].component, set()).add(w.host_port)
+            view = upgrade.UpgradeView(
+                conf, workers, {c: frozenset(hp) for c, hp in hosting.items()},
+                frozenset(self.zk.children(paths.upgrading_workers(topology_id))),
+                frozenset(self.zk.children(paths.upgraded_workers(topology_id))))
+            now_ms = int(self.clock.time() * 1000)
+            step = upgrade.next_step(view, now_ms)
+            if step.rollback:
+                self.rollback_upgrade(topology_id, step.rollback)
+            elif step.complete:
+                self._finish_upgrade(topology_id, conf, now_ms, keep=conf.version, drop=assignment.code_version)
+            elif step.rolled_back:
+                self._finish_upgrade(topology_id, conf, now_ms, keep=assignment.code_version, drop=conf.version)
+            elif step.conf is not None:
+                for host_port in step.batch:
+                    self.zk.write(paths.upgrading_worker(topology_id, host_port), WorkerMark(now_ms // 1000))
+                self.zk.write(paths.gray_upgrade_conf(topology_id), step.conf)
+                log.info("gray upgrade batch", topology_id=topology_id, workers=list(step.batch))
+
+    def _finish_upgrade(self, topology_id: str, conf: GrayUpgradeConf, now_ms: int, *, keep: int, drop: int) -> None:
+        """Make ``keep`` the version every worker runs (assignment first, so no worker switches), drop the other."""
+        self.code.set_current(topology_id, keep)
+        self._assign(AssignEvent(topology_id, topo.name_of(topology_id), AssignType.MONITOR))
+        self.code.drop(topology_id, drop)
+        for marks in (paths.upgrading_workers(topology_id), paths.upgraded_workers(topology_id)):
+            for host_port in self.zk.children(marks):
+                self.zk.delete(f"{marks}/{host_port}")
+        self.zk.write(paths.gray_upgrade_conf(topology_id), upgrade.ended(conf, now_ms))
+        self.transition(topology_id, lifecycle.CompleteUpgrade())
+        log.info("gray upgrade rolled back" if conf.rollback else "gray upgrade complete", topology_id=topology_id,
+                 version=keep)
 
     # -- heartbeats and the monitor -------------------------------------------------------------
 
@@ -368,7 +554,12 @@ class Nimbus:
             dead = self.tracker.dead_workers(topology_id, assignment, now,
                                              task_timeout_secs=int(conf["nimbus.task.timeout.secs"]),
                                              launch_grace_secs=int(conf["nimbus.task.launch.secs"]))
-        if dead and base.status in (TopologyStatus.ACTIVE, TopologyStatus.INACTIVE):
+        if base.status in (TopologyStatus.UPGRADING, TopologyStatus.ROLLBACK):
+            if dead and base.status is TopologyStatus.UPGRADING:
+                self.rollback_upgrade(topology_id, f"tasks died during the upgrade, on {[w.host_port for w in dead]}")
+                return  # reassigned on a later cycle if still dead: the rollback may be all they need
+            self.coordinate_upgrade(topology_id)
+        if dead and base.status in (TopologyStatus.ACTIVE, TopologyStatus.INACTIVE, TopologyStatus.ROLLBACK):
             dead_tasks = frozenset(t for w in dead for t in w.tasks)
             log.warning("reassigning dead workers", topology_id=topology_id,
                         workers=[w.host_port for w in dead], tasks=sorted(dead_tasks))

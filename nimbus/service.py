@@ -8,11 +8,13 @@ pure modules. Anything not declared in the IDL that escapes reaches the client a
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import structlog
 
-from nimbus import lifecycle
+from nimbus import lifecycle, upgrade
 from nimbus.codestore import DownloadError, MissingTopology, UnknownArtifact, UploadError
 from nimbus.daemon import Nimbus
 from nimbus.queries import cluster_summary, nimbus_summaries, topology_info
@@ -39,6 +41,48 @@ def _invalid_transition(exc: lifecycle.InvalidTransition) -> RuntimeError:
     return RuntimeError(str(exc))  # Storm clients get it as an internal error with this message
 
 
+def _json_object(json_conf: str) -> dict[str, Any]:
+    """The submitted conf when it is a JSON object; anything else is left for submit to refuse."""
+    try:
+        value = json.loads(json_conf or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _batch_of(conf: dict[str, Any]) -> upgrade.BatchRequest:
+    """JStorm's ``topology.upgrade.*`` keys; workers may be a list or a comma-separated string."""
+    workers = conf.get("topology.upgrade.workers") or []
+    if isinstance(workers, str):
+        workers = [w.strip() for w in workers.split(",") if w.strip()]
+    return _batch(conf.get("topology.upgrade.worker.num") or 0, conf.get("topology.upgrade.component"), workers)
+
+
+def _batch(worker_num: Any, component: Any, workers: Any) -> upgrade.BatchRequest:
+    if not isinstance(worker_num, int) or isinstance(worker_num, bool) or worker_num < 0:
+        raise storm.InvalidTopologyException(msg=f"the upgrade's worker count must be an int >= 0, got {worker_num!r}")
+    if component is not None and (not isinstance(component, str) or not component):
+        raise storm.InvalidTopologyException(msg=f"the upgrade's component must be a component id, got {component!r}")
+    workers = list(workers or [])
+    bad = [w for w in workers if not isinstance(w, str) or not w.rpartition(":")[2].isdigit()]
+    if bad:
+        raise storm.InvalidTopologyException(msg=f"upgrade workers must be 'host:port' strings, got {bad!r}")
+    return upgrade.BatchRequest(worker_num, component or None, tuple(workers))
+
+
+@contextmanager
+def _refusals() -> Iterator[None]:
+    """Turn the daemon's refusals into the typed errors Storm clients know."""
+    try:
+        yield
+    except UploadError as exc:
+        raise storm.InvalidTopologyException(msg=f"uploaded code: {exc}") from None
+    except upgrade.UpgradeRefused as exc:
+        raise storm.InvalidTopologyException(msg=str(exc)) from None
+    except lifecycle.InvalidTransition as exc:
+        raise _invalid_transition(exc) from None
+
+
 class NimbusService:
     def __init__(self, nimbus: Nimbus) -> None:
         self.nimbus = nimbus
@@ -50,12 +94,56 @@ class NimbusService:
 
     def submitTopologyWithOpts(self, name: str, uploadedJarLocation: str, jsonConf: str, topology: Any,
                                options: Any) -> None:
+        """Storm's submit. JStorm's conf flags: ``topology.upgrade`` starts a gray upgrade of the running
+        topology of that name, ``topology.hot.deploy.enable`` replaces it."""
         if topology is None:
             raise storm.InvalidTopologyException(msg="no topology given")
-        try:
-            self.nimbus.submit(name or "", uploadedJarLocation, jsonConf, topology, _initial_status(options))
-        except UploadError as exc:
-            raise storm.InvalidTopologyException(msg=f"uploaded code: {exc}") from None
+        submitted = _json_object(jsonConf)
+        upgrade_flag, replace = submitted.get("topology.upgrade") is True, submitted.get("topology.hot.deploy.enable") is True
+        with _refusals():
+            try:
+                if upgrade_flag:
+                    self.nimbus.gray_submit(name or "", uploadedJarLocation, jsonConf, topology, _batch_of(submitted))
+                else:
+                    self.nimbus.submit(name or "", uploadedJarLocation, jsonConf, topology, _initial_status(options),
+                                       replace=replace)
+            except storm.NotAliveException:  # not in this call's Storm signature
+                flag = "topology.upgrade" if upgrade_flag else "topology.hot.deploy.enable"
+                raise storm.InvalidTopologyException(
+                    msg=f"{flag} is set but no topology named {name!r} is running; submit without it") from None
+
+    def graySubmit(self, name: str, uploadedJarLocation: str, jsonConf: str, topology: Any, options: Any) -> None:
+        if topology is None:
+            raise storm.InvalidTopologyException(msg="no topology given")
+        options = options or storm.GrayUpgradeOptions()
+        request = _batch(options.worker_num or 0, options.component, options.workers)
+        if options.ttl_ms is not None and options.ttl_ms < 1:
+            raise storm.InvalidTopologyException(msg=f"ttl_ms must be >= 1, got {options.ttl_ms}")
+        with _refusals():
+            self.nimbus.gray_submit(name or "", uploadedJarLocation, jsonConf, topology, request, options.ttl_ms)
+
+    def grayUpgrade(self, topologyName: str, component: str, workers: list[str], workerNum: int) -> None:
+        """The next batch of the running gray upgrade (JStorm's ``gray_upgrade -n/-p/-w``)."""
+        request = _batch(workerNum or 0, component, workers)
+        if request == upgrade.BatchRequest():
+            raise storm.InvalidTopologyException(msg="say which workers to upgrade next: a worker count, a "
+                                                     "component, or host:port workers")
+        with _refusals():
+            self.nimbus.gray_continue(topologyName, request)
+
+    def completeUpgrade(self, topologyName: str) -> None:
+        """Upgrade every remaining worker in one last batch; the upgrade completes when they all run it."""
+        with _refusals():
+            self.nimbus.gray_continue(topologyName, upgrade.BatchRequest(all_remaining=True))
+
+    def restart(self, name: str, jsonConf: str) -> None:
+        with _refusals():
+            self.nimbus.restart(name, jsonConf)
+
+    def rollbackTopology(self, topologyName: str) -> None:
+        self.nimbus.require_leader()
+        with _refusals():
+            self.nimbus.rollback_upgrade(self.nimbus.find_id(topologyName), "asked by the operator")
 
     def killTopology(self, name: str) -> None:
         self.killTopologyWithOpts(name, None)
@@ -94,10 +182,8 @@ class NimbusService:
 
     def _act(self, name: str, action: lifecycle.Action) -> None:
         self.nimbus.require_leader()
-        try:
+        with _refusals():
             self.nimbus.transition(self.nimbus.find_id(name), action)
-        except lifecycle.InvalidTransition as exc:
-            raise _invalid_transition(exc) from None
 
     # -- code transfer ---------------------------------------------------------------------------
 

@@ -85,7 +85,10 @@ def jar(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         except (OSError, ImportError, TypeError, ValueError, AttributeError) as exc:
             print(f"storm {args.command}: cannot load the topology: {exc}", file=sys.stderr)
             return 1
-        topology_id = submit_topology(conf, topology, package=package, conf_overrides=command_line_overrides(conf, args),
+        overrides = command_line_overrides(conf, args)
+        if args.replace:
+            overrides["topology.hot.deploy.enable"] = True
+        topology_id = submit_topology(conf, topology, package=package, conf_overrides=overrides,
                                       name=args.name, progress=_progress, active=not args.inactive)
     print(f"Finished submitting topology: {args.name or topology.name} ({topology_id})")
     return 0
@@ -263,6 +266,8 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     p.add_argument("--include", action="append", default=[], metavar="PATH",
                    help="another module or package the workers need (repeatable)")
     p.add_argument("--inactive", action="store_true", help="submit deactivated (spouts paused)")
+    p.add_argument("--replace", action="store_true",
+                   help="hot deploy: replace the running topology of that name (topology.hot.deploy.enable)")
 
     command("list", list_topologies, "list running topologies").add_argument(
         "--json", action="store_true", help="print JSON instead of Storm's table")

@@ -13,9 +13,17 @@ from typing import Any
 CODE_FILES = {"code": "code.pkg", "conf": "conf.json", "topology": "topology.bin"}
 
 
-def code_dir(conf: Mapping[str, Any], topology_id: str) -> Path:
-    """``<local>/supervisor/stormdist/<topology-id>``: code, conf and topology of one topology on this host."""
-    return Path(conf["storm.local.dir"]) / "supervisor" / "stormdist" / topology_id
+def stormdist_dir(conf: Mapping[str, Any]) -> Path:
+    """``<local>/supervisor/stormdist``: the code of every topology on this host."""
+    return Path(conf["storm.local.dir"]) / "supervisor" / "stormdist"
+
+
+def code_dir(conf: Mapping[str, Any], topology_id: str, version: int) -> Path:
+    """``<stormdist>/<topology-id>/<version>``: code, conf and topology of one code version of a topology.
+
+    Versions sit side by side so a gray upgrade can run old and new workers on one host.
+    """
+    return stormdist_dir(conf) / topology_id / str(version)
 
 
 def workers_dir(conf: Mapping[str, Any]) -> Path:

@@ -1,8 +1,9 @@
 """Topology code on a supervisor's host: downloaded from nimbus in chunks, published atomically.
 
-A topology's directory (:func:`squall.local_state.code_dir`) appears complete or not at all: every
-artifact is fetched into a staging directory beside it, which is renamed into place last, so a worker
-never starts on half a download.
+Each code version of a topology has its own directory (:func:`squall.local_state.code_dir`), which
+appears complete or not at all: every artifact is fetched into a staging directory beside it, renamed
+into place last, so a worker never starts on half a download, and a gray upgrade's new version never
+disturbs the workers still running the old one.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from squall.local_state import CODE_FILES, code_dir
+from squall.local_state import CODE_FILES, code_dir, stormdist_dir
 from squall.nimbus_client import nimbus_client
 from squall.thrift import storm
 from squall.zk.client import ZkClient
@@ -23,30 +24,34 @@ OPTIONAL = frozenset({"code"})
 #: Beside the artifacts: the timestamp of the assignment the code was fetched for.
 STAMP_FILE = "assignment_ms"
 
+#: (topology id, code version): what a code directory holds.
+CodeKey = tuple[str, int]
+
 
 class DownloadFailed(Exception):
     """The code could not be fetched (nimbus unreachable, topology gone, too big)."""
 
 
-def download_code(conf: Mapping[str, Any], topology_id: str, zk: ZkClient | None = None, *,
+def download_code(conf: Mapping[str, Any], topology_id: str, version: int, zk: ZkClient | None = None, *,
                   max_bytes: int | None = None, stamp: int = 0) -> Path:
-    """Fetch ``topology_id``'s conf, topology and code package from the leading nimbus; return its directory.
+    """Fetch version ``version`` of ``topology_id``'s conf, topology and code package from the leading nimbus.
 
     ``stamp`` (the assignment's ``timestamp_ms``) is kept with the code, see :func:`code_on_disk`.
     """
-    target = code_dir(conf, topology_id)
+    target = code_dir(conf, topology_id, version)
     target.parent.mkdir(parents=True, exist_ok=True)
     limit = max_bytes if max_bytes is not None else int(conf["nimbus.max.upload.bytes"])
-    staging = Path(tempfile.mkdtemp(prefix=f".{topology_id}-", dir=target.parent))
+    staging = Path(tempfile.mkdtemp(prefix=f".{topology_id}-", dir=stormdist_dir(conf)))
     try:
         with nimbus_client(conf, zk) as nimbus:
             for artifact, name in CODE_FILES.items():
                 try:
-                    session = nimbus.beginCodeDownload(topology_id, artifact)
+                    session = nimbus.beginCodeDownload(topology_id, f"v{version}/{artifact}")
                 except storm.NotAliveException as exc:
                     if artifact in OPTIONAL:
                         continue
-                    raise DownloadFailed(f"{topology_id}: nimbus has no {artifact} ({exc.msg})") from None
+                    raise DownloadFailed(f"{topology_id}: nimbus has no {artifact} of version {version} "
+                                         f"({exc.msg})") from None
                 _fetch(nimbus, session, staging / name, limit)
         (staging / STAMP_FILE).write_text(str(stamp))
         if target.exists():
@@ -56,7 +61,7 @@ def download_code(conf: Mapping[str, Any], topology_id: str, zk: ZkClient | None
     except DownloadFailed:
         raise
     except Exception as exc:
-        raise DownloadFailed(f"{topology_id}: download failed: {exc}") from exc
+        raise DownloadFailed(f"{topology_id}: download of version {version} failed: {exc}") from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -71,19 +76,27 @@ def _fetch(nimbus: Any, session: str, path: Path, limit: int) -> None:
             out.write(chunk)
 
 
-def code_on_disk(conf: Mapping[str, Any]) -> dict[str, int]:
-    """Topologies whose code is on this host → the assignment timestamp it was fetched for."""
-    root = code_dir(conf, "-").parent
+def code_on_disk(conf: Mapping[str, Any]) -> dict[CodeKey, int]:
+    """Code versions on this host → the assignment timestamp each was fetched for."""
     found = {}
-    for directory in root.glob("*") if root.is_dir() else ():
-        if directory.name.startswith(".") or not directory.is_dir():
+    root = stormdist_dir(conf)
+    for topology in root.glob("*") if root.is_dir() else ():
+        if topology.name.startswith(".") or not topology.is_dir():
             continue  # a download in progress or left by a crash
-        try:
-            found[directory.name] = int((directory / STAMP_FILE).read_text())
-        except (OSError, ValueError):
-            found[directory.name] = 0
+        for version in topology.iterdir():
+            if not version.name.isdigit() or not version.is_dir():
+                continue
+            try:
+                found[topology.name, int(version.name)] = int((version / STAMP_FILE).read_text())
+            except (OSError, ValueError):
+                found[topology.name, int(version.name)] = 0
     return found
 
 
-def remove_code(conf: Mapping[str, Any], topology_id: str) -> None:
-    shutil.rmtree(code_dir(conf, topology_id), ignore_errors=True)
+def remove_code(conf: Mapping[str, Any], topology_id: str, version: int) -> None:
+    """Remove one version; the topology's directory goes with its last version."""
+    shutil.rmtree(code_dir(conf, topology_id, version), ignore_errors=True)
+    try:
+        code_dir(conf, topology_id, version).parent.rmdir()
+    except OSError:
+        pass  # other versions remain

@@ -25,14 +25,17 @@ from typing import Any
 import structlog
 
 from squall import __version__
-from squall.local_state import code_dir, workers_dir, write_atomically
+from squall.local_state import code_dir, stormdist_dir, workers_dir, write_atomically
 from squall.zk import paths
 from squall.zk.client import Watch, ZkClient
 from squall.zk.errors import record_task_error
-from squall.zk.records import Assignment, SupervisorInfo, TaskError
-from supervisor.code import DownloadFailed, code_on_disk, download_code, remove_code
+from squall.zk.records import Assignment, GrayUpgradeConf, SupervisorInfo, TaskError, WorkerMark
+from supervisor.code import CodeKey, DownloadFailed, code_on_disk, download_code, remove_code
 from supervisor.processes import WorkerProcesses, WorkerRecord, new_worker_id
-from supervisor.sync import Action, Backoff, Download, Kill, Launch, LocalWorker, RemoveCode, ReportError, WorkerSpec, plan
+from supervisor.sync import (
+    Action, Backoff, ConfirmSwitch, Download, Kill, Launch, LocalWorker, RemoveCode, ReportError, UpgradePorts,
+    WorkerSpec, plan,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -68,7 +71,7 @@ class Supervisor:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._topology_watches: dict[str, Watch] = {}
+        self._topology_watches: dict[str, list[Watch]] = {}
         self._watch: Watch | None = None
         self._worker_conf = self.local / "worker-conf.json"
 
@@ -77,7 +80,7 @@ class Supervisor:
     def start(self) -> Supervisor:
         self.zk.start()
         self._write_worker_conf()
-        for stale in code_dir(self.conf, "-").parent.glob(".*"):  # downloads cut short by a crash
+        for stale in stormdist_dir(self.conf).glob(".*"):  # downloads cut short by a crash
             shutil.rmtree(stale, ignore_errors=True)
         self._register()
         self._watch = self.zk.watch_children(paths.ASSIGNMENTS, self._on_topologies)
@@ -93,7 +96,7 @@ class Supervisor:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        for watch in [self._watch, *self._topology_watches.values()]:
+        for watch in [self._watch, *(w for ws in self._topology_watches.values() for w in ws)]:
             if watch is not None:
                 watch.cancel()
         if kill_workers:
@@ -108,12 +111,15 @@ class Supervisor:
     # -- ZooKeeper side ---------------------------------------------------------------------------
 
     def _on_topologies(self, topology_ids: list[str]) -> None:
-        """A data watch per assignment, so moves within a running topology wake the sync too."""
+        """Per topology, watch its assignment and its gray upgrade's batch, so both wake the sync at once."""
         for gone in set(self._topology_watches) - set(topology_ids):
-            self._topology_watches.pop(gone).cancel()
+            for watch in self._topology_watches.pop(gone):
+                watch.cancel()
         for new in set(topology_ids) - set(self._topology_watches):
-            self._topology_watches[new] = self.zk.watch_data(paths.assignment(new), Assignment,
-                                                             lambda _a: self.request_sync())
+            self._topology_watches[new] = [
+                self.zk.watch_data(paths.assignment(new), Assignment, lambda _a: self.request_sync()),
+                self.zk.watch_children(paths.upgrading_workers(new), lambda _c: self.request_sync()),
+            ]
         self.request_sync()
 
     def _register(self) -> None:
@@ -128,6 +134,20 @@ class Supervisor:
             assignment = self.zk.read(paths.assignment(topology_id), Assignment)
             if assignment is not None:
                 found[topology_id] = assignment
+        return found
+
+    def _upgrades(self, assignments: Mapping[str, Assignment]) -> dict[str, UpgradePorts]:
+        """Gray upgrades in progress, reduced to this supervisor's ports (marks are ``host:port``)."""
+        found = {}
+        for topology_id in assignments:
+            conf = self.zk.read(paths.gray_upgrade_conf(topology_id), GrayUpgradeConf)
+            if conf is None or conf.complete_ms:
+                continue
+            mine = {f"{self.host}:{port}": port for port in self.ports}
+            found[topology_id] = UpgradePorts(
+                conf.version, conf.rollback,
+                frozenset(mine[hp] for hp in self.zk.children(paths.upgrading_workers(topology_id)) if hp in mine),
+                frozenset(mine[hp] for hp in self.zk.children(paths.upgraded_workers(topology_id)) if hp in mine))
         return found
 
     # -- the sync loop ----------------------------------------------------------------------------
@@ -156,14 +176,15 @@ class Supervisor:
         assignments = self._assignments()
         records = self._records_by_port()
         now = time.time()
-        workers = {port: LocalWorker(WorkerSpec(r.topology_id, r.tasks), r.worker_id, self.processes.alive(r),
-                                     r.started_secs, self.processes.last_beat(r.worker_id))
+        workers = {port: LocalWorker(WorkerSpec(r.topology_id, r.tasks, r.version), r.worker_id,
+                                     self.processes.alive(r), r.started_secs, self.processes.last_beat(r.worker_id))
                    for port, r in records.items()}
         result = plan(self.supervisor_id, assignments, workers, code_on_disk(self.conf), self._backoff, now,
                       start_timeout_secs=float(self.conf["supervisor.worker.start.timeout.secs"]),
-                      worker_timeout_secs=float(self.conf["supervisor.worker.timeout.secs"]))
+                      worker_timeout_secs=float(self.conf["supervisor.worker.timeout.secs"]),
+                      upgrades=self._upgrades(assignments))
         self._backoff = dict(result.backoff)
-        failed: set[str] = set()
+        failed: set[CodeKey] = set()
         for action in result.actions:
             if self._stopping.is_set():
                 return
@@ -174,17 +195,17 @@ class Supervisor:
             self._register()
 
     def _act(self, action: Action, assignments: Mapping[str, Assignment], records: Mapping[int, WorkerRecord],
-             failed: set[str]) -> None:
+             failed: set[CodeKey]) -> None:
         if isinstance(action, Download):
             try:
-                download_code(self.conf, action.topology_id, self.zk,
+                download_code(self.conf, action.topology_id, action.version, self.zk,
                               stamp=assignments[action.topology_id].timestamp_ms)
-                log.info("code downloaded", topology_id=action.topology_id)
+                log.info("code downloaded", topology_id=action.topology_id, version=action.version)
             except DownloadFailed as exc:
-                failed.add(action.topology_id)
+                failed.add((action.topology_id, action.version))
                 log.warning("code download failed; retrying on the next sync", error=str(exc))
         elif isinstance(action, Launch):
-            if action.spec.topology_id not in failed:
+            if action.spec.code not in failed:
                 self._launch(action.port, action.spec)
         elif isinstance(action, Kill):
             log.info("killing worker", port=action.port, worker_id=action.worker_id, reason=action.reason)
@@ -192,8 +213,10 @@ class Supervisor:
         elif isinstance(action, ReportError):
             self._report(action)
         elif isinstance(action, RemoveCode):
-            log.info("removing code of a topology no longer assigned here", topology_id=action.topology_id)
-            remove_code(self.conf, action.topology_id)
+            log.info("removing code no longer used here", topology_id=action.topology_id, version=action.version)
+            remove_code(self.conf, action.topology_id, action.version)
+        elif isinstance(action, ConfirmSwitch):
+            self._confirm_switch(action)
 
     def _records_by_port(self) -> dict[int, WorkerRecord]:
         """One record per port; an extra one (a crash between launch and kill) is killed at once."""
@@ -209,13 +232,23 @@ class Supervisor:
 
     def _launch(self, port: int, spec: WorkerSpec) -> None:
         worker_id = new_worker_id()
-        argv = [sys.executable, "-m", "worker", "--config", str(self._worker_conf),
+        argv = [sys.executable, "-m", "worker", "--config", str(self._worker_conf), "--code-version", str(spec.version),
                 spec.topology_id, self.supervisor_id, str(port), worker_id]
         record = self.processes.launch(
-            worker_id, argv, port=port, topology_id=spec.topology_id, tasks=spec.tasks,
+            worker_id, argv, port=port, topology_id=spec.topology_id, tasks=spec.tasks, version=spec.version,
             log_file=self.log_dir / f"{spec.topology_id}-worker-{port}.log",
-            cwd=code_dir(self.conf, spec.topology_id), on_exit=self.request_sync)
-        log.info("worker launched", topology_id=spec.topology_id, port=port, worker_id=worker_id, pid=record.pid)
+            cwd=code_dir(self.conf, spec.topology_id, spec.version), on_exit=self.request_sync)
+        log.info("worker launched", topology_id=spec.topology_id, port=port, worker_id=worker_id, pid=record.pid,
+                 version=spec.version)
+
+    def _confirm_switch(self, action: ConfirmSwitch) -> None:
+        """Upgraded first, then no longer upgrading: a crash in between is redone on the next sync."""
+        host_port = f"{self.host}:{action.port}"
+        if not action.rollback:
+            self.zk.write(paths.upgraded_worker(action.topology_id, host_port), WorkerMark(int(time.time())))
+        self.zk.delete(paths.upgrading_worker(action.topology_id, host_port))
+        log.info("worker rolled back" if action.rollback else "worker upgraded", topology_id=action.topology_id,
+                 worker=host_port)
 
     def _report(self, action: ReportError) -> None:
         log.warning("worker problem", topology_id=action.topology_id, message=action.message)

@@ -1,7 +1,7 @@
 """Worker processes on this host: start, find again after a supervisor restart, and stop — by pid.
 
 Each worker gets ``<root>/<worker-id>/`` holding ``worker.json`` (pid, port, topology, tasks, start
-time) and the ``heartbeat`` file the worker rewrites. A pid is only ever signalled after checking
+time, code version) and the ``heartbeat`` file the worker rewrites. A pid is only ever signalled after checking
 that its command line still carries the worker id, so a recycled pid is never killed by mistake.
 """
 
@@ -28,6 +28,7 @@ class WorkerRecord:
     topology_id: str
     tasks: tuple[int, ...]
     started_secs: float
+    version: int = 1  # the topology code version it runs
 
 
 def new_worker_id() -> str:
@@ -59,7 +60,7 @@ class WorkerProcesses:
         self._children: dict[str, subprocess.Popen[bytes]] = {}
 
     def launch(self, worker_id: str, argv: Sequence[str], *, port: int, topology_id: str, tasks: Sequence[int],
-               log_file: Path, env: dict[str, str] | None = None, cwd: Path | None = None,
+               log_file: Path, version: int = 1, env: dict[str, str] | None = None, cwd: Path | None = None,
                on_exit: Callable[[], None] | None = None) -> WorkerRecord:
         """Start ``argv`` (which must contain ``worker_id``) in its own process group; remember it on disk.
 
@@ -77,7 +78,7 @@ class WorkerProcesses:
         if on_exit is not None:
             threading.Thread(target=lambda: (child.wait(), on_exit()), name=f"watch-{worker_id[:8]}",
                              daemon=True).start()
-        record = WorkerRecord(worker_id, child.pid, port, topology_id, tuple(tasks), time.time())
+        record = WorkerRecord(worker_id, child.pid, port, topology_id, tuple(tasks), time.time(), version)
         tmp = directory / "worker.json.tmp"
         tmp.write_text(json.dumps(asdict(record)))
         tmp.replace(directory / "worker.json")

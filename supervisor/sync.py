@@ -5,11 +5,12 @@ heartbeats, the code on disk), calls :func:`plan` on every watch event and timer
 out the actions in order. Nothing here touches a process or a file, so every rule — when a worker is
 dead, when it is restarted, how fast a crash loop may retry — is tested on plain values.
 
-Gray upgrade plugs in here: the ports named under ``/gray_upgrade/<id>/upgrading_workers`` become one
-more input, a worker running older code than its port should have is killed and relaunched like a dead
-one (on the new code, kept in a code dir per version), and the port is reported upgraded only once the
-new process has beaten — the same "came up" test that clears the crash backoff — so a crash-looping
-new version never counts as upgraded.
+Gray upgrade plugs in here: each port runs a code version — the assignment's ``code_version``, or the
+upgrade's new version for ports under ``/gray_upgrade/<id>/upgrading_workers`` or ``upgraded_workers``
+(none while rolling back). A worker running another version than its port's is stopped and relaunched
+on the right one (each version has its own code directory), and a port under ``upgrading_workers`` is
+confirmed (:class:`ConfirmSwitch`) only once the new process has beaten — the same "came up" test that
+clears the crash backoff — so a crash-looping new version never counts as upgraded.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from squall.zk.records import Assignment, AssignmentType
+from supervisor.code import CodeKey
 
 #: Retry delay after the second consecutive death of a port's worker (the first restart is immediate),
 #: doubled per further failure up to the cap.
@@ -31,6 +33,21 @@ class WorkerSpec:
 
     topology_id: str
     tasks: tuple[int, ...]
+    version: int = 1  # the topology's code version
+
+    @property
+    def code(self) -> CodeKey:
+        return self.topology_id, self.version
+
+
+@dataclass(frozen=True)
+class UpgradePorts:
+    """A topology's gray upgrade, as one supervisor sees it: its own ports only."""
+
+    version: int  # the new code version
+    rollback: bool = False
+    upgrading: frozenset[int] = frozenset()
+    upgraded: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -53,6 +70,7 @@ class Backoff:
 @dataclass(frozen=True)
 class Download:
     topology_id: str
+    version: int = 1
 
 
 @dataclass(frozen=True)
@@ -80,9 +98,20 @@ class ReportError:
 @dataclass(frozen=True)
 class RemoveCode:
     topology_id: str
+    version: int = 1
 
 
-Action = Download | Launch | Kill | ReportError | RemoveCode
+@dataclass(frozen=True)
+class ConfirmSwitch:
+    """The worker on ``port`` runs its new code version and has beaten: move the port from
+    ``upgrading_workers`` to ``upgraded_workers`` (or, rolling back, just clear it)."""
+
+    topology_id: str
+    port: int
+    rollback: bool
+
+
+Action = Download | Launch | Kill | ReportError | RemoveCode | ConfirmSwitch
 
 
 @dataclass(frozen=True)
@@ -91,31 +120,38 @@ class Plan:
     backoff: Mapping[int, Backoff] = field(default_factory=dict)  # port → retry state, fed back next time
 
 
-def desired_workers(supervisor_id: str, assignments: Mapping[str, Assignment]) -> dict[int, WorkerSpec]:
-    """Port → what nimbus wants running there, from every topology's assignment."""
+def desired_workers(supervisor_id: str, assignments: Mapping[str, Assignment],
+                    upgrades: Mapping[str, UpgradePorts] | None = None) -> dict[int, WorkerSpec]:
+    """Port → what nimbus wants running there (topology, tasks, code version), from every assignment."""
     wanted = {}
     for topology_id, assignment in sorted(assignments.items()):
+        upgrade = (upgrades or {}).get(topology_id)
+        moved = upgrade.upgrading | upgrade.upgraded if upgrade is not None and not upgrade.rollback else frozenset()
         for w in assignment.workers:
             if w.supervisor_id == supervisor_id:
-                wanted[w.port] = WorkerSpec(topology_id, tuple(sorted(w.tasks)))
+                version = upgrade.version if w.port in moved else assignment.code_version
+                wanted[w.port] = WorkerSpec(topology_id, tuple(sorted(w.tasks)), version)
     return wanted
 
 
 def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Mapping[int, LocalWorker],
-         code: Mapping[str, int], backoff: Mapping[int, Backoff], now: float, *,
-         start_timeout_secs: float, worker_timeout_secs: float) -> Plan:
+         code: Mapping[CodeKey, int], backoff: Mapping[int, Backoff], now: float, *,
+         start_timeout_secs: float, worker_timeout_secs: float,
+         upgrades: Mapping[str, UpgradePorts] | None = None) -> Plan:
     """Converge local workers on the assignments.
 
     A worker is dead when its process exited, when it never beat within ``start_timeout_secs``, or
     when its last beat is older than ``worker_timeout_secs``; dead workers are killed, reported and
     relaunched at once; a port whose worker keeps dying then waits 1, 2, 4 … 60 s between launches.
     A worker whose tasks changed within the same topology is left running: it refreshes its tasks
-    itself from the assignment (JStorm's RefreshConnections).
+    itself from the assignment (JStorm's RefreshConnections). A worker on the wrong code version is
+    replaced at once (a switch, not a failure: no backoff).
 
-    ``code`` maps the topologies whose code is on disk to the assignment timestamp it was fetched
-    for; an ``update`` assignment newer than that (new code or conf from nimbus) fetches it again.
+    ``code`` maps the code versions on disk to the assignment timestamp they were fetched for; an
+    ``update`` assignment newer than that (new conf from nimbus) fetches its version again.
     """
-    wanted = desired_workers(supervisor_id, assignments)
+    upgrades = upgrades or {}
+    wanted = desired_workers(supervisor_id, assignments, upgrades)
     actions: list[Action] = []
     next_backoff = dict(backoff)
     running: dict[int, WorkerSpec] = {}
@@ -123,6 +159,11 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
         spec = wanted.get(port)
         if spec is None or spec.topology_id != worker.spec.topology_id:
             actions.append(Kill(port, worker.worker_id, "no longer assigned"))
+            next_backoff.pop(port, None)
+            continue
+        if spec.version != worker.spec.version:
+            actions.append(Kill(port, worker.worker_id,
+                                f"switching from code version {worker.spec.version} to {spec.version}"))
             next_backoff.pop(port, None)
             continue
         problem = _health(worker, now, start_timeout_secs, worker_timeout_secs)
@@ -137,17 +178,23 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
         when = f"in {delay:g}s ({failures} failures in a row)" if delay else "now"
         actions += [Kill(port, worker.worker_id, problem),
                     ReportError(worker.spec.topology_id, worker.spec.tasks,
-                                f"worker {worker.worker_id} on port {port} {problem}; restarting it {when}")]
+                                f"worker {worker.worker_id} on port {port} (code version {worker.spec.version}) "
+                                f"{problem}; restarting it {when}")]
 
-    needed = {spec.topology_id for port, spec in wanted.items() if port not in running}
-    stale = {t for t in {spec.topology_id for spec in wanted.values()} & set(code)
-             if assignments[t].type is AssignmentType.UPDATE and assignments[t].timestamp_ms > code[t]}
-    actions += [Download(t) for t in sorted((needed - set(code)) | stale)]
+    needed = {spec.code for port, spec in wanted.items() if port not in running}
+    stale = {key for key in {spec.code for spec in wanted.values()} & set(code)
+             if (a := assignments[key[0]]).type is AssignmentType.UPDATE and key[1] == a.code_version
+             and a.timestamp_ms > code[key]}
+    actions += [Download(*key) for key in sorted((needed - set(code)) | stale)]
     for port, spec in sorted(wanted.items()):
         if port not in running and now >= next_backoff.get(port, Backoff()).not_before_secs:
             actions.append(Launch(port, spec))
-    in_use = {spec.topology_id for spec in wanted.values()} | {w.spec.topology_id for w in workers.values()}
-    actions += [RemoveCode(t) for t in sorted(set(code) - in_use)]
+    for topology_id, upgrade in sorted(upgrades.items()):
+        for port in sorted(upgrade.upgrading):
+            if port in running and running[port].topology_id == topology_id and workers[port].last_beat_secs:
+                actions.append(ConfirmSwitch(topology_id, port, upgrade.rollback))
+    in_use = {spec.code for spec in wanted.values()} | {w.spec.code for w in workers.values()}
+    actions += [RemoveCode(*key) for key in sorted(set(code) - in_use)]
     return Plan(tuple(actions), next_backoff)
 
 

@@ -77,7 +77,7 @@ class MiniCluster:
 
     def start_worker(self, topology_id: str, worker: WorkerAssignment) -> subprocess.Popen[bytes]:
         conf = self.supervisor_conf(worker.supervisor_id)
-        download_code(conf, topology_id, self.zk)
+        download_code(conf, topology_id, 1, self.zk)
         worker_id = f"{worker.supervisor_id}-{worker.port}-{len(self.processes)}"
         argv = [sys.executable, "-m", "worker"]
         for key in ("storm.zookeeper.servers", "storm.zookeeper.port", "storm.zookeeper.root",

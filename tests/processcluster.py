@@ -5,10 +5,12 @@ them when the test fails)."""
 
 from __future__ import annotations
 
+import json
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from squall.cli import main
 from squall.devcluster import DevCluster
 from squall.dsl import Topology
 from squall.package import build_package
@@ -40,6 +42,12 @@ class ProcessCluster(DevCluster):
         package = build_package(sources or (REPO / "tests" / "topologies.py", REPO / "examples"),
                                 self.root / f"{topology.name}.zip")
         return submit_topology(self.conf, topology, package=package, zk=self.zk)
+
+    def cli(self, *argv: str) -> int:
+        """``storm ARGV`` against this cluster (nimbus by seed, ZooKeeper by root), in this process."""
+        conf = {"nimbus.seeds": [f"127.0.0.1:{self.nimbus_ports['nimbus']}"], "squall.log.format": "json",
+                **{k: self.conf[k] for k in ("storm.zookeeper.servers", "storm.zookeeper.port", "storm.zookeeper.root")}}
+        return main([arg for key, value in conf.items() for arg in ("-c", f"{key}={json.dumps(value)}")] + list(argv))
 
     def assignment(self, topology_id: str) -> Assignment | None:
         return self.zk.read(paths.assignment(topology_id), Assignment)

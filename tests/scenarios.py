@@ -7,8 +7,11 @@ from pathlib import Path
 
 from examples import wordcount
 from squall.dsl import BoltRef, Topology
+from squall.package import build_package
 from support import wait_until
-from topologies import Forward, Numbers, Recorder, read_records
+from topologies import Forward, Numbers, Recorder, Tag, read_records
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def counted_word_count(records: Path, rounds: int, workers: int) -> tuple[Topology, Counter[str]]:
@@ -45,3 +48,22 @@ def nothing_lost(records: Path, count: int) -> None:
     wait_until(lambda: set(read_records(records, "acked")) == set(range(count)), 120,
                "every message acked at least once")
     assert {n for _, n in read_records(records, "seen")} == set(range(count)), "the sink saw every message"
+
+
+def release_package(tmp: Path, release: str) -> Path:
+    """The tests' topologies plus a ``release`` module (read by :class:`~topologies.Tag`): ``VERSION = release``,
+    or, for a release named ``crash…``, an import that fails, as a version that cannot start."""
+    source = tmp / release / "release.py"
+    source.parent.mkdir(parents=True)
+    crash = release.startswith("crash")
+    source.write_text("raise RuntimeError('this release cannot start')\n" if crash else f"VERSION = {release!r}\n")
+    return build_package([REPO / "tests" / "topologies.py", source], tmp / f"{release}.zip")
+
+
+def tagged_stream(name: str, records: Path, workers: int, pending: int, tags: int) -> Topology:
+    """A reliable spout → ``tags`` Tag tasks (each stamps its code's release) → one recording sink."""
+    t = Topology(name, {"topology.workers": workers, "topology.max.spout.pending": pending})
+    numbers = t.spout("numbers", Numbers, args=[10_000_000, 8], kwargs={"record_dir": str(records)})
+    tag = t.bolt("tag", Tag, parallelism=tags).shuffle(numbers)
+    t.bolt("sink", Recorder, args=[str(records)]).shuffle(tag)
+    return t

@@ -25,8 +25,8 @@ TOPOLOGIES = {
 
 
 def source(workers: int) -> Any:
-    def topologies(topology_id: str) -> tuple[tuple[Component, ...], dict[str, Any]]:
-        return TOPOLOGIES[topology_id], default_config() | {"topology.workers": workers}
+    def topologies(topology_id: str) -> tuple[tuple[Component, ...], dict[str, Any], int]:
+        return TOPOLOGIES[topology_id], default_config() | {"topology.workers": workers}, 1
     return topologies
 
 

@@ -44,11 +44,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zk_address: str) -> Iterat
 
 
 def storm(cluster: ProcessCluster, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """``storm -c ... ARGV`` pointed at the cluster (nimbus by seed, ZooKeeper by root); (exit, out, err)."""
-    conf = {"nimbus.seeds": [f"127.0.0.1:{cluster.nimbus_ports['nimbus']}"], "squall.log.format": "json",
-            **{k: cluster.conf[k] for k in ("storm.zookeeper.servers", "storm.zookeeper.port", "storm.zookeeper.root")}}
-    options = [arg for key, value in conf.items() for arg in ("-c", f"{key}={json.dumps(value)}")]
-    code = main([*options, *argv])
+    """``storm ARGV`` pointed at the cluster; (exit, out, err)."""
+    code = cluster.cli(*argv)
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -180,9 +177,12 @@ def test_a_large_package_uploads_with_a_progress_bar(cluster: ProcessCluster, ca
 
 
 def test_upgrade_commands_reach_nimbus(cluster: ProcessCluster, capsys: pytest.CaptureFixture[str]) -> None:
-    """Wired to nimbus's calls; until nimbus implements gray upgrade they fail with its one-line answer."""
-    for argv in (["gray_upgrade", "wc", "-n", "1"], ["complete_upgrade", "wc"], ["rollback", "wc"],
-                 ["restart", "wc"], ["update_topology", "wc", "--conf", os.devnull]):
+    """Wired to nimbus's calls: on a name nobody runs, each says so in one typed line."""
+    for argv in (["gray_upgrade", "nosuch", "-n", "1"], ["complete_upgrade", "nosuch"], ["rollback", "nosuch"],
+                 ["restart", "nosuch"]):
+        code, _, err = storm(cluster, capsys, *argv)
+        assert (code, err.strip().splitlines()[-1]) == (1, f"storm {argv[0]}: NotAliveException: nosuch"), err
+    for argv in (["update_topology", "nosuch", "--conf", os.devnull],):
         code, _, err = storm(cluster, capsys, *argv)
         last = err.strip().splitlines()[-1]
         assert code == 1 and last.startswith(f"storm {argv[0]}: nimbus error: ") and "not implemented" in last, last

@@ -130,16 +130,27 @@ def test_failed_put_leaves_nothing_visible(tmp_path: Path) -> None:
     assert list((tmp_path / "store").iterdir()) == []
 
 
-def test_upgrade_promote_and_rollback(tmp_path: Path) -> None:
+def test_versions_live_side_by_side_and_current_moves(tmp_path: Path) -> None:
     store = CodeStore(tmp_path / "store")
     store.put(TID, package=None, conf={"version": 1}, topology=topology(), system=topology())
-    store.put(TID, package=None, conf={"version": 2}, topology=topology(), system=topology(), slot="upgrade")
-    assert store.conf(TID) == {"version": 1}
-    assert store.artifact_path(TID, "upgrade.conf").read_text() == '{"version": 2}'
-    store.promote_upgrade(TID)
-    assert store.conf(TID) == {"version": 2}
-    store.rollback(TID)
-    assert store.conf(TID) == {"version": 1}
+    store.put(TID, package=None, conf={"version": 2}, topology=topology(), system=topology(), version=2,
+              make_current=False)
+    assert store.conf(TID) == {"version": 1} and store.current_version(TID) == 1
+    assert store.versions(TID) == [1, 2]
+    assert store.artifact_path(TID, "v2/conf").read_text() == '{"version": 2}'
+    assert store.artifact_path(TID, "v1/conf").read_text() == '{"version": 1}'
+    with pytest.raises(FileExistsError, match="already has code version 2"):
+        store.put(TID, package=None, conf={}, topology=topology(), system=topology(), version=2)
+    store.set_current(TID, 2)
+    assert store.conf(TID) == {"version": 2} and store.artifact_path(TID, "conf").read_text() == '{"version": 2}'
+    with pytest.raises(ValueError, match="version 2 is current"):
+        store.drop(TID, 2)
+    store.drop(TID, 1)
+    assert store.versions(TID) == [2]
+    with pytest.raises(MissingTopology):
+        store.artifact_path(TID, "v1/conf")
+    with pytest.raises(MissingTopology):
+        store.set_current(TID, 1)
 
 
 def test_artifacts_and_ids_are_checked(tmp_path: Path) -> None:
@@ -150,6 +161,9 @@ def test_artifacts_and_ids_are_checked(tmp_path: Path) -> None:
         store.artifact_path(TID, "../conf")
     with pytest.raises(MissingTopology, match="wc-1-1700000000/current/code.pkg"):
         store.artifact_path(TID, "code")  # nothing uploaded
+    for bad_artifact in ("v1/../conf", "v/conf", "v1/system", "current/conf"):
+        with pytest.raises(UnknownArtifact):
+            store.artifact_path(TID, bad_artifact)
     for bad in ("../wc-1-1700000000", "wc", "wc-1-1700000000/..", ""):
         with pytest.raises(MissingTopology):
             store.conf(bad)

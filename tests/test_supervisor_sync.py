@@ -6,7 +6,8 @@ from typing import Any
 
 from squall.zk.records import Assignment, AssignmentType, WorkerAssignment
 from supervisor.sync import (
-    Backoff, Download, Kill, Launch, LocalWorker, Plan, RemoveCode, ReportError, WorkerSpec, plan,
+    Backoff, ConfirmSwitch, Download, Kill, Launch, LocalWorker, Plan, RemoveCode, ReportError, UpgradePorts, WorkerSpec,
+    plan,
 )
 
 ME = "sup-1"
@@ -19,9 +20,12 @@ def assignments(*workers: tuple[str, int, list[int]], topology_id: str = WC) -> 
 
 
 def run(assigned: dict[str, Assignment], workers: dict[int, LocalWorker] | None = None,
-        code: set[str] | None = None, backoff: dict[int, Backoff] | None = None, now: float = 100) -> Plan:
-    return plan(ME, assigned, workers or {}, dict.fromkeys(code or (), 0), backoff or {}, now,
-                start_timeout_secs=20, worker_timeout_secs=10)
+        code: set[str] | set[tuple[str, int]] | None = None, backoff: dict[int, Backoff] | None = None,
+        now: float = 100, upgrades: dict[str, UpgradePorts] | None = None) -> Plan:
+    """``code``: topology ids (version 1) or (topology id, version) pairs on disk."""
+    keys = [c if isinstance(c, tuple) else (c, 1) for c in code or ()]
+    return plan(ME, assigned, workers or {}, dict.fromkeys(keys, 0), backoff or {}, now,
+                start_timeout_secs=20, worker_timeout_secs=10, upgrades=upgrades)
 
 
 def worker(spec: WorkerSpec = SPEC, **kw: Any) -> LocalWorker:
@@ -45,10 +49,10 @@ def test_healthy_worker_is_left_alone_even_when_its_tasks_change() -> None:
 def test_a_newer_update_assignment_fetches_the_code_again_without_touching_the_worker() -> None:
     update = Assignment("/code", [WorkerAssignment(ME, "h", 6700, [1, 2])], timestamp_ms=5000,
                         type=AssignmentType.UPDATE)
-    fetched_before = plan(ME, {WC: update}, {6700: worker()}, {WC: 4000}, {}, 100,
+    fetched_before = plan(ME, {WC: update}, {6700: worker()}, {(WC, 1): 4000}, {}, 100,
                           start_timeout_secs=20, worker_timeout_secs=10)
     assert fetched_before.actions == (Download(WC),)
-    fetched_for_it = plan(ME, {WC: update}, {6700: worker()}, {WC: 5000}, {}, 100,
+    fetched_for_it = plan(ME, {WC: update}, {6700: worker()}, {(WC, 1): 5000}, {}, 100,
                           start_timeout_secs=20, worker_timeout_secs=10)
     assert fetched_for_it.actions == ()
 
@@ -77,6 +81,7 @@ def test_dead_workers_are_killed_reported_and_restarted() -> None:
         kill, report, launch = p.actions
         assert kill == Kill(6700, "w-6700", problem)
         assert isinstance(report, ReportError) and problem in report.message and report.tasks == (1, 2)
+        assert "(code version 1)" in report.message
         assert launch == Launch(6700, SPEC)
         assert p.backoff[6700] == Backoff(1, 100), "the first restart is immediate"
 
@@ -107,3 +112,52 @@ def test_a_crash_loop_backs_off_exponentially_up_to_a_minute() -> None:
 def test_a_worker_that_comes_up_clears_its_backoff() -> None:
     p = run(assignments((ME, 6700, [1, 2])), {6700: worker()}, {WC}, {6700: Backoff(5, 0)})
     assert 6700 not in p.backoff
+
+
+# --- gray upgrade: ports switch code versions -----------------------------------------------------
+
+V2 = WorkerSpec(WC, (1, 2), 2)
+
+
+def test_a_port_marked_upgrading_switches_to_the_new_version_and_is_confirmed_only_once_it_beats() -> None:
+    assigned = assignments((ME, 6700, [1, 2]), (ME, 6701, [3]))
+    upgrade = {WC: UpgradePorts(2, upgrading=frozenset({6700}))}
+    old = {6700: worker(), 6701: worker(WorkerSpec(WC, (3,)))}
+    p = run(assigned, old, {WC}, upgrades=upgrade)
+    assert p.actions == (Kill(6700, "w-6700", "switching from code version 1 to 2"), Download(WC, 2), Launch(6700, V2))
+    starting = {6700: worker(V2, last_beat_secs=None, started_secs=99), 6701: old[6701]}
+    assert run(assigned, starting, {WC, (WC, 2)}, upgrades=upgrade).actions == (), "not confirmed before it beats"
+    beating = {6700: worker(V2), 6701: old[6701]}
+    assert run(assigned, beating, {WC, (WC, 2)}, upgrades=upgrade).actions == (ConfirmSwitch(WC, 6700, False),)
+    done = {WC: UpgradePorts(2, upgraded=frozenset({6700}))}
+    assert run(assigned, beating, {WC, (WC, 2)}, upgrades=done).actions == (), "upgraded ports stay on the new version"
+
+
+def test_a_crash_looping_new_version_is_never_confirmed() -> None:
+    assigned = assignments((ME, 6700, [1, 2]))
+    upgrade = {WC: UpgradePorts(2, upgrading=frozenset({6700}))}
+    state: dict[int, Backoff] = {}
+    for now in (100.0, 101.0, 103.0, 107.0):
+        p = run(assigned, {6700: worker(V2, alive=False)}, {WC, (WC, 2)}, state, now, upgrade)
+        state = dict(p.backoff)
+        assert not any(isinstance(a, ConfirmSwitch) for a in p.actions)
+        assert any(isinstance(a, ReportError) and "(code version 2) exited" in a.message for a in p.actions)
+
+
+def test_rolling_back_puts_every_port_on_the_assignment_version_at_once() -> None:
+    assigned = assignments((ME, 6700, [1, 2]))
+    rollback = {WC: UpgradePorts(2, rollback=True, upgrading=frozenset({6700}))}
+    failing = Backoff(4, 1000)  # the new version was crash-looping: the switch back must not wait for that
+    p = run(assigned, {6700: worker(V2)}, {WC, (WC, 2)}, {6700: failing}, upgrades=rollback)
+    assert p.actions == (Kill(6700, "w-6700", "switching from code version 2 to 1"), Launch(6700, SPEC))
+    assert 6700 not in p.backoff
+    back = run(assigned, {6700: worker()}, {WC, (WC, 2)}, upgrades=rollback)
+    assert back.actions == (ConfirmSwitch(WC, 6700, True), RemoveCode(WC, 2)), "the new version's code is no longer used"
+
+
+def test_after_completion_the_assignment_version_is_the_new_one_and_the_old_code_goes() -> None:
+    done = Assignment("/code", [WorkerAssignment(ME, "h", 6700, [1, 2])], code_version=2)
+    assert run({WC: done}, {6700: worker(V2)}, {WC, (WC, 2)}).actions == (RemoveCode(WC, 1),)
+    assert run({WC: done}, {6700: worker()}, {WC, (WC, 2)}).actions == (
+        Kill(6700, "w-6700", "switching from code version 1 to 2"), Launch(6700, V2)), \
+        "a worker left on the old version moves to the new one; its code stays while it may still be stopping"

@@ -26,6 +26,7 @@ ASSIGNMENT = Assignment(
     task_start_secs={1: 1_700_000_001, 3: 1_700_000_002},
     timestamp_ms=1_700_000_003_000,
     type=AssignmentType.SCALE,
+    code_version=3,
 )
 
 #: (path, record) for every record type: a new record type must be added here to be covered.
@@ -48,7 +49,7 @@ EXAMPLES: list[tuple[str, Any]] = [
         executed={"spout:default": 5}, latency_ms={"spout:default": 0.25}))})),
     (paths.task_error(TID, 2, 1_700_000_012), TaskError("Traceback …\nValueError: bad tuple ✗", 1_700_000_012,
                                                         ErrorLevel.FATAL, 3, 600, "host-a", 6700)),
-    (paths.gray_upgrade_conf(TID), GrayUpgradeConf(1_700_086_400_000, 2, "split", ["host-a:6700"], 0, True, False)),
+    (paths.gray_upgrade_conf(TID), GrayUpgradeConf(1_700_086_400_000, 2, 1, "split", ["host-a:6700"], False, 0, True, False, "")),
     (paths.upgrading_worker(TID, "host-a:6700"), WorkerMark(1_700_000_020)),
     (paths.BLACKLIST, Blacklist(["bad-host"])),
 ]

@@ -101,6 +101,21 @@ class Forward(Bolt):
         self.emit(tup.values)
 
 
+class Tag(Bolt):
+    """Forwards ``(key, n)`` as ``(key, n, release, task)``, where ``release`` is ``VERSION`` of the ``release``
+    module shipped in the code package: which code version each task runs, as its output shows."""
+
+    outputs = ["key", "n", "release", "task"]
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        import release  # from the code package, so each code version brings its own
+
+        self.release, self.task = release.VERSION, context.task_id
+
+    def execute(self, tup: Tuple) -> None:
+        self.emit([*tup.values, self.release, self.task])
+
+
 class EmitTwice(Bolt):
     """Emits each input twice in one tuple anchored to it twice (Storm: two edges, one ack)."""
 

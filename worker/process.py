@@ -48,9 +48,10 @@ ACTIVE_STATUSES = frozenset({TopologyStatus.ACTIVE, TopologyStatus.UPGRADING, To
 
 class Worker:
     def __init__(self, conf: Mapping[str, Any], topology_id: str, supervisor_id: str, port: int,
-                 worker_id: str, host: str | None = None) -> None:
+                 worker_id: str, host: str | None = None, code_version: int = 1) -> None:
         self.cluster_conf = dict(conf)
         self.topology_id = topology_id
+        self.code_version = code_version
         self.supervisor_id = supervisor_id
         self.port = port
         self.worker_id = worker_id
@@ -107,7 +108,7 @@ class Worker:
 
     def _load_code(self) -> dict[str, Any]:
         """Put the code package first on ``sys.path``; return the conf its tasks see."""
-        self._code = code_dir(self.cluster_conf, self.topology_id)
+        self._code = code_dir(self.cluster_conf, self.topology_id, self.code_version)
         package = self._code / CODE_FILES["code"]
         if package.exists():
             sys.path.insert(0, str(package))
@@ -260,11 +261,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("supervisor_id")
     parser.add_argument("port", type=int)
     parser.add_argument("worker_id")
+    parser.add_argument("--code-version", type=int, default=1, help="the topology code version to run")
     args = parser.parse_args(argv)
     conf = load_or_exit(args)
     configure_logging("worker", level=conf["squall.log.level"], fmt=conf["squall.log.format"],
-                      topology_id=args.topology_id, port=args.port, worker_id=args.worker_id)
-    worker = Worker(conf, args.topology_id, args.supervisor_id, args.port, args.worker_id)
+                      topology_id=args.topology_id, port=args.port, worker_id=args.worker_id,
+                      code_version=args.code_version)
+    worker = Worker(conf, args.topology_id, args.supervisor_id, args.port, args.worker_id,
+                    code_version=args.code_version)
     signal.signal(signal.SIGTERM, lambda *_: worker.done.set())
     signal.signal(signal.SIGINT, lambda *_: worker.done.set())
     try:

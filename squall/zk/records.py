@@ -172,6 +172,7 @@ class Assignment:
     task_start_secs: dict[int, int] = field(default_factory=dict)
     timestamp_ms: int = 0
     type: AssignmentType = AssignmentType.ASSIGN
+    code_version: int = 1  # the code every worker runs, except those a gray upgrade moved on
 
 
 @dataclass(frozen=True)
@@ -234,16 +235,24 @@ class TaskError:
 
 @dataclass(frozen=True)
 class GrayUpgradeConf:
-    """``/gray_upgrade/<id>/conf``: batch selection is workers > component > worker_num."""
+    """``/gray_upgrade/<id>/conf``: one gray upgrade, from start to its end (kept after, to answer "why").
+
+    The next batch is picked from ``workers`` > ``component`` > ``worker_num`` > ``all_remaining`` when
+    ``continue_upgrade`` is set (see :mod:`nimbus.upgrade`). It ended when ``complete_ms`` is set: rolled
+    back if ``rollback``, else completed.
+    """
 
     schema: ClassVar[int] = 1
     expire_ms: int
+    version: int = 0  # the code version being rolled out; the assignment's ``code_version`` is the old one
     worker_num: int = 0
     component: str | None = None
     workers: list[str] = field(default_factory=list)  # host:port
+    all_remaining: bool = False
     complete_ms: int = 0
     continue_upgrade: bool = False
     rollback: bool = False
+    reason: str = ""  # why it rolled back
 
 
 @dataclass(frozen=True)
