@@ -443,7 +443,7 @@ service Nimbus {
   void rollbackTopology(1: string topologyName)
     throws (1: NotAliveException e, 2: InvalidTopologyException ite,
             3: AuthorizationException aze);
-  // End the upgrade where it stands; workers not yet upgraded keep the old code.
+  // Upgrade every remaining worker in one last batch; the upgrade completes once they all run it.
   void completeUpgrade(1: string topologyName)
     throws (1: NotAliveException e, 2: InvalidTopologyException ite,
             3: AuthorizationException aze);

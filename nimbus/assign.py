@@ -42,7 +42,9 @@ class AssignEvent:
     assign_type: AssignType = AssignType.NEW
     reassign: bool = False
     dead_tasks: frozenset[int] = frozenset()
-    scale: bool = False  # rebalance changed parallelism: mark the assignment so workers reload
+    #: SCALE (a rebalance changed parallelism) and UPDATE (new conf or code) are always written, so workers
+    #: see a new timestamp and reload.
+    writes: AssignmentType = AssignmentType.ASSIGN
     based_on_ms: int | None = None  # monitor: timestamp of the assignment the dead tasks were judged on
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
     _error: str | None = field(default=None, repr=False)
@@ -128,7 +130,7 @@ class TopologyAssigner:
         )
         workers = schedule(request)
         assignment = self._assignment(event, workers, current, code_version)
-        if (current is not None and current.workers == assignment.workers and not event.scale
+        if (current is not None and current.workers == assignment.workers and event.writes is AssignmentType.ASSIGN
                 and current.code_version == code_version):
             log.info("assignment unchanged", workers=len(workers))
             return current
@@ -171,6 +173,6 @@ class TopologyAssigner:
             node_host={w.supervisor_id: w.host for w in workers},
             task_start_secs=start,
             timestamp_ms=int(self._clock.time() * 1000),
-            type=AssignmentType.SCALE if event.scale else AssignmentType.ASSIGN,
+            type=event.writes,
             code_version=code_version,
         )

@@ -33,11 +33,16 @@ from squall.zk import paths
 from squall.zk.client import ZkClient
 from squall.zk.errors import record_task_error
 from squall.zk.records import (
-    Assignment, ErrorLevel, GrayUpgradeConf, StormBase, SupervisorInfo, TaskBeat, TaskError, TaskHeartbeats, TopologyStatus,
+    Assignment, AssignmentType, ErrorLevel, GrayUpgradeConf, StormBase, SupervisorInfo, TaskBeat, TaskError, TaskHeartbeats, TopologyStatus,
     TopologyTasks, WorkerMark,
 )
 
 log = structlog.get_logger(__name__)
+
+
+#: Conf keys that decide tasks and workers: changed by a rebalance, never by an update.
+LAYOUT_KEYS = frozenset({"topology.workers", "topology.acker.executors", "topology.spout.parallelism",
+                         "topology.bolt.parallelism", "topology.max.task.parallelism"})
 
 
 class NotLeader(RuntimeError):
@@ -365,7 +370,8 @@ class Nimbus:
                           system=system, version=self.code.current_version(topology_id), replace=True)
             old_tasks = self.zk.read(paths.tasks(topology_id), TopologyTasks) or TopologyTasks(tasks={})
             self.zk.write(paths.tasks(topology_id), topo.rescale_tasks(old_tasks, system))
-        self._assign(AssignEvent(topology_id, name, AssignType.REBALANCE, reassign=effect.reassign, scale=scale))
+        self._assign(AssignEvent(topology_id, name, AssignType.REBALANCE, reassign=effect.reassign,
+                                 writes=AssignmentType.SCALE if scale else AssignmentType.ASSIGN))
 
     def _remove_state(self, topology_id: str) -> None:
         """Assignment first (supervisors stop the workers), the rest, ``/topology/<id>`` last, then code."""
@@ -391,7 +397,7 @@ class Nimbus:
             status = self.base(topology_id).status
             existing = self.zk.read(paths.gray_upgrade_conf(topology_id), GrayUpgradeConf)
             now_ms = int(self.clock.time() * 1000)
-            version = max([*self.code.versions(topology_id), existing.version if existing else 0]) + 1
+            version = self._next_version(topology_id)
             conf = upgrade.start(existing, name, request, version=version, now_ms=now_ms,
                                  ttl_ms=ttl_ms or int({**self.conf, **submitted}["topology.upgrade.ttl"]))
             if status is not TopologyStatus.ACTIVE:
@@ -427,6 +433,43 @@ class Nimbus:
             self.coordinate_upgrade(topology_id)
         return topology_id
 
+    def _next_version(self, topology_id: str) -> int:
+        """Above every version stored or last upgraded to, so a supervisor never mistakes old code for new."""
+        last = self.zk.read(paths.gray_upgrade_conf(topology_id), GrayUpgradeConf)
+        return max([*self.code.versions(topology_id), last.version if last else 0]) + 1
+
+    def update_topology(self, name: str, location: str | None, json_conf: str) -> None:
+        """New code and/or conf as the next code version (JStorm's ``update_topology``). Workers reload the conf
+        in place (``Component.update``); the code is taken by each worker at its next start."""
+        self.require_leader()
+        topology_id = self.find_id(name)
+        overrides = self._submitted_conf(json_conf)
+        if not isinstance(overrides, dict):
+            raise storm.InvalidTopologyException(msg="the update conf must be a JSON object")
+        layout = sorted(set(overrides) & LAYOUT_KEYS)
+        if layout:
+            raise storm.InvalidTopologyException(msg=f"{layout} change how the topology is laid out; use storm "
+                                                     "rebalance for those")
+        with self._lock:
+            status = self.base(topology_id).status
+            if status not in (TopologyStatus.ACTIVE, TopologyStatus.INACTIVE):
+                raise upgrade.UpgradeRefused(f"cannot update {name!r} while it is {status.value}")
+            current = self.code.current_version(topology_id)
+            conf = {**self.code.conf(topology_id), **overrides, "topology.id": topology_id}
+            user_topology = self.code.topology(topology_id)
+            topo.validate_topology(name, user_topology, {**self.conf, **conf})
+            package = self.inbox.claim(location) if location else None
+            try:
+                self.code.put(topology_id, package=package or self.code.package(topology_id), conf=conf,
+                              topology=user_topology, system=self.code.system_topology(topology_id),
+                              version=self._next_version(topology_id))
+            finally:
+                if package is not None:
+                    package.unlink(missing_ok=True)
+            self._assign(AssignEvent(topology_id, name, AssignType.MONITOR, writes=AssignmentType.UPDATE))
+            self.code.drop(topology_id, current)
+        log.info("topology updated", topology_id=topology_id, new_code=package is not None, conf=sorted(overrides))
+
     def gray_continue(self, name: str, request: upgrade.BatchRequest) -> None:
         """The operator asks for the next batch (or, with ``all_remaining``, the last one)."""
         self.require_leader()
@@ -453,10 +496,6 @@ class Nimbus:
                 raise upgrade.UpgradeRefused(f"{topology_id} has no gray upgrade in progress to roll back")
             if conf.rollback:
                 return
-            now = int(self.clock.time())
-            for host_port in self.zk.children(paths.upgraded_workers(topology_id)):
-                self.zk.write(paths.upgrading_worker(topology_id, host_port), WorkerMark(now))
-                self.zk.delete(paths.upgraded_worker(topology_id, host_port))
             self.zk.write(paths.gray_upgrade_conf(topology_id), upgrade.start_rollback(conf, reason))
             self.transition(topology_id, lifecycle.Rollback())
             self.record_error(topology_id, f"gray upgrade to code version {conf.version} rolled back: {reason}")
@@ -490,6 +529,10 @@ class Nimbus:
                 self._finish_upgrade(topology_id, conf, now_ms, keep=conf.version, drop=assignment.code_version)
             elif step.rolled_back:
                 self._finish_upgrade(topology_id, conf, now_ms, keep=assignment.code_version, drop=conf.version)
+            elif step.back:
+                for host_port in step.back:
+                    self.zk.write(paths.upgrading_worker(topology_id, host_port), WorkerMark(now_ms // 1000))
+                    self.zk.delete(paths.upgraded_worker(topology_id, host_port))
             elif step.conf is not None:
                 for host_port in step.batch:
                     self.zk.write(paths.upgrading_worker(topology_id, host_port), WorkerMark(now_ms // 1000))

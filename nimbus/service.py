@@ -136,6 +136,10 @@ class NimbusService:
         with _refusals():
             self.nimbus.gray_continue(topologyName, upgrade.BatchRequest(all_remaining=True))
 
+    def updateTopology(self, name: str, uploadedLocation: str, updateConf: str) -> None:
+        with _refusals():
+            self.nimbus.update_topology(name, uploadedLocation, updateConf)
+
     def restart(self, name: str, jsonConf: str) -> None:
         with _refusals():
             self.nimbus.restart(name, jsonConf)

@@ -69,6 +69,7 @@ class Step:
     """What the daemon must do; all empty: wait."""
 
     batch: tuple[str, ...] = ()  # mark these upgrading
+    back: tuple[str, ...] = ()  # rolling back: move these from upgraded to upgrading, to be switched back
     conf: GrayUpgradeConf | None = None  # write this conf
     complete: bool = False  # every worker runs the new version: make it current, drop the old
     rollback: str = ""  # start rolling back, for this reason
@@ -128,7 +129,11 @@ def next_step(view: UpgradeView, now_ms: int) -> Step:
         return Step()
     assigned = set(view.workers)
     if conf.rollback:
-        return Step() if view.upgrading & assigned else Step(rolled_back=True)
+        # An upgraded mark while rolling back is a supervisor's confirmation that crossed the rollback: switch it back.
+        back = tuple(sorted(view.upgraded))
+        if back or view.upgrading & assigned:
+            return Step(back=back)
+        return Step(rolled_back=True)
     if now_ms > conf.expire_ms:
         return Step(rollback="it expired: not completed within topology.upgrade.ttl")
     if assigned and assigned <= view.upgraded:

@@ -130,7 +130,7 @@ def by_name(call: str, done: str) -> Any:
 
 activate = by_name("activate", "Activated topology: {name}")
 deactivate = by_name("deactivate", "Deactivated topology: {name}")
-complete_upgrade = by_name("completeUpgrade", "Completed the upgrade of {name}")
+complete_upgrade = by_name("completeUpgrade", "Upgrading every remaining worker of {name}")
 rollback = by_name("rollbackTopology", "Rolling back {name}")
 
 
@@ -160,6 +160,9 @@ def get_errors(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
 
 def gray_upgrade(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     """Upgrade the next batch of workers (JStorm's ``gray_upgrade``)."""
+    if not (args.worker_num or args.component or args.workers) or (args.workers and (args.worker_num or args.component)):
+        print("storm gray_upgrade: give -n N, -p COMPONENT (optionally with -n), or -w HOST:PORT,...", file=sys.stderr)
+        return 2
     with nimbus_client(conf) as nimbus:
         nimbus.grayUpgrade(args.name, args.component, args.workers, args.worker_num)
     print(f"Upgrading the next workers of {args.name}")
@@ -291,13 +294,12 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     command("version", version, "print Squall's version")
     p = command("gray_upgrade", gray_upgrade, "upgrade the next batch of workers of a gray upgrade (JStorm)")
     p.add_argument("name")
-    batch = p.add_mutually_exclusive_group(required=True)
-    batch.add_argument("-n", "--num-workers", dest="worker_num", type=positive, default=0,
-                       help="upgrade N more workers")
-    batch.add_argument("-p", "--component", help="upgrade the workers hosting this component")
-    batch.add_argument("-w", "--workers", type=lambda text: [w for w in text.split(",") if w],
-                       metavar="HOST:PORT,...", help="upgrade exactly these workers")
-    command("complete_upgrade", complete_upgrade, "end a gray upgrade where it stands (JStorm)").add_argument("name")
+    p.add_argument("-n", "--num-workers", dest="worker_num", type=positive, default=0,
+                   help="upgrade N more workers (with -p: at most N of that component's)")
+    p.add_argument("-p", "--component", help="upgrade the workers hosting this component")
+    p.add_argument("-w", "--workers", type=lambda text: [w for w in text.split(",") if w],
+                   metavar="HOST:PORT,...", help="upgrade exactly these workers")
+    command("complete_upgrade", complete_upgrade, "upgrade every remaining worker of a gray upgrade in one batch").add_argument("name")
     command("rollback", rollback, "put the old code back on every upgraded worker (JStorm)").add_argument("name")
     p = command("restart", restart, "kill and resubmit a topology from its stored code, with a new id (JStorm)")
     p.add_argument("name")

@@ -146,6 +146,10 @@ class Component:
         """Record an error (``storm get-errors``, the log) without stopping the task."""
         self._collector.report_error(error)
 
+    def update(self, conf: Mapping[str, Any]) -> None:
+        """``storm update_topology`` changed the topology's conf (JStorm's ``IDynamicComponent``); called on the
+        task's thread between inputs. The default ignores it: components read conf in open/prepare."""
+
 
 class Spout(Component, ABC):
     """A source of tuples. The worker calls ``open``, ``activate``, then ``next_tuple`` in a loop while

@@ -11,6 +11,8 @@ from typing import Any
 
 #: Artifacts of a topology in its code directory, as ``beginCodeDownload`` names them → file name.
 CODE_FILES = {"code": "code.pkg", "conf": "conf.json", "topology": "topology.bin"}
+#: Beside the artifacts: the timestamp of the assignment the code was fetched for.
+STAMP_FILE = "assignment_ms"
 
 
 def stormdist_dir(conf: Mapping[str, Any]) -> Path:
@@ -24,6 +26,14 @@ def code_dir(conf: Mapping[str, Any], topology_id: str, version: int) -> Path:
     Versions sit side by side so a gray upgrade can run old and new workers on one host.
     """
     return stormdist_dir(conf) / topology_id / str(version)
+
+
+def fetched_for(directory: Path) -> int:
+    """The assignment timestamp a code directory was fetched for; 0 when unknown or absent."""
+    try:
+        return int((directory / STAMP_FILE).read_text())
+    except (OSError, ValueError):
+        return 0
 
 
 def workers_dir(conf: Mapping[str, Any]) -> Path:

@@ -14,15 +14,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from squall.local_state import CODE_FILES, code_dir, stormdist_dir
+from squall.local_state import CODE_FILES, STAMP_FILE, code_dir, fetched_for, stormdist_dir
 from squall.nimbus_client import nimbus_client
 from squall.thrift import storm
 from squall.zk.client import ZkClient
 
 #: The code package is optional (a topology may use modules installed on every host).
 OPTIONAL = frozenset({"code"})
-#: Beside the artifacts: the timestamp of the assignment the code was fetched for.
-STAMP_FILE = "assignment_ms"
 
 #: (topology id, code version): what a code directory holds.
 CodeKey = tuple[str, int]
@@ -84,12 +82,8 @@ def code_on_disk(conf: Mapping[str, Any]) -> dict[CodeKey, int]:
         if topology.name.startswith(".") or not topology.is_dir():
             continue  # a download in progress or left by a crash
         for version in topology.iterdir():
-            if not version.name.isdigit() or not version.is_dir():
-                continue
-            try:
-                found[topology.name, int(version.name)] = int((version / STAMP_FILE).read_text())
-            except (OSError, ValueError):
-                found[topology.name, int(version.name)] = 0
+            if version.name.isdigit() and version.is_dir():
+                found[topology.name, int(version.name)] = fetched_for(version)
     return found
 
 

@@ -16,7 +16,7 @@ clears the crash backoff — so a crash-looping new version never counts as upgr
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from squall.zk.records import Assignment, AssignmentType
 from supervisor.code import CodeKey
@@ -144,14 +144,18 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
     when its last beat is older than ``worker_timeout_secs``; dead workers are killed, reported and
     relaunched at once; a port whose worker keeps dying then waits 1, 2, 4 … 60 s between launches.
     A worker whose tasks changed within the same topology is left running: it refreshes its tasks
-    itself from the assignment (JStorm's RefreshConnections). A worker on the wrong code version is
-    replaced at once (a switch, not a failure: no backoff).
+    itself from the assignment (JStorm's RefreshConnections). A worker on another code version than its
+    port's is replaced at once when a gray upgrade marks the port (a switch, not a failure: no backoff);
+    otherwise (``storm update_topology`` gave new code) it keeps running and takes the new version when it
+    next starts.
 
     ``code`` maps the code versions on disk to the assignment timestamp they were fetched for; an
-    ``update`` assignment newer than that (new conf from nimbus) fetches its version again.
+    ``update`` assignment newer than that fetches its version (new code and/or conf), which the
+    topology's workers here read the new conf from.
     """
     upgrades = upgrades or {}
     wanted = desired_workers(supervisor_id, assignments, upgrades)
+    switching = {t: u.upgrading for t, u in upgrades.items()}
     actions: list[Action] = []
     next_backoff = dict(backoff)
     running: dict[int, WorkerSpec] = {}
@@ -162,10 +166,12 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
             next_backoff.pop(port, None)
             continue
         if spec.version != worker.spec.version:
-            actions.append(Kill(port, worker.worker_id,
-                                f"switching from code version {worker.spec.version} to {spec.version}"))
-            next_backoff.pop(port, None)
-            continue
+            if port in switching.get(spec.topology_id, ()):
+                actions.append(Kill(port, worker.worker_id,
+                                    f"switching from code version {worker.spec.version} to {spec.version}"))
+                next_backoff.pop(port, None)
+                continue
+            spec = replace(spec, version=worker.spec.version)  # updated code: taken at its next start
         problem = _health(worker, now, start_timeout_secs, worker_timeout_secs)
         if problem is None:
             running[port] = spec
@@ -182,9 +188,9 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
                                 f"{problem}; restarting it {when}")]
 
     needed = {spec.code for port, spec in wanted.items() if port not in running}
-    stale = {key for key in {spec.code for spec in wanted.values()} & set(code)
-             if (a := assignments[key[0]]).type is AssignmentType.UPDATE and key[1] == a.code_version
-             and a.timestamp_ms > code[key]}
+    updated = {(t, a.code_version) for t, a in assignments.items()
+               if a.type is AssignmentType.UPDATE and any(spec.topology_id == t for spec in wanted.values())}
+    stale = {key for key in updated if code.get(key, 0) < assignments[key[0]].timestamp_ms}
     actions += [Download(*key) for key in sorted((needed - set(code)) | stale)]
     for port, spec in sorted(wanted.items()):
         if port not in running and now >= next_backoff.get(port, Backoff()).not_before_secs:
@@ -193,7 +199,8 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
         for port in sorted(upgrade.upgrading):
             if port in running and running[port].topology_id == topology_id and workers[port].last_beat_secs:
                 actions.append(ConfirmSwitch(topology_id, port, upgrade.rollback))
-    in_use = {spec.code for spec in wanted.values()} | {w.spec.code for w in workers.values()}
+    in_use = ({spec.code for spec in wanted.values()} | {w.spec.code for w in workers.values()}
+              | {(t, a.code_version) for t, a in assignments.items()})
     actions += [RemoveCode(*key) for key in sorted(set(code) - in_use)]
     return Plan(tuple(actions), next_backoff)
 

@@ -81,10 +81,16 @@ def test_jar_and_upgrade_arguments() -> None:
     assert parse("submit", WORDCOUNT).command == "submit"
     assert parse("gray_upgrade", "wc", "-w", "h1:6700,h2:6701").workers == ["h1:6700", "h2:6701"]
     assert parse("gray_upgrade", "wc", "-n", "2").worker_num == 2
-    with pytest.raises(SystemExit):
-        parse("gray_upgrade", "wc")  # one of -n, -p, -w is required
-    with pytest.raises(SystemExit):
-        parse("gray_upgrade", "wc", "-n", "2", "-p", "count")
+    both = parse("gray_upgrade", "wc", "-n", "2", "-p", "count")
+    assert (both.worker_num, both.component) == (2, "count"), "at most 2 of count's workers (JStorm)"
+    assert parse("jar", WORDCOUNT, "--replace").replace and not parse("jar", WORDCOUNT).replace
+
+
+def test_gray_upgrade_needs_a_batch(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["gray_upgrade", "wc"], ["gray_upgrade", "wc", "-w", "h:1", "-n", "1"]):
+        assert main(argv) == 2
+        assert capsys.readouterr().err.strip() == ("storm gray_upgrade: give -n N, -p COMPONENT (optionally with -n), "
+                                                   "or -w HOST:PORT,...")
 
 
 def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
@@ -179,13 +185,9 @@ def test_a_large_package_uploads_with_a_progress_bar(cluster: ProcessCluster, ca
 def test_upgrade_commands_reach_nimbus(cluster: ProcessCluster, capsys: pytest.CaptureFixture[str]) -> None:
     """Wired to nimbus's calls: on a name nobody runs, each says so in one typed line."""
     for argv in (["gray_upgrade", "nosuch", "-n", "1"], ["complete_upgrade", "nosuch"], ["rollback", "nosuch"],
-                 ["restart", "nosuch"]):
+                 ["restart", "nosuch"], ["update_topology", "nosuch", "--conf", os.devnull]):
         code, _, err = storm(cluster, capsys, *argv)
         assert (code, err.strip().splitlines()[-1]) == (1, f"storm {argv[0]}: NotAliveException: nosuch"), err
-    for argv in (["update_topology", "nosuch", "--conf", os.devnull],):
-        code, _, err = storm(cluster, capsys, *argv)
-        last = err.strip().splitlines()[-1]
-        assert code == 1 and last.startswith(f"storm {argv[0]}: nimbus error: ") and "not implemented" in last, last
 
 
 # -- storm dev-cluster ----------------------------------------------------------------------------

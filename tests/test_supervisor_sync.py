@@ -158,6 +158,16 @@ def test_rolling_back_puts_every_port_on_the_assignment_version_at_once() -> Non
 def test_after_completion_the_assignment_version_is_the_new_one_and_the_old_code_goes() -> None:
     done = Assignment("/code", [WorkerAssignment(ME, "h", 6700, [1, 2])], code_version=2)
     assert run({WC: done}, {6700: worker(V2)}, {WC, (WC, 2)}).actions == (RemoveCode(WC, 1),)
-    assert run({WC: done}, {6700: worker()}, {WC, (WC, 2)}).actions == (
-        Kill(6700, "w-6700", "switching from code version 1 to 2"), Launch(6700, V2)), \
-        "a worker left on the old version moves to the new one; its code stays while it may still be stopping"
+
+
+def test_updated_code_is_fetched_for_its_conf_and_taken_by_a_worker_only_when_it_next_starts() -> None:
+    update = {WC: Assignment("/code", [WorkerAssignment(ME, "h", 6700, [1, 2])], timestamp_ms=5000,
+                             type=AssignmentType.UPDATE, code_version=2)}
+    running_v1 = {6700: worker()}
+    assert run(update, running_v1).actions == (Download(WC, 2),), "fetched at once: the worker reads its conf"
+    fetched = plan(ME, update, running_v1, {(WC, 1): 0, (WC, 2): 5000}, {}, 100, start_timeout_secs=20,
+                   worker_timeout_secs=10)
+    assert fetched.actions == (), "the running worker keeps its code, and its code stays"
+    died = plan(ME, update, {6700: worker(alive=False)}, {(WC, 1): 0, (WC, 2): 5000}, {}, 100,
+                start_timeout_secs=20, worker_timeout_secs=10)
+    assert died.actions[-1] == Launch(6700, V2), "its next start is on the new version"

@@ -99,6 +99,8 @@ def test_expiry_rolls_back_and_a_rollback_ends_once_no_switched_worker_is_pendin
     assert upgrade.next_step(view(conf, upgraded={"h:1"}), NOW + TTL + 1) == Step(
         rollback="it expired: not completed within topology.upgrade.ttl")
     rolling = upgrade.start_rollback(conf, "it expired")
+    assert upgrade.next_step(view(rolling, upgraded={"h:1"}), NOW) == Step(back=("h:1",)), \
+        "upgraded workers are switched back (also one a supervisor confirmed as the rollback began)"
     assert upgrade.next_step(view(rolling, upgrading={"h:1"}), NOW) == Step()
     assert upgrade.next_step(view(rolling, upgrading={"h:9"}), NOW) == Step(rolled_back=True), \
         "a mark of a worker no longer assigned does not hold the rollback"

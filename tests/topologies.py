@@ -34,9 +34,10 @@ class _Records:
 
 
 def read_records(record_dir: Path, kind: str) -> list[Any]:
-    """Every record of ``kind`` written by any task, in file order per task."""
+    """Every record of ``kind`` written by any task, in file order per task (a line still being written is
+    not one yet)."""
     return [json.loads(line) for path in sorted(record_dir.glob(f"{kind}-*.jsonl"))
-            for line in path.read_text().splitlines() if line]
+            for line in path.read_text().split("\n")[:-1] if line]
 
 
 class Numbers(Spout, _Records):
@@ -103,14 +104,19 @@ class Forward(Bolt):
 
 class Tag(Bolt):
     """Forwards ``(key, n)`` as ``(key, n, release, task)``, where ``release`` is ``VERSION`` of the ``release``
-    module shipped in the code package: which code version each task runs, as its output shows."""
+    module shipped in the code package (which code each task runs) plus the conf's ``tag.suffix`` (which
+    conf it runs with: updated in place by ``update``)."""
 
     outputs = ["key", "n", "release", "task"]
 
     def prepare(self, conf: Any, context: Any) -> None:
         import release  # from the code package, so each code version brings its own
 
-        self.release, self.task = release.VERSION, context.task_id
+        self.version, self.task = release.VERSION, context.task_id
+        self.update(conf)
+
+    def update(self, conf: Any) -> None:
+        self.release = self.version + conf.get("tag.suffix", "")
 
     def execute(self, tup: Tuple) -> None:
         self.emit([*tup.values, self.release, self.task])

@@ -18,7 +18,7 @@ import threading
 import time
 import traceback
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
@@ -393,6 +393,15 @@ class Executor:
 
     def set_active(self, active: bool) -> None:
         """The topology was (de)activated; only spouts care."""
+
+    def update_conf(self, conf: Mapping[str, Any]) -> None:
+        """The topology's conf changed: hand it to the component (a failure is reported like any user error)."""
+        user = getattr(self, "spout", None) or getattr(self, "bolt", None)
+        if user is not None:
+            try:
+                user.update(conf)
+            except Exception as exc:
+                self._user_code_failed(exc)
 
     def close(self) -> None:
         """Shut the component down (best effort)."""

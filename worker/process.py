@@ -25,7 +25,7 @@ import structlog
 
 from squall.cli import common_options, load_or_exit
 from squall.clock import RealClock
-from squall.local_state import CODE_FILES, code_dir, heartbeat_file, write_heartbeat
+from squall.local_state import CODE_FILES, code_dir, fetched_for, heartbeat_file, write_heartbeat
 from squall.logs import configure_logging
 from squall.nimbus_client import leader_address
 from squall.stats import to_executor_stats
@@ -35,7 +35,7 @@ from squall.zk import paths
 from squall.zk.client import ZkClient
 from squall.zk.errors import record_task_error
 from squall.zk.records import (
-    Assignment, ComponentType, StormBase, TaskBeat, TaskError, TopologyStatus, TopologyTasks,
+    Assignment, AssignmentType, ComponentType, StormBase, TaskBeat, TaskError, TopologyStatus, TopologyTasks,
 )
 from worker.layout import Placement, TopologyLayout, build_layout, place
 from worker.runtime import WorkerRuntime
@@ -109,14 +109,15 @@ class Worker:
     def _load_code(self) -> dict[str, Any]:
         """Put the code package first on ``sys.path``; return the conf its tasks see."""
         self._code = code_dir(self.cluster_conf, self.topology_id, self.code_version)
+        self._conf_file = self._code / CODE_FILES["conf"]
         package = self._code / CODE_FILES["code"]
         if package.exists():
             sys.path.insert(0, str(package))
         return self._conf()
 
     def _conf(self) -> dict[str, Any]:
-        """The topology conf (re-read: a supervisor refreshes it on update) over the cluster conf."""
-        return {**self.cluster_conf, **json.loads((self._code / CODE_FILES["conf"]).read_text())}
+        """The topology conf over the cluster conf; after ``update_topology``, the updated version's conf."""
+        return {**self.cluster_conf, **json.loads(self._conf_file.read_text())}
 
     def _read_layout(self, conf: Mapping[str, Any]) -> tuple[TopologyLayout, Placement, Assignment]:
         tasks = self.zk.read(paths.tasks(self.topology_id), TopologyTasks)
@@ -144,9 +145,16 @@ class Worker:
         with self._refresh_lock:
             if assignment.timestamp_ms == self._assignment_ms or self.runtime is None:
                 return
+            updated = assignment.type is AssignmentType.UPDATE
+            if updated:
+                version_dir = code_dir(self.cluster_conf, self.topology_id, assignment.code_version)
+                if fetched_for(version_dir) < assignment.timestamp_ms:
+                    return  # the supervisor is still fetching the new conf: the next poll looks again
+                self._conf_file = version_dir / CODE_FILES["conf"]
             self._assignment_ms = assignment.timestamp_ms
             try:
-                layout, placement, _ = self._read_layout(self._conf())
+                conf = self._conf()
+                layout, placement, _ = self._read_layout(conf)
             except Exception:
                 log.exception("could not read the new assignment; keeping the old routes")
                 return
@@ -155,6 +163,8 @@ class Worker:
                 self.done.set()
                 return
             self.runtime.refresh(layout, placement)
+            if updated:
+                self.runtime.update_conf(conf)
 
     def _poll(self) -> None:
         """The safety net for a missed watch."""

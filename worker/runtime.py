@@ -221,6 +221,12 @@ class WorkerRuntime:
         for thread in self.threads:
             thread.call(lambda thread=thread: [e.set_active(active) for e in thread.executors])
 
+    def update_conf(self, conf: Mapping[str, Any]) -> None:
+        """A new topology conf, given to every task on its own thread; the code stays what it is."""
+        for thread in self.threads:
+            thread.call(lambda thread=thread: [e.update_conf(conf) for e in thread.executors])
+        log.info("worker conf updated", tasks=sorted(self.placement.local))
+
     def refresh(self, layout: TopologyLayout, placement: Placement) -> None:
         """A new assignment: route to tasks where they now run, start new local tasks, stop removed ones."""
         old = self.placement.local
