@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import statistics
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -30,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from squall.config import load_config  # noqa: E402
+from clusterbench import dev_cluster, print_rounds, run_rounds  # noqa: E402
 from squall.devcluster import DevCluster, wait_for  # noqa: E402
 from squall.dsl import Topology  # noqa: E402
 from squall.package import build_package  # noqa: E402
@@ -100,39 +97,10 @@ def main() -> int:
                         help="an existing ZooKeeper (default: start one)")
     args = parser.parse_args()
 
-    conf = load_config(env={})
-    conf.update({"storm.zookeeper.root": f"/squall-bench/{uuid.uuid4().hex[:8]}", "nimbus.thrift.port": 0,
-                 "storm.local.hostname": "127.0.0.1", "storm.zookeeper.port": 0})
-    if args.zookeeper:
-        host, port = args.zookeeper.rsplit(":", 1)
-        conf.update({"storm.zookeeper.servers": [host], "storm.zookeeper.port": int(port)})
-    with tempfile.TemporaryDirectory(prefix="squall-bench-") as tmp:
-        cluster = DevCluster(Path(tmp), conf)
-        try:
-            if not args.zookeeper:
-                cluster.start_zookeeper()
-            cluster.start_nimbus()
-            cluster.start_supervisor("supervisor", [])
-            cluster.wait_supervisors(1)
-            package = build_package([REPO / "tests" / "topologies.py"], Path(tmp) / "code.zip")
-            rows = []
-            for _ in range(args.rounds):
-                rows.append(one_round(cluster, package, args.workers, Path(tmp)))
-                print(".", end="", file=sys.stderr, flush=True)
-            print(file=sys.stderr)
-        except BaseException:
-            print(cluster.logs(), file=sys.stderr)
-            raise
-        finally:
-            cluster.stop()
-
-    print(f"# {platform.machine()} {platform.system()}, {os.cpu_count()} cores, Python {platform.python_version()};"
-          f" reliable spout → sink on {args.workers} workers, 1 supervisor, default timings")
-    print("| round | " + " | ".join(f"{c} ms" for c in COLUMNS) + " |")
-    print("|---:|" + "---:|" * len(COLUMNS))
-    for i, row in enumerate(rows, 1):
-        print(f"| {i} | " + " | ".join(f"{row[c]:,.0f}" for c in COLUMNS) + " |")
-    print("| median | " + " | ".join(f"{statistics.median(r[c] for r in rows):,.0f}" for c in COLUMNS) + " |")
+    with dev_cluster(["supervisor"], args.zookeeper) as (cluster, tmp):
+        package = build_package([REPO / "tests" / "topologies.py"], tmp / "code.zip")
+        rows = run_rounds(args.rounds, lambda: one_round(cluster, package, args.workers, tmp))
+    print_rounds(f"reliable spout → sink on {args.workers} workers, 1 supervisor, default timings", COLUMNS, rows)
     return 0
 
 

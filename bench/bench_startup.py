@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import signal
-import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -32,7 +29,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from examples import wordcount  # noqa: E402
-from squall.config import load_config  # noqa: E402
+from clusterbench import dev_cluster, print_rounds, run_rounds  # noqa: E402
 from squall.devcluster import DevCluster, wait_for  # noqa: E402
 from squall.local_state import workers_dir  # noqa: E402
 from squall.package import build_package  # noqa: E402
@@ -111,41 +108,11 @@ def main() -> int:
                         help="an existing ZooKeeper (default: start one)")
     args = parser.parse_args()
 
-    conf = load_config(env={})
-    conf.update({"storm.zookeeper.root": f"/squall-bench/{uuid.uuid4().hex[:8]}", "nimbus.thrift.port": 0,
-                 "storm.local.hostname": "127.0.0.1", "storm.zookeeper.port": 0})
-    if args.zookeeper:
-        host, port = args.zookeeper.rsplit(":", 1)
-        conf.update({"storm.zookeeper.servers": [host], "storm.zookeeper.port": int(port)})
-    with tempfile.TemporaryDirectory(prefix="squall-bench-") as tmp:
-        cluster = DevCluster(Path(tmp), conf)
-        try:
-            if not args.zookeeper:
-                cluster.start_zookeeper()
-            cluster.start_nimbus()
-            names = [f"supervisor-{i}" for i in range(args.supervisors)]
-            for name in names:
-                cluster.start_supervisor(name)
-            cluster.wait_supervisors(args.supervisors)
-            package = build_package([REPO / "examples"], Path(tmp) / "code.zip")
-            rows = []
-            for _ in range(args.rounds):
-                rows.append(one_round(cluster, package, args.workers, names))
-                print(".", end="", file=sys.stderr, flush=True)
-            print(file=sys.stderr)
-        except BaseException:
-            print(cluster.logs(), file=sys.stderr)
-            raise
-        finally:
-            cluster.stop()
-
-    print(f"# {platform.machine()} {platform.system()}, {os.cpu_count()} cores, Python {platform.python_version()};"
-          f" word count on {args.workers} workers, {args.supervisors} supervisors, default timings")
-    print("| round | " + " | ".join(f"{c} ms" for c in COLUMNS) + " |")
-    print("|---:|" + "---:|" * len(COLUMNS))
-    for i, row in enumerate(rows, 1):
-        print(f"| {i} | " + " | ".join(f"{row[c]:,.0f}" for c in COLUMNS) + " |")
-    print("| median | " + " | ".join(f"{statistics.median(r[c] for r in rows):,.0f}" for c in COLUMNS) + " |")
+    names = [f"supervisor-{i}" for i in range(args.supervisors)]
+    with dev_cluster(names, args.zookeeper) as (cluster, tmp):
+        package = build_package([REPO / "examples"], tmp / "code.zip")
+        rows = run_rounds(args.rounds, lambda: one_round(cluster, package, args.workers, names))
+    print_rounds(f"word count on {args.workers} workers, {args.supervisors} supervisors, default timings", COLUMNS, rows)
     return 0
 
 

@@ -33,8 +33,8 @@ from squall.zk import paths
 from squall.zk.client import ZkClient
 from squall.zk.errors import record_task_error
 from squall.zk.records import (
-    Assignment, AssignmentType, ErrorLevel, GrayUpgradeConf, StormBase, SupervisorInfo, TaskBeat, TaskError, TaskHeartbeats, TopologyStatus,
-    TopologyTasks, WorkerMark,
+    Assignment, AssignmentType, ErrorLevel, GrayUpgradeConf, StormBase, SupervisorInfo, TaskBeat, TaskError,
+    TaskHeartbeats, TopologyStatus, TopologyTasks, WorkerMark,
 )
 
 log = structlog.get_logger(__name__)
@@ -43,6 +43,11 @@ log = structlog.get_logger(__name__)
 #: Conf keys that decide tasks and workers: changed by a rebalance, never by an update.
 LAYOUT_KEYS = frozenset({"topology.workers", "topology.acker.executors", "topology.spout.parallelism",
                          "topology.bolt.parallelism", "topology.max.task.parallelism"})
+
+
+def without_submit_flags(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """A submitted conf minus what only instructs this submission (gray upgrade, hot deploy), never stored."""
+    return {k: v for k, v in conf.items() if not k.startswith("topology.upgrade") and k != "topology.hot.deploy.enable"}
 
 
 class NotLeader(RuntimeError):
@@ -217,7 +222,7 @@ class Nimbus:
         package = None
         try:
             package = self.inbox.claim(location) if location else None
-            normalized, topology_conf = topo.normalize(user_topology, submitted_conf, name=name)
+            normalized, topology_conf = topo.normalize(user_topology, without_submit_flags(submitted_conf), name=name)
             topology_conf["topology.id"] = topology_id
             system = topo.system_topology(normalized, {**self.conf, **topology_conf})
             tasks = topo.make_tasks(system)
@@ -255,8 +260,8 @@ class Nimbus:
             user_topology, package = self.code.topology(topology_id), self.code.package(topology_id)
         except MissingTopology:
             raise storm.InvalidTopologyException(msg=self._no_code(topology_id)) from None
-        conf = {k: v for k, v in {**stored, **overrides}.items()
-                if k != "topology.id" and not k.startswith("topology.upgrade") and k != "topology.hot.deploy.enable"}
+        conf = without_submit_flags({**stored, **overrides})
+        conf.pop("topology.id", None)
         location = self.inbox.add(package) if package is not None else None
         status = self.base(topology_id).status
         return self.submit(name, location, json.dumps(conf), user_topology, replace=True,
@@ -405,8 +410,7 @@ class Nimbus:
                                              f"{status.value}")
             old_conf = self.code.conf(topology_id)
             normalized, topology_conf = topo.normalize(user_topology, {
-                **{k: v for k, v in submitted.items() if not k.startswith("topology.upgrade")},
-                "topology.workers": old_conf["topology.workers"]}, name=name)
+                **without_submit_flags(submitted), "topology.workers": old_conf["topology.workers"]}, name=name)
             topology_conf["topology.id"] = topology_id
             system = topo.system_topology(normalized, {**self.conf, **topology_conf})
             self._check_workers_known(topology_id, request)
@@ -417,21 +421,28 @@ class Nimbus:
                     "a gray upgrade runs old and new code side by side, so the topology's shape must stay the same: "
                     + "; ".join(changed) + ". Change it with storm rebalance, or replace the topology "
                     "(topology.hot.deploy.enable=true)")
-            package = self.inbox.claim(location) if location else None
-            try:
-                self.code.put(topology_id, package=package, conf=topology_conf, topology=normalized, system=system,
+            self._put_version(topology_id, location, conf=topology_conf, topology=normalized, system=system,
                               version=version, make_current=False)
-            finally:
-                if package is not None:
-                    package.unlink(missing_ok=True)
-            for marks in (paths.upgrading_workers(topology_id), paths.upgraded_workers(topology_id)):
-                self.zk.delete(marks)
-                self.zk.create(marks)
+            self._clear_marks(topology_id)
             self.zk.write(paths.gray_upgrade_conf(topology_id), conf)
             self.transition(topology_id, lifecycle.StartUpgrade())
             log.info("gray upgrade started", topology_id=topology_id, version=version, batch=request.describe())
             self.coordinate_upgrade(topology_id)
         return topology_id
+
+    def _put_version(self, topology_id: str, location: str | None, **put: Any) -> None:
+        """Store a code version from the upload at ``location`` (without one: the current version's package)."""
+        package = self.inbox.claim(location) if location else None
+        try:
+            self.code.put(topology_id, package=package or self.code.package(topology_id), **put)
+        finally:
+            if package is not None:
+                package.unlink(missing_ok=True)  # the code store has its own copy
+
+    def _clear_marks(self, topology_id: str) -> None:
+        for marks in (paths.upgrading_workers(topology_id), paths.upgraded_workers(topology_id)):
+            self.zk.delete(marks)
+            self.zk.create(marks)
 
     def _next_version(self, topology_id: str) -> int:
         """Above every version stored or last upgraded to, so a supervisor never mistakes old code for new."""
@@ -458,17 +469,11 @@ class Nimbus:
             conf = {**self.code.conf(topology_id), **overrides, "topology.id": topology_id}
             user_topology = self.code.topology(topology_id)
             topo.validate_topology(name, user_topology, {**self.conf, **conf})
-            package = self.inbox.claim(location) if location else None
-            try:
-                self.code.put(topology_id, package=package or self.code.package(topology_id), conf=conf,
-                              topology=user_topology, system=self.code.system_topology(topology_id),
-                              version=self._next_version(topology_id))
-            finally:
-                if package is not None:
-                    package.unlink(missing_ok=True)
+            self._put_version(topology_id, location, conf=conf, topology=user_topology,
+                              system=self.code.system_topology(topology_id), version=self._next_version(topology_id))
             self._assign(AssignEvent(topology_id, name, AssignType.MONITOR, writes=AssignmentType.UPDATE))
             self.code.drop(topology_id, current)
-        log.info("topology updated", topology_id=topology_id, new_code=package is not None, conf=sorted(overrides))
+        log.info("topology updated", topology_id=topology_id, new_code=bool(location), conf=sorted(overrides))
 
     def gray_continue(self, name: str, request: upgrade.BatchRequest) -> None:
         """The operator asks for the next batch (or, with ``all_remaining``, the last one)."""
@@ -484,9 +489,9 @@ class Nimbus:
 
     def _check_workers_known(self, topology_id: str, request: upgrade.BatchRequest) -> None:
         assignment = self.zk.read(paths.assignment(topology_id), Assignment)
+        system = self.code.system_topology(topology_id)
         upgrade.check_request(request, [w.host_port for w in assignment.workers] if assignment else [],
-                              list(self.code.system_topology(topology_id).bolts or {})
-                              + list(self.code.system_topology(topology_id).spouts or {}))
+                              [*(system.bolts or {}), *(system.spouts or {})])
 
     def rollback_upgrade(self, topology_id: str, reason: str) -> None:
         """Put every worker back on the assignment's code version: upgraded ports become pending again."""
@@ -544,9 +549,7 @@ class Nimbus:
         self.code.set_current(topology_id, keep)
         self._assign(AssignEvent(topology_id, topo.name_of(topology_id), AssignType.MONITOR))
         self.code.drop(topology_id, drop)
-        for marks in (paths.upgrading_workers(topology_id), paths.upgraded_workers(topology_id)):
-            for host_port in self.zk.children(marks):
-                self.zk.delete(f"{marks}/{host_port}")
+        self._clear_marks(topology_id)
         self.zk.write(paths.gray_upgrade_conf(topology_id), upgrade.ended(conf, now_ms))
         self.transition(topology_id, lifecycle.CompleteUpgrade())
         log.info("gray upgrade rolled back" if conf.rollback else "gray upgrade complete", topology_id=topology_id,

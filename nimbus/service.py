@@ -99,7 +99,8 @@ class NimbusService:
         if topology is None:
             raise storm.InvalidTopologyException(msg="no topology given")
         submitted = _json_object(jsonConf)
-        upgrade_flag, replace = submitted.get("topology.upgrade") is True, submitted.get("topology.hot.deploy.enable") is True
+        upgrade_flag = submitted.get("topology.upgrade") is True
+        replace = submitted.get("topology.hot.deploy.enable") is True
         with _refusals():
             try:
                 if upgrade_flag:

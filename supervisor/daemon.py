@@ -139,11 +139,11 @@ class Supervisor:
     def _upgrades(self, assignments: Mapping[str, Assignment]) -> dict[str, UpgradePorts]:
         """Gray upgrades in progress, reduced to this supervisor's ports (marks are ``host:port``)."""
         found = {}
+        mine = {f"{self.host}:{port}": port for port in self.ports}
         for topology_id in assignments:
             conf = self.zk.read(paths.gray_upgrade_conf(topology_id), GrayUpgradeConf)
             if conf is None or conf.complete_ms:
                 continue
-            mine = {f"{self.host}:{port}": port for port in self.ports}
             found[topology_id] = UpgradePorts(
                 conf.version, conf.rollback,
                 frozenset(mine[hp] for hp in self.zk.children(paths.upgrading_workers(topology_id)) if hp in mine),

@@ -278,6 +278,7 @@ class Executor:
                                        float(conf["topology.error.throttle.interval.secs"]))
         self._exit_on_error = bool(conf["topology.worker.exit.on.error"])
         self._now = 0.0
+        self.user: Component | None = None  # the user's spout or bolt, once started
         self.refresh(layout, placement)
 
     # -- routing ---------------------------------------------------------------------------------
@@ -380,6 +381,7 @@ class Executor:
             raise TypeError(f"{self.component!r} is a {type(component).__name__}, not a squall {base.__name__}")
         context = component_context(self._layout, self.spec, self.task)
         attach(component, self, context)
+        self.user = component
         return component, context
 
     # -- what a task thread calls ----------------------------------------------------------------
@@ -396,10 +398,9 @@ class Executor:
 
     def update_conf(self, conf: Mapping[str, Any]) -> None:
         """The topology's conf changed: hand it to the component (a failure is reported like any user error)."""
-        user = getattr(self, "spout", None) or getattr(self, "bolt", None)
-        if user is not None:
+        if self.user is not None:
             try:
-                user.update(conf)
+                self.user.update(conf)
             except Exception as exc:
                 self._user_code_failed(exc)
 
