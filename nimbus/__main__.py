@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 
 from nimbus.daemon import Nimbus
-from squall.cli import run_daemon
+from squall.cli.options import run_daemon
 
 
 def main(argv: Sequence[str] | None = None) -> int:

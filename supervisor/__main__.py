@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from squall.cli import run_daemon
+from squall.cli.options import run_daemon
 from supervisor.daemon import Supervisor
 
 

@@ -10,7 +10,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from squall.cli import main
+from squall.cli.main import main
 from squall.devcluster import DevCluster
 from squall.dsl import Topology
 from squall.package import build_package

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from nimbus.daemon import Nimbus
-from squall.cli import main
-from squall.commands import parse_executor
+from squall.cli.main import main
+from squall.cli.options import parse_executor
 from squall.zk import paths
 from squall.zk.records import Assignment, StormBase
 from support import wait_until

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from processcluster import REPO, ProcessCluster
-from squall.cli import build_parser, main
+from squall.cli.main import build_parser, main
 from squall.config import load_config
 from squall.devzk import free_port
 from squall.zk import paths

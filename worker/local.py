@@ -19,8 +19,7 @@ from typing import Any
 
 import structlog
 
-from squall.cli import common_options, interrupt, load_or_exit
-from squall.commands import command_line_overrides
+from squall.cli.options import command_line_overrides, common_options, interrupt, load_or_exit
 from squall.config import default_config
 from squall.dsl import Topology, TopologyError, load_topology
 from squall.logs import configure_logging

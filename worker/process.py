@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from squall.cli import common_options, load_or_exit
+from squall.cli.options import common_options, load_or_exit
 from squall.clock import RealClock
 from squall.local_state import CODE_FILES, code_dir, fetched_for, heartbeat_file, write_heartbeat
 from squall.logs import configure_logging

@@ -1,4 +1,4 @@
-"""The ``storm`` command line: Storm's verbs, Squall's daemons.
+"""``storm``'s parser and dispatch, and the verbs that run daemons on this machine.
 
 ``storm [--config FILE] [-c key=value ...] COMMAND [args]``; the conf every command sees is built-in
 defaults < storm.yaml < ``-c`` overrides (see :mod:`squall.config`).
@@ -10,18 +10,17 @@ import argparse
 import os
 import signal
 import sys
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 
-from squall.commands import add_arguments as operator_commands, positive
-from squall.config import ConfigError, load_config
+from squall.cli.operate import add_arguments as operator_commands
+from squall.cli.options import common_options, interrupt, load_or_exit, positive
 from squall.devcluster import run_dev_cluster, stop_dev_cluster
 from squall.devzk import LocalZooKeeper, ZooKeeperUnavailable
 from squall.logs import configure_logging
@@ -30,11 +29,6 @@ from squall.thrift import NimbusUnavailable, storm
 log = structlog.get_logger(__name__)
 
 Command = Callable[[Mapping[str, Any], argparse.Namespace], int]
-
-
-def interrupt(*_: object) -> None:
-    """SIGTERM (``docker stop``, ``kill``) ends a foreground daemon the way Ctrl-C does."""
-    raise KeyboardInterrupt
 
 
 def dev_zookeeper(conf: Mapping[str, Any], _args: argparse.Namespace) -> int:
@@ -97,43 +91,6 @@ COMMANDS: dict[str, tuple[Command, str]] = {
     "supervisor": (_daemon("supervisor"), "run the supervisor daemon in the foreground (its workers outlive it)"),
     "local": (local, "run a topology file in this process for development: storm local FILE [--local-ttl N]"),
 }
-
-
-def common_options(prog: str, description: str) -> argparse.ArgumentParser:
-    """``--config`` and ``-c``, shared by ``storm`` and the daemons' own entry points."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--config", metavar="FILE", help="storm.yaml to use instead of $STORM_CONF_DIR or ~/.storm")
-    parser.add_argument("-c", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
-                        help="override a config key; the value is parsed as JSON when it parses")
-    return parser
-
-
-def load_or_exit(args: argparse.Namespace) -> dict[str, Any]:
-    try:
-        return load_config(args.config, args.overrides)
-    except ConfigError as exc:
-        print(f"storm: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
-
-
-class Daemon(Protocol):
-    def stop(self) -> None: ...
-
-
-def run_daemon(name: str, start: Callable[[dict[str, Any]], Daemon], argv: Sequence[str] | None = None) -> int:
-    """A daemon's ``main``: config, logging, ``start(conf)``, then serve until Ctrl-C or SIGTERM, then stop."""
-    args = common_options(f"storm {name}", f"Run the {name} daemon.").parse_args(argv)
-    conf = load_or_exit(args)
-    configure_logging(name, level=conf["squall.log.level"], fmt=conf["squall.log.format"])
-    signal.signal(signal.SIGTERM, interrupt)
-    daemon = start(conf)
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        log.info(f"{name} stopping")
-    finally:
-        daemon.stop()
-    return 0
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:

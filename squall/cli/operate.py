@@ -1,7 +1,7 @@
 """Operator commands of ``storm`` that talk to a running cluster: Storm's verbs and output formats.
 
 Each command is ``run(conf, args) -> exit code``; typed Thrift errors become one clear line on
-stderr and a non-zero exit (see :func:`squall.cli.main`).
+stderr and a non-zero exit (see :func:`squall.cli.main.main`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from squall import __version__
+from squall.cli.options import command_line_overrides, json_or_text, non_negative, parse_executor, positive
 from squall.dsl import load_topology
 from squall.nimbus_client import nimbus_client
 from squall.package import build_package
@@ -27,41 +28,8 @@ from squall.zk.client import ZkClient
 LIST_ROW = "{:<20} {:<10} {:<10} {:<12} {:<10}"  # Storm 1.x's `storm list` layout
 
 
-def parse_executor(text: str) -> tuple[str, int]:
-    """``-e comp=3`` → ("comp", 3); split at the last ``=`` as Storm does."""
-    component, sep, count = text.rpartition("=")
-    if not sep or not component or not count.isdigit() or int(count) < 1:
-        raise argparse.ArgumentTypeError(f"expected COMPONENT=N with N >= 1, got {text!r}")
-    return component, int(count)
-
-
-def non_negative(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
-    return int(text)
-
-
-def positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}")
-    return int(text)
-
-
 #: Packages at least this big get a progress bar on upload.
 PROGRESS_BYTES = 1 << 20
-
-
-def json_or_text(text: str) -> Any:
-    """Topology function arguments, like ``-c`` values: JSON when they parse, else the string."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def command_line_overrides(conf: Mapping[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """The ``-c key=value`` settings of this command line (parsed and checked by the conf loader)."""
-    return {key: conf[key] for key in (o.split("=", 1)[0] for o in args.overrides)}
 
 
 def _package(source: str, include: list[str], tmp: str) -> Path:
