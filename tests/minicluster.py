@@ -86,8 +86,10 @@ class MiniCluster:
             argv += ["-c", f"{key}={json.dumps(conf[key])}"]
         argv += [topology_id, worker.supervisor_id, str(worker.port), worker_id]
         log = open(self.tmp / f"{worker_id}.log", "wb")
+        # PYTHONPATH is the checkout under test (a worktree, not whatever squall is installed); the topology
+        # code still comes from its package, which the worker puts first on its path.
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.tmp,
-                                   start_new_session=True, env={**os.environ, "PYTHONPATH": ""})
+                                   start_new_session=True, env={**os.environ, "PYTHONPATH": str(REPO)})
         log.close()
         self.processes[(worker.supervisor_id, worker.port)] = process
         return process
