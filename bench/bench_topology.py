@@ -120,9 +120,9 @@ def run_worker(config: Config, index: int, ports: list[int]) -> None:
     placement = split_placement(layout, config.workers, index, ports)
     runtime = WorkerRuntime(layout, placement, conf, report_error=lambda task, text: print(text, file=sys.stderr),
                             listen=("127.0.0.1", ports[index])).start()
-    runtime.wait_connected(30)
-    runtime.set_active(True)
     stop = threading.Event()
+    runtime.wait_for_peers(30, stop)
+    runtime.set_active(True)
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     sink = SINKS[config.workload]
     executors = runtime.executors

@@ -9,7 +9,13 @@ from collections.abc import Iterator
 import msgpack
 import pytest
 
+from squall.devzk import free_port
+from squall.dsl import Topology
 from support import wait_until
+from topologies import Numbers, Recorder
+from worker.layout import Placement
+from worker.local import compile_topology
+from worker.runtime import WorkerRuntime
 from worker.transport import Receiver, Sender
 from worker.wire import Decoder, Entry, WireError, encode
 
@@ -89,3 +95,49 @@ def test_decoder_handles_split_messages_and_refuses_non_batches() -> None:
         list(Decoder().feed(msgpack.packb({"evil": True})))
     with pytest.raises(WireError, match="msgpack-serialisable"):
         encode([Entry(1, 1, "s", (object(),), 1, ())])
+
+
+def test_a_sender_that_cannot_reach_its_peer_queues_a_bounded_backlog_and_discard_drops_it() -> None:
+    sender = Sender("127.0.0.1", free_port(), max_pending=10)  # nobody listens there
+    for i in range(25):
+        sender.send([entry(i)])
+    assert (sender.backlog, sender.dropped) == (10, 15), "at most max_pending wait for the peer, the rest drop"
+    assert sender.discard() == 10 and sender.backlog == 0
+    sender.send([entry(99)])
+    assert sender.dropped == 26, "a discarded sender takes nothing more"
+
+
+# -- a worker's peers follow its assignment -------------------------------------------------------
+
+
+def test_the_peer_wait_and_the_routes_follow_a_reassignment_away_from_a_dead_worker(receiver: Receiver,
+                                                                                    sink: Sink) -> None:
+    """Issue 18, in one process: a worker whose sink task sits on a dead slot waits for that slot and queues
+    for it; once the sink moves to a live worker it waits for that one instead, drops what it held for the
+    dead slot (never sent: reliable spouts would replay it) and routes new tuples to the live worker."""
+    t = Topology("peers")
+    t.bolt("sink", Recorder).shuffle(t.spout("numbers", Numbers, args=[10**9], kwargs={"reliable": False}))
+    layout, conf = compile_topology(t, {"topology.acker.executors": 0, "topology.transfer.buffer.size": 10})
+    (sink_task,) = layout.component_tasks["sink"]
+    others = frozenset(layout.task_component) - {sink_task}
+    dead, live = ("127.0.0.1", free_port()), ("127.0.0.1", receiver.port)
+    runtime = WorkerRuntime(layout, Placement(others, {sink_task: dead}), conf, report_error=lambda *_: None).start()
+    stop, unreachable = threading.Event(), []
+    waiter = threading.Thread(target=lambda: unreachable.append(runtime.wait_for_peers(60, stop)))
+    try:
+        waiter.start()
+        held = wait_until(lambda: runtime.senders.get(dead), 10, "the wait to try the dead slot")
+        runtime.set_active(True)
+        capacity = 10 * int(conf["topology.transfer.batch.size"])
+        wait_until(lambda: held.backlog >= capacity // 2, 10, "tuples queued for the dead slot")
+        assert held.backlog <= capacity and waiter.is_alive(), "a bounded queue, and the wait goes on"
+
+        runtime.refresh(layout, Placement(others, {sink_task: live}))
+        waiter.join(5)
+        assert unreachable == [frozenset()], "the wait ended once the current peer listened"
+        assert dead not in runtime.senders and held.backlog == 0 and runtime.dropped >= capacity // 2
+        wait_until(lambda: sink.entries, 5, "tuples routed to where the sink runs now")
+        assert {e.target_task for e in sink.entries} == {sink_task}
+    finally:
+        stop.set()
+        runtime.stop()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from squall.dsl import Topology
 from squall.thrift import connect, storm
 from squall.zk import paths
 from squall.zk.records import TaskError, TopologyTasks, WorkerAssignment
-from support import wait_until
+from support import log_events, wait_until
 from scenarios import counted_word_count, final_counts, nothing_lost, reliable_stream
 from topologies import Boom, Forward, Numbers, Recorder, read_records
 
@@ -156,3 +157,31 @@ def test_killing_the_topology_stops_its_workers_cleanly(cluster: MiniCluster) ->
         client.killTopologyWithOpts("doomed", storm.KillOptions(wait_secs=1))
     wait_until(lambda: all(p.poll() is not None for p in processes), 30, "the workers to exit")
     assert [p.returncode for p in processes] == [0, 0]
+
+
+def test_a_worker_started_beside_a_dead_peer_follows_the_reassignment_that_drops_it(zk_conf: dict[str, Any],
+                                                                                     tmp_path: Path) -> None:
+    """Issue 18: a worker whose first assignment names a slot nobody listens on holds its spouts, but
+    follows the assignment watch at once, not after the connection wait (120 s) or the poll (set to 10 min
+    here, so only the watch can rescue it)."""
+    with ExitStack() as stack:
+        cluster = MiniCluster(zk_conf, tmp_path, stack, **{"task.refresh.poll.secs": 600})
+        records = tmp_path / "records"
+        records.mkdir()
+        t = Topology("stranded", conf={"topology.workers": 2})
+        t.bolt("sink", Recorder, args=[str(records)], parallelism=2).shuffle(
+            t.spout("numbers", Numbers, args=[1000], kwargs={"reliable": False}))
+        topology_id = cluster.submit(t)
+        first = cluster.assignment(topology_id)
+        live, dead = first.workers
+        cluster.start_worker(topology_id, live)
+        (log,) = tmp_path.glob(f"{live.supervisor_id}-{live.port}-*.log")
+        wait_until(lambda: log_events(log, "worker runtime started"), 60, "the live worker's tasks to start")
+        assert not read_records(records, "seen"), "spouts are held while a peer of the assignment is unreachable"
+
+        moved = replace(first, workers=[replace(live, tasks=sorted([*live.tasks, *dead.tasks]))],
+                        timestamp_ms=first.timestamp_ms + 1)
+        cluster.zk.write(paths.assignment(topology_id), moved)
+        # The watch answers in milliseconds (tuples flow ~0.02 s after the write here); 5 s leaves room for a
+        # loaded machine and stays far below the connection wait (120 s) and the poll (600 s).
+        wait_until(lambda: read_records(records, "seen"), 5, "tuples flowing once the dead slot left the assignment")

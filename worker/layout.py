@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from squall.thrift import storm
@@ -67,10 +68,23 @@ class TopologyLayout:
 
 @dataclass(frozen=True)
 class Placement:
-    """Which tasks run in this worker, and the worker address of every other task."""
+    """Which tasks run in this worker, and the worker address of every other task.
+
+    The remote addresses are the only live routes: a worker sends only to its current :attr:`peers`,
+    waits only for them at start-up, and drops what it held for a worker that left the assignment.
+
+        >>> p = Placement(frozenset({1}), {2: ("h", 6700), 3: ("h", 6700), 4: ("g", 6701)})
+        >>> sorted(p.peers)
+        [('g', 6701), ('h', 6700)]
+    """
 
     local: frozenset[int]
     remote: Mapping[int, Address]
+
+    @cached_property
+    def peers(self) -> frozenset[Address]:
+        """The other workers of the assignment: the ones this worker connects to."""
+        return frozenset(self.remote.values())
 
 
 def build_layout(topology_id: str, system: storm.StormTopology, tasks: TopologyTasks,

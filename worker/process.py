@@ -2,8 +2,10 @@
 
 Started by a supervisor (or a test) once the topology's code is in :func:`squall.local_state.code_dir`.
 It reads its tasks from ZooKeeper and runs them on :class:`~worker.runtime.WorkerRuntime`, listening
-for other workers on its slot's port; follows the topology's status and assignment (watches, plus a
-poll every ``task.refresh.poll.secs`` in case a watch is missed); writes a local heartbeat for its
+for other workers on its slot's port; follows the topology's status and assignment from the start
+(watches, plus a poll every ``task.refresh.poll.secs`` in case a watch is missed); holds its spouts
+until the other workers of the current assignment listen (at most ``supervisor.worker.start.timeout.secs``:
+a reassignment during that wait changes whom it waits for); writes a local heartbeat for its
 supervisor; stores component errors in ``/taskerrors``; and, where the topology master runs, sends
 the task heartbeats to nimbus. It exits 0 when its slot is no longer assigned or on SIGTERM (after
 closing its tasks), and 1 when a task cannot start or user code fails under
@@ -63,8 +65,14 @@ class Worker:
         self.runtime: WorkerRuntime | None = None
         self._errors: queue.Queue[tuple[int, str]] = queue.Queue(maxsize=1000)
         self._beats = _LatestOnly()
-        self._refresh_lock = threading.Lock()
+        #: The watches, the poll and start-up take turns applying what ZooKeeper says.
+        self._follow_lock = threading.Lock()
         self._assignment_ms = -1
+        #: Start-up stages: assignments are applied once the tasks have started, the topology's status
+        #: reaches the spouts once the peers were waited for (until then they stay paused).
+        self._tasks_started = False
+        self._peers_waited = False
+        self._status_active = False
 
     # -- start-up ---------------------------------------------------------------------------------
 
@@ -82,6 +90,10 @@ class Worker:
             self.runtime = WorkerRuntime(layout, placement, conf, report_error=self._report_error,
                                          report_beats=self._beats.offer, on_fatal=self._fatal,
                                          listen=("0.0.0.0", self.port))
+            # Watch before any wait (tasks preparing, peers not listening yet): a reassignment that moves a
+            # dead peer away must reach this worker at once, not at the next poll.
+            self.zk.watch_data(paths.topology(self.topology_id), StormBase, self._on_status)
+            self.zk.watch_data(paths.assignment(self.topology_id), Assignment, self._on_assignment)
             self.runtime.start()
             if self.runtime.failure is not None:
                 return 1
@@ -90,11 +102,16 @@ class Worker:
             timers = [self.clock.call_every(float(conf["worker.heartbeat.frequency.secs"]), self._local_heartbeat),
                       self.clock.call_every(float(conf["task.refresh.poll.secs"]), self._poll)]
             self._local_heartbeat()
-            if not self.runtime.wait_connected(float(conf["supervisor.worker.start.timeout.secs"])):
-                log.warning("some workers of the topology are not reachable yet; activating anyway")
-            self.zk.watch_data(paths.topology(self.topology_id), StormBase, self._on_status)
-            self.zk.watch_data(paths.assignment(self.topology_id), Assignment, self._on_assignment)
-            log.info("worker running", tasks=sorted(placement.local), port=self.port)
+            with self._follow_lock:
+                self._tasks_started = True
+            self._poll()  # an assignment written while the tasks started
+            unreachable = self.runtime.wait_for_peers(float(conf["supervisor.worker.start.timeout.secs"]), self.done)
+            if not self.done.is_set():
+                if unreachable:
+                    log.warning("some workers of the topology are not reachable yet; activating anyway",
+                                unreachable=sorted(f"{host}:{port}" for host, port in unreachable))
+                self._release_spouts()
+                log.info("worker running", tasks=sorted(self.runtime.placement.local), port=self.port)
             self.done.wait()
             for timer in timers:
                 timer.cancel()
@@ -134,17 +151,26 @@ class Worker:
         if base is None:
             log.info("topology is gone; stopping")
             self.done.set()
-        elif self.runtime is not None:
-            self.runtime.set_active(base.status in ACTIVE_STATUSES)
+            return
+        with self._follow_lock:
+            self._status_active = base.status in ACTIVE_STATUSES
+            if self._peers_waited:
+                self.runtime.set_active(self._status_active)
+
+    def _release_spouts(self) -> None:
+        """The peers were waited for: from now on the spouts follow the topology's status."""
+        with self._follow_lock:
+            self._peers_waited = True
+            self.runtime.set_active(self._status_active)
 
     def _on_assignment(self, assignment: Assignment | None) -> None:
         if assignment is None:
             log.info("assignment removed; stopping")
             self.done.set()
             return
-        with self._refresh_lock:
-            if assignment.timestamp_ms == self._assignment_ms or self.runtime is None:
-                return
+        with self._follow_lock:
+            if assignment.timestamp_ms == self._assignment_ms or not self._tasks_started:
+                return  # a change during the tasks' start is applied right after it
             updated = assignment.type is AssignmentType.UPDATE
             if updated:
                 version_dir = code_dir(self.cluster_conf, self.topology_id, assignment.code_version)

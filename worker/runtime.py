@@ -140,6 +140,8 @@ class WorkerRuntime:
         self.threads: list[TaskThread] = [self.shared]
         self.senders: dict[Address, Sender] = {}
         self._senders_lock = threading.Lock()
+        #: Notified when a sender reaches its peer or a refresh changes the peers (see :meth:`wait_for_peers`).
+        self._peers_changed = threading.Condition()
         self._incoming: dict[tuple[int, str], tuple[str, Fields] | None] = {}
         self._active = False
         self._stopped = False
@@ -203,15 +205,33 @@ class WorkerRuntime:
     def port(self) -> int | None:
         return self.receiver.port if self.receiver else None
 
-    def wait_connected(self, timeout: float) -> bool:
-        """Connect to every other worker of the assignment; True once all listen, False at the deadline.
+    def wait_for_peers(self, timeout: float, stop: threading.Event) -> frozenset[Address]:
+        """Connect to every other worker of the current assignment and wait until all listen; return the
+        ones that still do not at the deadline (empty once all do, or what was missing when ``stop`` is set).
 
         A worker activates its spouts only after this (JStorm's RefreshActive), so the first tuples are
-        not sent to peers that are still starting.
+        not sent to peers that are still starting. The wait follows :meth:`refresh`: a worker that leaves
+        the assignment (dead, moved by nimbus) is no longer waited for, a new one is.
+
+            unreachable = runtime.wait_for_peers(120, stop=worker_done)
         """
-        senders = [self._open_sender(address) for address in sorted(set(self.placement.remote.values()))]
         deadline = time.monotonic() + timeout
-        return all(s.connected.wait(max(0.0, deadline - time.monotonic())) for s in senders)
+        with self._peers_changed:
+            while True:
+                waiting = frozenset(address for address in self.placement.peers
+                                    if not self._is_connected(address))
+                remaining = deadline - time.monotonic()
+                if not waiting or remaining <= 0 or stop.is_set():
+                    return waiting
+                self._peers_changed.wait(min(remaining, MAX_IDLE_SECS))  # the slice bounds how late ``stop`` is seen
+
+    def _is_connected(self, address: Address) -> bool:
+        sender = self.senders.get(address) or self._open_sender(address)
+        return sender is not None and sender.connected.is_set()
+
+    def _notify_peers_changed(self) -> None:
+        with self._peers_changed:
+            self._peers_changed.notify_all()
 
     # -- control ----------------------------------------------------------------------------------
 
@@ -242,13 +262,16 @@ class WorkerRuntime:
             thread.start()
         if self._active:
             self.set_active(True)
-        needed = set(placement.remote.values())
         with self._senders_lock:
-            unused = [a for a in self.senders if a not in needed]
-            closing = [self.senders.pop(a) for a in unused]
-        for sender in closing:
-            sender.close(timeout=1.0)
-        log.info("worker refreshed", tasks=sorted(placement.local), remote_workers=len(needed))
+            gone = [self.senders.pop(a) for a in list(self.senders) if a not in placement.peers]
+        for sender in gone:
+            # Not sent: its tasks now run elsewhere or nowhere. Reliable spouts replay the dropped tuples.
+            dropped = sender.discard()
+            self.dropped += dropped
+            log.info("stopped sending to a worker that left the assignment", address=sender.address,
+                     dropped_tuples=dropped)
+        self._notify_peers_changed()
+        log.info("worker refreshed", tasks=sorted(placement.local), remote_workers=len(placement.peers))
 
     def stop(self) -> None:
         """Pause spouts, close every task (deactivate/close, cleanup), flush to other workers, stop."""
@@ -282,19 +305,23 @@ class WorkerRuntime:
             inbox.put(batch)
             return
         address = self.placement.remote.get(task)
-        if address is None:
+        sender = None if address is None else self.senders.get(address) or self._open_sender(address)
+        if sender is None:  # no route, or one a refresh just removed
             self.dropped += len(batch)
             return
-        sender = self.senders.get(address) or self._open_sender(address)
         sender.send([Entry(task, t._task, t._stream, t._values, t._id, tuple(t._anchors.items()) if t._anchors else ())
                      for t in batch])
 
-    def _open_sender(self, address: Address) -> Sender:
+    def _open_sender(self, address: Address) -> Sender | None:
+        """The sender to ``address``, opened now if needed; None if it is not a peer of the current placement
+        (a task thread may still hold a route a refresh removed: that sender must not come back)."""
         with self._senders_lock:
             sender = self.senders.get(address)
-            if sender is None:
+            if sender is None and address in self.placement.peers:
                 sender = self.senders[address] = Sender(address[0], address[1], batch_size=self._batch,
-                                                        flush_interval=self._flush_secs)
+                                                        flush_interval=self._flush_secs,
+                                                        max_pending=self._send_capacity,
+                                                        on_connected=self._notify_peers_changed)
             return sender
 
     def _on_remote_batch(self, entries: list[Entry]) -> None:

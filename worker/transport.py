@@ -91,21 +91,32 @@ class Sender:
     """Batches entries for one remote worker and writes them on one connection.
 
     It connects as soon as it is created, retrying until the peer listens (:attr:`connected` tells
-    when it has), so a worker can hold its spouts until every peer is reachable; a broken
-    connection is re-opened on the next batch, and a batch that cannot be delivered is dropped (its
-    tuples are replayed by their spouts after the message timeout).
+    when it has, and ``on_connected`` is called), so a worker can hold its spouts until every peer is
+    reachable. Until then it queues at most ``max_pending`` entries and drops the rest; a broken
+    connection is re-opened on the next batch, and a batch that cannot be delivered is dropped. A
+    dropped tuple is replayed by its spout after the message timeout, as in Storm; :attr:`dropped`
+    counts them.
+
+        sender = Sender("10.0.0.7", 6701, batch_size=100)
+        sender.send([Entry(target_task, source_task, "default", values, tuple_id, anchors)])
+        sender.close()      # flush what is queued, then close
+        sender.discard()    # or: the peer left the assignment, drop what is queued and stop now
     """
 
     #: Pause between attempts to reach a peer that is not listening yet.
     RETRY_SECS = 0.1
 
     def __init__(self, host: str, port: int, *, batch_size: int = 100, flush_interval: float = 0.001,
-                 connect_timeout: float = 5.0) -> None:
+                 connect_timeout: float = 5.0, max_pending: int = 100_000,
+                 on_connected: Callable[[], None] = lambda: None) -> None:
         self.address = (host, port)
         self.connected = threading.Event()
+        self.dropped = 0
+        self._on_connected = on_connected
         self._batch_size = batch_size
         self._flush_interval = flush_interval
         self._connect_timeout = connect_timeout
+        self._max_pending = max_pending
         self._pending: list[Entry] = []
         self._cond = threading.Condition()
         self._sock: socket.socket | None = None
@@ -121,6 +132,9 @@ class Sender:
     def send(self, entries: Sequence[Entry]) -> None:
         """Queue entries; the sender thread ships them in batches."""
         with self._cond:
+            if self._closed or (len(self._pending) >= self._max_pending and not self.connected.is_set()):
+                self.dropped += len(entries)  # closed, or a peer not reachable yet: do not grow without bound
+                return
             was_empty = not self._pending
             self._pending.extend(entries)
             if was_empty or len(self._pending) >= self._batch_size:  # start the flush clock, or ship now
@@ -132,6 +146,18 @@ class Sender:
             self._closed = True
             self._cond.notify()
         self._thread.join(timeout)
+
+    def discard(self) -> int:
+        """Stop now without sending what is queued (the peer left the assignment); how many entries that dropped.
+
+        It does not wait for the sender thread, which may still be trying to reach the peer: it ends on its own.
+        """
+        with self._cond:
+            dropped, self._pending = len(self._pending), []
+            self.dropped += dropped
+            self._closed = True
+            self._cond.notify()
+        return dropped
 
     def _run(self) -> None:
         self._reach_peer()
@@ -168,6 +194,7 @@ class Sender:
         sock.settimeout(None)
         self._sock = sock
         self.connected.set()
+        self._on_connected()
 
     def _write(self, batch: list[Entry]) -> None:
         data = self._encode(batch)
@@ -183,6 +210,8 @@ class Sender:
                     self._sock.close()
                 self._sock = None
                 if attempt == 2:
+                    with self._cond:
+                        self.dropped += len(batch)
                     log.warning("dropping a batch: remote worker unreachable", address=self.address,
                                 tuples=len(batch), error=str(exc))
 
