@@ -112,9 +112,14 @@ class Collector(Protocol):
 
 
 class _Detached:
-    """The collector of a component no runtime has attached yet: every call explains the problem."""
+    """The collector of a component no runtime has attached yet: every collector call explains the problem.
+
+    Private and dunder names stay plain AttributeErrors, so ``help()``, ``pydoc``, ``copy`` and
+    ``hasattr`` probing the class attribute behave as for any object."""
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
         raise RuntimeError(f"{name}() needs a running component: a worker or squall.testing attaches "
                            "the collector after __init__, so call it from open/prepare onwards")
 
