@@ -108,6 +108,8 @@ class Collector(Protocol):
 
     def fail(self, tup: Tuple) -> None: ...
 
+    def reset_timeout(self, tup: Tuple) -> None: ...
+
     def report_error(self, error: BaseException | str) -> None: ...
 
 
@@ -241,6 +243,23 @@ class Bolt(Component, ABC):
         if tup is self._input:
             self._input = None
         self._collector.fail(tup)
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        """Keep ``tup``'s tree alive (Storm's ``resetTimeout``): its ``topology.message.timeout.secs`` starts
+        again, at its acker and at the spout, so a bolt holding a tuple on purpose (a batch, a join waiting
+        for its other side) does not see it time out and replay. Call it more often than the timeout while
+        you hold the tuple, e.g. on every tick::
+
+            def execute(self, tup):
+                if tup.is_tick:
+                    for held in self.batch:
+                        self.reset_timeout(held)
+                    return
+                self.batch.append(tup)
+
+        Unanchored tuples and topologies without ackers have no timeout: then it does nothing.
+        """
+        self._collector.reset_timeout(tup)
 
 
 def emit_problem(streams: Mapping[str, Any], stream: str, values: Sequence[Any], direct_task: int | None) -> str | None:

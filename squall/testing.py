@@ -51,6 +51,8 @@ class Recorder:
         self.emitted: list[Emit] = []
         self.acked: list[Tuple] = []
         self.failed: list[Tuple] = []
+        #: Tuples passed to ``reset_timeout``, once per call.
+        self.timeouts_reset: list[Tuple] = []
         self.errors: list[BaseException | str] = []
 
     def emit(self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None,
@@ -76,6 +78,9 @@ class Recorder:
 
     def fail(self, tup: Tuple) -> None:
         self.failed.append(tup)
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        self.timeouts_reset.append(tup)
 
     def report_error(self, error: BaseException | str) -> None:
         self.errors.append(error)

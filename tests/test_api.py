@@ -391,6 +391,29 @@ class Manual(Bolt):
             self.ack(tup)
 
 
+class Holding(Bolt):
+    """Holds its inputs, keeping their trees alive on every tick."""
+
+    auto_ack = False
+
+    def prepare(self, conf: Any, context: TopologyContext) -> None:
+        self.held: list[Tuple] = []
+
+    def execute(self, tup: Tuple) -> None:
+        if tup.is_tick:
+            for held in self.held:
+                self.reset_timeout(held)
+        else:
+            self.held.append(tup)
+
+
+def test_the_test_helper_records_reset_timeout_calls() -> None:
+    run = run_bolt(Holding, [("a",), ("b",)], fields=["word"])
+    assert run.timeouts_reset == []
+    run.execute([tick_tuple(1.0), tick_tuple(1.0)])
+    assert run.timeouts_reset == run.inputs[:2] * 2 and run.acked == run.failed == []
+
+
 def test_without_auto_ack_the_bolt_anchors_and_acks_by_hand() -> None:
     run = run_bolt(Manual, [("keep",), ("done",)], fields=["w"])
     keep, done = run.inputs

@@ -1,0 +1,69 @@
+"""The API teaches itself: ``help()``/``pydoc`` work on every public name a topology author touches, every
+public class and method says what it is for, and every class shows a short example."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pydoc
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+#: The modules of the user API: components, tuples, the DSL, the test helper, Spark bolts, packaging,
+#: submitting, local mode.
+API_MODULES = ["squall.component", "squall.tuple", "squall.dsl", "squall.testing", "squall.spark",
+               "squall.package", "squall.submitter", "worker.local"]
+
+
+def public_names(module: ModuleType) -> list[str]:
+    """``__all__`` where the module has one, else its own top-level names without a leading underscore."""
+    if hasattr(module, "__all__"):
+        return list(module.__all__)
+    return [name for name, value in vars(module).items()
+            if not name.startswith("_") and getattr(value, "__module__", None) == module.__name__]
+
+
+def public_classes() -> list[tuple[str, type]]:
+    found = []
+    for module_name in API_MODULES:
+        module = importlib.import_module(module_name)
+        found += [(f"{module_name}.{name}", getattr(module, name)) for name in public_names(module)
+                  if inspect.isclass(getattr(module, name))]
+    return found
+
+
+def public_members(cls: type) -> list[tuple[str, Any]]:
+    """Methods and properties ``cls`` itself defines (not inherited, not dunder or private)."""
+    return [(name, value) for name, value in vars(cls).items()
+            if not name.startswith("_") and (inspect.isfunction(value) or isinstance(value, property))]
+
+
+CLASSES = public_classes()
+
+
+def test_the_api_modules_have_public_classes_to_check() -> None:
+    names = {name for name, _ in CLASSES}
+    assert {"squall.component.Spout", "squall.component.Bolt", "squall.tuple.Tuple", "squall.dsl.Topology",
+            "squall.testing.BoltRun", "squall.spark.SparkBolt", "worker.local.LocalTopology"} <= names
+
+
+@pytest.mark.parametrize("module_name", API_MODULES)
+def test_pydoc_renders_every_api_module(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    text = pydoc.render_doc(module, renderer=pydoc.plaintext)
+    assert inspect.getdoc(module).splitlines()[0] in text
+
+
+@pytest.mark.parametrize(("name", "cls"), CLASSES, ids=[name for name, _ in CLASSES])
+def test_help_shows_each_public_class_with_its_docstrings_and_an_example(name: str, cls: type) -> None:
+    text = pydoc.render_doc(cls, renderer=pydoc.plaintext)
+    doc = inspect.getdoc(cls)
+    assert doc and doc.splitlines()[0] in text, f"{name} has no docstring of its own"
+    assert any(line.startswith("    ") or line.startswith(">>>") for line in doc.splitlines()), (
+        f"{name}'s docstring shows no example (an indented code line)")
+    undocumented = [member for member, value in public_members(cls) if not inspect.getdoc(value)]
+    assert not undocumented, f"{name}: public methods without a docstring: {undocumented}"
+    for member, value in public_members(cls):
+        assert inspect.getdoc(value).splitlines()[0] in text, f"help({name}) does not show {member}'s docstring"
