@@ -96,6 +96,18 @@ class BoltRef(ComponentRef):
                                 "(to send everything to one task, use global_)")
         return self._subscribe(source, stream, storm.Grouping(fields=list(names)))
 
+    def partial_key(self, source: ComponentRef, *names: str, stream: str = DEFAULT_STREAM) -> BoltRef:
+        """Storm's partialKeyGrouping: each key goes to one of two tasks, whichever the emitting task has
+        sent fewer tuples so far, so a hot key loads two tasks instead of one. Per-key state must then be
+        merged downstream (e.g. partial counts summed by a fields-grouped bolt)::
+
+            partial = t.bolt("partial-count", Count, parallelism=4).partial_key(words, "word")
+            t.bolt("total", Sum).fields(partial, "word")
+        """
+        if not names:
+            raise TopologyError(f"bolt {self.id!r}: partial_key grouping on {source.id!r} names no fields")
+        return self._subscribe(source, stream, storm.Grouping(partial_key=list(names)))
+
     def all(self, source: ComponentRef, *, stream: str = DEFAULT_STREAM) -> BoltRef:
         """Every tuple goes to every task."""
         return self._subscribe(source, stream, storm.Grouping(all=_NULL))
@@ -240,7 +252,7 @@ class Topology:
             raise TopologyError(f"{label} subscribes to {where}, which {source.id!r} does not declare "
                                 f"(it declares: {', '.join(map(repr, streams)) or 'no streams'})")
         info = streams[stream]
-        unknown = [name for name in grouping.fields or () if name not in info.fields]
+        unknown = [name for name in grouping.fields or grouping.partial_key or () if name not in info.fields]
         if unknown:
             raise TopologyError(f"{label} groups {where} by unknown fields {unknown} "
                                 f"(the stream declares {list(info.fields)})")

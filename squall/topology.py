@@ -228,14 +228,17 @@ def _check_groupings(topology: storm.StormTopology) -> None:
                 raise _invalid(f"{label}: the grouping of {where} must set exactly one type (got {got})")
             (kind,) = kinds
             info = streams[src][sid]
-            if kind == "fields":
-                unknown = [f for f in grouping.fields if f not in info.output_fields]
+            if kind in ("fields", "partial_key"):
+                names = getattr(grouping, kind)
+                unknown = [f for f in names if f not in info.output_fields]
                 if unknown:
                     have = ", ".join(quote(f) for f in info.output_fields) or "none"
                     raise _invalid(
                         f"{label} groups {where} by unknown fields {', '.join(quote(f) for f in unknown)} "
                         f"(the stream declares: {have})"
                     )
+                if kind == "partial_key" and not names:
+                    raise _invalid(f"{label}: the partial_key grouping of {where} names no fields")
             if kind == "direct" and not info.direct:
                 raise _invalid(f"{label} uses direct grouping on {where}, which is not declared direct")
             if kind != "direct" and info.direct:

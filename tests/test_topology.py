@@ -247,6 +247,10 @@ RULES: list[tuple[str, Edit, str]] = [
     ("unknown fields", subscribe("count", "sentences", "default", by_fields("sentence", "word", "lang")),
      'bolt "count" groups stream "default" of "sentences" by unknown fields "word", "lang" '
      '(the stream declares: "sentence")'),
+    ("unknown partial key fields", subscribe("count", "sentences", "default", storm.Grouping(partial_key=["word"])),
+     'bolt "count" groups stream "default" of "sentences" by unknown fields "word" (the stream declares: "sentence")'),
+    ("partial key without fields", subscribe("count", "sentences", "default", storm.Grouping(partial_key=[])),
+     'bolt "count": the partial_key grouping of stream "default" of "sentences" names no fields'),
     ("direct on plain stream", subscribe("count", "sentences", "default", direct()),
      'bolt "count" uses direct grouping on stream "default" of "sentences", which is not declared direct'),
     ("plain on direct stream",
@@ -270,6 +274,7 @@ def test_valid_variants_pass() -> None:
     subscribe("count", "split", "pairs", direct())(topology)
     subscribe("count", "sentences", "default", by_fields())(topology)  # empty fields: global grouping
     subscribe("count", "count", "default", by_fields("count"))(topology)  # a bolt may read itself
+    subscribe("split", "split", "default", storm.Grouping(partial_key=["word"]))(topology)
     set_object("split", python(module="a.b_c.d", cls="Split_2", args_json="[1]", kwargs_json='{"k": 2}'))(topology)
     set_common("split", json_conf='{"topology.tasks": 4, "my.own.key": [1]}')(topology)
     validate_topology("wc", topology, BASE_CONF)

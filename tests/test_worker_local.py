@@ -100,6 +100,15 @@ def test_fields_grouping_sends_each_key_to_one_task() -> None:
         assert len({next(iter(t)) for t in owner.values()}) == 4, "50 keys spread over all 4 tasks"
 
 
+def test_partial_key_grouping_spreads_a_hot_key_over_two_tasks() -> None:
+    t = Topology("partial-key")
+    t.bolt("sink", Recorder, parallelism=4).partial_key(t.spout("numbers", Numbers, args=[200, 1]), "key")
+    with run(t) as local:
+        wait_until(lambda: total_seen(local, "sink") == 200, 10, "every tuple at the sink")
+        loads = sorted(len(seen) for seen in seen_by_task(local, "sink").values())
+        assert loads == [0, 0, 100, 100], "one key, one emitter: two tasks, exactly half each"
+
+
 def test_all_grouping_reaches_every_task() -> None:
     t = Topology("all")
     t.bolt("sink", Recorder, parallelism=3).all(t.spout("numbers", Numbers, args=[100]))
