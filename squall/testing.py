@@ -34,7 +34,12 @@ C = TypeVar("C", bound=Component)
 
 @dataclass(frozen=True)
 class Emit:
-    """One ``emit`` call, as the component made it (``anchors`` for bolts, ``msg_id`` for spouts)."""
+    """One ``emit`` call, as the component made it (``anchors`` for bolts, ``msg_id`` for spouts)::
+
+        run = run_bolt(SplitSentence, [("the cat",)], fields=["sentence"])
+        first = run.emitted[0]
+        assert (first.stream, first.values, first.anchors) == ("default", ("the",), (run.inputs[0],))
+    """
 
     stream: str
     values: tuple[Any, ...]
@@ -44,7 +49,16 @@ class Emit:
 
 
 class Recorder:
-    """A :class:`~squall.component.Collector` that records every call instead of sending anything."""
+    """A :class:`~squall.component.Collector` that records every call instead of sending anything; the
+    base of :class:`BoltRun`, and :attr:`SpoutRun.collector`. To drive a component by hand::
+
+        bolt = SplitSentence()
+        recorder = Recorder(SplitSentence.streams)
+        attach(bolt, recorder, make_context("split"))
+        bolt.prepare({}, bolt.context)
+        deliver(bolt, make_tuple(["a b"], ["sentence"]))
+        assert recorder.values() == [("a",), ("b",)]
+    """
 
     def __init__(self, streams: Mapping[str, Stream]) -> None:
         self.streams = streams
@@ -74,15 +88,19 @@ class Recorder:
             self.emit(values, stream, anchors, None, None)
 
     def ack(self, tup: Tuple) -> None:
+        """Record the ack in ``acked``."""
         self.acked.append(tup)
 
     def fail(self, tup: Tuple) -> None:
+        """Record the fail in ``failed``."""
         self.failed.append(tup)
 
     def reset_timeout(self, tup: Tuple) -> None:
+        """Record the call in ``timeouts_reset``."""
         self.timeouts_reset.append(tup)
 
     def report_error(self, error: BaseException | str) -> None:
+        """Record the error (the exception itself, or the text) in ``errors``."""
         self.errors.append(error)
 
     def values(self, stream: str = DEFAULT_STREAM) -> list[tuple[Any, ...]]:
@@ -110,7 +128,13 @@ def make_context(component_id: str = "component", task_id: int = 1, conf: Mappin
 
 
 class BoltRun(Recorder):
-    """A prepared bolt and everything it did; :meth:`execute` feeds it more."""
+    """A prepared bolt and everything it did (what :func:`run_bolt` returns); :meth:`execute` feeds it more::
+
+        run = run_bolt(WordCount, [("cat",), ("cat",)], fields=["word"])
+        assert run.values() == [("cat", 1), ("cat", 2)] and run.acked == run.inputs
+        run.execute([tick_tuple(5)])            # the bolt's tick branch
+        assert run.bolt.counts["cat"] == 2      # the bolt object itself
+    """
 
     def __init__(self, bolt: Bolt, fields: Sequence[str], component: str, stream: str) -> None:
         super().__init__(type(bolt).streams)
@@ -149,7 +173,12 @@ def run_bolt(cls: type[Bolt], inputs: Iterable[Tuple | Sequence[Any]] = (), *, f
 
 
 class SpoutRun:
-    """An open, active spout and everything it emitted; acks and fails go back with :meth:`ack`/:meth:`fail`.
+    """An open, active spout and everything it emitted (what :func:`run_spout` returns); acks and fails go
+    back with :meth:`ack`/:meth:`fail`, as the acker would send them::
+
+        run = run_spout(SentenceSpout, calls=2, args=[1])
+        run.fail(run.emitted[0].msg_id)         # the tree failed or timed out
+        assert run.next_tuple()[0].msg_id == run.emitted[0].msg_id   # replayed
 
     Exceptions from the spout propagate: unlike a bolt's, they have no tuple to fail.
     """
@@ -162,13 +191,16 @@ class SpoutRun:
 
     @property
     def emitted(self) -> list[Emit]:
+        """Every emit so far, in order."""
         return self.collector.emitted
 
     @property
     def errors(self) -> list[BaseException | str]:
+        """Everything the spout passed to ``report_error``."""
         return self.collector.errors
 
     def values(self, stream: str = DEFAULT_STREAM) -> list[tuple[Any, ...]]:
+        """The values emitted on ``stream``, in order."""
         return self.collector.values(stream)
 
     def next_tuple(self, calls: int = 1) -> list[Emit]:

@@ -40,6 +40,12 @@ def public_members(cls: type) -> list[tuple[str, Any]]:
             if not name.startswith("_") and (inspect.isfunction(value) or isinstance(value, property))]
 
 
+def has_example(doc: str) -> bool:
+    """Whether a (cleaned) docstring holds a code example: an indented block, a literal block after
+    ``::`` (cleaning strips its indent when nothing else is indented), or a doctest."""
+    return "::\n\n" in doc or ">>>" in doc or any(line.startswith("    ") for line in doc.splitlines())
+
+
 CLASSES = public_classes()
 
 
@@ -54,6 +60,9 @@ def test_pydoc_renders_every_api_module(module_name: str) -> None:
     module = importlib.import_module(module_name)
     text = pydoc.render_doc(module, renderer=pydoc.plaintext)
     assert inspect.getdoc(module).splitlines()[0] in text
+    functions = [name for name in public_names(module) if inspect.isfunction(getattr(module, name))]
+    undocumented = [name for name in functions if not inspect.getdoc(getattr(module, name))]
+    assert not undocumented, f"{module_name}: public functions without a docstring: {undocumented}"
 
 
 @pytest.mark.parametrize(("name", "cls"), CLASSES, ids=[name for name, _ in CLASSES])
@@ -61,8 +70,7 @@ def test_help_shows_each_public_class_with_its_docstrings_and_an_example(name: s
     text = pydoc.render_doc(cls, renderer=pydoc.plaintext)
     doc = inspect.getdoc(cls)
     assert doc and doc.splitlines()[0] in text, f"{name} has no docstring of its own"
-    assert any(line.startswith("    ") or line.startswith(">>>") for line in doc.splitlines()), (
-        f"{name}'s docstring shows no example (an indented code line)")
+    assert has_example(doc), f"{name}'s docstring shows no example (an indented block, or one after '::')"
     undocumented = [member for member, value in public_members(cls) if not inspect.getdoc(value)]
     assert not undocumented, f"{name}: public methods without a docstring: {undocumented}"
     for member, value in public_members(cls):
