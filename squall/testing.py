@@ -162,11 +162,13 @@ def run_bolt(cls: type[Bolt], inputs: Iterable[Tuple | Sequence[Any]] = (), *, f
     """Build ``cls(*args, **kwargs)``, prepare it, and execute ``inputs`` (tick tuples included).
 
     Plain value sequences become tuples with ``fields`` from ``component``/``stream`` and ids 1, 2, ...
-    ``conf`` goes into the default context (a given ``context`` brings its own). ``cleanup`` is not called (Storm does not promise it); call ``run.bolt.cleanup()`` to test it.
+    The default context's conf is ``cls.component_conf`` with ``conf`` over it, as a worker gives it (a given
+    ``context`` brings its own). ``cleanup`` is not called (Storm does not promise it); call
+    ``run.bolt.cleanup()`` to test it.
     """
     bolt = _build(cls, args, kwargs)
     run = BoltRun(bolt, fields, component, stream)
-    context = context or make_context(cls.__name__, conf=conf)
+    context = context or make_context(cls.__name__, conf={**cls.component_conf, **(conf or {})})
     attach(bolt, run, context)
     bolt.prepare(context.conf, context)
     return run.execute(inputs)
@@ -231,10 +233,11 @@ class SpoutRun:
 
 def run_spout(cls: type[Spout], calls: int = 1, *, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
               conf: Mapping[str, Any] | None = None, context: TopologyContext | None = None) -> SpoutRun:
-    """Build ``cls(*args, **kwargs)``, open and activate it, and call ``next_tuple`` ``calls`` times."""
+    """Build ``cls(*args, **kwargs)``, open and activate it, and call ``next_tuple`` ``calls`` times. The
+    default context's conf is ``cls.component_conf`` with ``conf`` over it, as a worker gives it."""
     spout = _build(cls, args, kwargs)
     run = SpoutRun(spout)
-    context = context or make_context(cls.__name__, conf=conf)
+    context = context or make_context(cls.__name__, conf={**cls.component_conf, **(conf or {})})
     attach(spout, run.collector, context)
     spout.open(context.conf, context)
     spout.activate()

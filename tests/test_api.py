@@ -419,6 +419,19 @@ def test_the_test_helper_records_reset_timeout_calls() -> None:
     assert run.timeouts_reset == run.inputs[:2] * 2 and run.acked == run.failed == []
 
 
+class Configured(Bolt):
+    component_conf = {"sink.size": 10, "sink.name": "db"}
+
+    def prepare(self, conf: Any, context: TopologyContext) -> None:
+        self.conf = dict(conf)
+
+    def execute(self, tup: Tuple) -> None: ...
+
+
+def test_the_test_helper_gives_a_component_its_component_conf_under_the_conf_passed() -> None:
+    assert run_bolt(Configured, conf={"sink.size": 2}).bolt.conf == {"sink.size": 2, "sink.name": "db"}
+
+
 def test_without_auto_ack_the_bolt_anchors_and_acks_by_hand() -> None:
     run = run_bolt(Manual, [("keep",), ("done",)], fields=["w"])
     keep, done = run.inputs

@@ -1,15 +1,23 @@
 """The API teaches itself: ``help()``/``pydoc`` work on every public name a topology author touches, every
-public class and method says what it is for, and every class shows a short example."""
+public class and method says what it is for, and every class shows a short example. The README's
+"Writing components" section runs as written."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
 import pydoc
+import re
+import subprocess
+import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+
+from support import wait_until
+from worker.local import LocalTopology
 
 #: The modules of the user API: components, tuples, the DSL, the test helper, Spark bolts, packaging,
 #: submitting, local mode.
@@ -75,3 +83,45 @@ def test_help_shows_each_public_class_with_its_docstrings_and_an_example(name: s
     assert not undocumented, f"{name}: public methods without a docstring: {undocumented}"
     for member, value in public_members(cls):
         assert inspect.getdoc(value).splitlines()[0] in text, f"help({name}) does not show {member}'s docstring"
+
+
+# ------------------------------------------------------------------------------------------------
+# The README's "Writing components" section
+# ------------------------------------------------------------------------------------------------
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def readme_section(title: str) -> str:
+    """The README's ``## title`` section, up to the next ``## `` heading."""
+    text = README.read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end == -1 else text[start:end]
+
+
+def python_blocks(markdown: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", markdown, flags=re.S | re.M)
+
+
+def test_writing_components_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The section's Python blocks, in order, are the module ``parity.py`` it describes: importing it runs
+    the component tests it shows; its topology then processes every number in local mode, and runs with
+    the section's ``storm local`` line."""
+    section = readme_section("Writing components")
+    blocks = python_blocks(section)
+    assert len(blocks) >= 5 and "parity.py" in section
+    (tmp_path / "parity.py").write_text("\n\n".join(blocks))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        parity = importlib.import_module("parity")   # runs every block, the asserts of the testing block too
+        with LocalTopology(parity.t, {"task.heartbeat.frequency.secs": 0.05}) as local:
+            spouts = [local.component("numbers", i) for i in range(2)]
+            wait_until(lambda: all(not s.todo and not s.in_flight for s in spouts), 60, "every number acked")
+    finally:
+        sys.modules.pop("parity", None)
+    command = re.search(r"`storm (local parity\.py [^`]*)`", section)
+    assert command, "the section says how to run the module with storm local"
+    done = subprocess.run([sys.executable, "-m", "squall.cli", *command.group(1).split(), "--local-ttl", "1"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
