@@ -68,6 +68,11 @@ union Grouping {
   6: JavaObject custom_object;
   7: binary custom_serialized;
   8: NullStruct local_or_shuffle;
+  // Squall addition (id >= 100, see the header). Storm's partialKeyGrouping: each key has two candidate
+  // tasks and the emitter sends to the one it has sent fewer tuples so far. Storm ships it as a Java
+  // object in custom_serialized, which a Squall worker cannot load; a member of its own lets nimbus check
+  // the field names as it does for fields.
+  100: list<string> partial_key;
 }
 
 // The declared fields of one output stream.

@@ -1,5 +1,23 @@
 """Spouts and bolts: the classes users subclass, and the two hooks a runtime uses to run them.
 
+    class Sentences(Spout):
+        outputs = ["sentence"]                         # the default stream's fields
+
+        def next_tuple(self):
+            self.emit(["the cow jumped"], msg_id=1)    # reliable: ack(1) or fail(1) comes back
+
+    class Split(Bolt):
+        outputs = ["word"]
+
+        def execute(self, tup):                        # auto_ack: anchored to tup, tup acked on return
+            for word in tup["sentence"].split():
+                self.emit([word])
+
+The life cycle and the Storm names: a spout is ``open``-ed, ``activate``-d, asked for tuples with
+``next_tuple`` and told ``ack``/``fail`` per message id; a bolt is ``prepare``-d and gets every input
+(tick tuples included) in ``execute``; ``close``/``cleanup`` at shutdown. ``outputs`` is Storm's
+``declareOutputFields`` and ``component_conf`` its ``getComponentConfiguration``.
+
 A component declares its output streams on the class (``outputs``) and talks to the outside only
 through an injected :class:`Collector`: the worker's executor in a cluster, a recorder in
 :mod:`squall.testing`. Workers build components from their ``PythonComponent`` (module, class,
@@ -40,7 +58,11 @@ __all__ = [
 @dataclass(frozen=True)
 class Stream:
     """An output stream: its field names (kept as a tuple), and whether it is direct (the emitter names
-    the target task)."""
+    the target task, Storm's ``emitDirect``). A plain list in ``outputs`` is a non-direct stream::
+
+        outputs = {"default": ["word"], "alerts": Stream(["msg"], direct=True)}
+        self.emit(["disk full"], "alerts", direct_task=self.context.tasks[0])
+    """
 
     fields: Sequence[str]
     direct: bool = False
@@ -71,7 +93,12 @@ def parse_outputs(outputs: Outputs) -> Mapping[str, Stream]:
 
 @dataclass(frozen=True)
 class TopologyContext:
-    """Where a task runs: passed to ``open``/``prepare`` and kept as ``self.context``."""
+    """Where a task runs (Storm's TopologyContext): passed to ``open``/``prepare`` and kept as ``self.context``.
+
+        def open(self, conf, context):
+            # parallel spout tasks split the work: task i of n reads every n-th file
+            self.files = all_files[context.task_index::len(context.tasks)]
+    """
 
     topology_id: str
     topology_name: str
@@ -94,33 +121,59 @@ class TopologyContext:
 
 
 class Collector(Protocol):
-    """What a component's calls go to; the worker implements it, and so does :mod:`squall.testing`.
+    """What a component's calls go to (Storm's SpoutOutputCollector and OutputCollector in one): the
+    worker's executor implements it, and so does :class:`squall.testing.Recorder`. Components never call
+    it directly; :meth:`Spout.emit`, :meth:`Bolt.ack` and the rest do, after :func:`attach` set it::
 
-    ``emit`` returns the task ids the tuple was sent to. Spouts pass no anchors; bolts no msg_id.
+        attach(bolt, Recorder(type(bolt).streams), make_context("split"))
     """
 
     def emit(self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None,
-             msg_id: Any) -> Sequence[int]: ...
+             msg_id: Any) -> Sequence[int]:
+        """Send one tuple; returns the task ids it went to. Spouts pass no anchors; bolts no msg_id."""
 
-    def emit_batch(self, rows: Sequence[tuple[Any, ...]], stream: str, anchors: tuple[Tuple, ...]) -> None: ...
+    def emit_batch(self, rows: Sequence[tuple[Any, ...]], stream: str, anchors: tuple[Tuple, ...]) -> None:
+        """Send every row, each anchored to all of ``anchors``."""
 
-    def ack(self, tup: Tuple) -> None: ...
+    def ack(self, tup: Tuple) -> None:
+        """A bolt's input is done: its edge leaves the tuple tree."""
 
-    def fail(self, tup: Tuple) -> None: ...
+    def fail(self, tup: Tuple) -> None:
+        """A bolt's input failed: every tree it belongs to fails at once."""
 
-    def report_error(self, error: BaseException | str) -> None: ...
+    def reset_timeout(self, tup: Tuple) -> None:
+        """Restart the message timeout of every tree ``tup`` belongs to."""
+
+    def report_error(self, error: BaseException | str) -> None:
+        """Record an error for ``storm get-errors`` and the log."""
 
 
 class _Detached:
-    """The collector of a component no runtime has attached yet: every call explains the problem."""
+    """The collector of a component no runtime has attached yet: every collector call explains the problem.
+
+    Private and dunder names stay plain AttributeErrors, so ``help()``, ``pydoc``, ``copy`` and
+    ``hasattr`` probing the class attribute behave as for any object."""
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
         raise RuntimeError(f"{name}() needs a running component: a worker or squall.testing attaches "
                            "the collector after __init__, so call it from open/prepare onwards")
 
 
 class Component:
-    """What spouts and bolts share: output declaration, context, logging, error reporting."""
+    """What spouts and bolts share: output declaration, per-component conf, context, logging, errors.
+
+        class Enrich(Bolt):
+            outputs = {"default": ["user", "country"], "unknown": ["user"]}   # two streams
+            component_conf = {"squall.own.thread": True}                      # blocks on I/O
+
+            def prepare(self, conf, context):
+                self.log.info("ready", task=context.task_id)    # structlog, bound to component and task
+
+    Constructors run where the topology is declared *and* in every worker (with the JSON arguments the
+    DSL stored), so keep them cheap and put connections in ``open``/``prepare``.
+    """
 
     #: ``["word"]`` declares the default stream; ``{"default": ["word"], "errors": Stream(["msg"],
     #: direct=True)}`` declares several. Checked when the class is defined.
@@ -143,7 +196,8 @@ class Component:
             raise TypeError(f"{cls.__qualname__}.outputs: {exc}") from None
 
     def report_error(self, error: BaseException | str) -> None:
-        """Record an error (``storm get-errors``, the log) without stopping the task."""
+        """Record an error (``storm get-errors``, ``/taskerrors``, the log) without stopping the task, as
+        Storm's ``reportError``; throttled per task (``topology.max.error.report.per.interval``)."""
         self._collector.report_error(error)
 
     def update(self, conf: Mapping[str, Any]) -> None:
@@ -154,17 +208,42 @@ class Component:
 class Spout(Component, ABC):
     """A source of tuples. The worker calls ``open``, ``activate``, then ``next_tuple`` in a loop while
     the topology is active, ``ack``/``fail`` as tuple trees finish, ``deactivate`` when it is
-    deactivated, and ``close`` at shutdown (best effort). All calls come from one thread."""
+    deactivated, and ``close`` at shutdown (best effort). All calls come from one thread, so no locks.
+
+        class Queue(Spout):
+            outputs = ["job"]
+
+            def open(self, conf, context):
+                self.todo, self.in_flight = deque(load_jobs()), {}
+
+            def next_tuple(self):
+                if self.todo:
+                    job = self.todo.popleft()
+                    self.in_flight[job.id] = job
+                    self.emit([job.body], msg_id=job.id)     # reliable: tracked by the acker
+
+            def ack(self, msg_id):
+                del self.in_flight[msg_id]                   # the whole tree was processed
+
+            def fail(self, msg_id):
+                self.todo.append(self.in_flight.pop(msg_id)) # failed or timed out: replay it
+
+    A tuple emitted without ``msg_id`` is not tracked: no ack, no fail, no replay (at-most-once).
+    ``topology.max.spout.pending`` caps the messages in flight per task; ``topology.message.timeout.secs``
+    fails trees that do not finish in time.
+    """
 
     def open(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
-        """Called once before anything else: set up state and connections here, not in ``__init__``."""
+        """Called once before anything else, on the task's thread: set up state and connections here, not in
+        ``__init__``. ``conf`` is the topology conf with this component's conf over it."""
 
     @abstractmethod
     def next_tuple(self) -> None:
-        """Emit zero or more tuples and return promptly; with nothing to emit, just return."""
+        """Emit zero or more tuples and return promptly; with nothing to emit, just return (the worker
+        backs off briefly). Never block here: acks, fails and heartbeats of the task wait meanwhile."""
 
     def ack(self, msg_id: Any) -> None:
-        """The tree of the tuple emitted with ``msg_id`` was fully processed."""
+        """The tree of the tuple emitted with ``msg_id`` was fully processed: forget or commit it."""
 
     def fail(self, msg_id: Any) -> None:
         """The tree of ``msg_id`` failed or timed out: re-emit it here for at-least-once processing."""
@@ -176,11 +255,19 @@ class Spout(Component, ABC):
         """The topology was deactivated; no ``next_tuple`` until it is activated again."""
 
     def close(self) -> None:
-        """The task is shutting down."""
+        """The task is shutting down (kill, rebalance, worker stop): release resources. Best effort, as in
+        Storm: a killed worker process never gets here."""
 
     def emit(self, values: Iterable[Any], stream: str = DEFAULT_STREAM, *, msg_id: Any = None,
              direct_task: int | None = None) -> Sequence[int]:
-        """Emit one tuple; a non-None ``msg_id`` makes it reliable (``ack``/``fail`` get that id back)."""
+        """Emit one tuple on ``stream``; returns the task ids it went to.
+
+        A non-None ``msg_id`` makes it reliable: ``ack(msg_id)`` or ``fail(msg_id)`` comes back once its
+        tree completes, fails or times out. ``direct_task`` names the target on a direct stream. Values
+        must be msgpack-able (None, bool, numbers, str, bytes, lists, dicts)::
+
+            self.emit([line], msg_id=offset)
+        """
         return self._collector.emit(tuple(values), stream, (), direct_task, msg_id)
 
 
@@ -192,25 +279,47 @@ class Bolt(Component, ABC):
     anchored to the input, and the input is acked when ``execute`` returns; ack or fail it yourself
     and auto_ack stands aside for that input. With ``auto_ack = False``, anchor and ack by hand.
     Either way an exception in ``execute`` fails the input and is reported; the task keeps running.
+
+        class Count(Bolt):
+            outputs = ["word", "count"]
+            component_conf = {"topology.tick.tuple.freq.secs": 10}   # a tick every 10 s
+
+            def prepare(self, conf, context):
+                self.counts = Counter()
+
+            def execute(self, tup):
+                if tup.is_tick:
+                    self.log.info("top words", top=self.counts.most_common(3))
+                    return
+                self.counts[tup["word"]] += 1
+                self.emit([tup["word"], self.counts[tup["word"]]])   # anchored to tup, tup acked after
     """
 
     auto_ack: ClassVar[bool] = True
     _input: Tuple | None = None  # the input execute is working on, until acked or failed
 
     def prepare(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
-        """Called once before the first ``execute``: set up state here, not in ``__init__``."""
+        """Called once before the first ``execute``, on the task's thread: set up state here, not in
+        ``__init__``. ``conf`` is the topology conf with this component's conf over it."""
 
     @abstractmethod
     def execute(self, tup: Tuple) -> None:
-        """Process one input tuple."""
+        """Process one input tuple (or a tick: ``tup.is_tick``). Return promptly: the task's other inputs,
+        and under the default shared thread other tasks of the worker, wait meanwhile."""
 
     def cleanup(self) -> None:
-        """The task is shutting down."""
+        """The task is shutting down (kill, rebalance, worker stop): release resources. Best effort, as in
+        Storm: a killed worker process never gets here."""
 
     def emit(self, values: Iterable[Any], stream: str = DEFAULT_STREAM, *,
              anchors: Tuple | Iterable[Tuple] | None = None, direct_task: int | None = None) -> Sequence[int]:
         """Emit one tuple anchored to ``anchors``; by default (None) to the current input under auto_ack
-        and to nothing otherwise. ``anchors=()`` always emits unanchored."""
+        and to nothing otherwise. ``anchors=()`` always emits unanchored. Anchoring puts the new tuple in
+        its anchors' trees, so the spout hears of a failure downstream; returns the task ids it went to::
+
+            self.emit([word], anchors=tup)            # auto_ack = False: anchor by hand
+            self.emit([a["n"] + b["n"]], anchors=[a, b])   # a join: in both trees
+        """
         if anchors is None:
             anchors = (self._input,) if self.auto_ack and self._input is not None else ()
         elif isinstance(anchors, Tuple):
@@ -222,20 +331,42 @@ class Bolt(Component, ABC):
     def emit_batch(self, rows: Iterable[Iterable[Any]], stream: str = DEFAULT_STREAM, *,
                    anchors: Iterable[Tuple]) -> None:
         """Emit every row, each anchored to all of ``anchors``: results that depend on a whole batch of
-        inputs. Same trees as ``emit`` per row, far cheaper when the anchors are many."""
+        inputs. Same trees as ``emit`` per row, far cheaper when the anchors are many::
+
+            self.emit_batch([(page, hits) for page, hits in totals.items()], anchors=self.batch)
+        """
         self._collector.emit_batch([tuple(values) for values in rows], stream, tuple(anchors))
 
     def ack(self, tup: Tuple) -> None:
-        """``tup`` is fully processed (its part of the tree is done)."""
+        """``tup`` is fully processed (its part of the tree is done). Ack every input exactly once, after
+        emitting what is anchored to it; under ``auto_ack`` the return of ``execute`` does it for you."""
         if tup is self._input:
             self._input = None
         self._collector.ack(tup)
 
     def fail(self, tup: Tuple) -> None:
-        """``tup`` failed: the spout's ``fail`` is called for every tree it belongs to."""
+        """``tup`` failed: the spout's ``fail`` is called at once for every tree it belongs to (no waiting
+        for the timeout), and a reliable spout replays them."""
         if tup is self._input:
             self._input = None
         self._collector.fail(tup)
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        """Keep ``tup``'s tree alive (Storm's ``resetTimeout``): its ``topology.message.timeout.secs`` starts
+        again, at its acker and at the spout, so a bolt holding a tuple on purpose (a batch, a join waiting
+        for its other side) does not see it time out and replay. Call it more often than the timeout while
+        you hold the tuple, e.g. on every tick::
+
+            def execute(self, tup):
+                if tup.is_tick:
+                    for held in self.batch:
+                        self.reset_timeout(held)
+                    return
+                self.batch.append(tup)
+
+        Unanchored tuples and topologies without ackers have no timeout: then it does nothing.
+        """
+        self._collector.reset_timeout(tup)
 
 
 def emit_problem(streams: Mapping[str, Any], stream: str, values: Sequence[Any], direct_task: int | None) -> str | None:
@@ -257,7 +388,8 @@ def emit_problem(streams: Mapping[str, Any], stream: str, values: Sequence[Any],
 
 
 def attach(component: Component, collector: Collector, context: TopologyContext) -> None:
-    """Connect a freshly built component to its runtime; call before ``open``/``prepare``."""
+    """Connect a freshly built component to its runtime (collector, ``context``, a bound ``log``); runtimes
+    call it before ``open``/``prepare``, so component code never does."""
     component._collector = collector
     component.context = context
     component.log = structlog.get_logger(type(component).__module__).bind(

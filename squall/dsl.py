@@ -42,7 +42,13 @@ _NULL = storm.NullStruct()
 
 
 class TopologyError(ValueError):
-    """The topology as declared would be refused or could not run; the message says where and why."""
+    """The topology as declared would be refused or could not run; the message says where and why, and it
+    is raised by the call that makes the mistake, so the traceback points at the line to fix::
+
+        t.bolt("count", WordCount).fields(split, "wrod")
+        # TopologyError: bolt 'count' groups stream 'default' of 'split' by unknown fields ['wrod']
+        #                (the stream declares ['word'])
+    """
 
 
 # ------------------------------------------------------------------------------------------------
@@ -70,7 +76,11 @@ class _Declared:
 
 @dataclass(frozen=True)
 class ComponentRef:
-    """A declared component, as returned by the :class:`Topology` methods; a source for subscriptions."""
+    """A declared component, as returned by the :class:`Topology` methods; a source for subscriptions::
+
+        sentences = t.spout("sentences", Sentences)     # a SpoutRef
+        t.bolt("split", Split).shuffle(sentences)       # subscribe to its default stream
+    """
 
     topology: Topology = field(repr=False)
     id: str
@@ -78,30 +88,51 @@ class ComponentRef:
 
 @dataclass(frozen=True)
 class SpoutRef(ComponentRef):
-    """A declared spout: spouts emit, they never subscribe."""
+    """A declared spout: spouts emit, they never subscribe, so it has no grouping methods::
+
+        sentences = t.spout("sentences", Sentences, parallelism=2)
+    """
 
 
 @dataclass(frozen=True)
 class BoltRef(ComponentRef):
-    """A declared bolt: each method subscribes it to ``stream`` of ``source`` and returns it for chaining."""
+    """A declared bolt: each grouping method subscribes it to ``stream`` of ``source`` (Storm's
+    ``InputDeclarer``) and returns it for chaining; one grouping per subscribed stream::
+
+        t.bolt("join", Join, parallelism=4).fields(orders, "user").fields(users, "user")
+        t.bolt("audit", Audit).all(control, stream="commands")
+    """
 
     def shuffle(self, source: ComponentRef, *, stream: str = DEFAULT_STREAM) -> BoltRef:
-        """Tuples spread evenly over this bolt's tasks."""
+        """Tuples spread evenly over this bolt's tasks (round robin over a shuffled order): stateless work."""
         return self._subscribe(source, stream, storm.Grouping(shuffle=_NULL))
 
     def fields(self, source: ComponentRef, *names: str, stream: str = DEFAULT_STREAM) -> BoltRef:
-        """Tuples with equal values of ``names`` go to the same task."""
+        """Tuples with equal values of ``names`` go to the same task, the same in every worker: per-key state
+        (counts, sessions). A very hot key loads one task; see :meth:`partial_key`."""
         if not names:
             raise TopologyError(f"bolt {self.id!r}: fields grouping on {source.id!r} names no fields "
                                 "(to send everything to one task, use global_)")
         return self._subscribe(source, stream, storm.Grouping(fields=list(names)))
 
+    def partial_key(self, source: ComponentRef, *names: str, stream: str = DEFAULT_STREAM) -> BoltRef:
+        """Storm's partialKeyGrouping: each key goes to one of two tasks, whichever the emitting task has
+        sent fewer tuples so far, so a hot key loads two tasks instead of one. Per-key state must then be
+        merged downstream (e.g. partial counts summed by a fields-grouped bolt)::
+
+            partial = t.bolt("partial-count", Count, parallelism=4).partial_key(words, "word")
+            t.bolt("total", Sum).fields(partial, "word")
+        """
+        if not names:
+            raise TopologyError(f"bolt {self.id!r}: partial_key grouping on {source.id!r} names no fields")
+        return self._subscribe(source, stream, storm.Grouping(partial_key=list(names)))
+
     def all(self, source: ComponentRef, *, stream: str = DEFAULT_STREAM) -> BoltRef:
-        """Every tuple goes to every task."""
+        """Every tuple goes to every task: broadcasts (config changes, cache invalidations)."""
         return self._subscribe(source, stream, storm.Grouping(all=_NULL))
 
     def global_(self, source: ComponentRef, *, stream: str = DEFAULT_STREAM) -> BoltRef:
-        """Every tuple goes to the task with the lowest id (Storm's empty fields list)."""
+        """Every tuple goes to the task with the lowest id (Storm's empty fields list): a global total."""
         return self._subscribe(source, stream, storm.Grouping(fields=[]))
 
     def none(self, source: ComponentRef, *, stream: str = DEFAULT_STREAM) -> BoltRef:
@@ -138,7 +169,15 @@ class BoltRef(ComponentRef):
 
 
 class Topology:
-    """A topology being declared; ``build()`` turns it into a ``storm.StormTopology`` and its conf."""
+    """A topology being declared (Storm's TopologyBuilder); ``build()`` turns it into a ``storm.StormTopology``
+    and its conf, which ``storm jar``, ``storm local`` and :func:`squall.submitter.submit_topology` take::
+
+        t = Topology("wordcount", conf={"topology.workers": 2})
+        sentences = t.spout("sentences", Sentences, parallelism=2)
+        split = t.bolt("split", Split, parallelism=4).shuffle(sentences)
+        t.bolt("count", Count, parallelism=4, conf={"topology.tick.tuple.freq.secs": 5}).fields(split, "word")
+        topology, conf = t.build()
+    """
 
     def __init__(self, name: str, conf: Mapping[str, Any] | None = None) -> None:
         if problem := _name_problem(name):
@@ -150,7 +189,11 @@ class Topology:
         self.conf(conf or {})
 
     def conf(self, values: Mapping[str, Any] | None = None, /, **more: Any) -> Topology:
-        """Add topology conf (``topology.workers``, ``topology.max.spout.pending``...); later values win."""
+        """Add topology conf (``topology.workers``, ``topology.max.spout.pending``...); later values win and
+        ``storm jar -c key=value`` wins over all. Known keys are type-checked here::
+
+            t.conf({"topology.message.timeout.secs": 60}, **{"topology.max.spout.pending": 1000})
+        """
         merged = {**self._conf, **(values or {}), **more}
         self._conf = _check_conf(f"topology {self.name!r} conf", merged)
         return self
@@ -158,8 +201,11 @@ class Topology:
     def spout(self, id: str, cls: type[Spout], *, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
               parallelism: int = 1, conf: Mapping[str, Any] | None = None,
               outputs: Outputs | None = None) -> SpoutRef:
-        """Declare a spout the worker builds as ``cls(*args, **kwargs)``; ``outputs`` overrides ``cls.outputs``,
-        ``conf`` adds to (and wins over) ``cls.component_conf``."""
+        """Declare a spout the worker builds as ``cls(*args, **kwargs)`` (JSON arguments) with ``parallelism``
+        tasks; ``outputs`` overrides ``cls.outputs``, ``conf`` adds to (and wins over) ``cls.component_conf``::
+
+            t.spout("lines", FileSpout, args=["/data/in"], parallelism=2, conf={"topology.max.spout.pending": 100})
+        """
         obj = _python(f"spout {id!r}", cls, Spout, args, kwargs or {})
         self._declare(id, "spout", obj, cls.outputs if outputs is None else outputs, parallelism,
                       {**cls.component_conf, **(conf or {})})
@@ -167,7 +213,11 @@ class Topology:
 
     def bolt(self, id: str, cls: type[Bolt], *, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
              parallelism: int = 1, conf: Mapping[str, Any] | None = None, outputs: Outputs | None = None) -> BoltRef:
-        """Declare a bolt the worker builds as ``cls(*args, **kwargs)``; subscribe it with the returned ref."""
+        """Declare a bolt the worker builds as ``cls(*args, **kwargs)`` (JSON arguments) with ``parallelism``
+        tasks; ``conf`` adds to (and wins over) ``cls.component_conf``. Subscribe it with the returned ref::
+
+            t.bolt("count", Count, parallelism=4, conf={"topology.tick.tuple.freq.secs": 5}).fields(split, "word")
+        """
         obj = _python(f"bolt {id!r}", cls, Bolt, args, kwargs or {})
         self._declare(id, "bolt", obj, cls.outputs if outputs is None else outputs, parallelism,
                       {**cls.component_conf, **(conf or {})})
@@ -186,7 +236,9 @@ class Topology:
         return BoltRef(self, id)
 
     def build(self) -> tuple[storm.StormTopology, dict[str, Any]]:
-        """The Thrift topology for ``submitTopology`` (maps in id order) and the topology conf, both fresh."""
+        """The Thrift topology for ``submitTopology`` (maps in id order) and the topology conf, both fresh
+        copies; raises :class:`TopologyError` for what needs the whole topology (no spout, a bolt with no
+        input)."""
         kinds = {cid: declared.kind for cid, declared in self._components.items()}
         if "spout" not in kinds.values():
             raise TopologyError(f"topology {self.name!r} has no spout: at least one spout is needed to emit tuples")
@@ -240,7 +292,7 @@ class Topology:
             raise TopologyError(f"{label} subscribes to {where}, which {source.id!r} does not declare "
                                 f"(it declares: {', '.join(map(repr, streams)) or 'no streams'})")
         info = streams[stream]
-        unknown = [name for name in grouping.fields or () if name not in info.fields]
+        unknown = [name for name in grouping.fields or grouping.partial_key or () if name not in info.fields]
         if unknown:
             raise TopologyError(f"{label} groups {where} by unknown fields {unknown} "
                                 f"(the stream declares {list(info.fields)})")

@@ -48,7 +48,13 @@ BATCH_CHECK_SECS = 0.05
 
 
 class MicroBatch:
-    """Inputs waiting for the next job; ``add`` says when the batch is full, ``due`` when it is old enough."""
+    """Inputs waiting for the next job; ``add`` says when the batch is full, ``due`` when it is old enough.
+    What :class:`SparkBolt` batches with; usable by any bolt that batches on size or age::
+
+        batch = MicroBatch(size=500, interval_secs=1.0)
+        if batch.add(tup, time.monotonic()) or batch.due(time.monotonic()):
+            self.flush(batch.take())
+    """
 
     def __init__(self, size: int, interval_secs: float) -> None:
         self.size, self.interval = size, interval_secs
@@ -56,24 +62,34 @@ class MicroBatch:
         self._opened = 0.0
 
     def add(self, tup: Tuple, now: float) -> bool:
+        """Add ``tup`` (``now`` opens the batch if it is the first); True when the batch is full."""
         if not self.tuples:
             self._opened = now
         self.tuples.append(tup)
         return len(self.tuples) >= self.size
 
     def due(self, now: float) -> bool:
+        """Whether the batch has tuples and its oldest is ``interval_secs`` old."""
         return bool(self.tuples) and now - self._opened >= self.interval
 
     def take(self) -> list[Tuple]:
+        """The batch's tuples, leaving it empty."""
         tuples, self.tuples = self.tuples, []
         return tuples
 
 
 class SparkBolt(Bolt):
-    """A bolt whose work is ``transform(batch DataFrame) -> DataFrame`` (see the module doc).
+    """A bolt whose work is ``transform(batch DataFrame) -> DataFrame`` on micro-batches (see the module doc)::
+
+        class PageCounts(SparkBolt):
+            outputs = ["page", "hits"]
+            input_types = {"bytes": "int64"}        # optional Arrow types for input fields
+
+            def transform(self, batch):
+                return batch.groupBy("page").agg(F.count("*").alias("hits"))
 
     Override :meth:`prepare_spark` to load reference tables once; if you override ``prepare`` or
-    ``cleanup``, call ``super()``'s.
+    ``cleanup``, call ``super()``'s. Inputs are acked, or failed, together with their batch.
     """
 
     auto_ack = False
@@ -86,6 +102,7 @@ class SparkBolt(Bolt):
     spark: SparkSession
 
     def prepare(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
+        """Read the batch settings, join (or start) the worker's SparkSession, then :meth:`prepare_spark`."""
         conf = {**default_config(), **conf}  # a worker's conf has every key; a unit test's only what it sets
         self._batch = MicroBatch(int(conf["spark.batch.size"]), int(conf["spark.batch.interval.ms"]) / 1000)
         self._fields = tuple(self.streams[self.output_stream].fields) if self.output_stream in self.streams else ()
@@ -103,6 +120,7 @@ class SparkBolt(Bolt):
         """The batch's result; its columns must include the output stream's fields."""
 
     def execute(self, tup: Tuple) -> None:
+        """Add ``tup`` to the batch and run it once full; ticks run a batch that is old enough."""
         now = time.monotonic()
         if tup.is_tick:
             if self._batch.due(now):
@@ -128,6 +146,7 @@ class SparkBolt(Bolt):
             self.ack(tup)
 
     def cleanup(self) -> None:
+        """Fail what is still batched (replayed now, not after the timeout) and release the session."""
         for tup in self._batch.take():
             self.fail(tup)  # replayed now rather than after the message timeout
         sparksession.release()

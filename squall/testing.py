@@ -34,7 +34,12 @@ C = TypeVar("C", bound=Component)
 
 @dataclass(frozen=True)
 class Emit:
-    """One ``emit`` call, as the component made it (``anchors`` for bolts, ``msg_id`` for spouts)."""
+    """One ``emit`` call, as the component made it (``anchors`` for bolts, ``msg_id`` for spouts)::
+
+        run = run_bolt(SplitSentence, [("the cat",)], fields=["sentence"])
+        first = run.emitted[0]
+        assert (first.stream, first.values, first.anchors) == ("default", ("the",), (run.inputs[0],))
+    """
 
     stream: str
     values: tuple[Any, ...]
@@ -44,13 +49,24 @@ class Emit:
 
 
 class Recorder:
-    """A :class:`~squall.component.Collector` that records every call instead of sending anything."""
+    """A :class:`~squall.component.Collector` that records every call instead of sending anything; the
+    base of :class:`BoltRun`, and :attr:`SpoutRun.collector`. To drive a component by hand::
+
+        bolt = SplitSentence()
+        recorder = Recorder(SplitSentence.streams)
+        attach(bolt, recorder, make_context("split"))
+        bolt.prepare({}, bolt.context)
+        deliver(bolt, make_tuple(["a b"], ["sentence"]))
+        assert recorder.values() == [("a",), ("b",)]
+    """
 
     def __init__(self, streams: Mapping[str, Stream]) -> None:
         self.streams = streams
         self.emitted: list[Emit] = []
         self.acked: list[Tuple] = []
         self.failed: list[Tuple] = []
+        #: Tuples passed to ``reset_timeout``, once per call.
+        self.timeouts_reset: list[Tuple] = []
         self.errors: list[BaseException | str] = []
 
     def emit(self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None,
@@ -72,12 +88,19 @@ class Recorder:
             self.emit(values, stream, anchors, None, None)
 
     def ack(self, tup: Tuple) -> None:
+        """Record the ack in ``acked``."""
         self.acked.append(tup)
 
     def fail(self, tup: Tuple) -> None:
+        """Record the fail in ``failed``."""
         self.failed.append(tup)
 
+    def reset_timeout(self, tup: Tuple) -> None:
+        """Record the call in ``timeouts_reset``."""
+        self.timeouts_reset.append(tup)
+
     def report_error(self, error: BaseException | str) -> None:
+        """Record the error (the exception itself, or the text) in ``errors``."""
         self.errors.append(error)
 
     def values(self, stream: str = DEFAULT_STREAM) -> list[tuple[Any, ...]]:
@@ -105,7 +128,13 @@ def make_context(component_id: str = "component", task_id: int = 1, conf: Mappin
 
 
 class BoltRun(Recorder):
-    """A prepared bolt and everything it did; :meth:`execute` feeds it more."""
+    """A prepared bolt and everything it did (what :func:`run_bolt` returns); :meth:`execute` feeds it more::
+
+        run = run_bolt(WordCount, [("cat",), ("cat",)], fields=["word"])
+        assert run.values() == [("cat", 1), ("cat", 2)] and run.acked == run.inputs
+        run.execute([tick_tuple(5)])            # the bolt's tick branch
+        assert run.bolt.counts["cat"] == 2      # the bolt object itself
+    """
 
     def __init__(self, bolt: Bolt, fields: Sequence[str], component: str, stream: str) -> None:
         super().__init__(type(bolt).streams)
@@ -133,18 +162,25 @@ def run_bolt(cls: type[Bolt], inputs: Iterable[Tuple | Sequence[Any]] = (), *, f
     """Build ``cls(*args, **kwargs)``, prepare it, and execute ``inputs`` (tick tuples included).
 
     Plain value sequences become tuples with ``fields`` from ``component``/``stream`` and ids 1, 2, ...
-    ``conf`` goes into the default context (a given ``context`` brings its own). ``cleanup`` is not called (Storm does not promise it); call ``run.bolt.cleanup()`` to test it.
+    The default context's conf is ``cls.component_conf`` with ``conf`` over it, as a worker gives it (a given
+    ``context`` brings its own). ``cleanup`` is not called (Storm does not promise it); call
+    ``run.bolt.cleanup()`` to test it.
     """
     bolt = _build(cls, args, kwargs)
     run = BoltRun(bolt, fields, component, stream)
-    context = context or make_context(cls.__name__, conf=conf)
+    context = context or make_context(cls.__name__, conf={**cls.component_conf, **(conf or {})})
     attach(bolt, run, context)
     bolt.prepare(context.conf, context)
     return run.execute(inputs)
 
 
 class SpoutRun:
-    """An open, active spout and everything it emitted; acks and fails go back with :meth:`ack`/:meth:`fail`.
+    """An open, active spout and everything it emitted (what :func:`run_spout` returns); acks and fails go
+    back with :meth:`ack`/:meth:`fail`, as the acker would send them::
+
+        run = run_spout(SentenceSpout, calls=2, args=[1])
+        run.fail(run.emitted[0].msg_id)         # the tree failed or timed out
+        assert run.next_tuple()[0].msg_id == run.emitted[0].msg_id   # replayed
 
     Exceptions from the spout propagate: unlike a bolt's, they have no tuple to fail.
     """
@@ -157,13 +193,16 @@ class SpoutRun:
 
     @property
     def emitted(self) -> list[Emit]:
+        """Every emit so far, in order."""
         return self.collector.emitted
 
     @property
     def errors(self) -> list[BaseException | str]:
+        """Everything the spout passed to ``report_error``."""
         return self.collector.errors
 
     def values(self, stream: str = DEFAULT_STREAM) -> list[tuple[Any, ...]]:
+        """The values emitted on ``stream``, in order."""
         return self.collector.values(stream)
 
     def next_tuple(self, calls: int = 1) -> list[Emit]:
@@ -194,10 +233,11 @@ class SpoutRun:
 
 def run_spout(cls: type[Spout], calls: int = 1, *, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
               conf: Mapping[str, Any] | None = None, context: TopologyContext | None = None) -> SpoutRun:
-    """Build ``cls(*args, **kwargs)``, open and activate it, and call ``next_tuple`` ``calls`` times."""
+    """Build ``cls(*args, **kwargs)``, open and activate it, and call ``next_tuple`` ``calls`` times. The
+    default context's conf is ``cls.component_conf`` with ``conf`` over it, as a worker gives it."""
     spout = _build(cls, args, kwargs)
     run = SpoutRun(spout)
-    context = context or make_context(cls.__name__, conf=conf)
+    context = context or make_context(cls.__name__, conf={**cls.component_conf, **(conf or {})})
     attach(spout, run.collector, context)
     spout.open(context.conf, context)
     spout.activate()

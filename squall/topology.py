@@ -30,6 +30,7 @@ __all__ = [
     "ACK_ACK_STREAM",
     "ACK_FAIL_STREAM",
     "ACK_INIT_STREAM",
+    "ACK_RESET_TIMEOUT_STREAM",
     "HEARTBEAT_STREAM",
     "MAX_ID_LENGTH",
     "TOPOLOGY_MASTER",
@@ -53,11 +54,14 @@ TOPOLOGY_MASTER = "__topology_master"
 ACK_INIT_STREAM = "__ack_init"
 ACK_ACK_STREAM = "__ack_ack"
 ACK_FAIL_STREAM = "__ack_fail"
+#: A bolt's ``reset_timeout`` (Storm's resetTimeout): to the root's acker, which forwards it to the spout task.
+ACK_RESET_TIMEOUT_STREAM = "__ack_reset_timeout"
 HEARTBEAT_STREAM = "__master_task_heartbeat"
 
 _ACK_INIT_FIELDS = ["id", "init-val", "spout-task"]
 _ACK_ACK_FIELDS = ["id", "ack-val"]
 _ACK_FAIL_FIELDS = ["id"]
+_ACK_RESET_TIMEOUT_FIELDS = ["id"]
 _ACKER_OUT_FIELDS = ["id"]
 _HEARTBEAT_FIELDS = ["task-id", "uptime-secs", "stats"]
 
@@ -224,14 +228,17 @@ def _check_groupings(topology: storm.StormTopology) -> None:
                 raise _invalid(f"{label}: the grouping of {where} must set exactly one type (got {got})")
             (kind,) = kinds
             info = streams[src][sid]
-            if kind == "fields":
-                unknown = [f for f in grouping.fields if f not in info.output_fields]
+            if kind in ("fields", "partial_key"):
+                names = getattr(grouping, kind)
+                unknown = [f for f in names if f not in info.output_fields]
                 if unknown:
                     have = ", ".join(quote(f) for f in info.output_fields) or "none"
                     raise _invalid(
                         f"{label} groups {where} by unknown fields {', '.join(quote(f) for f in unknown)} "
                         f"(the stream declares: {have})"
                     )
+                if kind == "partial_key" and not names:
+                    raise _invalid(f"{label}: the partial_key grouping of {where} names no fields")
             if kind == "direct" and not info.direct:
                 raise _invalid(f"{label} uses direct grouping on {where}, which is not declared direct")
             if kind != "direct" and info.direct:
@@ -317,14 +324,17 @@ def system_topology(normalized: storm.StormTopology, conf: Mapping[str, Any]) ->
         if ackers:
             streams[ACK_ACK_STREAM] = _stream(_ACK_ACK_FIELDS)
             streams[ACK_FAIL_STREAM] = _stream(_ACK_FAIL_FIELDS)
+            streams[ACK_RESET_TIMEOUT_STREAM] = _stream(_ACK_RESET_TIMEOUT_FIELDS)
         streams[HEARTBEAT_STREAM] = _stream(_HEARTBEAT_FIELDS)
     if ackers:
         ack_sources = [(s, ACK_INIT_STREAM) for s in spouts]
-        ack_sources += [(b, stream) for b in bolts for stream in (ACK_ACK_STREAM, ACK_FAIL_STREAM)]
+        ack_sources += [(b, stream) for b in bolts
+                        for stream in (ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_RESET_TIMEOUT_STREAM)]
         acker_inputs = {storm.GlobalStreamId(c, s): storm.Grouping(fields=["id"]) for c, s in ack_sources}
         acker_streams = {
             ACK_ACK_STREAM: _stream(_ACKER_OUT_FIELDS, direct=True),
             ACK_FAIL_STREAM: _stream(_ACKER_OUT_FIELDS, direct=True),
+            ACK_RESET_TIMEOUT_STREAM: _stream(_ACKER_OUT_FIELDS, direct=True),
         }
         system.bolts[ACKER] = _system_bolt(_ACKER_CLASS, acker_inputs, acker_streams, ackers)
     every = [*spouts, *bolts, *([ACKER] if ackers else []), TOPOLOGY_MASTER]

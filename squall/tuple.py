@@ -23,9 +23,13 @@ NO_ANCHORS: Mapping[int, int] = MappingProxyType({})
 
 
 class Fields(tuple[str, ...]):
-    """A stream's field names, with ``positions`` (name → index) for access by name.
+    """A stream's field names, with ``positions`` (name → index) for access by name (Storm's Fields).
 
-    Built once per stream and shared by all of its tuples. Compares equal to the plain tuple of names.
+    Built once per stream and shared by all of its tuples. Compares equal to the plain tuple of names::
+
+        fields = Fields(["word", "count"])
+        fields.positions["count"]        # 1
+        fields == ("word", "count")      # True
     """
 
     positions: Mapping[str, int]
@@ -48,6 +52,13 @@ TICK_FIELDS = Fields(["rate_secs"])
 class Tuple:
     """One tuple as a bolt sees it: its values, by index or field name, and where it came from.
 
+        def execute(self, tup):
+            if tup.is_tick:                          # from __system on __tick, every tick period
+                return self.flush()
+            word, count = tup["word"], tup[1]        # by name or by position
+            if tup.stream == "corrections":          # which stream (and tup.component: which component)
+                ...
+
     ``id`` and ``anchors`` are the acker's: ``anchors`` maps each root id (a spout tuple this one
     descends from) to this tuple's edge id in that tree (Storm's MessageId), and ``id`` is the edge id
     it was emitted under (its first anchor's); both are empty (0, {}) for untracked tuples.
@@ -68,10 +79,12 @@ class Tuple:
 
     @property
     def values(self) -> tuple[Any, ...]:
+        """All values, in the order of the stream's fields."""
         return self._values
 
     @property
     def fields(self) -> Fields:
+        """The field names of the stream the tuple came on."""
         return self._fields
 
     @property
@@ -81,6 +94,7 @@ class Tuple:
 
     @property
     def stream(self) -> str:
+        """Id of the stream it came on (``default`` unless the emitter named one; ``__tick`` for ticks)."""
         return self._stream
 
     @property
@@ -90,14 +104,17 @@ class Tuple:
 
     @property
     def id(self) -> int:
+        """The edge id the acker knows this tuple by; 0 when it is not tracked."""
         return self._id
 
     @property
     def anchors(self) -> Mapping[int, int]:
+        """Root id (one per spout tuple it descends from) → its edge id in that tree; empty when untracked."""
         return self._anchors
 
     @property
     def is_tick(self) -> bool:
+        """A tick tuple (``topology.tick.tuple.freq.secs`` in the component's conf): time to flush or report."""
         return self._stream == TICK_STREAM and self._component == TICK_COMPONENT
 
     def __getitem__(self, key: int | str) -> Any:

@@ -67,7 +67,36 @@ def test_spout_pending_caps_in_flight_and_times_out() -> None:
     assert pending.can_emit()
     pending.sent(next(ids), "m2", now=10, stream="events")
     assert not pending.can_emit()
-    assert pending.complete(1) == ("m1", 0.0, "default") and pending.can_emit()
+    assert pending.complete(1) == ("m1", 0.0, "default", 0.0) and pending.can_emit()
     assert pending.expire(now=40) == [] and pending.expire(now=41) == [("m2", "events")]
     assert pending.complete(2) is None, "a late ack for a timed-out message is ignored"
     assert SpoutPending(max_pending=None, timeout_secs=30).can_emit()
+
+
+def test_reset_timeout_restarts_a_trees_timer_at_the_acker_and_names_the_spout_to_forward_to() -> None:
+    acker = AckerState(timeout_secs=30)
+    held, other = 1, 2
+    acker.init(held, new_id(), SPOUT, now=0)
+    acker.init(other, new_id(), SPOUT, now=10)
+    assert acker.reset_timeout(held, now=25) == SPOUT
+    assert acker.expire(now=35) == [], "35 s after the held tree's init, but its timer restarted at 25"
+    assert acker.expire(now=41) == [Completion(other, SPOUT, ok=False)], "an older timer behind a reset one expires"
+    assert acker.expire(now=55) == [] and acker.expire(now=56) == [Completion(held, SPOUT, ok=False)]
+
+
+def test_reset_timeout_of_an_unknown_or_uninitialised_tree_forwards_nothing() -> None:
+    acker = AckerState(timeout_secs=30)
+    assert acker.reset_timeout(7, now=0) is None, "unknown root: nothing to reset"
+    acker.ack(8, new_id(), now=0)                      # an ack before the spout's init
+    assert acker.reset_timeout(8, now=20) is None, "no spout task known yet"
+    assert acker.expire(now=40) == [] and len(acker) == 1, "but the timer restarted"
+
+
+def test_spout_pending_reset_timeout_restarts_the_timer_and_keeps_the_emit_time() -> None:
+    pending = SpoutPending(max_pending=None, timeout_secs=30)
+    pending.sent(1, "held", now=0)
+    pending.sent(2, "other", now=5)
+    pending.reset_timeout(1, now=20)
+    pending.reset_timeout(9, now=20)                  # unknown (acked or timed out already): ignored
+    assert pending.expire(now=40) == [("other", "default")]
+    assert pending.complete(1) == ("held", 0.0, "default", 20), "complete latency still counts from the emit"

@@ -137,6 +137,7 @@ def every_grouping() -> Topology:
     t.bolt("one", Sink).global_(words)
     t.bolt("none", Sink).none(words)
     t.bolt("near", Sink).local_or_shuffle(words)
+    t.bolt("spread", Sink, parallelism=2).partial_key(words, "word")
     t.bolt("custom", Sink).custom(words, FirstTask, 2)
     t.bolt("control", Sink, conf={"topology.tick.tuple.freq.secs": 5}).direct(words, stream="control")
     t.shell_bolt("shell", command="node", script="count.js", outputs={"counts": ["word", "n"]}).shuffle(lines)
@@ -182,6 +183,7 @@ def test_the_dsl_builds_the_exact_thrift_topology() -> None:
             "shell": storm.Bolt(storm.ComponentObject(shell=storm.ShellComponent("node", "count.js")),
                                 common({("lines", "default"): storm.Grouping(shuffle=NULL)},
                                        {"counts": storm.StreamInfo(["word", "n"], False)})),
+            "spread": storm.Bolt(python("Sink"), common({words: storm.Grouping(partial_key=["word"])}, word, n=2)),
             "shuffled": storm.Bolt(python("Sink"), common({("lines", "default"): storm.Grouping(shuffle=NULL),
                                                            words: storm.Grouping(shuffle=NULL)}, word, n=3)),
         },
@@ -234,6 +236,9 @@ MISTAKES: list[tuple[Mistake, str]] = [
      r"bolt 'sink' groups stream 'default' of 'words' by unknown fields \['colour'\] "
      r"\(the stream declares \['word', 'lang'\]\)"),
     (lambda t, w: t.bolt("sink", Sink).fields(w), "names no fields .*use global_"),
+    (lambda t, w: t.bolt("sink", Sink).partial_key(w, "colour"),
+     r"bolt 'sink' groups stream 'default' of 'words' by unknown fields \['colour'\]"),
+    (lambda t, w: t.bolt("sink", Sink).partial_key(w), "bolt 'sink': partial_key grouping on 'words' names no fields"),
     (lambda t, w: t.bolt("sink", Sink).direct(w), "uses direct grouping on stream 'default' of 'words', which is "
                                                   "not declared direct"),
     (lambda t, w: t.bolt("sink", Sink).shuffle(w, stream="control"), r"which is direct: use \.direct\(\)"),
@@ -389,6 +394,42 @@ class Manual(Bolt):
         self.emit([tup[0]], anchors=tup)
         if tup[0] == "done":
             self.ack(tup)
+
+
+class Holding(Bolt):
+    """Holds its inputs, keeping their trees alive on every tick."""
+
+    auto_ack = False
+
+    def prepare(self, conf: Any, context: TopologyContext) -> None:
+        self.held: list[Tuple] = []
+
+    def execute(self, tup: Tuple) -> None:
+        if tup.is_tick:
+            for held in self.held:
+                self.reset_timeout(held)
+        else:
+            self.held.append(tup)
+
+
+def test_the_test_helper_records_reset_timeout_calls() -> None:
+    run = run_bolt(Holding, [("a",), ("b",)], fields=["word"])
+    assert run.timeouts_reset == []
+    run.execute([tick_tuple(1.0), tick_tuple(1.0)])
+    assert run.timeouts_reset == run.inputs[:2] * 2 and run.acked == run.failed == []
+
+
+class Configured(Bolt):
+    component_conf = {"sink.size": 10, "sink.name": "db"}
+
+    def prepare(self, conf: Any, context: TopologyContext) -> None:
+        self.conf = dict(conf)
+
+    def execute(self, tup: Tuple) -> None: ...
+
+
+def test_the_test_helper_gives_a_component_its_component_conf_under_the_conf_passed() -> None:
+    assert run_bolt(Configured, conf={"sink.size": 2}).bolt.conf == {"sink.size": 2, "sink.name": "db"}
 
 
 def test_without_auto_ack_the_bolt_anchors_and_acks_by_hand() -> None:

@@ -1,4 +1,5 @@
-"""Groupings route as Storm's do: fair shuffle, stable fields hashing, all, global, direct, local-or-shuffle, custom."""
+"""Groupings route as Storm's do: fair shuffle, stable fields hashing, partial key, all, global, direct,
+local-or-shuffle, custom."""
 
 from __future__ import annotations
 
@@ -51,6 +52,60 @@ def test_fields_hash_is_the_same_in_every_process() -> None:
     assert runs == {str([here((f"w{i}", i))[0] for i in range(40)]) + "\n"}
 
 
+def candidates(key: str, **kw) -> list[int]:
+    """A key's two partial-key tasks, in order: a fresh emitter sends it to the first, then the second."""
+    g = grouper(storm.Grouping(partial_key=["word"]), **kw)
+    return [g((key, 0))[0], g((key, 0))[0]]
+
+
+def test_partial_key_spreads_a_hot_key_evenly_over_exactly_two_tasks() -> None:
+    g = grouper(storm.Grouping(partial_key=["word"]), targets=[1, 2, 3, 4, 5])
+    counts = Counter(t for n in range(10_001) for t in g(("hot", n)))
+    assert len(counts) == 2 and sorted(counts.values()) == [5_000, 5_001]
+
+
+def test_partial_key_candidates_are_two_tasks_fixed_per_key_and_spread_over_all_tasks() -> None:
+    targets = [1, 2, 3, 4, 5]
+    pairs = {f"w{i}": candidates(f"w{i}", targets=targets) for i in range(300)}
+    fields = grouper(storm.Grouping(fields=["word"]), targets=targets)
+    for key, (first, second) in pairs.items():
+        assert first != second and candidates(key, targets=targets, seed=9) == [first, second]
+        assert [first] == list(fields((key, 0))), "the first candidate is the task fields grouping picks"
+    assert {t for pair in pairs.values() for t in pair} == set(targets)
+    assert len({tuple(sorted(pair)) for pair in pairs.values()}) == 10, "every pair of 5 tasks is some key's pair"
+
+
+def test_partial_key_candidates_are_the_same_in_every_process() -> None:
+    code = ("from squall.thrift import storm; from worker.grouping import make_grouper;"
+            "gs = [make_grouper(storm.Grouping(partial_key=['word']), output_fields=['word', 'count'], "
+            "targets=[7, 3, 5]) for _ in range(40)];"
+            "print([[g((f'w{i}', 0))[0], g((f'w{i}', 0))[0]] for i, g in enumerate(gs)])")
+    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={"PYTHONHASHSEED": str(seed), "PATH": ""}).stdout for seed in (1, 2)}
+    assert runs == {str([candidates(f"w{i}") for i in range(40)]) + "\n"}
+
+
+def test_partial_key_sends_to_the_candidate_this_emitter_loaded_less() -> None:
+    """Keys sharing a task: once one key's traffic loads the shared task, another key whose first candidate
+    it is goes to its second; another emitter, with its own counts, still starts on the first."""
+    targets = list(range(1, 9))
+    pairs = {f"w{i}": candidates(f"w{i}", targets=targets) for i in range(200)}
+    hot, (shared, _) = next(iter(pairs.items()))
+    other, (_, elsewhere) = next((k, p) for k, p in pairs.items() if p[0] == shared and p[1] not in pairs[hot])
+    emitter = grouper(storm.Grouping(partial_key=["word"]), targets=targets, seed=1)
+    for n in range(5):
+        emitter((hot, n))                               # the shared task gets 3, the other candidate 2
+    assert list(emitter((other, 0))) == [elsewhere], "the shared task is busier: the second candidate"
+    fresh = grouper(storm.Grouping(partial_key=["word"]), targets=targets, seed=2)
+    assert list(fresh((other, 0))) == [shared], "load counts are per emitter"
+
+
+def test_partial_key_with_several_fields_and_one_target() -> None:
+    g = grouper(storm.Grouping(partial_key=["word", "count"]))
+    assert len({g(("a", 1))[0] for _ in range(10)}) == 2 and len({g(("a", 2))[0] for _ in range(10)}) == 2
+    assert list(grouper(storm.Grouping(partial_key=["word"]), targets=[4])(("a", 1))) == [4]
+
+
 def test_all_global_direct() -> None:
     assert sorted(grouper(storm.Grouping(all=NULL))(())) == [3, 5, 7]
     assert list(grouper(storm.Grouping(fields=[]))(())) == [3], "global: the lowest task id"
@@ -82,6 +137,10 @@ def test_custom_grouping_is_a_python_class_named_in_json() -> None:
 def test_bad_subscriptions_are_refused() -> None:
     with pytest.raises(GroupingError, match=r"fields grouping on \['lang'\]"):
         grouper(storm.Grouping(fields=["lang"]))
+    with pytest.raises(GroupingError, match=r"partial_key grouping on \['word', 'lang'\] but the stream declares"):
+        grouper(storm.Grouping(partial_key=["word", "lang"]))
+    with pytest.raises(GroupingError, match="partial_key grouping names no fields"):
+        grouper(storm.Grouping(partial_key=[]))
     with pytest.raises(GroupingError, match="cannot load custom grouping"):
         grouper(storm.Grouping(custom_serialized=b"\x80\x04pickle"))
     with pytest.raises(GroupingError, match="Java custom_object"):

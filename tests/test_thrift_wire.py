@@ -168,6 +168,7 @@ def test_squall_records_shape():
     assert dict(_spec(storm.RebalanceOptions))[100] == (2, "reassign", False)
     python_object = dict(_spec(storm.ComponentObject))[100]
     assert python_object == (12, "python_object", "PythonComponent", False)
+    assert dict(_spec(storm.Grouping))[100] == (15, "partial_key", 11, False)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -433,6 +434,18 @@ def test_storm_skips_our_python_component(codec_name):
     # The Storm-only part of the topology decodes to exactly what Storm would have sent.
     del decoded.bolts["score"]
     assert decoded == build_topology(sp)
+
+
+@pytest.mark.parametrize("codec_name", sorted(CODECS))
+def test_partial_key_grouping_round_trips_and_storm_skips_it(codec_name):
+    codec = CODECS[codec_name]
+    common = storm.ComponentCommon(inputs={storm.GlobalStreamId("words", "default"): storm.Grouping(
+        partial_key=["word"])}, streams={}, parallelism_hint=4)
+    data = serialize(common, codec)
+    assert deserialize(storm.ComponentCommon(), data, codec) == common
+    decoded = deserialize(sp.ComponentCommon(), data, codec)
+    assert decoded.inputs == {sp.GlobalStreamId("words", "default"): sp.Grouping()}, "a grouping with no member"
+    assert decoded.parallelism_hint == 4
 
 
 def test_storm_skips_our_rebalance_fields():

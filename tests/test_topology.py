@@ -247,6 +247,10 @@ RULES: list[tuple[str, Edit, str]] = [
     ("unknown fields", subscribe("count", "sentences", "default", by_fields("sentence", "word", "lang")),
      'bolt "count" groups stream "default" of "sentences" by unknown fields "word", "lang" '
      '(the stream declares: "sentence")'),
+    ("unknown partial key fields", subscribe("count", "sentences", "default", storm.Grouping(partial_key=["word"])),
+     'bolt "count" groups stream "default" of "sentences" by unknown fields "word" (the stream declares: "sentence")'),
+    ("partial key without fields", subscribe("count", "sentences", "default", storm.Grouping(partial_key=[])),
+     'bolt "count": the partial_key grouping of stream "default" of "sentences" names no fields'),
     ("direct on plain stream", subscribe("count", "sentences", "default", direct()),
      'bolt "count" uses direct grouping on stream "default" of "sentences", which is not declared direct'),
     ("plain on direct stream",
@@ -270,6 +274,7 @@ def test_valid_variants_pass() -> None:
     subscribe("count", "split", "pairs", direct())(topology)
     subscribe("count", "sentences", "default", by_fields())(topology)  # empty fields: global grouping
     subscribe("count", "count", "default", by_fields("count"))(topology)  # a bolt may read itself
+    subscribe("split", "split", "default", storm.Grouping(partial_key=["word"]))(topology)
     set_object("split", python(module="a.b_c.d", cls="Split_2", args_json="[1]", kwargs_json='{"k": 2}'))(topology)
     set_common("split", json_conf='{"topology.tasks": 4, "my.own.key": [1]}')(topology)
     validate_topology("wc", topology, BASE_CONF)
@@ -415,18 +420,20 @@ def test_system_topology_adds_acker_and_master() -> None:
         "default": (["sentence"], False), "__ack_init": (["id", "init-val", "spout-task"], False), **dict([HEARTBEAT])}
     for cid in ("split", "count"):
         assert {k: v for k, v in streams(system, cid).items() if k != "default"} == {
-            "__ack_ack": (["id", "ack-val"], False), "__ack_fail": (["id"], False), **dict([HEARTBEAT])}
+            "__ack_ack": (["id", "ack-val"], False), "__ack_fail": (["id"], False),
+            "__ack_reset_timeout": (["id"], False), **dict([HEARTBEAT])}
 
     acker = system.bolts["__acker"]
     assert acker.bolt_object == python("worker.acker", "Acker")
     assert (acker.common.parallelism_hint, json.loads(acker.common.json_conf)) == (2, {"topology.tasks": 2})
     assert inputs(system, "__acker") == {
         ("sentences", "__ack_init"): by_fields("id"),
-        ("split", "__ack_ack"): by_fields("id"), ("split", "__ack_fail"): by_fields("id"),
-        ("count", "__ack_ack"): by_fields("id"), ("count", "__ack_fail"): by_fields("id"),
+        **{(cid, stream): by_fields("id") for cid in ("split", "count")
+           for stream in ("__ack_ack", "__ack_fail", "__ack_reset_timeout")},
     }
     assert streams(system, "__acker") == {
-        "__ack_ack": (["id"], True), "__ack_fail": (["id"], True), **dict([HEARTBEAT])}
+        "__ack_ack": (["id"], True), "__ack_fail": (["id"], True), "__ack_reset_timeout": (["id"], True),
+        **dict([HEARTBEAT])}
 
     master = system.bolts["__topology_master"]
     assert master.bolt_object == python("worker.topology_master", "TopologyMaster")
@@ -441,7 +448,7 @@ def test_no_acker_when_acker_executors_is_zero() -> None:
     system = system_topology(*prepared({"topology.acker.executors": 0}))
     assert sorted(system.bolts) == ["__topology_master", "count", "split"]
     for cid in ("sentences", "split", "count"):
-        assert not {"__ack_init", "__ack_ack", "__ack_fail"} & set(streams(system, cid))
+        assert not {"__ack_init", "__ack_ack", "__ack_fail", "__ack_reset_timeout"} & set(streams(system, cid))
         assert "__master_task_heartbeat" in streams(system, cid)
     assert {c for c, _ in inputs(system, "__topology_master")} == {"sentences", "split", "count", "__topology_master"}
 

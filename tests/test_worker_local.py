@@ -20,8 +20,8 @@ from examples import wordcount
 from squall.dsl import Topology
 from squall.thrift import storm
 from support import wait_until
-from topologies import (GATES, BatchOf, Boom, Director, EmitTwice, EvenTwice, Forward, Gate, Holdout, Join, Numbers,
-                        Recorder, Reporter)
+from topologies import (GATES, BatchOf, Boom, Director, EmitTwice, EvenTwice, Forward, Gate, Holdout, Join, Keeper,
+                        Numbers, Recorder, Reporter)
 from worker.local import LocalTopology
 
 FAST = {"task.heartbeat.frequency.secs": 0.05, "topology.message.timeout.secs": 30}
@@ -98,6 +98,15 @@ def test_fields_grouping_sends_each_key_to_one_task() -> None:
                 owner.setdefault(key, set()).add(task)
         assert len(owner) == 50 and all(len(tasks) == 1 for tasks in owner.values())
         assert len({next(iter(t)) for t in owner.values()}) == 4, "50 keys spread over all 4 tasks"
+
+
+def test_partial_key_grouping_spreads_a_hot_key_over_two_tasks() -> None:
+    t = Topology("partial-key")
+    t.bolt("sink", Recorder, parallelism=4).partial_key(t.spout("numbers", Numbers, args=[200, 1]), "key")
+    with run(t) as local:
+        wait_until(lambda: total_seen(local, "sink") == 200, 10, "every tuple at the sink")
+        loads = sorted(len(seen) for seen in seen_by_task(local, "sink").values())
+        assert loads == [0, 0, 100, 100], "one key, one emitter: two tasks, exactly half each"
 
 
 def test_all_grouping_reaches_every_task() -> None:
@@ -195,6 +204,31 @@ def test_an_unacked_tuple_fails_after_the_timeout_while_its_siblings_are_acked()
         assert 3 not in spout.failed, "not failed before the message timeout"
         wait_until(lambda: 3 in spout.failed, 10, "the held tuple to time out")
         assert 3 not in spout.acked and set(spout.failed) == {3}
+
+
+def keeper_topology(reset: bool) -> Topology:
+    """One reliable tuple held by a Keeper for 3 message timeouts (2 s each), with or without reset_timeout."""
+    t = Topology("keeper")
+    t.bolt("keeper", Keeper, args=[6.0, reset], conf={"topology.tick.tuple.freq.secs": 0.25}).shuffle(
+        t.spout("numbers", Numbers, args=[1]))
+    return t
+
+
+def test_reset_timeout_keeps_a_held_tuple_alive_past_the_message_timeout() -> None:
+    """Storm's resetTimeout: the acker and the spout both restart the tree's timer, so the tree held for three
+    timeouts is acked, not failed (either timer alone would fail it after 2-3 s)."""
+    with run(keeper_topology(reset=True), topology_message_timeout_secs=2) as local:
+        spout, keeper = local.component("numbers"), local.component("keeper")
+        wait_until(lambda: spout.acked == [0], 20, "the held tuple acked")
+        assert spout.failed == [] and keeper.held_for[0][1] >= 6.0, "acked after 3 timeouts, never failed"
+        assert len(local.tasks("__acker")[0].state) == 0 and len(local.tasks("numbers")[0].pending) == 0
+
+
+def test_without_reset_timeout_the_same_hold_fails_the_tuple() -> None:
+    with run(keeper_topology(reset=False), topology_message_timeout_secs=2) as local:
+        spout = local.component("numbers")
+        wait_until(lambda: spout.failed, 10, "the held tuple to time out")
+        assert spout.failed == [0] and spout.acked == []
 
 
 def test_a_topology_started_inactive_never_calls_next_tuple_until_activated() -> None:

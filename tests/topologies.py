@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -175,6 +176,31 @@ class Holdout(Bolt):
     def execute(self, tup: Tuple) -> None:
         if tup["n"] not in self.never:
             self.ack(tup)
+
+
+class Keeper(Bolt):
+    """Holds each input ``hold_secs`` (its own clock, looked at on ticks), then acks it; while holding, calls
+    ``reset_timeout`` on every tick when ``reset``. ``held_for`` records (n, seconds held) per ack."""
+
+    auto_ack = False
+
+    def __init__(self, hold_secs: float, reset: bool) -> None:
+        self.hold_secs, self.reset = hold_secs, reset
+        self.held: list[tuple[Tuple, float]] = []
+        self.held_for: list[tuple[int, float]] = []
+
+    def execute(self, tup: Tuple) -> None:
+        now = time.monotonic()
+        if not tup.is_tick:
+            self.held.append((tup, now))
+            return
+        for held, since in list(self.held):
+            if now - since >= self.hold_secs:
+                self.held.remove((held, since))
+                self.ack(held)
+                self.held_for.append((held["n"], now - since))
+            elif self.reset:
+                self.reset_timeout(held)
 
 
 class Gate(Bolt):

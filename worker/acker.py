@@ -1,5 +1,6 @@
 """The ``__acker`` task: XOR tuple trees (see :mod:`worker.tracking`) fed by the ack streams, and the
-completions sent straight to the spout task that owns each root.
+completions sent straight to the spout task that owns each root. A ``__ack_reset_timeout`` from a bolt
+restarts a tree's timer and goes on to the spout task, whose own pending timer restarts with it.
 
 An ``__ack_ack`` tuple is ``(root, value)``, or ``([root, ...], [value, ...])`` when a bolt acks a
 tuple with many roots (one anchored to a whole batch): the streams are internal to Squall's workers."""
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from squall.topology import ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM
+from squall.topology import ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM
 from squall.tuple import Tuple
 from worker.executor import ACK_FAIL_FIELDS, Executor
 from worker.tracking import AckerState, Completion
@@ -51,10 +52,17 @@ class Acker(Executor):
                 elif stream == ACK_FAIL_STREAM:
                     done = state.fail(values[0], now)
                 else:
+                    if stream == ACK_RESET_TIMEOUT_STREAM:
+                        self._forward_reset(values[0], state.reset_timeout(values[0], now))
                     continue
                 if done:
                     self._send(done)
         return 0.0
+
+    def _forward_reset(self, root: int, spout_task: int | None) -> None:
+        if spout_task is not None:
+            self._box[spout_task].append(
+                Tuple((root,), ACK_FAIL_FIELDS, self.component, ACK_RESET_TIMEOUT_STREAM, self.task))
 
     def _send(self, completions: list[Completion]) -> None:
         box = self._box

@@ -26,7 +26,8 @@ import structlog
 
 from squall.component import Bolt, Component, Spout, TopologyContext, attach, deliver, emit_problem
 from squall.names import RESERVED_PREFIX
-from squall.topology import ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACKER, HEARTBEAT_STREAM
+from squall.topology import (ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM, ACKER,
+                             HEARTBEAT_STREAM)
 from squall.tuple import Fields, Tuple, tick_tuple
 from squall.zk.records import TaskBeat, TaskStats
 from worker.tracking import SpoutPending
@@ -539,14 +540,17 @@ class SpoutExecutor(Executor):
         return max(0.0, min(self._next_beat, self._next_expiry) - now)
 
     def _drain(self, now: float) -> None:
-        """Completions from the acker: ``__ack_ack``/``__ack_fail`` with the root id."""
+        """From the acker: completions (``__ack_ack``/``__ack_fail``) and timeout resets, with the root id."""
         take, pending, stats = self.inbox.take, self.pending, self.stats
         while (batch := take()) is not None:
             for tup in batch:
+                if tup._stream == ACK_RESET_TIMEOUT_STREAM:
+                    pending.reset_timeout(tup._values[0], now)
+                    continue
                 message = pending.complete(tup._values[0])
                 if message is None:
                     continue  # timed out already (and failed): Storm ignores the late result
-                msg_id, started, stream = message
+                msg_id, started, stream, _ = message
                 if tup._stream == ACK_ACK_STREAM:
                     stats.acked += 1
                     if self._keyed_outputs:
@@ -684,6 +688,12 @@ class BoltExecutor(Executor):
         if tup._anchors and self._n_ackers:
             for root in tup._anchors:
                 self._to_acker(ACK_FAIL_STREAM, (root,), ACK_FAIL_FIELDS)
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        """Storm's resetTimeout: each root's acker restarts the tree's timer and forwards the reset to the spout."""
+        if self._n_ackers:
+            for root in tup._anchors:
+                self._to_acker(ACK_RESET_TIMEOUT_STREAM, (root,), ACK_FAIL_FIELDS)
 
     # -- the loop --------------------------------------------------------------------------------
 

@@ -2,7 +2,9 @@
 
 A grouper is built once per subscription and then called for every emitted tuple, so each keeps the
 work per tuple to an index lookup. Fields grouping hashes with CRC-32 over msgpack, never Python's
-``hash()`` (randomised per process): every worker must send the same key to the same task.
+``hash()`` (randomised per process): every worker must send the same key to the same task. Partial
+key grouping (Storm's partialKeyGrouping) gives each key two tasks and balances between them with the
+emitting task's own counts, so a hot key loads two tasks instead of one.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ def make_grouper(grouping: Any, *, output_fields: Sequence[str], targets: Sequen
         if not grouping.fields:
             return _constant([tasks[0]])  # Storm: an empty fields list is global grouping
         return _fields(grouping.fields, output_fields, tasks)
+    if grouping.partial_key is not None:
+        return _partial_key(grouping.partial_key, output_fields, tasks)
     if grouping.all is not None:
         return _constant(tasks)
     if grouping.direct is not None:
@@ -80,11 +84,18 @@ class _Shuffle:
         return self._choices[self._next - 1]
 
 
-def _fields(names: Sequence[str], output_fields: Sequence[str], tasks: list[int]) -> Grouper:
+def _positions(kind: str, names: Sequence[str], output_fields: Sequence[str]) -> list[int]:
+    """Where each of ``names`` sits in the stream's values, or a GroupingError naming the unknown ones."""
+    if not names:
+        raise GroupingError(f"{kind} grouping names no fields")
     try:
-        index = [list(output_fields).index(n) for n in names]
+        return [list(output_fields).index(n) for n in names]
     except ValueError:
-        raise GroupingError(f"fields grouping on {list(names)} but the stream declares {list(output_fields)}") from None
+        raise GroupingError(f"{kind} grouping on {list(names)} but the stream declares {list(output_fields)}") from None
+
+
+def _fields(names: Sequence[str], output_fields: Sequence[str], tasks: list[int]) -> Grouper:
+    index = _positions("fields", names, output_fields)
     choices = [(t,) for t in tasks]
     n = len(choices)
     pack = msgpack.Packer(use_bin_type=True)
@@ -93,6 +104,31 @@ def _fields(names: Sequence[str], output_fields: Sequence[str], tasks: list[int]
         (only,) = index
         return lambda values: choices[zlib.crc32(pack.pack(values[only])) % n]
     return lambda values: choices[zlib.crc32(pack.pack([values[i] for i in index])) % n]
+
+
+def _partial_key(names: Sequence[str], output_fields: Sequence[str], tasks: list[int]) -> Grouper:
+    """Two distinct candidate tasks per key: the fields grouping's (CRC-32 of the key) and a second one among
+    the other tasks from a second hash (Knuth's multiplicative hash of the CRC: its high bits, independent of
+    the CRC's low bits that pick the first). Each tuple goes to the candidate this emitter has sent fewer
+    tuples so far (ties: the first); counts are this grouper's, so each emitting task balances its own output."""
+    index = _positions("partial_key", names, output_fields)
+    if len(tasks) == 1:
+        return _constant(tasks)
+    choices = [(t,) for t in tasks]
+    n = len(choices)
+    load = [0] * n
+    pack = msgpack.Packer(use_bin_type=True).pack
+    only = index[0] if len(index) == 1 else None
+
+    def route(values: Sequence[Any]) -> Sequence[int]:
+        h = zlib.crc32(pack(values[only] if only is not None else [values[i] for i in index]))
+        first = h % n
+        second = (first + 1 + ((h * 0x9E3779B1) >> 32) % (n - 1)) % n
+        pick = first if load[first] <= load[second] else second
+        load[pick] += 1
+        return choices[pick]
+
+    return route
 
 
 def custom_grouping_spec(module: str, class_name: str, *args: Any) -> bytes:

@@ -34,7 +34,13 @@ log = structlog.get_logger(__name__)
 
 
 class LocalTopology:
-    """One topology running in this process until :meth:`stop` (or the ``with`` block) ends it.
+    """One topology running in this process until :meth:`stop` (or the ``with`` block) ends it: Storm's
+    LocalCluster for one topology, for tests and development::
+
+        with LocalTopology(wordcount.topology(rounds=10), {"topology.message.timeout.secs": 5}) as local:
+            local.runtime.failed.wait(5)                  # let it run 5 s (returns early if a task fails)
+            print(local.component("count").counts)        # a task's bolt object (its first task's)
+            print(local.tasks("split")[0].stats.executed) # an executor and its counters
 
     ``topology`` is a DSL :class:`~squall.dsl.Topology` or a built ``(StormTopology, conf)`` pair;
     ``conf`` overrides cluster defaults and the topology's conf. Bad topologies raise
@@ -54,17 +60,21 @@ class LocalTopology:
         self._active = active
 
     def start(self) -> LocalTopology:
+        """Start every task (``with`` does it), active unless built with ``active=False``."""
         self.runtime.start()
         self.runtime.set_active(self._active)
         return self
 
     def activate(self) -> None:
+        """As ``storm activate``: spouts get ``activate`` and ``next_tuple`` calls resume."""
         self.runtime.set_active(True)
 
     def deactivate(self) -> None:
+        """As ``storm deactivate``: spouts get ``deactivate`` and no ``next_tuple`` until activated."""
         self.runtime.set_active(False)
 
     def stop(self) -> None:
+        """Stop every task (``close``/``cleanup`` called); the end of the ``with`` block does it."""
         self.runtime.stop()
 
     def __enter__(self) -> LocalTopology:
@@ -106,6 +116,7 @@ def compile_topology(topology: Topology | tuple[storm.StormTopology, Mapping[str
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``storm local FILE``: run the file's topology here for ``--local-ttl`` seconds; 1 if it fails."""
     parser = common_options("storm local", "Run a topology in this process, for development: no daemons, no "
                                            "ZooKeeper, the same executors and acker as a cluster.")
     parser.add_argument("file", help="a Python file defining `topology` (a Topology or a function returning one)")

@@ -76,6 +76,17 @@ class AckerState:
         tree.failed = True
         return self._update(root, tree, 0)
 
+    def reset_timeout(self, root: int, now: float) -> int | None:
+        """A bolt holds a tuple of ``root``'s tree (Storm's resetTimeout): its timeout starts again at ``now``.
+        Returns the spout task to forward the reset to, so the spout's own timer restarts too (None: no
+        init seen yet, the spout emitted it moments ago; or the tree is gone)."""
+        tree = self._trees.get(root)
+        if tree is None:
+            return None
+        tree.started = now
+        self._trees.move_to_end(root)  # keeps the oldest-first order expire relies on
+        return tree.spout_task
+
     def expire(self, now: float) -> list[Completion]:
         """Trees older than the timeout fail (those whose spout is unknown are just dropped)."""
         return [Completion(root, tree.spout_task, ok=False)
@@ -102,7 +113,8 @@ class SpoutPending:
     def __init__(self, max_pending: int | None, timeout_secs: float) -> None:
         self.max_pending = max_pending
         self.timeout_secs = timeout_secs
-        self._pending: OrderedDict[int, tuple[Any, float, str]] = OrderedDict()  # root → (msg id, emit time, stream)
+        # root → (msg id, emit time, stream, timer start): the timer starts at the emit and again at each reset
+        self._pending: OrderedDict[int, tuple[Any, float, str, float]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -112,16 +124,24 @@ class SpoutPending:
         return self.max_pending is None or len(self._pending) < self.max_pending
 
     def sent(self, root: int, msg_id: Any, now: float, stream: str = "default") -> None:
-        self._pending[root] = (msg_id, now, stream)
+        self._pending[root] = (msg_id, now, stream, now)
 
-    def complete(self, root: int) -> tuple[Any, float, str] | None:
-        """(msg id, emit time, stream) of a finished tree, or None if unknown (already timed out: Storm ignores it)."""
+    def complete(self, root: int) -> tuple[Any, float, str, float] | None:
+        """(msg id, emit time, stream, timer start) of a finished tree, or None if unknown (already timed out:
+        Storm ignores it)."""
         return self._pending.pop(root, None)
+
+    def reset_timeout(self, root: int, now: float) -> None:
+        """The tree of ``root`` is being held on purpose: its timeout starts again at ``now`` (if still pending);
+        the emit time, which complete latency is measured from, stays."""
+        entry = self._pending.pop(root, None)
+        if entry is not None:
+            self._pending[root] = (*entry[:3], now)
 
     def expire(self, now: float) -> list[tuple[Any, str]]:
         """(msg id, stream) of trees that did not finish within the timeout: the spout's ``fail`` gets them."""
-        return [(msg_id, stream) for _, (msg_id, _, stream)
-                in _pop_older(self._pending, now - self.timeout_secs, itemgetter(1))]
+        return [(msg_id, stream) for _, (msg_id, _, stream, _) in _pop_older(self._pending, now - self.timeout_secs,
+                                                                              itemgetter(3))]
 
 
 def _pop_older(entries: OrderedDict[int, Any], cutoff: float, started: Callable[[Any], float]) -> list[tuple[int, Any]]:

@@ -1,0 +1,127 @@
+"""The API teaches itself: ``help()``/``pydoc`` work on every public name a topology author touches, every
+public class and method says what it is for, and every class shows a short example. The README's
+"Writing components" section runs as written."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pydoc
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from support import wait_until
+from worker.local import LocalTopology
+
+#: The modules of the user API: components, tuples, the DSL, the test helper, Spark bolts, packaging,
+#: submitting, local mode.
+API_MODULES = ["squall.component", "squall.tuple", "squall.dsl", "squall.testing", "squall.spark",
+               "squall.package", "squall.submitter", "worker.local"]
+
+
+def public_names(module: ModuleType) -> list[str]:
+    """``__all__`` where the module has one, else its own top-level names without a leading underscore."""
+    if hasattr(module, "__all__"):
+        return list(module.__all__)
+    return [name for name, value in vars(module).items()
+            if not name.startswith("_") and getattr(value, "__module__", None) == module.__name__]
+
+
+def public_classes() -> list[tuple[str, type]]:
+    found = []
+    for module_name in API_MODULES:
+        module = importlib.import_module(module_name)
+        found += [(f"{module_name}.{name}", getattr(module, name)) for name in public_names(module)
+                  if inspect.isclass(getattr(module, name))]
+    return found
+
+
+def public_members(cls: type) -> list[tuple[str, Any]]:
+    """Methods and properties ``cls`` itself defines (not inherited, not dunder or private)."""
+    return [(name, value) for name, value in vars(cls).items()
+            if not name.startswith("_") and (inspect.isfunction(value) or isinstance(value, property))]
+
+
+def has_example(doc: str) -> bool:
+    """Whether a (cleaned) docstring holds a code example: an indented block, a literal block after
+    ``::`` (cleaning strips its indent when nothing else is indented), or a doctest."""
+    return "::\n\n" in doc or ">>>" in doc or any(line.startswith("    ") for line in doc.splitlines())
+
+
+CLASSES = public_classes()
+
+
+def test_the_api_modules_have_public_classes_to_check() -> None:
+    names = {name for name, _ in CLASSES}
+    assert {"squall.component.Spout", "squall.component.Bolt", "squall.tuple.Tuple", "squall.dsl.Topology",
+            "squall.testing.BoltRun", "squall.spark.SparkBolt", "worker.local.LocalTopology"} <= names
+
+
+@pytest.mark.parametrize("module_name", API_MODULES)
+def test_pydoc_renders_every_api_module(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    text = pydoc.render_doc(module, renderer=pydoc.plaintext)
+    assert inspect.getdoc(module).splitlines()[0] in text
+    functions = [name for name in public_names(module) if inspect.isfunction(getattr(module, name))]
+    undocumented = [name for name in functions if not inspect.getdoc(getattr(module, name))]
+    assert not undocumented, f"{module_name}: public functions without a docstring: {undocumented}"
+
+
+@pytest.mark.parametrize(("name", "cls"), CLASSES, ids=[name for name, _ in CLASSES])
+def test_help_shows_each_public_class_with_its_docstrings_and_an_example(name: str, cls: type) -> None:
+    text = pydoc.render_doc(cls, renderer=pydoc.plaintext)
+    doc = inspect.getdoc(cls)
+    assert doc and doc.splitlines()[0] in text, f"{name} has no docstring of its own"
+    assert has_example(doc), f"{name}'s docstring shows no example (an indented block, or one after '::')"
+    undocumented = [member for member, value in public_members(cls) if not inspect.getdoc(value)]
+    assert not undocumented, f"{name}: public methods without a docstring: {undocumented}"
+    for member, value in public_members(cls):
+        assert inspect.getdoc(value).splitlines()[0] in text, f"help({name}) does not show {member}'s docstring"
+
+
+# ------------------------------------------------------------------------------------------------
+# The README's "Writing components" section
+# ------------------------------------------------------------------------------------------------
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def readme_section(title: str) -> str:
+    """The README's ``## title`` section, up to the next ``## `` heading."""
+    text = README.read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end == -1 else text[start:end]
+
+
+def python_blocks(markdown: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", markdown, flags=re.S | re.M)
+
+
+def test_writing_components_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The section's Python blocks, in order, are the module ``parity.py`` it describes: importing it runs
+    the component tests it shows; its topology then processes every number in local mode, and runs with
+    the section's ``storm local`` line."""
+    section = readme_section("Writing components")
+    blocks = python_blocks(section)
+    assert len(blocks) >= 5 and "parity.py" in section
+    (tmp_path / "parity.py").write_text("\n\n".join(blocks))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        parity = importlib.import_module("parity")   # runs every block, the asserts of the testing block too
+        with LocalTopology(parity.t, {"task.heartbeat.frequency.secs": 0.05}) as local:
+            spouts = [local.component("numbers", i) for i in range(2)]
+            wait_until(lambda: all(not s.todo and not s.in_flight for s in spouts), 60, "every number acked")
+    finally:
+        sys.modules.pop("parity", None)
+    command = re.search(r"`storm (local parity\.py [^`]*)`", section)
+    assert command, "the section says how to run the module with storm local"
+    done = subprocess.run([sys.executable, "-m", "squall.cli", *command.group(1).split(), "--local-ttl", "1"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
