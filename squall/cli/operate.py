@@ -18,9 +18,9 @@ import yaml
 
 from squall import __version__
 from squall.cli.options import command_line_overrides, json_or_text, non_negative, parse_executor, positive
-from squall.dsl import load_topology
 from squall.nimbus_client import nimbus_client
 from squall.package import build_package
+from squall.submitcheck import SubmitCheckError, check_package, load_for_submit
 from squall.submitter import submit_topology, upload_package
 from squall.thrift import storm
 from squall.zk.client import ZkClient
@@ -48,10 +48,16 @@ def jar(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     """Package the topology's code, upload it and submit (Storm's ``storm jar``)."""
     with tempfile.TemporaryDirectory(prefix="squall-jar-") as tmp:
         try:
-            topology = load_topology(args.source, args.topology, [json_or_text(a) for a in args.args])
+            topology = load_for_submit(args.source, args.topology, [json_or_text(a) for a in args.args])
             package = _package(args.source, args.include, tmp)
-        except (OSError, ImportError, TypeError, ValueError, AttributeError) as exc:
-            print(f"storm {args.command}: cannot load the topology: {exc}", file=sys.stderr)
+            check_package(package, args.source, args.topology, topology)
+        except (OSError, ValueError) as exc:
+            print(f"storm {args.command}: cannot build the package: {exc}", file=sys.stderr)
+            return 1
+        except SubmitCheckError as exc:
+            if args.verbose:
+                print(exc.details, end="", file=sys.stderr)
+            print(f"storm {args.command}: {exc.line}", file=sys.stderr)
             return 1
         overrides = command_line_overrides(conf, args)
         if args.replace:
@@ -239,6 +245,7 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     p.add_argument("--inactive", action="store_true", help="submit deactivated (spouts paused)")
     p.add_argument("--replace", action="store_true",
                    help="hot deploy: replace the running topology of that name (topology.hot.deploy.enable)")
+    p.add_argument("--verbose", action="store_true", help="with a load or import error, its full traceback")
 
     command("list", list_topologies, "list running topologies").add_argument(
         "--json", action="store_true", help="print JSON instead of Storm's table")
