@@ -20,9 +20,11 @@ from processcluster import REPO, ProcessCluster
 from squall.cli.main import build_parser, main
 from squall.config import load_config
 from squall.devzk import free_port
+from squall.dsl import Topology
 from squall.zk import paths
 from squall.zk.records import Assignment, StormBase
 from support import delete_tree, wait_until
+from topologies import BrokenPrepare, Forward, Numbers
 
 WORDCOUNT = str(REPO / "examples" / "wordcount.py")
 
@@ -127,7 +129,7 @@ def test_jar_list_deactivate_activate_rebalance_get_errors_zktool_kill(
 
     code, out, _ = storm(cluster, capsys, "list")
     header, _, row = out.splitlines()
-    assert header.split() == ["Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs"]
+    assert header.split() == ["Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs", "Health"]
     assert row.split()[:4] == ["wc", "ACTIVE", "12", "2"]
     (entry,) = json.loads(storm(cluster, capsys, "list", "--json")[1])
     assert (entry["name"], entry["id"], entry["num_workers"]) == ("wc", topology_id, 2)
@@ -194,6 +196,7 @@ def test_upgrade_commands_reach_nimbus(cluster: ProcessCluster, capsys: pytest.C
 
 WORD_COUNT_WITH_HELPERS = """\
 from squall.component import Bolt, Spout
+from squall.dsl import Topology
 import helpers
 
 
@@ -280,6 +283,43 @@ def test_jar_reports_a_load_error_in_one_line_and_the_traceback_with_verbose(
     failing = shell(cluster, user, "jar", "names.py")
     assert (failing.returncode, failing.stderr) == (1, "storm jar: names.py:3: NameError: name 'missing_name' "
                                                        "is not defined\n")
+
+
+# -- storm list shows failing workers -------------------------------------------------------------
+
+
+def test_list_shows_a_topology_whose_workers_keep_failing_in_prepare_until_they_run(
+        cluster: ProcessCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    fixed = tmp_path / "feature-store-reachable"
+    broken = Topology("broken", conf={"topology.workers": 1})
+    broken.bolt("enrich", BrokenPrepare, args=[str(fixed)]).shuffle(
+        broken.spout("numbers", Numbers, args=[10**9], kwargs={"reliable": False}))
+    healthy = Topology("healthy", conf={"topology.workers": 1})
+    healthy.bolt("forward", Forward).shuffle(healthy.spout("numbers", Numbers, args=[10**9], kwargs={"reliable": False}))
+
+    def listed() -> dict[str, tuple[str, str]]:
+        """Topology name → (Status, Health) as ``storm list`` prints them."""
+        code, out, err = storm(cluster, capsys, "list")
+        assert code == 0, err
+        return {fields[0]: (fields[1], fields[5]) for row in out.splitlines()[2:] if (fields := row.split(None, 5))}
+
+    try:
+        cluster.submit(broken)
+        cluster.submit(healthy)
+        wait_until(lambda: listed().get("broken") == ("ACTIVE", "failing: 1 of 1 workers down"), 60,
+                   "the crash-looping topology marked failing")
+        wait_until(lambda: all_beating(cluster, "healthy"), 60, "the healthy topology running")
+        assert listed()["healthy"] == ("ACTIVE", "ok")
+        entries = {e["name"]: e for e in json.loads(storm(cluster, capsys, "list", "--json")[1])}
+        assert (entries["healthy"]["health"], entries["broken"]["status"]) == ("ok", "ACTIVE")
+
+        fixed.touch()  # the next attempt's prepare succeeds
+        wait_until(lambda: listed().get("broken") == ("ACTIVE", "ok"), 90, "the marker gone once its worker runs")
+        assert all_beating(cluster, "broken")
+    finally:
+        for name in ("broken", "healthy"):
+            storm(cluster, capsys, "kill", name, "-w", "0")
+    wait_until(lambda: cluster.workers("sup") == [], 30, "their workers stopped")
 
 
 # -- storm dev-cluster ----------------------------------------------------------------------------

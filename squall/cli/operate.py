@@ -25,7 +25,9 @@ from squall.submitter import submit_topology, upload_package
 from squall.thrift import storm
 from squall.zk.client import ZkClient
 
-LIST_ROW = "{:<20} {:<10} {:<10} {:<12} {:<10}"  # Storm 1.x's `storm list` layout
+#: Storm 1.x's `storm list` columns, then Squall's Health (so whitespace-split fields keep Storm's positions):
+#: "ok", or nimbus's sched_status ("failing: 1 of 2 workers down") while workers keep dying.
+LIST_ROW = "{:<20} {:<10} {:<10} {:<12} {:<12} {}"
 
 
 #: Packages at least this big get a progress bar on upload.
@@ -73,14 +75,16 @@ def list_topologies(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         topologies = sorted(nimbus.getClusterInfo().topologies, key=lambda t: t.name)
     if args.json:
         print(json.dumps([{"name": t.name, "id": t.id, "status": t.status, "num_tasks": t.num_tasks,
-                           "num_workers": t.num_workers, "uptime_secs": t.uptime_secs} for t in topologies]))
+                           "num_workers": t.num_workers, "uptime_secs": t.uptime_secs,
+                           "health": t.sched_status or "ok"} for t in topologies]))
     elif not topologies:
         print("No topologies running.")
     else:
-        print(LIST_ROW.format("Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs"))
-        print("-" * 67)
+        header = LIST_ROW.format("Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs", "Health")
+        print(header)
+        print("-" * len(header))
         for t in topologies:
-            print(LIST_ROW.format(t.name, t.status, t.num_tasks, t.num_workers, t.uptime_secs))
+            print(LIST_ROW.format(t.name, t.status, t.num_tasks, t.num_workers, t.uptime_secs, t.sched_status or "ok"))
     return 0
 
 
