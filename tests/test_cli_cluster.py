@@ -301,7 +301,8 @@ def test_list_shows_a_topology_whose_workers_keep_failing_in_prepare_until_they_
         """Topology name → (Status, Health) as ``storm list`` prints them."""
         code, out, err = storm(cluster, capsys, "list")
         assert code == 0, err
-        return {fields[0]: (fields[1], fields[5]) for row in out.splitlines()[2:] if (fields := row.split(None, 5))}
+        rows = (row.split(None, 5) for row in out.splitlines()[2:])
+        return {fields[0]: (fields[1], fields[5]) for fields in rows if len(fields) == 6}
 
     try:
         cluster.submit(broken)
