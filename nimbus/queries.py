@@ -1,7 +1,9 @@
 """Storm's summary structs built from ZooKeeper records: pure functions, shared by leader and followers.
 
 Status strings are Storm's upper-case names (``ACTIVE``, ``INACTIVE``, ``REBALANCING``, ``KILLED``)
-plus JStorm's ``UPGRADING`` and ``ROLLBACK``, which is what Storm clients display.
+plus JStorm's ``UPGRADING`` and ``ROLLBACK``, which is what Storm clients display (and compare with).
+A topology some of whose workers keep dying stays ``ACTIVE`` there; Storm's own ``sched_status`` says so
+(:func:`health`), from the ports the supervisors report failing.
 """
 
 from __future__ import annotations
@@ -22,13 +24,27 @@ def _workers(assignment: Assignment | None) -> int:
     return len(assignment.workers) if assignment else 0
 
 
+def health(assignment: Assignment | None, supervisors: Iterable[SupervisorInfo]) -> str | None:
+    """``sched_status`` of a topology: ``"failing: 2 of 3 workers down"`` while some of its assigned workers
+    died and have not come up again (their supervisors' ``failing_ports``: a crash in ``prepare``, on start,
+    or later), else None (unset, as Storm leaves it). Storm clients show it; its ``status`` stays Storm's.
+
+        health(assignment, supervisors)   # "failing: 1 of 1 workers down"
+    """
+    failing = {(s.supervisor_id, port) for s in supervisors for port in s.failing_ports}
+    workers = assignment.workers if assignment else []
+    down = sum((w.supervisor_id, w.port) in failing for w in workers)
+    return f"failing: {down} of {len(workers)} workers down" if down else None
+
+
 def topology_summary(topology_id: str, base: StormBase, tasks: TopologyTasks | None,
-                     assignment: Assignment | None, now_secs: int) -> Any:
+                     assignment: Assignment | None, now_secs: int,
+                     supervisors: Iterable[SupervisorInfo] = ()) -> Any:
     count = len(tasks.tasks) if tasks else 0
     return storm.TopologySummary(
         id=topology_id, name=base.name, num_tasks=count, num_executors=count,  # one executor per task
         num_workers=_workers(assignment), uptime_secs=max(0, now_secs - base.launch_time_secs),
-        status=base.status.value.upper(), owner=base.owner or None)
+        status=base.status.value.upper(), owner=base.owner or None, sched_status=health(assignment, supervisors))
 
 
 def supervisor_summary(info: SupervisorInfo, used_ports: int) -> Any:
@@ -52,6 +68,7 @@ def nimbus_summaries(master: NimbusMaster | None, slaves: Iterable[NimbusSlave],
 def cluster_summary(supervisors: Iterable[SupervisorInfo], topologies: Mapping[str, tuple[StormBase, TopologyTasks | None,
                     Assignment | None]], master: NimbusMaster | None, slaves: Iterable[NimbusSlave],
                     now_secs: int) -> Any:
+    supervisors = list(supervisors)
     used: dict[str, int] = {}
     for _, _, assignment in topologies.values():
         for w in assignment.workers if assignment else ():
@@ -60,14 +77,14 @@ def cluster_summary(supervisors: Iterable[SupervisorInfo], topologies: Mapping[s
     return storm.ClusterSummary(
         supervisors=[supervisor_summary(s, used.get(s.supervisor_id, 0))
                      for s in sorted(supervisors, key=lambda s: s.supervisor_id)],
-        topologies=[topology_summary(tid, *parts, now_secs) for tid, parts in sorted(topologies.items())],
+        topologies=[topology_summary(tid, *parts, now_secs, supervisors) for tid, parts in sorted(topologies.items())],
         nimbuses=nimbuses,
         nimbus_uptime_secs=nimbuses[0].uptime_secs if nimbuses else 0)
 
 
 def topology_info(topology_id: str, base: StormBase, tasks: TopologyTasks | None, assignment: Assignment | None,
                   errors: Mapping[int, Iterable[TaskError]], now_secs: int,
-                  beats: Mapping[int, TaskBeat] | None = None) -> Any:
+                  beats: Mapping[int, TaskBeat] | None = None, supervisors: Iterable[SupervisorInfo] = ()) -> Any:
     """One executor per task, located by the assignment, with the stats of its latest beat; errors
     grouped by component, newest first. Uptime is the task's own while it beats, else since placed."""
     info = tasks.tasks if tasks else {}
@@ -94,4 +111,5 @@ def topology_info(topology_id: str, base: StormBase, tasks: TopologyTasks | None
         infos.sort(key=lambda e: -e.error_time_secs)
     return storm.TopologyInfo(
         id=topology_id, name=base.name, uptime_secs=max(0, now_secs - base.launch_time_secs), executors=executors,
-        status=base.status.value.upper(), errors=by_component, owner=base.owner or None)
+        status=base.status.value.upper(), errors=by_component, owner=base.owner or None,
+        sched_status=health(assignment, supervisors))

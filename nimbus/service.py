@@ -236,8 +236,7 @@ class NimbusService:
 
     def getClusterInfo(self) -> Any:
         zk = self.nimbus.zk
-        supervisors = [s for sid in zk.children(paths.SUPERVISORS)
-                       if (s := zk.read(paths.supervisor(sid), SupervisorInfo)) is not None]
+        supervisors = self._supervisors()
         topologies = {}
         for topology_id in zk.children(paths.TOPOLOGIES):
             base = zk.read(paths.topology(topology_id), StormBase)
@@ -268,7 +267,7 @@ class NimbusService:
                               if (e := zk.read(paths.task_error(id, int(task), int(ts)), TaskError)) is not None]
                   for task in zk.children(paths.task_errors_root(id)) if task.isdigit()}
         return topology_info(id, base, tasks, zk.read(paths.assignment(id), Assignment), errors, self._now(),
-                             beats=self.nimbus.latest_beats(id))
+                             beats=self.nimbus.latest_beats(id), supervisors=self._supervisors())
 
     def getTopologyInfoByName(self, topologyName: str) -> Any:
         return self.getTopologyInfo(self.nimbus.find_id(topologyName))
@@ -291,6 +290,11 @@ class NimbusService:
             return read(topology_id)
         except MissingTopology:
             raise RuntimeError(f"this nimbus has no code for {topology_id}; ask the leader") from None
+
+    def _supervisors(self) -> list[SupervisorInfo]:
+        zk = self.nimbus.zk
+        return [s for sid in zk.children(paths.SUPERVISORS)
+                if (s := zk.read(paths.supervisor(sid), SupervisorInfo)) is not None]
 
     def _slaves(self) -> list[NimbusSlave]:
         zk = self.nimbus.zk

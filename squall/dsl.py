@@ -404,6 +404,22 @@ def _common(declared: _Declared, inputs: Sequence[_Subscription]) -> storm.Compo
         json_conf=_json("conf", declared.conf))
 
 
+def topology_module(path: str | Path, topology: str = "topology") -> tuple[Path, str, str]:
+    """(directory to import from, module name, attribute) of a topology file or package, as
+    :func:`load_topology` reads them; a package's code package holds the module under the same name.
+
+        topology_module("examples/wordcount.py")            # (…/examples, "wordcount", "topology")
+        topology_module("mypkg", "mypkg.topo:build")        # (…, "mypkg.topo", "build")
+    """
+    source = Path(path).resolve()
+    if source.is_file() and source.suffix == ".py":
+        return source.parent, source.stem, topology
+    if source.is_dir() and (source / "__init__.py").exists():
+        module, _, attribute = topology.rpartition(":")
+        return source.parent, module or source.name, attribute
+    raise FileNotFoundError(f"{path} is neither a .py file nor a package directory (with __init__.py)")
+
+
 def load_topology(path: str | Path, topology: str = "topology", args: Sequence[Any] = ()) -> Topology:
     """The :class:`Topology` that a topology file or package defines, for ``storm jar`` and ``storm local``.
 
@@ -413,15 +429,8 @@ def load_topology(path: str | Path, topology: str = "topology", args: Sequence[A
     ``sys.path`` and the module is imported under its own name, so its components are importable
     the way workers import them from the code package.
     """
-    source = Path(path).resolve()
-    if source.is_file() and source.suffix == ".py":
-        module_name, attribute = source.stem, topology
-    elif source.is_dir() and (source / "__init__.py").exists():
-        module, _, attribute = topology.rpartition(":")
-        module_name = module or source.name
-    else:
-        raise FileNotFoundError(f"{path} is neither a .py file nor a package directory (with __init__.py)")
-    sys.path.insert(0, str(source.parent))
+    directory, module_name, attribute = topology_module(path, topology)
+    sys.path.insert(0, str(directory))
     found = getattr(importlib.import_module(module_name), attribute, None)
     if callable(found) and not isinstance(found, Topology):
         found = found(*args)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,21 @@ def code_dir(conf: Mapping[str, Any], topology_id: str, version: int) -> Path:
     Versions sit side by side so a gray upgrade can run old and new workers on one host.
     """
     return stormdist_dir(conf) / topology_id / str(version)
+
+
+def put_code_on_path(directory: Path) -> None:
+    """Put a code directory's package first on ``sys.path``, so its modules import by their own names.
+
+    How a worker finds its topology's code (its cwd is the code directory; the package is zipimported),
+    and how ``storm jar`` checks a package before uploading it (:mod:`squall.submitcheck`): one rule for
+    both, so the check cannot pass where a worker would fail.
+
+        put_code_on_path(code_dir(conf, topology_id, version))
+        importlib.import_module("wordcount")   # from code.pkg
+    """
+    package = directory / CODE_FILES["code"]
+    if package.exists():
+        sys.path.insert(0, str(package))
 
 
 def fetched_for(directory: Path) -> int:

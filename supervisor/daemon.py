@@ -126,7 +126,8 @@ class Supervisor:
         now = time.time()
         self.zk.register_ephemeral(paths.supervisor(self.supervisor_id), SupervisorInfo(
             supervisor_id=self.supervisor_id, host=self.host, ports=self.ports, used_ports=self._used_ports,
-            time_secs=int(now), uptime_secs=int(now - self._started), version=__version__))
+            time_secs=int(now), uptime_secs=int(now - self._started), version=__version__,
+            failing_ports=sorted(self._backoff)))
 
     def _assignments(self) -> dict[str, Assignment]:
         found = {}
@@ -183,16 +184,16 @@ class Supervisor:
                       start_timeout_secs=float(self.conf["supervisor.worker.start.timeout.secs"]),
                       worker_timeout_secs=float(self.conf["supervisor.worker.timeout.secs"]),
                       upgrades=self._upgrades(assignments))
-        self._backoff = dict(result.backoff)
+        failing_before, self._backoff = sorted(self._backoff), dict(result.backoff)
         failed: set[CodeKey] = set()
         for action in result.actions:
             if self._stopping.is_set():
                 return
             self._act(action, assignments, records, failed)
         used = sorted(r.port for r in self.processes.records())
-        if used != self._used_ports:
+        if used != self._used_ports or sorted(self._backoff) != failing_before:
             self._used_ports = used
-            self._register()
+            self._register()  # at once, not at the next heartbeat: `storm list` shows failing workers from it
 
     def _act(self, action: Action, assignments: Mapping[str, Assignment], records: Mapping[int, WorkerRecord],
              failed: set[CodeKey]) -> None:

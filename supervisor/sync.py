@@ -117,7 +117,9 @@ Action = Download | Launch | Kill | ReportError | RemoveCode | ConfirmSwitch
 @dataclass(frozen=True)
 class Plan:
     actions: tuple[Action, ...]
-    backoff: Mapping[int, Backoff] = field(default_factory=dict)  # port → retry state, fed back next time
+    #: port → retry state, fed back next time: exactly the assigned ports whose worker died and none has
+    #: come up (beaten) since, which the supervisor publishes as its ``failing_ports``.
+    backoff: Mapping[int, Backoff] = field(default_factory=dict)
 
 
 def desired_workers(supervisor_id: str, assignments: Mapping[str, Assignment],
@@ -157,7 +159,7 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
     wanted = desired_workers(supervisor_id, assignments, upgrades)
     switching = {t: u.upgrading for t, u in upgrades.items()}
     actions: list[Action] = []
-    next_backoff = dict(backoff)
+    next_backoff = {port: retry for port, retry in backoff.items() if port in wanted}
     running: dict[int, WorkerSpec] = {}
     for port, worker in sorted(workers.items()):
         spec = wanted.get(port)

@@ -43,11 +43,15 @@ class ProcessCluster(DevCluster):
                                 self.root / f"{topology.name}.zip")
         return submit_topology(self.conf, topology, package=package, zk=self.zk)
 
-    def cli(self, *argv: str) -> int:
-        """``storm ARGV`` against this cluster (nimbus by seed, ZooKeeper by root), in this process."""
-        conf = {"nimbus.seeds": [f"127.0.0.1:{self.nimbus_ports['nimbus']}"], "squall.log.format": "json",
+    def client_conf(self) -> dict[str, Any]:
+        """What a ``storm`` client needs to reach this cluster: nimbus by seed, ZooKeeper by root."""
+        return {"nimbus.seeds": [f"127.0.0.1:{self.nimbus_ports['nimbus']}"], "squall.log.format": "json",
                 **{k: self.conf[k] for k in ("storm.zookeeper.servers", "storm.zookeeper.port", "storm.zookeeper.root")}}
-        return main([arg for key, value in conf.items() for arg in ("-c", f"{key}={json.dumps(value)}")] + list(argv))
+
+    def cli(self, *argv: str) -> int:
+        """``storm ARGV`` against this cluster, in this process."""
+        options = [arg for key, value in self.client_conf().items() for arg in ("-c", f"{key}={json.dumps(value)}")]
+        return main(options + list(argv))
 
     def assignment(self, topology_id: str) -> Assignment | None:
         return self.zk.read(paths.assignment(topology_id), Assignment)

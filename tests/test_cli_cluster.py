@@ -20,9 +20,11 @@ from processcluster import REPO, ProcessCluster
 from squall.cli.main import build_parser, main
 from squall.config import load_config
 from squall.devzk import free_port
+from squall.dsl import Topology
 from squall.zk import paths
 from squall.zk.records import Assignment, StormBase
 from support import delete_tree, wait_until
+from topologies import BrokenPrepare, Forward, Numbers
 
 WORDCOUNT = str(REPO / "examples" / "wordcount.py")
 
@@ -127,7 +129,7 @@ def test_jar_list_deactivate_activate_rebalance_get_errors_zktool_kill(
 
     code, out, _ = storm(cluster, capsys, "list")
     header, _, row = out.splitlines()
-    assert header.split() == ["Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs"]
+    assert header.split() == ["Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs", "Health"]
     assert row.split()[:4] == ["wc", "ACTIVE", "12", "2"]
     (entry,) = json.loads(storm(cluster, capsys, "list", "--json")[1])
     assert (entry["name"], entry["id"], entry["num_workers"]) == ("wc", topology_id, 2)
@@ -188,6 +190,137 @@ def test_upgrade_commands_reach_nimbus(cluster: ProcessCluster, capsys: pytest.C
                  ["restart", "nosuch"], ["update_topology", "nosuch", "--conf", os.devnull]):
         code, _, err = storm(cluster, capsys, *argv)
         assert (code, err.strip().splitlines()[-1]) == (1, f"storm {argv[0]}: NotAliveException: nosuch"), err
+
+
+# -- storm jar's submit-time checks, typed in a shell ----------------------------------------------
+
+WORD_COUNT_WITH_HELPERS = """\
+from squall.component import Bolt, Spout
+from squall.dsl import Topology
+import helpers
+
+
+class Lines(Spout):
+    outputs = ["line"]
+
+    def next_tuple(self):
+        self.emit(["the cow jumped"])
+
+
+class Split(Bolt):
+    outputs = ["word"]
+
+    def execute(self, t):
+        for word in helpers.words(t.values[0]):
+            self.emit([word])
+
+
+topology = Topology("wc")
+topology.bolt("split", Split).shuffle(topology.spout("lines", Lines))
+"""
+
+
+def shell(cluster: ProcessCluster, project: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``storm ARGV`` as typed in a shell in ``project``: a fresh interpreter, the cluster in the user's
+    ``$STORM_CONF_DIR/storm.yaml``."""
+    conf_dir = project.parent / "storm-conf"
+    conf_dir.mkdir(exist_ok=True)
+    (conf_dir / "storm.yaml").write_text(json.dumps(cluster.client_conf()))  # JSON is YAML
+    return subprocess.run([sys.executable, "-m", "squall.cli", *argv], cwd=project, capture_output=True, text=True,
+                          env={**os.environ, "STORM_CONF_DIR": str(conf_dir)}, timeout=120)
+
+
+def project(tmp_path: Path, **files: str) -> Path:
+    """A directory holding the user's topology files (``name_py`` → ``name.py``)."""
+    root = tmp_path / "project"
+    root.mkdir()
+    for name, text in files.items():
+        (root / name.replace("_py", ".py")).write_text(text)
+    return root
+
+
+def all_beating(cluster: ProcessCluster, name: str) -> bool:
+    """Every assigned task of topology ``name`` has reported a beat to nimbus: its workers run."""
+    with cluster.client() as client:
+        info = client.getTopologyInfoByName(name)
+    return bool(info.executors) and all(e.stats is not None for e in info.executors)
+
+
+def test_jar_names_a_module_missing_from_the_package_and_with_include_it_runs(
+        cluster: ProcessCluster, tmp_path: Path) -> None:
+    user = project(tmp_path, wc_py=WORD_COUNT_WITH_HELPERS, helpers_py="def words(line):\n    return line.split()\n")
+    refused = shell(cluster, user, "jar", "wc.py", "--name", "wc-helpers")
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr == ("storm jar: module 'helpers' is imported by wc.py but not in the package: "
+                              "add it with --include helpers.py\n")
+    assert "wc-helpers" not in shell(cluster, user, "list").stdout, "nothing was submitted"
+
+    submitted = shell(cluster, user, "jar", "wc.py", "--name", "wc-helpers", "--include", "helpers.py")
+    assert submitted.returncode == 0 and submitted.stdout.startswith("Finished submitting topology: wc-helpers"), \
+        submitted.stderr
+    try:
+        wait_until(lambda: all_beating(cluster, "wc-helpers"), 60, "its workers running from the package")
+    finally:
+        assert shell(cluster, user, "kill", "wc-helpers", "-w", "0").returncode == 0
+    wait_until(lambda: cluster.workers("sup") == [], 30, "its workers stopped")
+
+
+def test_jar_reports_a_load_error_in_one_line_and_the_traceback_with_verbose(
+        cluster: ProcessCluster, tmp_path: Path) -> None:
+    broken = "from squall.dsl import Topology\n\ndef topology(:\n    pass\n"
+    user = project(tmp_path, wc_py=broken, names_py="import os\nroot = os.sep\nbase = root + missing_name\n")
+    with pytest.raises(SyntaxError) as python_says:
+        compile(broken, "wc.py", "exec")
+    one_line = f"storm jar: wc.py:{python_says.value.lineno}: {python_says.value.msg}\n"
+
+    plain = shell(cluster, user, "jar", "wc.py")
+    assert (plain.returncode, plain.stderr) == (1, one_line)
+    verbose = shell(cluster, user, "jar", "wc.py", "--verbose")
+    assert verbose.returncode == 1
+    assert verbose.stderr.startswith("Traceback (most recent call last):") and verbose.stderr.endswith(one_line)
+    assert "SyntaxError: " in verbose.stderr
+
+    failing = shell(cluster, user, "jar", "names.py")
+    assert (failing.returncode, failing.stderr) == (1, "storm jar: names.py:3: NameError: name 'missing_name' "
+                                                       "is not defined\n")
+
+
+# -- storm list shows failing workers -------------------------------------------------------------
+
+
+def test_list_shows_a_topology_whose_workers_keep_failing_in_prepare_until_they_run(
+        cluster: ProcessCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    fixed = tmp_path / "feature-store-reachable"
+    broken = Topology("broken", conf={"topology.workers": 1})
+    broken.bolt("enrich", BrokenPrepare, args=[str(fixed)]).shuffle(
+        broken.spout("numbers", Numbers, args=[10**9], kwargs={"reliable": False}))
+    healthy = Topology("healthy", conf={"topology.workers": 1})
+    healthy.bolt("forward", Forward).shuffle(healthy.spout("numbers", Numbers, args=[10**9], kwargs={"reliable": False}))
+
+    def listed() -> dict[str, tuple[str, str]]:
+        """Topology name → (Status, Health) as ``storm list`` prints them."""
+        code, out, err = storm(cluster, capsys, "list")
+        assert code == 0, err
+        rows = (row.split(None, 5) for row in out.splitlines()[2:])
+        return {fields[0]: (fields[1], fields[5]) for fields in rows if len(fields) == 6}
+
+    try:
+        cluster.submit(broken)
+        cluster.submit(healthy)
+        wait_until(lambda: listed().get("broken") == ("ACTIVE", "failing: 1 of 1 workers down"), 60,
+                   "the crash-looping topology marked failing")
+        wait_until(lambda: all_beating(cluster, "healthy"), 60, "the healthy topology running")
+        assert listed()["healthy"] == ("ACTIVE", "ok")
+        entries = {e["name"]: e for e in json.loads(storm(cluster, capsys, "list", "--json")[1])}
+        assert (entries["healthy"]["health"], entries["broken"]["status"]) == ("ok", "ACTIVE")
+
+        fixed.touch()  # the next attempt's prepare succeeds
+        wait_until(lambda: listed().get("broken") == ("ACTIVE", "ok"), 90, "the marker gone once its worker runs")
+        assert all_beating(cluster, "broken")
+    finally:
+        for name in ("broken", "healthy"):
+            storm(cluster, capsys, "kill", name, "-w", "0")
+    wait_until(lambda: cluster.workers("sup") == [], 30, "their workers stopped")
 
 
 # -- storm dev-cluster ----------------------------------------------------------------------------

@@ -41,6 +41,24 @@ def test_cluster_summary_as_a_storm_client_sees_it() -> None:
             topology.uptime_secs, topology.owner) == ("wc-1-1700000000", "wc", "REBALANCING", 3, 2, 100, "alice")
     assert [(n.host, n.isLeader, n.uptime_secs) for n in seen.nimbuses] == [("nimbus-1", True, 30),
                                                                           ("nimbus-2", False, 12)]
+    assert topology.sched_status is None, "nothing failing: left unset, as Storm leaves it"
+
+
+def test_workers_that_keep_dying_show_in_sched_status_while_the_status_stays_storm_s() -> None:
+    """Storm clients compare ``status`` with "ACTIVE"; the failing workers (the ports their supervisors
+    report) are in Storm's ``sched_status``, of the summary and the info alike."""
+    active = StormBase("wc", TopologyStatus.ACTIVE, launch_time_secs=NOW - 100, num_workers=2)
+    supervisors = [SupervisorInfo("sup-1", "host-1", [6700, 6701], failing_ports=[6700, 6701]),
+                   SupervisorInfo("sup-2", "host-2", [6700, 6701])]  # 6701 of sup-1 is another topology's
+    summary = cluster_summary(supervisors, {"wc-1-1700000000": (active, TASKS, ASSIGNMENT)}, None, [], NOW)
+    (topology,) = as_storm(summary, storm_idl.ClusterSummary).topologies
+    assert (topology.status, topology.sched_status) == ("ACTIVE", "failing: 1 of 2 workers down")
+    info = as_storm(topology_info("wc-1-1700000000", active, TASKS, ASSIGNMENT, {}, NOW, supervisors=supervisors),
+                    storm_idl.TopologyInfo)
+    assert (info.status, info.sched_status) == ("ACTIVE", "failing: 1 of 2 workers down")
+    healthy = [SupervisorInfo("sup-1", "host-1", [6700], failing_ports=[6701])]
+    assert cluster_summary(healthy, {"wc-1-1700000000": (active, TASKS, ASSIGNMENT)}, None, [], NOW) \
+        .topologies[0].sched_status is None
 
 
 def test_topology_info_lists_executors_and_errors_by_component() -> None:

@@ -114,6 +114,16 @@ def test_a_worker_that_comes_up_clears_its_backoff() -> None:
     assert 6700 not in p.backoff
 
 
+def test_the_backoff_holds_exactly_the_assigned_ports_whose_worker_is_down() -> None:
+    """The supervisor publishes these ports as failing: a relaunched worker that has not beaten yet is still
+    down, and a port no longer assigned (its topology killed while it waited) is nobody's failure."""
+    state = {6700: Backoff(3, 150)}
+    assert set(run(assignments((ME, 6700, [1, 2])), {6700: worker(last_beat_secs=None)}, {WC}, state).backoff) \
+        == {6700}
+    assert run(assignments((ME, 6700, [1, 2])), {}, {WC}, state).backoff == state, "waiting to relaunch"
+    assert run({}, {}, set(), state).backoff == {}
+
+
 # --- gray upgrade: ports switch code versions -----------------------------------------------------
 
 V2 = WorkerSpec(WC, (1, 2), 2)

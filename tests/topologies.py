@@ -278,10 +278,15 @@ class Reporter(Bolt):
 
 
 class BrokenPrepare(Bolt):
-    """Fails in ``prepare``, so no worker holding it can start."""
+    """Fails in ``prepare`` (while the file ``fixed`` does not exist, when given), so no worker holding it
+    can start."""
+
+    def __init__(self, fixed: str | None = None) -> None:
+        self.fixed = fixed
 
     def prepare(self, conf: Any, context: Any) -> None:
-        raise ConnectionError("cannot reach the feature store (on purpose)")
+        if self.fixed is None or not Path(self.fixed).exists():
+            raise ConnectionError("cannot reach the feature store (on purpose)")
 
     def execute(self, tup: Tuple) -> None:
         pass

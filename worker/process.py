@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import queue
 import signal
-import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -27,7 +26,9 @@ import structlog
 
 from squall.cli.options import common_options, load_or_exit
 from squall.clock import RealClock
-from squall.local_state import CODE_FILES, code_dir, fetched_for, heartbeat_file, write_heartbeat
+from squall.local_state import (
+    CODE_FILES, code_dir, fetched_for, heartbeat_file, put_code_on_path, write_heartbeat,
+)
 from squall.logs import configure_logging
 from squall.nimbus_client import leader_address
 from squall.stats import to_executor_stats
@@ -127,9 +128,7 @@ class Worker:
         """Put the code package first on ``sys.path``; return the conf its tasks see."""
         self._code = code_dir(self.cluster_conf, self.topology_id, self.code_version)
         self._conf_file = self._code / CODE_FILES["conf"]
-        package = self._code / CODE_FILES["code"]
-        if package.exists():
-            sys.path.insert(0, str(package))
+        put_code_on_path(self._code)
         return self._conf()
 
     def _conf(self) -> dict[str, Any]:

@@ -18,14 +18,16 @@ import yaml
 
 from squall import __version__
 from squall.cli.options import command_line_overrides, json_or_text, non_negative, parse_executor, positive
-from squall.dsl import load_topology
 from squall.nimbus_client import nimbus_client
 from squall.package import build_package
+from squall.submitcheck import SubmitCheckError, check_package, load_for_submit
 from squall.submitter import submit_topology, upload_package
 from squall.thrift import storm
 from squall.zk.client import ZkClient
 
-LIST_ROW = "{:<20} {:<10} {:<10} {:<12} {:<10}"  # Storm 1.x's `storm list` layout
+#: Storm 1.x's `storm list` columns, then Squall's Health (so whitespace-split fields keep Storm's positions):
+#: "ok", or nimbus's sched_status ("failing: 1 of 2 workers down") while workers keep dying.
+LIST_ROW = "{:<20} {:<10} {:<10} {:<12} {:<12} {}"
 
 
 #: Packages at least this big get a progress bar on upload.
@@ -48,10 +50,16 @@ def jar(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     """Package the topology's code, upload it and submit (Storm's ``storm jar``)."""
     with tempfile.TemporaryDirectory(prefix="squall-jar-") as tmp:
         try:
-            topology = load_topology(args.source, args.topology, [json_or_text(a) for a in args.args])
+            topology = load_for_submit(args.source, args.topology, [json_or_text(a) for a in args.args])
             package = _package(args.source, args.include, tmp)
-        except (OSError, ImportError, TypeError, ValueError, AttributeError) as exc:
-            print(f"storm {args.command}: cannot load the topology: {exc}", file=sys.stderr)
+            check_package(package, args.source, args.topology, topology)
+        except (OSError, ValueError) as exc:
+            print(f"storm {args.command}: cannot build the package: {exc}", file=sys.stderr)
+            return 1
+        except SubmitCheckError as exc:
+            if args.verbose:
+                print(exc.details, end="", file=sys.stderr)
+            print(f"storm {args.command}: {exc.line}", file=sys.stderr)
             return 1
         overrides = command_line_overrides(conf, args)
         if args.replace:
@@ -67,14 +75,16 @@ def list_topologies(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         topologies = sorted(nimbus.getClusterInfo().topologies, key=lambda t: t.name)
     if args.json:
         print(json.dumps([{"name": t.name, "id": t.id, "status": t.status, "num_tasks": t.num_tasks,
-                           "num_workers": t.num_workers, "uptime_secs": t.uptime_secs} for t in topologies]))
+                           "num_workers": t.num_workers, "uptime_secs": t.uptime_secs,
+                           "health": t.sched_status or "ok"} for t in topologies]))
     elif not topologies:
         print("No topologies running.")
     else:
-        print(LIST_ROW.format("Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs"))
-        print("-" * 67)
+        header = LIST_ROW.format("Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs", "Health")
+        print(header)
+        print("-" * len(header))
         for t in topologies:
-            print(LIST_ROW.format(t.name, t.status, t.num_tasks, t.num_workers, t.uptime_secs))
+            print(LIST_ROW.format(t.name, t.status, t.num_tasks, t.num_workers, t.uptime_secs, t.sched_status or "ok"))
     return 0
 
 
@@ -239,6 +249,7 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     p.add_argument("--inactive", action="store_true", help="submit deactivated (spouts paused)")
     p.add_argument("--replace", action="store_true",
                    help="hot deploy: replace the running topology of that name (topology.hot.deploy.enable)")
+    p.add_argument("--verbose", action="store_true", help="with a load or import error, its full traceback")
 
     command("list", list_topologies, "list running topologies").add_argument(
         "--json", action="store_true", help="print JSON instead of Storm's table")

@@ -74,6 +74,9 @@ class SupervisorInfo:
     time_secs: int = 0  # last heartbeat, supervisor's clock
     uptime_secs: int = 0
     version: str = ""
+    #: Assigned ports whose worker died (exited, never beat, or stopped beating) and none has come up since:
+    #: the supervisor's crash-loop back-off, which nimbus reports as a topology's failing workers.
+    failing_ports: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
