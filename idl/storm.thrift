@@ -457,6 +457,10 @@ service Nimbus {
     throws (1: NotAliveException e, 2: InvalidTopologyException ite,
             3: TopologyAssignException tae, 4: AuthorizationException aze);
 
+  // Hosts whose supervisors get no new workers (running ones stay); nimbus keeps them in /blacklist.
+  void setHostInBlackList(1: string host) throws (1: AuthorizationException aze);
+  void removeHostOutBlackList(1: string host) throws (1: AuthorizationException aze);
+
   // The id of the alive topology with this name.
   string getTopologyId(1: string topologyName)
     throws (1: NotAliveException e, 2: AuthorizationException aze);
@@ -474,6 +478,9 @@ service Nimbus {
   // Task heartbeats from a topology master; NotAliveException tells it the topology is gone.
   void updateTaskHeartbeat(1: TopologyTaskHbInfo taskHbs)
     throws (1: NotAliveException e, 2: AuthorizationException aze);
+
+  // The blacklisted hosts (setHostInBlackList), sorted.
+  list<string> getBlacklist() throws (1: AuthorizationException aze);
 
   // Supervisors fetch one stored artifact of a topology: "code" (the uploaded package), "conf"
   // (JSON) or "topology" (StormTopology, binary protocol); during a gray upgrade the new

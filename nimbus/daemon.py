@@ -33,7 +33,7 @@ from squall.zk import paths
 from squall.zk.client import ZkClient
 from squall.zk.errors import record_task_error
 from squall.zk.records import (
-    Assignment, AssignmentType, ErrorLevel, GrayUpgradeConf, StormBase, SupervisorInfo, TaskBeat, TaskError,
+    Assignment, AssignmentType, Blacklist, ErrorLevel, GrayUpgradeConf, StormBase, SupervisorInfo, TaskBeat, TaskError,
     TaskHeartbeats, TopologyStatus, TopologyTasks, WorkerMark,
 )
 
@@ -554,6 +554,22 @@ class Nimbus:
         self.transition(topology_id, lifecycle.CompleteUpgrade())
         log.info("gray upgrade rolled back" if conf.rollback else "gray upgrade complete", topology_id=topology_id,
                  version=keep)
+
+    # -- hosts ----------------------------------------------------------------------------------
+
+    def set_blacklisted(self, host: str, blacklisted: bool) -> None:
+        """Add ``host`` to ``/blacklist`` or remove it; the leader is its one writer. The assigner reads it at
+        every assignment, so the host gets no new workers from then on; workers already there keep running."""
+        self.require_leader()
+        with self._lock:
+            hosts = set(self.blacklist())
+            wanted = hosts | {host} if blacklisted else hosts - {host}
+            if wanted != hosts:
+                self.zk.write(paths.BLACKLIST, Blacklist(sorted(wanted)))
+        log.info("host blacklisted" if blacklisted else "host off the blacklist", host=host)
+
+    def blacklist(self) -> list[str]:
+        return sorted((self.zk.read(paths.BLACKLIST, Blacklist) or Blacklist()).hosts)
 
     # -- heartbeats and the monitor -------------------------------------------------------------
 

@@ -8,6 +8,7 @@ pure modules. Anything not declared in the IDL that escapes reaches the client a
 from __future__ import annotations
 
 import json
+import string
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -18,6 +19,7 @@ from nimbus import lifecycle, upgrade
 from nimbus.codestore import DownloadError, MissingTopology, UnknownArtifact, UploadError
 from nimbus.daemon import Nimbus
 from nimbus.queries import cluster_summary, nimbus_summaries, topology_info
+from squall.names import quote
 from squall.topology import validate_name
 from squall.config import redact
 from squall.stats import from_executor_stats
@@ -68,6 +70,17 @@ def _batch(worker_num: Any, component: Any, workers: Any) -> upgrade.BatchReques
     if bad:
         raise storm.InvalidTopologyException(msg=f"upgrade workers must be 'host:port' strings, got {bad!r}")
     return upgrade.BatchRequest(worker_num, component or None, tuple(workers))
+
+
+_HOST_CHARS = frozenset(string.ascii_letters + string.digits + ".-_:")
+
+
+def _host(host: str) -> str:
+    """A host name or address as supervisors register it; anything else would never match one."""
+    if not host or len(host) > 253 or not set(host) <= _HOST_CHARS:
+        raise RuntimeError(f"not a host name: {quote(host or '')}; give the host name a supervisor registers "
+                           "(its storm.local.hostname)")
+    return host
 
 
 @contextmanager
@@ -189,6 +202,17 @@ class NimbusService:
         self.nimbus.require_leader()
         with _refusals():
             self.nimbus.transition(self.nimbus.find_id(name), action)
+
+    # -- hosts (JStorm's blacklist) --------------------------------------------------------------
+
+    def setHostInBlackList(self, host: str) -> None:
+        self.nimbus.set_blacklisted(_host(host), True)
+
+    def removeHostOutBlackList(self, host: str) -> None:
+        self.nimbus.set_blacklisted(_host(host), False)
+
+    def getBlacklist(self) -> list[str]:
+        return self.nimbus.blacklist()
 
     # -- code transfer ---------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from squall.thrift import connect, storm
 from squall.zk import paths
 from squall.zk.client import ZkClient
 from squall.zk.records import (
-    Assignment, ComponentType, StormBase, SupervisorInfo, TaskInfo, TaskStats, TopologyTasks,
+    Assignment, Blacklist, ComponentType, StormBase, SupervisorInfo, TaskInfo, TaskStats, TopologyTasks,
 )
 from support import wait_until
 
@@ -165,6 +165,24 @@ def test_failed_assignment_leaves_nothing_behind(cluster: Cluster, leader: Nimbu
     for parent in paths.TOPOLOGY_SUBTREES + (paths.TOPOLOGIES,):
         assert cluster.zk.children(parent) == [], parent
     assert list(leader.code.ids()) == []
+
+
+def test_a_blacklisted_host_gets_no_new_workers_until_removed(cluster: Cluster, leader: Nimbus) -> None:
+    client = cluster.client(leader)
+    client.setHostInBlackList("host-1")
+    client.setHostInBlackList("host-1")  # twice is once
+    assert client.getBlacklist() == ["host-1"]
+    assert cluster.zk.read(paths.BLACKLIST, Blacklist) == Blacklist(["host-1"]), "nimbus keeps it in /blacklist"
+    first = submit(cluster, leader, "first")
+    assert {w.host for w in cluster.zk.read(paths.assignment(first), Assignment).workers} == {"host-2"}
+
+    client.removeHostOutBlackList("host-1")
+    client.removeHostOutBlackList("never-listed")  # nothing to remove is no error
+    assert client.getBlacklist() == []
+    second = submit(cluster, leader, "second")
+    assert "host-1" in {w.host for w in cluster.zk.read(paths.assignment(second), Assignment).workers}
+    with pytest.raises(TApplicationException, match='not a host name: "bad host"'):
+        client.setHostInBlackList("bad host")
 
 
 def test_kill_marks_killed_at_once_and_removes_after_the_wait(cluster: Cluster, leader: Nimbus) -> None:
@@ -410,7 +428,8 @@ def test_follower_refuses_every_write_with_the_leaders_address(cluster: Cluster,
     wait_until(lambda: len(cluster.zk.children(paths.NIMBUS_SLAVES)) == 1, what="follower registered")
     client = cluster.client(follower)
     writes = [lambda: client.killTopology("wc"), lambda: client.activate("wc"), lambda: client.deactivate("wc"),
-              lambda: client.rebalance("wc", storm.RebalanceOptions(wait_secs=1)), client.beginFileUpload]
+              lambda: client.rebalance("wc", storm.RebalanceOptions(wait_secs=1)), client.beginFileUpload,
+              lambda: client.setHostInBlackList("h"), lambda: client.removeHostOutBlackList("h")]
     for write in writes:
         with pytest.raises(TApplicationException, match=f"not the leader; the leader is 127.0.0.1:{leader.port}"):
             write()

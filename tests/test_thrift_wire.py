@@ -132,6 +132,9 @@ JSTORM_AND_SQUALL_METHODS = {
         [(1, "taskHbs", (12, "TopologyTaskHbInfo"))],
         ["NotAliveException", "AuthorizationException"],
     ),
+    "setHostInBlackList": ([(1, "host", 11)], ["AuthorizationException"]),
+    "removeHostOutBlackList": ([(1, "host", 11)], ["AuthorizationException"]),
+    "getBlacklist": ([], ["AuthorizationException"]),
     "beginCodeDownload": (
         [(1, "topologyId", 11), (2, "artifact", 11)],
         ["NotAliveException", "AuthorizationException"],

@@ -63,8 +63,14 @@ def jar(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
 
 
 def list_topologies(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    """Storm's table of running topologies; ``storm list NAME`` shows only that one (exit 1 if none runs)."""
     with nimbus_client(conf) as nimbus:
         topologies = sorted(nimbus.getClusterInfo().topologies, key=lambda t: t.name)
+    if args.name is not None:
+        topologies = [t for t in topologies if t.name == args.name]
+        if not topologies:
+            print(f"storm list: no topology named {args.name!r} is running", file=sys.stderr)
+            return 1
     if args.json:
         print(json.dumps([{"name": t.name, "id": t.id, "status": t.status, "num_tasks": t.num_tasks,
                            "num_workers": t.num_workers, "uptime_secs": t.uptime_secs} for t in topologies]))
@@ -123,6 +129,21 @@ def get_errors(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     latest = {component: max(errors, key=lambda e: e.error_time_secs).error
               for component, errors in sorted(info.errors.items()) if errors}
     print(json.dumps({"Topology Name": args.name, "Comp-Errors": latest}))
+    return 0
+
+
+def blacklist(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    """JStorm's ``blacklist add|remove HOST`` (JStorm's output line), plus ``list``: hosts that get no new workers."""
+    if (args.action == "list") == bool(args.hosts):
+        print("storm blacklist: add and remove take HOST..., list takes none", file=sys.stderr)
+        return 2
+    with nimbus_client(conf) as nimbus:
+        if args.action == "list":
+            print("\n".join(nimbus.getBlacklist()) or "No hosts blacklisted.")
+            return 0
+        for host in args.hosts:
+            (nimbus.setHostInBlackList if args.action == "add" else nimbus.removeHostOutBlackList)(host)
+            print(f"Successfully submit command blacklist with action:{args.action} and hostname :{host}")
     return 0
 
 
@@ -240,8 +261,9 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     p.add_argument("--replace", action="store_true",
                    help="hot deploy: replace the running topology of that name (topology.hot.deploy.enable)")
 
-    command("list", list_topologies, "list running topologies").add_argument(
-        "--json", action="store_true", help="print JSON instead of Storm's table")
+    p = command("list", list_topologies, "list running topologies (or only NAME)")
+    p.add_argument("name", nargs="?", metavar="NAME", help="show only this topology")
+    p.add_argument("--json", action="store_true", help="print JSON instead of Storm's table")
     p = command("kill", kill, "kill topologies (removed after the wait)")
     p.add_argument("names", nargs="+", metavar="NAME")
     p.add_argument("-w", "--wait-time-secs", dest="wait", type=non_negative,
@@ -277,6 +299,9 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     p.add_argument("--jar", metavar="FILE|PACKAGE", help="new code: a .py file or package directory")
     p.add_argument("--include", action="append", default=[], metavar="PATH", help="more code (repeatable)")
     p.add_argument("--conf", metavar="CONF.yaml", help="config to merge into the topology's")
+    p = command("blacklist", blacklist, "keep new workers off hosts (JStorm): add HOST..., remove HOST..., list")
+    p.add_argument("action", choices=["add", "remove", "list"])
+    p.add_argument("hosts", nargs="*", metavar="HOST", help="as its supervisor registers it (storm.local.hostname)")
     p = command("zktool", zktool, "inspect Squall's ZooKeeper state (paths relative to storm.zookeeper.root)")
     p.add_argument("action", choices=["ls", "get", "tree", "rm"])
     p.add_argument("path", nargs="?", default="/")
