@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from squall import __version__
+from squall.cli import monitor
 from squall.cli.options import command_line_overrides, json_or_text, non_negative, parse_executor, positive
 from squall.dsl import load_topology
 from squall.nimbus_client import nimbus_client
@@ -302,6 +303,8 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     p = command("blacklist", blacklist, "keep new workers off hosts (JStorm): add HOST..., remove HOST..., list")
     p.add_argument("action", choices=["add", "remove", "list"])
     p.add_argument("hosts", nargs="*", metavar="HOST", help="as its supervisor registers it (storm.local.hostname)")
+    monitor.add_arguments(command("monitor", monitor.monitor, "a topology's throughput per component, refreshed "
+                                                           "(Storm's view of one stream with -m)"))
     p = command("zktool", zktool, "inspect Squall's ZooKeeper state (paths relative to storm.zookeeper.root)")
     p.add_argument("action", choices=["ls", "get", "tree", "rm"])
     p.add_argument("path", nargs="?", default="/")
