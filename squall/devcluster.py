@@ -32,6 +32,10 @@ from supervisor.processes import WorkerProcesses, WorkerRecord
 
 T = TypeVar("T")
 
+#: Where the ``squall`` package this process runs lives: the daemons (and their workers) run the same code,
+#: not whatever copy another PYTHONPATH or an editable install elsewhere would give them.
+CODE_ROOT = Path(__file__).resolve().parent.parent
+
 
 def wait_for(condition: Callable[[], T], timeout: float, what: str) -> T:
     """Poll ``condition`` until it returns something truthy; TimeoutError naming ``what`` at the deadline."""
@@ -94,7 +98,7 @@ class DevCluster:
     def _start(self, name: str, command: str) -> subprocess.Popen[bytes]:
         conf_file = self.root / f"{name}.yaml"
         conf_file.write_text(json.dumps(self.daemon_conf(name), indent=1))  # JSON is YAML
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env = {**os.environ, "PYTHONPATH": str(CODE_ROOT)}
         with open(self.log_file(name), "ab") as log:
             process = subprocess.Popen([sys.executable, "-m", "squall.cli", "--config", str(conf_file), command],
                                        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
