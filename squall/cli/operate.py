@@ -19,12 +19,15 @@ import yaml
 from squall import __version__
 from squall.cli import monitor
 from squall.cli.options import command_line_overrides, json_or_text, non_negative, parse_executor, positive
+from squall.devcluster import dev_cluster_root
 from squall.dsl import load_topology
+from squall.local_state import workers_dir
 from squall.nimbus_client import nimbus_client
 from squall.package import build_package
 from squall.submitter import submit_topology, upload_package
 from squall.thrift import storm
 from squall.zk.client import ZkClient
+from supervisor.processes import WorkerProcesses
 
 LIST_ROW = "{:<20} {:<10} {:<10} {:<12} {:<10}"  # Storm 1.x's `storm list` layout
 
@@ -145,6 +148,28 @@ def blacklist(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         for host in args.hosts:
             (nimbus.setHostInBlackList if args.action == "add" else nimbus.removeHostOutBlackList)(host)
             print(f"Successfully submit command blacklist with action:{args.action} and hostname :{host}")
+    return 0
+
+
+def kill_workers(conf: Mapping[str, Any], _args: argparse.Namespace) -> int:
+    """Storm's ``kill_workers``: stop this host's workers so their supervisor starts them afresh.
+
+    The workers are those recorded under ``storm.local.dir`` (and under each supervisor of a dev cluster
+    started from it); each is signalled by its recorded pid, checked against its command line (SIGTERM,
+    SIGKILL after ``supervisor.worker.shutdown.sleep.secs``), then its record is dropped, so the
+    supervisor sees the slot empty and launches a new worker there at once.
+    """
+    dirs = [d for d in (workers_dir(conf), *sorted(dev_cluster_root(conf).glob("*/workers"))) if d.is_dir()]
+    grace = float(conf["supervisor.worker.shutdown.sleep.secs"])
+    killed = 0
+    for directory in dirs:
+        processes = WorkerProcesses(directory)
+        for record in processes.records():
+            processes.kill(record, grace)
+            killed += 1
+            print(f"Killed worker {record.worker_id} of {record.topology_id} on port {record.port} (pid {record.pid})")
+    if not killed:
+        print(f"No workers to kill under {Path(conf['storm.local.dir']).resolve()}")
     return 0
 
 
@@ -300,6 +325,7 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     p.add_argument("--jar", metavar="FILE|PACKAGE", help="new code: a .py file or package directory")
     p.add_argument("--include", action="append", default=[], metavar="PATH", help="more code (repeatable)")
     p.add_argument("--conf", metavar="CONF.yaml", help="config to merge into the topology's")
+    command("kill_workers", kill_workers, "kill this host's workers (storm.local.dir); their supervisor restarts them")
     p = command("blacklist", blacklist, "keep new workers off hosts (JStorm): add HOST..., remove HOST..., list")
     p.add_argument("action", choices=["add", "remove", "list"])
     p.add_argument("hosts", nargs="*", metavar="HOST", help="as its supervisor registers it (storm.local.hostname)")
