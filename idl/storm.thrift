@@ -23,7 +23,7 @@
 //   id sees a reply with nothing set, which a void call takes for success; a new exception on an
 //   old method would turn a failure into a silent "ok" for streamparse and Java clients.
 //
-// Left out on purpose: blob store, DRPC, pacemaker, local-state (LS*) structs, log levels,
+// Left out on purpose: blob store, DRPC, pacemaker, local-state (LS*) structs,
 // profiling, page-info/aggregate stats, and Storm's ZooKeeper records (Squall keeps its
 // ZooKeeper records as JSON).
 
@@ -355,6 +355,34 @@ struct GrayUpgradeOptions {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Dynamic log levels (storm set_log_level)
+// ---------------------------------------------------------------------------------------------
+
+enum LogLevelAction {
+  UNCHANGED = 1,
+  UPDATE = 2,
+  REMOVE = 3
+}
+
+// One logger's setting. UPDATE sets target_log_level (TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF,
+// ALL) for reset_log_level_timeout_secs (0: until removed); REMOVE puts the logger back as it was.
+struct LogLevel {
+  1: required LogLevelAction action;
+  2: optional string target_log_level;
+  3: optional i32 reset_log_level_timeout_secs;
+  // Set by nimbus: when the setting expires, epoch milliseconds (as Storm's nimbus sets it).
+  4: optional i64 reset_log_level_timeout_epoch;
+  // The level after expiry; unset: the logger's own level from before the change.
+  5: optional string reset_log_level;
+}
+
+// Keyed by logger name; "ROOT" is the root logger.
+struct LogConfig {
+  // Id 1 is unused in Storm's IDL too.
+  2: optional map<string, LogLevel> named_logger_level;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Internal records for daemons
 // ---------------------------------------------------------------------------------------------
 
@@ -429,6 +457,11 @@ service Nimbus {
   // The topology as submitted (after normalization).
   StormTopology getUserTopology(1: string id)
     throws (1: NotAliveException e, 2: AuthorizationException aze);
+
+  // Dynamic log levels; `name` is a topology *id* (Storm's CLI resolves the name first). Merged
+  // into what was set before; the topology's workers apply it and revert expired settings.
+  void setLogConfig(1: string name, 2: LogConfig config);
+  LogConfig getLogConfig(1: string name);
 
   // --- JStorm calls: JStorm's names and argument ids; Squall declares typed exceptions ---
   // InvalidTopologyException also means "not possible in the topology's current state",

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from squall.cli.monitor import (
-    ComponentRow, MonitorError, Snapshot, StreamRow, component_rows, snapshot, stream_row,
+    ComponentRow, MonitorError, StreamRow, component_rows, snapshot, stream_row,
 )
 from squall.stats import to_executor_stats
 from squall.thrift import storm

@@ -11,7 +11,7 @@ import pytest
 
 from processcluster import ProcessCluster
 from supervisor.processes import running
-from support import wait_until
+from support import log_events, wait_until
 from test_cli_cluster import WORDCOUNT, cluster, storm  # noqa: F401  (cluster is the module's fixture)
 
 NAME = "wordcount"
@@ -99,6 +99,35 @@ def test_blacklist_keeps_new_workers_off_a_host_and_list_name_shows_one_topology
     assert storm(cluster, capsys, "kill", "other", "-w", "0")[0] == 0
     wait_until(lambda: {r.topology_id for r in cluster.workers("sup")} == {wordcount}, 30, "other's worker stopped")
     assert storm(cluster, capsys, "blacklist", "add")[0] == 2
+
+
+def test_set_log_level_turns_a_components_debug_lines_on_in_the_workers_and_off_again(
+        cluster: ProcessCluster, wordcount: str, capsys: pytest.CaptureFixture[str]) -> None:
+    logs = sorted((cluster.root / "sup" / "logs").glob(f"{wordcount}-worker-*.log"))
+    assert len(logs) == 2 and not any(log_events(p, "every count") for p in logs)
+    code, out, err = storm(cluster, capsys, "set_log_level", NAME, "-l", "wordcount=DEBUG:600")
+    assert (code, out) == (0, "Log config {wordcount=DEBUG:600} is sent for topology wordcount\n"), err
+    wait_until(lambda: all(log_events(p, "every count") for p in logs), 30,
+               "WordCount's debug lines (logger wordcount, every tick) in both workers' logs")
+    line = log_events(logs[0], "every count")[0]
+    assert (line["level"], line["logger"], line["component"]) == ("debug", "wordcount", "count") and line["counts"]
+
+    assert storm(cluster, capsys, "set_log_level", NAME, "-r", "wordcount")[1] == (
+        "Log config {wordcount=REMOVE} is sent for topology wordcount\n")
+
+    def quiet_again(path: Path) -> bool:
+        events = [e["event"] for e in log_events(path, "every count", "word counts")]
+        last_debug = len(events) - events[::-1].index("every count")
+        return events[last_debug:].count("word counts") >= 4  # ticks pass with info lines only
+    wait_until(lambda: all(quiet_again(p) for p in logs), 60, "the debug lines to stop")
+
+    with pytest.raises(SystemExit) as refused:
+        storm(cluster, capsys, "set_log_level", NAME, "-l", "wordcount=LOUD")
+    assert refused.value.code == 2
+    assert "unknown log level 'LOUD'; use one of ALL, TRACE, DEBUG" in capsys.readouterr().err
+    code, _, err = storm(cluster, capsys, "set_log_level", "nosuch", "-l", "ROOT=DEBUG")
+    assert (code, err.strip()) == (1, "storm set_log_level: NotAliveException: nosuch")
+    assert storm(cluster, capsys, "set_log_level", NAME)[0] == 2
 
 
 def test_kill_workers_kills_this_hosts_workers_and_the_supervisor_restarts_them(

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from squall import __version__
+from squall import __version__, loglevels
 from squall.cli import monitor
 from squall.cli.options import command_line_overrides, json_or_text, non_negative, parse_executor, positive
 from squall.devcluster import dev_cluster_root
@@ -173,6 +173,34 @@ def kill_workers(conf: Mapping[str, Any], _args: argparse.Namespace) -> int:
     return 0
 
 
+def _log_setting(text: str) -> tuple[str, str, int]:
+    try:
+        return loglevels.parse_setting(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def set_log_level(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    """Storm's ``set_log_level``: logger levels for a running topology's workers, optionally for a while.
+
+    ``-l LOGGER=LEVEL[:TIMEOUT_SECS]`` sets (0 or no timeout: until removed), ``-r LOGGER`` puts a logger
+    back as it was; ``ROOT`` is the root logger. See :mod:`squall.loglevels`.
+    """
+    if not args.set and not args.remove:
+        print("storm set_log_level: give -l LOGGER=LEVEL[:TIMEOUT_SECS] and/or -r LOGGER", file=sys.stderr)
+        return 2
+    update, remove = storm.LogLevelAction.UPDATE, storm.LogLevelAction.REMOVE
+    named = {logger: storm.LogLevel(action=update, target_log_level=level, reset_log_level_timeout_secs=secs)
+             for logger, level, secs in args.set}
+    named.update({logger: storm.LogLevel(action=remove) for logger in args.remove})
+    with nimbus_client(conf) as nimbus:
+        nimbus.setLogConfig(nimbus.getTopologyId(args.name), storm.LogConfig(named_logger_level=named))
+    shown = [f"{logger}={level}" + (f":{secs}" if secs else "") for logger, level, secs in args.set]
+    shown += [f"{logger}=REMOVE" for logger in args.remove]
+    print(f"Log config {{{', '.join(shown)}}} is sent for topology {args.name}")  # Storm's line
+    return 0
+
+
 def gray_upgrade(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     """Upgrade the next batch of workers (JStorm's ``gray_upgrade``)."""
     if not (args.worker_num or args.component or args.workers) or (args.workers and (args.worker_num or args.component)):
@@ -325,6 +353,13 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     p.add_argument("--jar", metavar="FILE|PACKAGE", help="new code: a .py file or package directory")
     p.add_argument("--include", action="append", default=[], metavar="PATH", help="more code (repeatable)")
     p.add_argument("--conf", metavar="CONF.yaml", help="config to merge into the topology's")
+    p = command("set_log_level", set_log_level, "change logger levels in a running topology's workers (Storm)")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("-l", dest="set", type=_log_setting, action="append", default=[],
+                   metavar="LOGGER=LEVEL[:TIMEOUT_SECS]", help="set a level, for TIMEOUT_SECS if given (repeatable; "
+                                                                "ROOT is the root logger)")
+    p.add_argument("-r", dest="remove", action="append", default=[], metavar="LOGGER",
+                   help="put a logger back as it was (repeatable)")
     command("kill_workers", kill_workers, "kill this host's workers (storm.local.dir); their supervisor restarts them")
     p = command("blacklist", blacklist, "keep new workers off hosts (JStorm): add HOST..., remove HOST..., list")
     p.add_argument("action", choices=["add", "remove", "list"])
