@@ -4,6 +4,7 @@ and ``storm supervisor`` processes, workers running the word count)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -147,5 +148,7 @@ def test_kill_workers_kills_this_hosts_workers_and_the_supervisor_restarts_them(
                 and all(running(r.pid) and (Path(local_dir) / "workers" / r.worker_id / "heartbeat").exists()
                         for r in now.values()))
     wait_until(restarted, 60, "the supervisor running new workers on the same ports")
+    errors = json.loads(storm(cluster, capsys, "get-errors", NAME)[1])["Comp-Errors"]
+    assert errors == {}, "an operator's restart is no worker failure"
     code, out, _ = storm(cluster, capsys, "-c", f"storm.local.dir={Path(local_dir) / 'nothing-here'}", "kill_workers")
     assert (code, out.startswith("No workers to kill under ")) == (0, True)

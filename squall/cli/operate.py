@@ -155,9 +155,9 @@ def kill_workers(conf: Mapping[str, Any], _args: argparse.Namespace) -> int:
     """Storm's ``kill_workers``: stop this host's workers so their supervisor starts them afresh.
 
     The workers are those recorded under ``storm.local.dir`` (and under each supervisor of a dev cluster
-    started from it); each is signalled by its recorded pid, checked against its command line (SIGTERM,
-    SIGKILL after ``supervisor.worker.shutdown.sleep.secs``), then its record is dropped, so the
-    supervisor sees the slot empty and launches a new worker there at once.
+    started from it); each is marked as stopped on request, signalled by its recorded pid, checked against
+    its command line (SIGTERM, SIGKILL after ``supervisor.worker.shutdown.sleep.secs``), and its record is
+    dropped: the supervisor launches a new worker on the slot at once, with no error report or back-off.
     """
     dirs = [d for d in (workers_dir(conf), *sorted(dev_cluster_root(conf).glob("*/workers"))) if d.is_dir()]
     grace = float(conf["supervisor.worker.shutdown.sleep.secs"])
@@ -165,7 +165,7 @@ def kill_workers(conf: Mapping[str, Any], _args: argparse.Namespace) -> int:
     for directory in dirs:
         processes = WorkerProcesses(directory)
         for record in processes.records():
-            processes.kill(record, grace)
+            processes.stop_on_request(record, grace)
             killed += 1
             print(f"Killed worker {record.worker_id} of {record.topology_id} on port {record.port} (pid {record.pid})")
     if not killed:
