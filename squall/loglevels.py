@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import structlog
 
 from squall.clock import Clock, Timer
-from squall.zk.records import LoggerLevel, LoggerLevels  # noqa: F401  (LoggerLevel: the examples below)
+from squall.zk.records import LoggerLevels
 
 log = structlog.get_logger(__name__)
 
@@ -67,6 +67,7 @@ def canonical(logger: str) -> str:
 def levels_in_force(config: LoggerLevels | None, now_ms: int) -> dict[str, int]:
     """Logger → numeric level for every setting of ``config`` not expired at ``now_ms`` (pure).
 
+    >>> from squall.zk.records import LoggerLevel
     >>> levels_in_force(LoggerLevels({"a": LoggerLevel("DEBUG", 30, 5_000), "b": LoggerLevel("WARN")}), 5_000)
     {'b': 30}
     """

@@ -11,11 +11,22 @@ from pathlib import Path
 import pytest
 
 from processcluster import ProcessCluster
+from squall.cli.main import build_parser, main
 from supervisor.processes import running
 from support import log_events, wait_until
 from test_cli_cluster import WORDCOUNT, cluster, storm  # noqa: F401  (cluster is the module's fixture)
 
 NAME = "wordcount"
+
+
+def test_help_lists_the_verbs_and_monitor_takes_storms_options(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert all(verb in out for verb in ("monitor", "blacklist", "kill_workers", "set_log_level"))
+    args = build_parser()[0].parse_args(["monitor", NAME, "-m", "split", "-s", "words", "-w", "transferred"])
+    assert (args.name, args.interval, args.component, args.stream, args.watch, args.rounds) == (
+        NAME, 4, "split", "words", "transferred", 0), "Storm's default interval is 4 s; no round limit"
 
 
 def counts_flow(cluster: ProcessCluster) -> bool:
