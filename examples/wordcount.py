@@ -61,7 +61,8 @@ class SplitSentence(Bolt):
 
 
 class WordCount(Bolt):
-    """A running count per word, emitted as (word, count) on every update; ticks log the totals."""
+    """A running count per word, emitted as (word, count) on every update; ticks log the totals (and every
+    count at DEBUG: `storm set_log_level wordcount -l wordcount=DEBUG` turns that on in a running topology)."""
 
     outputs = ["word", "count"]
 
@@ -72,6 +73,7 @@ class WordCount(Bolt):
         if tup.is_tick:
             self.log.info("word counts", words=len(self.counts), total=sum(self.counts.values()),
                           top=dict(self.counts.most_common(3)))
+            self.log.debug("every count", counts=dict(self.counts))
             return
         word = tup["word"]
         self.counts[word] += 1

@@ -23,7 +23,7 @@
 //   id sees a reply with nothing set, which a void call takes for success; a new exception on an
 //   old method would turn a failure into a silent "ok" for streamparse and Java clients.
 //
-// Left out on purpose: blob store, DRPC, pacemaker, local-state (LS*) structs, log levels,
+// Left out on purpose: blob store, DRPC, pacemaker, local-state (LS*) structs,
 // profiling, page-info/aggregate stats, and Storm's ZooKeeper records (Squall keeps its
 // ZooKeeper records as JSON).
 
@@ -360,6 +360,34 @@ struct GrayUpgradeOptions {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Dynamic log levels (storm set_log_level)
+// ---------------------------------------------------------------------------------------------
+
+enum LogLevelAction {
+  UNCHANGED = 1,
+  UPDATE = 2,
+  REMOVE = 3
+}
+
+// One logger's setting. UPDATE sets target_log_level (TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF,
+// ALL) for reset_log_level_timeout_secs (0: until removed); REMOVE puts the logger back as it was.
+struct LogLevel {
+  1: required LogLevelAction action;
+  2: optional string target_log_level;
+  3: optional i32 reset_log_level_timeout_secs;
+  // Set by nimbus: when the setting expires, epoch milliseconds (as Storm's nimbus sets it).
+  4: optional i64 reset_log_level_timeout_epoch;
+  // The level after expiry; unset: the logger's own level from before the change.
+  5: optional string reset_log_level;
+}
+
+// Keyed by logger name; "ROOT" is the root logger.
+struct LogConfig {
+  // Id 1 is unused in Storm's IDL too.
+  2: optional map<string, LogLevel> named_logger_level;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Internal records for daemons
 // ---------------------------------------------------------------------------------------------
 
@@ -435,6 +463,11 @@ service Nimbus {
   StormTopology getUserTopology(1: string id)
     throws (1: NotAliveException e, 2: AuthorizationException aze);
 
+  // Dynamic log levels; `name` is a topology *id* (Storm's CLI resolves the name first). Merged
+  // into what was set before; the topology's workers apply it and revert expired settings.
+  void setLogConfig(1: string name, 2: LogConfig config);
+  LogConfig getLogConfig(1: string name);
+
   // --- JStorm calls: JStorm's names and argument ids; Squall declares typed exceptions ---
   // InvalidTopologyException also means "not possible in the topology's current state",
   // e.g. no gray upgrade in progress.
@@ -462,6 +495,10 @@ service Nimbus {
     throws (1: NotAliveException e, 2: InvalidTopologyException ite,
             3: TopologyAssignException tae, 4: AuthorizationException aze);
 
+  // Hosts whose supervisors get no new workers (running ones stay); nimbus keeps them in /blacklist.
+  void setHostInBlackList(1: string host) throws (1: AuthorizationException aze);
+  void removeHostOutBlackList(1: string host) throws (1: AuthorizationException aze);
+
   // The id of the alive topology with this name.
   string getTopologyId(1: string topologyName)
     throws (1: NotAliveException e, 2: AuthorizationException aze);
@@ -479,6 +516,9 @@ service Nimbus {
   // Task heartbeats from a topology master; NotAliveException tells it the topology is gone.
   void updateTaskHeartbeat(1: TopologyTaskHbInfo taskHbs)
     throws (1: NotAliveException e, 2: AuthorizationException aze);
+
+  // The blacklisted hosts (setHostInBlackList), sorted.
+  list<string> getBlacklist() throws (1: AuthorizationException aze);
 
   // Supervisors fetch one stored artifact of a topology: "code" (the uploaded package), "conf"
   // (JSON) or "topology" (StormTopology, binary protocol); during a gray upgrade the new

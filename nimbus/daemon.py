@@ -33,8 +33,8 @@ from squall.zk import paths
 from squall.zk.client import ZkClient
 from squall.zk.errors import record_task_error
 from squall.zk.records import (
-    Assignment, AssignmentType, ErrorLevel, GrayUpgradeConf, StormBase, SupervisorInfo, TaskBeat, TaskError,
-    TaskHeartbeats, TopologyStatus, TopologyTasks, WorkerMark,
+    Assignment, AssignmentType, Blacklist, ErrorLevel, GrayUpgradeConf, LoggerLevel, LoggerLevels, StormBase,
+    SupervisorInfo, TaskBeat, TaskError, TaskHeartbeats, TopologyStatus, TopologyTasks, WorkerMark,
 )
 
 log = structlog.get_logger(__name__)
@@ -554,6 +554,42 @@ class Nimbus:
         self.transition(topology_id, lifecycle.CompleteUpgrade())
         log.info("gray upgrade rolled back" if conf.rollback else "gray upgrade complete", topology_id=topology_id,
                  version=keep)
+
+    # -- hosts ----------------------------------------------------------------------------------
+
+    def set_blacklisted(self, host: str, blacklisted: bool) -> None:
+        """Add ``host`` to ``/blacklist`` or remove it; the leader is its one writer. The assigner reads it at
+        every assignment, so the host gets no new workers from then on; workers already there keep running."""
+        self.require_leader()
+        with self._lock:
+            hosts = set(self.blacklist())
+            wanted = hosts | {host} if blacklisted else hosts - {host}
+            if wanted != hosts:
+                self.zk.write(paths.BLACKLIST, Blacklist(sorted(wanted)))
+        log.info("host blacklisted" if blacklisted else "host off the blacklist", host=host)
+
+    def blacklist(self) -> list[str]:
+        return sorted((self.zk.read(paths.BLACKLIST, Blacklist) or Blacklist()).hosts)
+
+    # -- dynamic log levels ---------------------------------------------------------------------
+
+    def set_log_levels(self, topology_id: str, changes: Mapping[str, LoggerLevel | None]) -> LoggerLevels:
+        """Merge ``changes`` (logger → new setting, None: remove it) into ``/logconfigs/<id>``, whose one writer
+        is the leader; settings already expired are dropped. The topology's workers watch the node."""
+        self.require_leader()
+        with self._lock:
+            self.base(topology_id)
+            now_ms = int(self.clock.time() * 1000)
+            current = self.zk.read(paths.log_config(topology_id), LoggerLevels) or LoggerLevels()
+            merged = {name: s for name, s in {**current.loggers, **changes}.items()
+                      if s is not None and (not s.expires_ms or s.expires_ms > now_ms)}
+            self.zk.write(paths.log_config(topology_id), LoggerLevels(merged))
+        log.info("log levels set", topology_id=topology_id, loggers={n: s.level for n, s in merged.items()})
+        return LoggerLevels(merged)
+
+    def log_levels(self, topology_id: str) -> LoggerLevels:
+        self.base(topology_id)
+        return self.zk.read(paths.log_config(topology_id), LoggerLevels) or LoggerLevels()
 
     # -- heartbeats and the monitor -------------------------------------------------------------
 

@@ -8,6 +8,7 @@ pure modules. Anything not declared in the IDL that escapes reaches the client a
 from __future__ import annotations
 
 import json
+import string
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -18,13 +19,15 @@ from nimbus import lifecycle, upgrade
 from nimbus.codestore import DownloadError, MissingTopology, UnknownArtifact, UploadError
 from nimbus.daemon import Nimbus
 from nimbus.queries import cluster_summary, nimbus_summaries, topology_info
+from squall import loglevels
+from squall.names import quote
 from squall.topology import validate_name
 from squall.config import redact
 from squall.stats import from_executor_stats
 from squall.thrift import storm
 from squall.zk import paths
 from squall.zk.records import (
-    Assignment, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat, TaskError, TaskStats,
+    Assignment, LoggerLevel, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat, TaskError, TaskStats,
     TopologyStatus, TopologyTasks,
 )
 
@@ -68,6 +71,26 @@ def _batch(worker_num: Any, component: Any, workers: Any) -> upgrade.BatchReques
     if bad:
         raise storm.InvalidTopologyException(msg=f"upgrade workers must be 'host:port' strings, got {bad!r}")
     return upgrade.BatchRequest(worker_num, component or None, tuple(workers))
+
+
+@contextmanager
+def _known(topology_id: str) -> Iterator[None]:
+    """For Storm calls that declare no NotAliveException: an unknown id says so in an internal error."""
+    try:
+        yield
+    except storm.NotAliveException:
+        raise RuntimeError(f"{topology_id} is not a running topology id") from None
+
+
+_HOST_CHARS = frozenset(string.ascii_letters + string.digits + ".-_:")
+
+
+def _host(host: str) -> str:
+    """A host name or address as supervisors register it; anything else would never match one."""
+    if not host or len(host) > 253 or not set(host) <= _HOST_CHARS:
+        raise RuntimeError(f"not a host name: {quote(host or '')}; give the host name a supervisor registers "
+                           "(its storm.local.hostname)")
+    return host
 
 
 @contextmanager
@@ -189,6 +212,48 @@ class NimbusService:
         self.nimbus.require_leader()
         with _refusals():
             self.nimbus.transition(self.nimbus.find_id(name), action)
+
+    # -- hosts (JStorm's blacklist) --------------------------------------------------------------
+
+    def setHostInBlackList(self, host: str) -> None:
+        self.nimbus.set_blacklisted(_host(host), True)
+
+    def removeHostOutBlackList(self, host: str) -> None:
+        self.nimbus.set_blacklisted(_host(host), False)
+
+    def getBlacklist(self) -> list[str]:
+        return self.nimbus.blacklist()
+
+    # -- dynamic log levels (Storm's set_log_level) ------------------------------------------------
+
+    def setLogConfig(self, name: str, config: Any) -> None:
+        """``name`` is a topology id, as Storm's CLI sends it. Storm declares no exceptions here, so refusals
+        reach the client as internal errors with the reason."""
+        now_ms = int(self.nimbus.clock.time() * 1000)
+        changes: dict[str, LoggerLevel | None] = {}
+        for logger, level in ((config.named_logger_level if config else None) or {}).items():
+            if not logger:
+                raise RuntimeError("named loggers need a name; use ROOT for the root logger")
+            if level.action == storm.LogLevelAction.REMOVE:
+                changes[logger] = None
+            elif level.action == storm.LogLevelAction.UPDATE:
+                try:
+                    loglevels.level_number(level.target_log_level or "")
+                except ValueError as exc:
+                    raise RuntimeError(f"logger {logger}: {exc}") from None
+                secs = max(0, level.reset_log_level_timeout_secs or 0)
+                changes[logger] = LoggerLevel(level.target_log_level.upper(), secs, now_ms + secs * 1000 if secs else 0)
+        with _known(name):
+            self.nimbus.set_log_levels(name, changes)
+
+    def getLogConfig(self, name: str) -> Any:
+        with _known(name):
+            stored = self.nimbus.log_levels(name)
+        return storm.LogConfig(named_logger_level={
+            logger: storm.LogLevel(action=storm.LogLevelAction.UPDATE, target_log_level=s.level,
+                                   reset_log_level_timeout_secs=s.timeout_secs,
+                                   reset_log_level_timeout_epoch=s.expires_ms or None)
+            for logger, s in stored.loggers.items()})
 
     # -- code transfer ---------------------------------------------------------------------------
 

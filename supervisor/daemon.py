@@ -178,7 +178,8 @@ class Supervisor:
         records = self._records_by_port()
         now = time.time()
         workers = {port: LocalWorker(WorkerSpec(r.topology_id, r.tasks, r.version), r.worker_id,
-                                     self.processes.alive(r), r.started_secs, self.processes.last_beat(r.worker_id))
+                                     self.processes.alive(r), r.started_secs, self.processes.last_beat(r.worker_id),
+                                     self.processes.stop_requested(r.worker_id))
                    for port, r in records.items()}
         result = plan(self.supervisor_id, assignments, workers, code_on_disk(self.conf), self._backoff, now,
                       start_timeout_secs=float(self.conf["supervisor.worker.start.timeout.secs"]),

@@ -20,6 +20,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 
+#: Beside a worker's record: an operator asked for it to stop (see :meth:`WorkerProcesses.stop_on_request`).
+STOP_REQUESTED = "stop-requested"
+
+
 @dataclass(frozen=True)
 class WorkerRecord:
     worker_id: str
@@ -112,6 +116,18 @@ class WorkerProcesses:
             return float(json.loads(self.heartbeat_path(worker_id).read_text())["time_secs"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+    def stop_on_request(self, record: WorkerRecord, grace_secs: float) -> None:
+        """Kill a worker for an operator (``storm kill_workers``), marked first so that its supervisor, which
+        may see it dead before the record is gone, relaunches it as a restart rather than a failure."""
+        try:
+            (self.root / record.worker_id / STOP_REQUESTED).touch()
+        except FileNotFoundError:
+            return  # its supervisor removed it meanwhile
+        self.kill(record, grace_secs)
+
+    def stop_requested(self, worker_id: str) -> bool:
+        return (self.root / worker_id / STOP_REQUESTED).exists()
 
     def kill(self, record: WorkerRecord, grace_secs: float) -> None:
         """SIGTERM the worker's process group, SIGKILL after ``grace_secs``, then forget it."""

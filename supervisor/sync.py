@@ -59,6 +59,7 @@ class LocalWorker:
     alive: bool  # the pid still runs
     started_secs: float
     last_beat_secs: float | None = None  # from the worker's local heartbeat file
+    stop_requested: bool = False  # an operator stopped it (storm kill_workers): a restart, not a failure
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,8 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
 
     A worker is dead when its process exited, when it never beat within ``start_timeout_secs``, or
     when its last beat is older than ``worker_timeout_secs``; dead workers are killed, reported and
-    relaunched at once; a port whose worker keeps dying then waits 1, 2, 4 … 60 s between launches.
+    relaunched at once; a port whose worker keeps dying then waits 1, 2, 4 … 60 s between launches. A
+    worker an operator stopped (``storm kill_workers``) is relaunched at once and is no failure.
     A worker whose tasks changed within the same topology is left running: it refreshes its tasks
     itself from the assignment (JStorm's RefreshConnections). A worker on another code version than its
     port's is replaced at once when a gray upgrade marks the port (a switch, not a failure: no backoff);
@@ -174,6 +176,10 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
                 next_backoff.pop(port, None)
                 continue
             spec = replace(spec, version=worker.spec.version)  # updated code: taken at its next start
+        if worker.stop_requested and not worker.alive:
+            actions.append(Kill(port, worker.worker_id, "stopped on request"))  # no report, no back-off
+            next_backoff.pop(port, None)
+            continue
         problem = _health(worker, now, start_timeout_secs, worker_timeout_secs)
         if problem is None:
             running[port] = spec

@@ -26,7 +26,8 @@ from squall.thrift import connect, storm
 from squall.zk import paths
 from squall.zk.client import ZkClient
 from squall.zk.records import (
-    Assignment, ComponentType, StormBase, SupervisorInfo, TaskInfo, TaskStats, TopologyTasks,
+    Assignment, Blacklist, ComponentType, LoggerLevel, LoggerLevels, StormBase, SupervisorInfo, TaskInfo, TaskStats,
+    TopologyTasks,
 )
 from support import wait_until
 
@@ -165,6 +166,55 @@ def test_failed_assignment_leaves_nothing_behind(cluster: Cluster, leader: Nimbu
     for parent in paths.TOPOLOGY_SUBTREES + (paths.TOPOLOGIES,):
         assert cluster.zk.children(parent) == [], parent
     assert list(leader.code.ids()) == []
+
+
+def test_a_blacklisted_host_gets_no_new_workers_until_removed(cluster: Cluster, leader: Nimbus) -> None:
+    client = cluster.client(leader)
+    client.setHostInBlackList("host-1")
+    client.setHostInBlackList("host-1")  # twice is once
+    assert client.getBlacklist() == ["host-1"]
+    assert cluster.zk.read(paths.BLACKLIST, Blacklist) == Blacklist(["host-1"]), "nimbus keeps it in /blacklist"
+    first = submit(cluster, leader, "first")
+    assert {w.host for w in cluster.zk.read(paths.assignment(first), Assignment).workers} == {"host-2"}
+
+    client.removeHostOutBlackList("host-1")
+    client.removeHostOutBlackList("never-listed")  # nothing to remove is no error
+    assert client.getBlacklist() == []
+    second = submit(cluster, leader, "second")
+    assert "host-1" in {w.host for w in cluster.zk.read(paths.assignment(second), Assignment).workers}
+    with pytest.raises(TApplicationException, match='not a host name: "bad host"'):
+        client.setHostInBlackList("bad host")
+
+
+def test_storm_clients_set_log_levels_merged_into_the_topologys_logconfigs_node(cluster: Cluster,
+                                                                              leader: Nimbus) -> None:
+    topology_id = submit(cluster, leader)
+    storm_client = make_client(storm_idl.Nimbus, "127.0.0.1", leader.port, proto_factory=TBinaryProtocolFactory(),
+                               trans_factory=TFramedTransportFactory(), timeout=30_000)  # Storm 1.x's IDL
+    try:
+        update = lambda level, secs=0: storm_idl.LogLevel(  # noqa: E731
+            action=storm_idl.LogLevelAction.UPDATE, target_log_level=level, reset_log_level_timeout_secs=secs)
+        storm_client.setLogConfig(topology_id, storm_idl.LogConfig(named_logger_level={
+            "ROOT": update("DEBUG", 30), "wordcount": update("warn")}))
+        now_ms = int(cluster.clock.time() * 1000)
+        assert cluster.zk.read(paths.log_config(topology_id), LoggerLevels) == LoggerLevels({
+            "ROOT": LoggerLevel("DEBUG", 30, now_ms + 30_000), "wordcount": LoggerLevel("WARN")})
+        cluster.clock.advance(31)
+        storm_client.setLogConfig(topology_id, storm_idl.LogConfig(named_logger_level={
+            "wordcount": storm_idl.LogLevel(action=storm_idl.LogLevelAction.REMOVE), "kazoo": update("ERROR", 5)}))
+        shown = storm_client.getLogConfig(topology_id).named_logger_level
+        assert list(shown) == ["kazoo"], "removed, and the expired ROOT setting dropped"
+        assert (shown["kazoo"].target_log_level, shown["kazoo"].reset_log_level_timeout_epoch) == (
+            "ERROR", int(cluster.clock.time() * 1000) + 5_000)
+        for bad_id, level, problem in (("nope-1-1", "INFO", "nope-1-1 is not a running topology id"),
+                                       (topology_id, "LOUD", "logger a: unknown log level 'LOUD'")):
+            with pytest.raises(TApplicationException, match=problem):
+                storm_client.setLogConfig(bad_id, storm_idl.LogConfig(named_logger_level={"a": update(level)}))
+    finally:
+        storm_client.close()
+    cluster.client(leader).killTopologyWithOpts("wc", storm.KillOptions(wait_secs=0))
+    cluster.clock.advance(0)
+    wait_until(lambda: not cluster.zk.exists(paths.log_config(topology_id)), what="log config removed with it")
 
 
 def test_kill_marks_killed_at_once_and_removes_after_the_wait(cluster: Cluster, leader: Nimbus) -> None:
@@ -410,7 +460,9 @@ def test_follower_refuses_every_write_with_the_leaders_address(cluster: Cluster,
     wait_until(lambda: len(cluster.zk.children(paths.NIMBUS_SLAVES)) == 1, what="follower registered")
     client = cluster.client(follower)
     writes = [lambda: client.killTopology("wc"), lambda: client.activate("wc"), lambda: client.deactivate("wc"),
-              lambda: client.rebalance("wc", storm.RebalanceOptions(wait_secs=1)), client.beginFileUpload]
+              lambda: client.rebalance("wc", storm.RebalanceOptions(wait_secs=1)), client.beginFileUpload,
+              lambda: client.setHostInBlackList("h"), lambda: client.removeHostOutBlackList("h"),
+              lambda: client.setLogConfig(client.getTopologyId("wc"), storm.LogConfig(named_logger_level={}))]
     for write in writes:
         with pytest.raises(TApplicationException, match=f"not the leader; the leader is 127.0.0.1:{leader.port}"):
             write()

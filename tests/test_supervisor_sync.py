@@ -86,6 +86,15 @@ def test_dead_workers_are_killed_reported_and_restarted() -> None:
         assert p.backoff[6700] == Backoff(1, 100), "the first restart is immediate"
 
 
+def test_a_worker_stopped_on_request_is_relaunched_at_once_as_no_failure() -> None:
+    p = run(assignments((ME, 6700, [1, 2])), {6700: worker(alive=False, stop_requested=True)}, {WC},
+            {6700: Backoff(3, 0)})
+    assert p.actions == (Kill(6700, "w-6700", "stopped on request"), Launch(6700, SPEC)), "nothing reported"
+    assert 6700 not in p.backoff, "and it does not count towards a crash loop"
+    still_running = run(assignments((ME, 6700, [1, 2])), {6700: worker(stop_requested=True)}, {WC})
+    assert still_running.actions == (), "until it has exited, it is left to finish"
+
+
 def test_within_the_start_timeout_a_silent_worker_is_given_time() -> None:
     assert run(assignments((ME, 6700, [1, 2])), {6700: worker(last_beat_secs=None, started_secs=81)}, {WC}).actions == ()
 

@@ -29,14 +29,14 @@ SHARED_STRUCTS = [
     "SupervisorSummary", "NimbusSummary", "ClusterSummary", "ErrorInfo", "ExecutorInfo",
     "BoltStats", "SpoutStats", "ExecutorSpecificStats", "ExecutorStats", "ExecutorSummary",
     "DebugOptions", "TopologyInfo", "Credentials", "SubmitOptions", "KillOptions",
-    "RebalanceOptions",
+    "RebalanceOptions", "LogLevel", "LogConfig",
 ]
 STORM_METHODS = [
     "submitTopology", "submitTopologyWithOpts", "killTopology", "killTopologyWithOpts",
     "activate", "deactivate", "rebalance", "beginFileUpload", "uploadChunk", "finishFileUpload",
     "beginFileDownload", "downloadChunk", "getNimbusConf", "getClusterInfo", "getLeader",
     "isTopologyNameAllowed", "getTopologyInfo", "getTopologyConf", "getTopology",
-    "getUserTopology",
+    "getUserTopology", "setLogConfig", "getLogConfig",
 ]
 # Fields below 100 that we add on purpose, with the Storm release that defines them.
 ALLOWED_LOW_ADDITIONS = {("RebalanceOptions", 5)}  # Storm 2.x topology_conf_overrides
@@ -86,8 +86,9 @@ def test_shared_struct_matches_storm(name):
             assert default == storm_defaults[field], f"{name}.{field} default"
 
 
-def test_initial_status_enum_matches_storm():
-    assert storm.TopologyInitialStatus._VALUES_TO_NAMES == sp.TopologyInitialStatus._VALUES_TO_NAMES
+@pytest.mark.parametrize("enum", ["TopologyInitialStatus", "LogLevelAction"])
+def test_enums_match_storm(enum):
+    assert getattr(storm, enum)._VALUES_TO_NAMES == getattr(sp, enum)._VALUES_TO_NAMES
 
 
 @pytest.mark.parametrize("method", STORM_METHODS)
@@ -132,6 +133,9 @@ JSTORM_AND_SQUALL_METHODS = {
         [(1, "taskHbs", (12, "TopologyTaskHbInfo"))],
         ["NotAliveException", "AuthorizationException"],
     ),
+    "setHostInBlackList": ([(1, "host", 11)], ["AuthorizationException"]),
+    "removeHostOutBlackList": ([(1, "host", 11)], ["AuthorizationException"]),
+    "getBlacklist": ([], ["AuthorizationException"]),
     "beginCodeDownload": (
         [(1, "topologyId", 11), (2, "artifact", 11)],
         ["NotAliveException", "AuthorizationException"],
@@ -351,7 +355,16 @@ def build_rebalance_options(m):
     return m.RebalanceOptions(wait_secs=0, num_workers=4, num_executors={"count": 6, "split": 2})
 
 
+def build_log_config(m):
+    return m.LogConfig(named_logger_level={
+        "ROOT": m.LogLevel(action=m.LogLevelAction.UPDATE, target_log_level="DEBUG", reset_log_level_timeout_secs=30,
+                           reset_log_level_timeout_epoch=1_700_000_030_000, reset_log_level="INFO"),
+        "kazoo": m.LogLevel(action=m.LogLevelAction.REMOVE),
+    })
+
+
 VALUES = {
+    "LogConfig": build_log_config,
     "StormTopology": build_topology,
     "ClusterSummary": build_cluster_summary,
     "TopologyInfo": build_topology_info,

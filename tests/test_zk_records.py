@@ -12,9 +12,9 @@ import pytest
 from squall.zk import paths, records
 from squall.zk.client import ZkClient
 from squall.zk.records import (
-    Assignment, AssignmentBak, AssignmentType, Blacklist, ComponentType, ErrorLevel, GrayUpgradeConf,
-    NimbusMaster, NimbusSlave, PendingAction, RecordError, StormBase, SupervisorInfo, TaskBeat, TaskError, TaskStats,
-    TaskHeartbeats, TaskInfo, TopologyStatus, TopologyTasks, ValueTooLarge, WorkerAssignment, WorkerMark,
+    Assignment, AssignmentBak, AssignmentType, Blacklist, ComponentType, ErrorLevel, GrayUpgradeConf, LoggerLevel,
+    LoggerLevels, NimbusMaster, NimbusSlave, PendingAction, RecordError, StormBase, SupervisorInfo, TaskBeat, TaskError,
+    TaskStats, TaskHeartbeats, TaskInfo, TopologyStatus, TopologyTasks, ValueTooLarge, WorkerAssignment, WorkerMark,
 )
 
 TID = "wordcount-1-1700000000"
@@ -52,13 +52,16 @@ EXAMPLES: list[tuple[str, Any]] = [
     (paths.gray_upgrade_conf(TID), GrayUpgradeConf(1_700_086_400_000, 2, 1, "split", ["host-a:6700"], False, 0, True, False, "")),
     (paths.upgrading_worker(TID, "host-a:6700"), WorkerMark(1_700_000_020)),
     (paths.BLACKLIST, Blacklist(["bad-host"])),
+    (paths.log_config(TID), LoggerLevels({"ROOT": LoggerLevel("DEBUG", 30, 1_700_000_030_000),
+                                          "kazoo": LoggerLevel("WARN")})),
 ]
 
 
 def test_examples_cover_every_record_type() -> None:
     record_types = {cls for _, cls in inspect.getmembers(records, inspect.isclass)
                     if dataclasses.is_dataclass(cls) and cls.__module__ == records.__name__}
-    covered = {type(r) for _, r in EXAMPLES} | {PendingAction, TaskInfo, TaskBeat, TaskStats, WorkerAssignment}
+    covered = {type(r) for _, r in EXAMPLES} | {PendingAction, TaskInfo, TaskBeat, TaskStats, WorkerAssignment,
+                                                  LoggerLevel}
     assert record_types == covered
 
 

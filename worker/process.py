@@ -29,6 +29,7 @@ from squall.clock import RealClock
 from squall.local_state import (
     CODE_FILES, code_dir, fetched_for, heartbeat_file, put_code_on_path, write_heartbeat,
 )
+from squall.loglevels import LogLevelOverrides
 from squall.logs import configure_logging
 from squall.nimbus_client import leader_address
 from squall.stats import to_executor_stats
@@ -38,7 +39,8 @@ from squall.zk import paths
 from squall.zk.client import ZkClient
 from squall.zk.errors import record_task_error
 from squall.zk.records import (
-    Assignment, AssignmentType, ComponentType, StormBase, TaskBeat, TaskError, TopologyStatus, TopologyTasks,
+    Assignment, AssignmentType, ComponentType, LoggerLevels, StormBase, TaskBeat, TaskError, TopologyStatus,
+    TopologyTasks,
 )
 from worker.layout import Placement, TopologyLayout, build_layout, place
 from worker.runtime import WorkerRuntime
@@ -63,6 +65,7 @@ class Worker:
         self.exit_code = 0
         self.zk = ZkClient(conf)
         self.clock = RealClock()
+        self.log_levels = LogLevelOverrides(self.clock)  # storm set_log_level
         self.runtime: WorkerRuntime | None = None
         self._errors: queue.Queue[tuple[int, str]] = queue.Queue(maxsize=1000)
         self._beats = _LatestOnly()
@@ -81,6 +84,7 @@ class Worker:
         """Run until unassigned, stopped or failed; the exit status for the process."""
         conf = self._load_code()
         self.zk.start()
+        self.zk.watch_data(paths.log_config(self.topology_id), LoggerLevels, self.log_levels.apply)
         try:
             layout, placement, assignment = self._read_layout(conf)
             if not placement.local:

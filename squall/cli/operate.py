@@ -16,14 +16,18 @@ from typing import Any
 
 import yaml
 
-from squall import __version__
+from squall import __version__, loglevels
+from squall.cli import monitor
 from squall.cli.options import command_line_overrides, json_or_text, non_negative, parse_executor, positive
+from squall.devcluster import dev_cluster_root
+from squall.local_state import workers_dir
 from squall.nimbus_client import nimbus_client
 from squall.package import build_package
 from squall.submitcheck import SubmitCheckError, check_package, load_for_submit
 from squall.submitter import submit_topology, upload_package
 from squall.thrift import storm
 from squall.zk.client import ZkClient
+from supervisor.processes import WorkerProcesses
 
 #: Storm 1.x's `storm list` columns, then Squall's Health (so whitespace-split fields keep Storm's positions):
 #: "ok", or nimbus's sched_status ("failing: 1 of 2 workers down") while workers keep dying.
@@ -71,8 +75,14 @@ def jar(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
 
 
 def list_topologies(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    """Storm's table of running topologies; ``storm list NAME`` shows only that one (exit 1 if none runs)."""
     with nimbus_client(conf) as nimbus:
         topologies = sorted(nimbus.getClusterInfo().topologies, key=lambda t: t.name)
+    if args.name is not None:
+        topologies = [t for t in topologies if t.name == args.name]
+        if not topologies:
+            print(f"storm list: no topology named {args.name!r} is running", file=sys.stderr)
+            return 1
     if args.json:
         print(json.dumps([{"name": t.name, "id": t.id, "status": t.status, "num_tasks": t.num_tasks,
                            "num_workers": t.num_workers, "uptime_secs": t.uptime_secs,
@@ -133,6 +143,71 @@ def get_errors(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     latest = {component: max(errors, key=lambda e: e.error_time_secs).error
               for component, errors in sorted(info.errors.items()) if errors}
     print(json.dumps({"Topology Name": args.name, "Comp-Errors": latest}))
+    return 0
+
+
+def blacklist(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    """JStorm's ``blacklist add|remove HOST`` (JStorm's output line), plus ``list``: hosts that get no new workers."""
+    if (args.action == "list") == bool(args.hosts):
+        print("storm blacklist: add and remove take HOST..., list takes none", file=sys.stderr)
+        return 2
+    with nimbus_client(conf) as nimbus:
+        if args.action == "list":
+            print("\n".join(nimbus.getBlacklist()) or "No hosts blacklisted.")
+            return 0
+        for host in args.hosts:
+            (nimbus.setHostInBlackList if args.action == "add" else nimbus.removeHostOutBlackList)(host)
+            print(f"Successfully submit command blacklist with action:{args.action} and hostname :{host}")
+    return 0
+
+
+def kill_workers(conf: Mapping[str, Any], _args: argparse.Namespace) -> int:
+    """Storm's ``kill_workers``: stop this host's workers so their supervisor starts them afresh.
+
+    The workers are those recorded under ``storm.local.dir`` (and under each supervisor of a dev cluster
+    started from it); each is marked as stopped on request, signalled by its recorded pid, checked against
+    its command line (SIGTERM, SIGKILL after ``supervisor.worker.shutdown.sleep.secs``), and its record is
+    dropped: the supervisor launches a new worker on the slot at once, with no error report or back-off.
+    """
+    dirs = [d for d in (workers_dir(conf), *sorted(dev_cluster_root(conf).glob("*/workers"))) if d.is_dir()]
+    grace = float(conf["supervisor.worker.shutdown.sleep.secs"])
+    killed = 0
+    for directory in dirs:
+        processes = WorkerProcesses(directory)
+        for record in processes.records():
+            processes.stop_on_request(record, grace)
+            killed += 1
+            print(f"Killed worker {record.worker_id} of {record.topology_id} on port {record.port} (pid {record.pid})")
+    if not killed:
+        print(f"No workers to kill under {Path(conf['storm.local.dir']).resolve()}")
+    return 0
+
+
+def _log_setting(text: str) -> tuple[str, str, int]:
+    try:
+        return loglevels.parse_setting(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def set_log_level(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    """Storm's ``set_log_level``: logger levels for a running topology's workers, optionally for a while.
+
+    ``-l LOGGER=LEVEL[:TIMEOUT_SECS]`` sets (0 or no timeout: until removed), ``-r LOGGER`` puts a logger
+    back as it was; ``ROOT`` is the root logger. See :mod:`squall.loglevels`.
+    """
+    if not args.set and not args.remove:
+        print("storm set_log_level: give -l LOGGER=LEVEL[:TIMEOUT_SECS] and/or -r LOGGER", file=sys.stderr)
+        return 2
+    update, remove = storm.LogLevelAction.UPDATE, storm.LogLevelAction.REMOVE
+    named = {logger: storm.LogLevel(action=update, target_log_level=level, reset_log_level_timeout_secs=secs)
+             for logger, level, secs in args.set}
+    named.update({logger: storm.LogLevel(action=remove) for logger in args.remove})
+    with nimbus_client(conf) as nimbus:
+        nimbus.setLogConfig(nimbus.getTopologyId(args.name), storm.LogConfig(named_logger_level=named))
+    shown = [f"{logger}={level}" + (f":{secs}" if secs else "") for logger, level, secs in args.set]
+    shown += [f"{logger}=REMOVE" for logger in args.remove]
+    print(f"Log config {{{', '.join(shown)}}} is sent for topology {args.name}")  # Storm's line
     return 0
 
 
@@ -251,8 +326,9 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
                    help="hot deploy: replace the running topology of that name (topology.hot.deploy.enable)")
     p.add_argument("--verbose", action="store_true", help="with a load or import error, its full traceback")
 
-    command("list", list_topologies, "list running topologies").add_argument(
-        "--json", action="store_true", help="print JSON instead of Storm's table")
+    p = command("list", list_topologies, "list running topologies (or only NAME)")
+    p.add_argument("name", nargs="?", metavar="NAME", help="show only this topology")
+    p.add_argument("--json", action="store_true", help="print JSON instead of Storm's table")
     p = command("kill", kill, "kill topologies (removed after the wait)")
     p.add_argument("names", nargs="+", metavar="NAME")
     p.add_argument("-w", "--wait-time-secs", dest="wait", type=non_negative,
@@ -288,6 +364,19 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     p.add_argument("--jar", metavar="FILE|PACKAGE", help="new code: a .py file or package directory")
     p.add_argument("--include", action="append", default=[], metavar="PATH", help="more code (repeatable)")
     p.add_argument("--conf", metavar="CONF.yaml", help="config to merge into the topology's")
+    p = command("set_log_level", set_log_level, "change logger levels in a running topology's workers (Storm)")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("-l", dest="set", type=_log_setting, action="append", default=[],
+                   metavar="LOGGER=LEVEL[:TIMEOUT_SECS]", help="set a level, for TIMEOUT_SECS if given (repeatable; "
+                                                                "ROOT is the root logger)")
+    p.add_argument("-r", dest="remove", action="append", default=[], metavar="LOGGER",
+                   help="put a logger back as it was (repeatable)")
+    command("kill_workers", kill_workers, "kill this host's workers (storm.local.dir); their supervisor restarts them")
+    p = command("blacklist", blacklist, "keep new workers off hosts (JStorm): add HOST..., remove HOST..., list")
+    p.add_argument("action", choices=["add", "remove", "list"])
+    p.add_argument("hosts", nargs="*", metavar="HOST", help="as its supervisor registers it (storm.local.hostname)")
+    monitor.add_arguments(command("monitor", monitor.monitor, "a topology's throughput per component, refreshed "
+                                                           "(Storm's view of one stream with -m)"))
     p = command("zktool", zktool, "inspect Squall's ZooKeeper state (paths relative to storm.zookeeper.root)")
     p.add_argument("action", choices=["ls", "get", "tree", "rm"])
     p.add_argument("path", nargs="?", default="/")

@@ -18,13 +18,14 @@ TASKBEATS = "/taskbeats"
 TASKERRORS = "/taskerrors"
 GRAY_UPGRADE = "/gray_upgrade"
 BLACKLIST = "/blacklist"
+LOG_CONFIGS = "/logconfigs"
 
 #: Parents created when a daemon first connects, so watches on their children always have a node.
 PERSISTENT_ROOTS = (SUPERVISORS, NIMBUS_SLAVES, TOPOLOGIES, TASKS, ASSIGNMENTS, ASSIGNMENTS_BAK,
-                    TASKBEATS, TASKERRORS, GRAY_UPGRADE)
+                    TASKBEATS, TASKERRORS, GRAY_UPGRADE, LOG_CONFIGS)
 
 #: Per-topology subtrees removed when a topology is cleaned up; ``/topology/<id>`` goes last.
-TOPOLOGY_SUBTREES = (ASSIGNMENTS, TASKS, TASKBEATS, TASKERRORS, GRAY_UPGRADE)
+TOPOLOGY_SUBTREES = (ASSIGNMENTS, TASKS, TASKBEATS, TASKERRORS, GRAY_UPGRADE, LOG_CONFIGS)
 
 
 def _child(parent: str, name: str | int) -> str:
@@ -97,3 +98,8 @@ def upgraded_workers(topology_id: str) -> str:
 
 def upgraded_worker(topology_id: str, host_port: str) -> str:
     return _child(upgraded_workers(topology_id), host_port)
+
+
+def log_config(topology_id: str) -> str:
+    """Storm's ``/logconfigs/<id>``: the logger levels ``storm set_log_level`` gave the topology's workers."""
+    return _child(LOG_CONFIGS, topology_id)

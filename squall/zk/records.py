@@ -274,6 +274,23 @@ class Blacklist:
     hosts: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class LoggerLevel:
+    """One logger's level as ``storm set_log_level`` set it."""
+
+    level: str  # Storm's level name: ALL, TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF
+    timeout_secs: int = 0  # as asked; 0: until removed
+    expires_ms: int = 0  # epoch ms at which workers put the logger back; 0: never
+
+
+@dataclass(frozen=True)
+class LoggerLevels:
+    """``/logconfigs/<topology-id>``: logger name ("ROOT": the root logger) → level, for every worker of it."""
+
+    schema: ClassVar[int] = 1
+    loggers: dict[str, LoggerLevel] = field(default_factory=dict)
+
+
 R = TypeVar("R")
 
 
