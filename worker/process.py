@@ -104,8 +104,12 @@ class Worker:
                 return 1
             threading.Thread(target=self._write_errors, name="error-writer", daemon=True).start()
             threading.Thread(target=self._send_beats, args=(conf,), name="beat-reporter", daemon=True).start()
-            timers = [self.clock.call_every(float(conf["worker.heartbeat.frequency.secs"]), self._local_heartbeat),
-                      self.clock.call_every(float(conf["task.refresh.poll.secs"]), self._poll)]
+            # The local heartbeat keeps the clock's thread to itself: the poll reads ZooKeeper, which blocks
+            # while ZooKeeper is away, and the supervisor must not take that for a hung worker (Storm's workers
+            # beat locally through a ZooKeeper outage).
+            heartbeat = self.clock.call_every(float(conf["worker.heartbeat.frequency.secs"]), self._local_heartbeat)
+            threading.Thread(target=self._poll_every, args=(float(conf["task.refresh.poll.secs"]),),
+                             name="refresh-poll", daemon=True).start()
             self._local_heartbeat()
             with self._follow_lock:
                 self._tasks_started = True
@@ -118,8 +122,7 @@ class Worker:
                 self._release_spouts()
                 log.info("worker running", tasks=sorted(self.runtime.placement.local), port=self.port)
             self.done.wait()
-            for timer in timers:
-                timer.cancel()
+            heartbeat.cancel()
             return self.exit_code
         finally:
             if self.runtime is not None:
@@ -194,6 +197,10 @@ class Worker:
             self.runtime.refresh(layout, placement)
             if updated:
                 self.runtime.update_conf(conf)
+
+    def _poll_every(self, interval: float) -> None:
+        while not self.done.wait(interval):
+            self._poll()
 
     def _poll(self) -> None:
         """The safety net for a missed watch."""
