@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -14,6 +16,18 @@ from squall.devcluster import wait_for
 from squall.zk.client import ZkClient
 
 T = TypeVar("T")
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def storm_on_path(bin_dir: Path) -> dict[str, str]:
+    """An environment whose ``storm`` on PATH is this checkout's CLI, run the way users run it (an executable
+    named ``storm``); a shim for ``python -m squall.cli``, since a virtualenv's console script may predate it."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    shim = bin_dir / "storm"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m squall.cli "$@"\n')
+    shim.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
 
 
 def log_events(path: Path, *events: str) -> list[dict[str, Any]]:
