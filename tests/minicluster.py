@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nimbus.daemon import Nimbus
+from squall.devcluster import squall_import_path
 from squall.devzk import free_port
 from squall.dsl import Topology
 from squall.package import build_package
@@ -87,7 +88,7 @@ class MiniCluster:
         argv += [topology_id, worker.supervisor_id, str(worker.port), worker_id]
         log = open(self.tmp / f"{worker_id}.log", "wb")
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.tmp,
-                                   start_new_session=True, env={**os.environ, "PYTHONPATH": ""})
+                                   start_new_session=True, env={**os.environ, "PYTHONPATH": squall_import_path(self.tmp / "python")})
         log.close()
         self.processes[(worker.supervisor_id, worker.port)] = process
         return process
