@@ -11,13 +11,15 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 import yaml
 
 from squall.config import ConfigError, load_config, typo_warnings
-from squall.dsl import Topology
+
+if TYPE_CHECKING:  # workers import this module: keep the topology DSL off their start-up
+    from squall.dsl import Topology
 from squall.logs import configure_logging
 
 log = structlog.get_logger(__name__)
