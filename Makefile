@@ -1,4 +1,6 @@
 # Everything a fresh Debian machine needs: `make demo`, `make pipeline` (the Spark pipeline) and `make test`.
+# Each first installs the Debian packages that are missing (deploy/install-system-deps.sh names them and why
+# before it installs; SQUALL_NO_INSTALL=1 only lists them), then the virtualenv.
 VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.installed

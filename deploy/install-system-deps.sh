@@ -1,21 +1,35 @@
 #!/usr/bin/env bash
-# Installs what Squall needs from Debian when it is missing: Java (ZooKeeper, Spark) and the zookeeper
-# package (a real ZooKeeper for `storm dev-zookeeper` and the tests); with --for-tests also docker-compose
-# (tests/test_deploy.py validates docker-compose.yml with it; no Docker engine needed). Safe to run repeatedly.
+# Installs what Squall needs from Debian when it is missing, and says what and why before it does: Java (ZooKeeper,
+# Spark), the zookeeper package (a real ZooKeeper for `storm dev-zookeeper`, `storm dev-cluster` and the tests) and
+# python3-venv; with --for-tests also docker-compose (tests/test_deploy.py validates docker-compose.yml with it; no
+# Docker engine needed). SQUALL_NO_INSTALL=1 lists what is missing and stops (exit 1) instead of installing.
+# Safe to run repeatedly: nothing is printed or installed when nothing is missing.
 set -euo pipefail
 
 missing=()
-command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
-[ -e /usr/share/java/zookeeper.jar ] || [ -n "${SQUALL_ZOOKEEPER_CLASSPATH:-}" ] || missing+=(zookeeper)
-python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+reasons=()
+need() { missing+=("$1"); reasons+=("$1: $2"); }
+command -v java >/dev/null 2>&1 || need default-jre-headless "Java, for ZooKeeper and Spark"
+[ -e /usr/share/java/zookeeper.jar ] || [ -n "${SQUALL_ZOOKEEPER_CLASSPATH:-}" ] \
+  || need zookeeper "a real ZooKeeper for storm dev-zookeeper, storm dev-cluster and the tests"
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need python3-venv "the .venv virtualenv"
 if [ "${1:-}" = "--for-tests" ]; then
-  command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
+  command -v docker-compose >/dev/null 2>&1 \
+    || need docker-compose "the tests validate docker-compose.yml with it (no Docker engine needed)"
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-echo "installing from Debian: ${missing[*]}"
 sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
+[ "$(id -u)" -eq 0 ] || sudo="sudo "
+command="${sudo}apt-get install --no-install-recommends ${missing[*]}"
+echo "Squall needs these Debian packages, missing on this machine:"
+printf '  %s\n' "${reasons[@]}"
+if [ "${SQUALL_NO_INSTALL:-}" = 1 ]; then
+  echo "SQUALL_NO_INSTALL=1: not installing them. Install them with: $command" >&2
+  exit 1
+fi
+echo "installing them: ${sudo}apt-get update; $command   (SQUALL_NO_INSTALL=1 lists them and stops instead)"
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+${sudo}apt-get update -qq
+${sudo}apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "installed: ${missing[*]}"

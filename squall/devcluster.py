@@ -22,6 +22,7 @@ from typing import Any, TextIO, TypeVar
 
 from thriftpy2.thrift import TClient
 
+import squall
 from squall.devzk import LocalZooKeeper, free_port
 from squall.local_state import workers_dir, write_atomically
 from squall.thrift import connect
@@ -32,9 +33,26 @@ from supervisor.processes import WorkerProcesses, WorkerRecord
 
 T = TypeVar("T")
 
-#: Where the ``squall`` package this process runs lives: the daemons (and their workers) run the same code,
-#: not whatever copy another PYTHONPATH or an editable install elsewhere would give them.
-CODE_ROOT = Path(__file__).resolve().parent.parent
+#: Squall's top-level packages (pyproject's), which the processes it starts import.
+SQUALL_PACKAGES = ("idl", "nimbus", "squall", "supervisor", "worker")
+
+
+def squall_import_path(directory: Path) -> str:
+    """A PYTHONPATH for processes Squall starts: ``directory``, made to hold links to the Squall packages this
+    process runs, and nothing else.
+
+    Daemons and their workers must run the Squall that started them (the checkout under test, not the one a
+    virtualenv installed), yet see none of its other files: a worker able to import the checkout's
+    ``examples/`` would hide a module missing from the topology's package.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    source = Path(squall.__file__).resolve().parent.parent
+    for name in SQUALL_PACKAGES:
+        link = directory / name
+        if not (link.is_symlink() and link.resolve() == source / name):
+            link.unlink(missing_ok=True)
+            link.symlink_to(source / name, target_is_directory=True)
+    return str(directory)
 
 
 def wait_for(condition: Callable[[], T], timeout: float, what: str) -> T:
@@ -54,7 +72,7 @@ class DevCluster:
     ``<root>/<name>.log`` (daemon log) and ``<root>/<name>/logs/`` (its workers' logs)."""
 
     def __init__(self, root: Path, conf: Mapping[str, Any]) -> None:
-        self.root = Path(root)
+        self.root = Path(root).absolute()  # daemons run in other directories: every path they are given is absolute
         self.root.mkdir(parents=True, exist_ok=True)
         self.conf = dict(conf)
         self.zookeeper: LocalZooKeeper | None = None
@@ -98,7 +116,7 @@ class DevCluster:
     def _start(self, name: str, command: str) -> subprocess.Popen[bytes]:
         conf_file = self.root / f"{name}.yaml"
         conf_file.write_text(json.dumps(self.daemon_conf(name), indent=1))  # JSON is YAML
-        env = {**os.environ, "PYTHONPATH": str(CODE_ROOT)}
+        env = {**os.environ, "PYTHONPATH": squall_import_path(self.root / "python")}
         with open(self.log_file(name), "ab") as log:
             process = subprocess.Popen([sys.executable, "-m", "squall.cli", "--config", str(conf_file), command],
                                        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

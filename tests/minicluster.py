@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nimbus.daemon import Nimbus
+from squall.devcluster import squall_import_path
 from squall.devzk import free_port
 from squall.dsl import Topology
 from squall.package import build_package
@@ -89,7 +90,7 @@ class MiniCluster:
         # PYTHONPATH is the checkout under test (a worktree, not whatever squall is installed); the topology
         # code still comes from its package, which the worker puts first on its path.
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.tmp,
-                                   start_new_session=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+                                   start_new_session=True, env={**os.environ, "PYTHONPATH": squall_import_path(self.tmp / "python")})
         log.close()
         self.processes[(worker.supervisor_id, worker.port)] = process
         return process

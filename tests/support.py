@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -10,10 +12,57 @@ from typing import Any, TypeVar
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from squall.config import load_config
 from squall.devcluster import wait_for
+from squall.devzk import free_port, port_is_free
 from squall.zk.client import ZkClient
 
 T = TypeVar("T")
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def storm_on_path(bin_dir: Path) -> dict[str, str]:
+    """An environment whose ``storm`` on PATH is this checkout's CLI, run the way users run it (an executable
+    named ``storm``); a shim for ``python -m squall.cli``, since a virtualenv's console script may predate it."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    shim = bin_dir / "storm"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m squall.cli "$@"\n')
+    shim.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
+
+
+def dev_cluster_env(tmp: Path, supervisors: int = 2) -> tuple[dict[str, str], list[int]]:
+    """The environment of a user's shell for ``storm dev-cluster``, and the ports that cluster will listen on.
+
+    This checkout's ``storm`` is on PATH, and ``$STORM_CONF_DIR/storm.yaml`` (so no ``~/.storm`` of the
+    machine's gets in) keeps every default — unless another process holds a default port (ZooKeeper 2181,
+    nimbus 6627, slots from 6700), when it moves the ports alone; ``storm.local.dir`` always stays the
+    relative default.
+    """
+    env = storm_on_path(tmp / "bin")
+    conf_dir = tmp / "conf"
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    env["STORM_CONF_DIR"] = str(conf_dir)
+    defaults = load_config(env={})
+    slots = len(defaults["supervisor.slots.ports"])
+
+    def ports(zookeeper: int, nimbus: int, first_slot: int) -> list[int]:
+        return [zookeeper, nimbus, *range(first_slot, first_slot + supervisors * slots)]
+
+    wanted = ports(defaults["storm.zookeeper.port"], defaults["nimbus.thrift.port"], defaults["supervisor.slots.ports"][0])
+    def usable(candidate: list[int]) -> bool:
+        return len(set(candidate)) == len(candidate) and all(port_is_free("127.0.0.1", p) for p in candidate)
+
+    if usable(wanted):
+        (conf_dir / "storm.yaml").write_text("# the defaults\n")
+        return env, wanted
+    while not usable(wanted := ports(free_port(), free_port(), free_port())):
+        pass
+    (conf_dir / "storm.yaml").write_text(json.dumps({
+        "storm.zookeeper.port": wanted[0], "nimbus.thrift.port": wanted[1],
+        "supervisor.slots.ports": wanted[2:2 + slots]}))
+    return env, wanted
 
 
 def log_events(path: Path, *events: str) -> list[dict[str, Any]]:

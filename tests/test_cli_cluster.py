@@ -5,6 +5,7 @@ plus ``storm dev-cluster`` itself started and stopped as a user would, leaving n
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import subprocess
@@ -19,11 +20,13 @@ import pytest
 from processcluster import REPO, ProcessCluster
 from squall.cli.main import build_parser, main
 from squall.config import load_config
-from squall.devzk import free_port
+from squall.devcluster import squall_import_path
+from squall.devzk import free_port, port_is_free
 from squall.dsl import Topology
 from squall.zk import paths
 from squall.zk.records import Assignment, StormBase
-from support import delete_tree, wait_until
+from supervisor.processes import running
+from support import delete_tree, dev_cluster_env, wait_until
 from topologies import BrokenPrepare, Forward, Numbers
 
 WORDCOUNT = str(REPO / "examples" / "wordcount.py")
@@ -326,30 +329,53 @@ def test_list_shows_a_topology_whose_workers_keep_failing_in_prepare_until_they_
 # -- storm dev-cluster ----------------------------------------------------------------------------
 
 
-def test_dev_cluster_starts_serves_and_stops_leaving_nothing_behind(tmp_path: Path) -> None:
-    options = ["-c", f"storm.local.dir={json.dumps(str(tmp_path))}", "-c", f"storm.zookeeper.port={free_port()}",
-               "-c", f"nimbus.thrift.port={free_port()}", "-c", f"supervisor.slots.ports=[{free_port()}]",
-               "-c", "squall.log.format=json"]
-    storm_cmd = [sys.executable, "-m", "squall.cli", *options]
-    out = tmp_path / "dev-cluster.out"
+def test_dev_cluster_runs_with_the_default_config_from_any_directory_and_stops_from_there(tmp_path: Path) -> None:
+    """``storm dev-cluster`` and ``storm dev-cluster stop`` as typed, no options, in a directory that is not the
+    repository: the relative default storm.local.dir is that directory's, a topology runs, and the stop
+    leaves no process (daemons and the workers recorded by its supervisors) and no listening port behind."""
+    env, ports = dev_cluster_env(tmp_path)
+    here = tmp_path / "somewhere-else"
+    here.mkdir()
+    out = here / "dev-cluster.out"
     with open(out, "wb") as sink:
-        process = subprocess.Popen([*storm_cmd, "dev-cluster", "--supervisors", "1"], stdout=sink,
-                                   stderr=subprocess.STDOUT)
+        process = subprocess.Popen(["storm", "dev-cluster"], cwd=here, env=env, stdout=sink, stderr=subprocess.STDOUT)
+    storm = functools.partial(subprocess.run, cwd=here, env=env, capture_output=True, text=True, timeout=120)
     try:
         wait_until(lambda: "Ctrl-C" in out.read_text() or process.poll() is not None, 90, "the dev cluster up")
         table = [line for line in out.read_text().splitlines() if " pid " in line]
-        assert [line.split()[0] for line in table] == ["zookeeper", "nimbus", "supervisor-1"], out.read_text()
+        assert [line.split()[0] for line in table] == ["zookeeper", "nimbus", "supervisor-1", "supervisor-2"], \
+            out.read_text()
         pids = [int(line.split(" pid ")[1].split()[0]) for line in table]
-        listed = subprocess.run([*storm_cmd, "list"], capture_output=True, text=True, timeout=60)
-        assert listed.stdout == "No topologies running.\n", listed.stderr
+        root = here / "storm-local" / "dev-cluster"
+        assert f"state and logs under {root}" in out.read_text()
 
-        stopped = subprocess.run([*storm_cmd, "dev-cluster", "stop"], capture_output=True, text=True, timeout=90)
+        submitted = storm(["storm", "jar", WORDCOUNT])
+        assert submitted.stdout.startswith("Finished submitting topology: wordcount"), submitted.stderr
+        records = lambda: [json.loads(f.read_text()) for f in root.glob("supervisor-*/workers/*/worker.json")]  # noqa: E731
+        wait_until(lambda: len(records()) == 2, 60, "the word count's two workers running")
+        pids += [record["pid"] for record in records()]
+        listed = storm(["storm", "list"])
+        assert listed.stdout.splitlines()[2].split()[:2] == ["wordcount", "ACTIVE"], listed.stderr
+
+        stopped = storm(["storm", "dev-cluster", "stop"])
         assert (stopped.returncode, stopped.stdout) == (0, "dev cluster stopped\n"), stopped.stderr
         assert process.wait(10) == 0
-        assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()], "every process it started is gone"
-        again = subprocess.run([*storm_cmd, "dev-cluster", "stop"], capture_output=True, text=True, timeout=60)
+        assert [pid for pid in pids if running(pid)] == [], "every process it started is gone"
+        assert [port for port in ports if not port_is_free("127.0.0.1", port)] == [], "every port it used is free"
+        again = storm(["storm", "dev-cluster", "stop"])
         assert again.returncode == 1 and "no dev cluster runs" in again.stdout
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_processes_it_starts_import_this_squall_and_nothing_else_of_its_directory(tmp_path: Path) -> None:
+    """Daemons and workers run the Squall that started them (this checkout, not a virtualenv's install), yet a
+    worker cannot import the checkout's examples/ — the topology's package must carry them."""
+    env = {**os.environ, "PYTHONPATH": squall_import_path(tmp_path / "python")}
+    probe = ("import importlib.util, os, squall, supervisor, worker; print(os.path.realpath(squall.__file__), "
+             "importlib.util.find_spec('examples'), importlib.util.find_spec('support'))")
+    seen = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert seen.stdout.split() == [str(REPO / "squall" / "__init__.py"), "None", "None"], seen.stderr

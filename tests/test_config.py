@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -20,12 +21,19 @@ from squall.config import (
     find_config_file,
     load_config,
     parse_override,
+    likely_typo,
     redact,
+    typo_warnings,
     unknown_keys,
     validate_conf,
 )
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def loaded_defaults() -> dict:
+    """The built-in defaults as load_config returns them: the local dir resolved against this directory."""
+    return {**default_config(), "storm.local.dir": os.path.abspath("storm-local")}
 
 
 def write(path: Path, text: str) -> Path:
@@ -201,8 +209,8 @@ def test_home_storm_dir_is_the_fallback(tmp_path):
 def test_no_config_file_gives_defaults(tmp_path):
     env = {"HOME": str(tmp_path)}
     assert find_config_file(env=env) is None
-    assert load_config(env=env) == default_config()
-    assert load_config(env={}) == default_config()
+    assert load_config(env=env) == loaded_defaults()
+    assert load_config(env={}) == loaded_defaults()
 
 
 # --- precedence --------------------------------------------------------------------------------------
@@ -226,8 +234,8 @@ def test_later_override_wins(tmp_path):
 
 
 def test_mapping_overrides_are_taken_as_typed():
-    conf = load_config(None, {"nimbus.thrift.port": 0, "storm.local.dir": "x"}, env={})
-    assert conf["nimbus.thrift.port"] == 0 and conf["storm.local.dir"] == "x"
+    conf = load_config(None, {"nimbus.thrift.port": 0, "topology.workers": 2}, env={})
+    assert conf["nimbus.thrift.port"] == 0 and conf["topology.workers"] == 2
 
 
 def test_override_can_null_a_nullable_key(tmp_path):
@@ -236,8 +244,8 @@ def test_override_can_null_a_nullable_key(tmp_path):
 
 
 def test_numeric_looking_override_for_a_string_key_stays_a_string():
-    conf = load_config(None, ["storm.local.dir=2024", "topology.upgrade.component=123"], env={})
-    assert conf["storm.local.dir"] == "2024"
+    conf = load_config(None, ["storm.zookeeper.root=2024", "topology.upgrade.component=123"], env={})
+    assert conf["storm.zookeeper.root"] == "2024"
     assert conf["topology.upgrade.component"] == "123"
 
 
@@ -253,7 +261,7 @@ def test_unknown_keys_are_preserved(tmp_path):
 def test_empty_yaml_file_is_fine(tmp_path):
     for text in ("", "# only a comment\n", "---\n"):
         yaml_file = write(tmp_path / "storm.yaml", text)
-        assert load_config(yaml_file, env={}) == default_config()
+        assert load_config(yaml_file, env={}) == loaded_defaults()
 
 
 @pytest.mark.parametrize("text", ["- a\n- b\n", "just a string\n", "42\n"])
@@ -292,12 +300,75 @@ def test_bool_for_int_in_yaml_names_key_type_value_and_file(tmp_path):
 
 def test_string_for_list_from_override_names_the_override():
     with pytest.raises(ConfigError) as info:
-        load_config(None, ["nimbus.seeds=host1,host2"], env={})
+        load_config(None, ["supervisor.slots.ports=6700,6701"], env={})
     message = str(info.value)
-    assert "'nimbus.seeds'" in message
-    assert "list of str" in message
-    assert "'host1,host2'" in message and "(str)" in message
-    assert "-c nimbus.seeds=host1,host2" in message
+    assert "'supervisor.slots.ports'" in message
+    assert "list of int" in message
+    assert "'6700,6701'" in message and "(str)" in message
+    assert "-c supervisor.slots.ports=6700,6701" in message
+
+
+def test_a_list_of_strings_takes_jstorm_s_comma_separated_form():
+    conf = load_config(None, ["nimbus.seeds=host1,host2", "topology.upgrade.workers=h1:6700,h2:6701",
+                              'storm.zookeeper.servers=["zk1"]', "isolation.scheduler.machines=one"], env={})
+    assert conf["nimbus.seeds"] == ["host1", "host2"]
+    assert conf["topology.upgrade.workers"] == ["h1:6700", "h2:6701"]
+    assert conf["storm.zookeeper.servers"] == ["zk1"]
+    assert conf["isolation.scheduler.machines"] == ["one"]
+
+
+# --- keys that look like typos -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("typo, meant", [
+    ("topology.worker", "topology.workers"), ("topology.wrokers", "topology.workers"),
+    ("nimbus.seed", "nimbus.seeds"), ("supervisor.slot.ports", "supervisor.slots.ports"),
+    ("Topology.Max.Spout.Pending", "topology.max.spout.pending"), ("spark.batch.sizes", "spark.batch.size"),
+])
+def test_a_near_miss_of_a_known_key_is_named(typo, meant):
+    assert likely_typo(typo) == meant
+
+
+@pytest.mark.parametrize("key", [
+    "topology.workers",                       # known
+    "topology.my.threshold", "myapp.rate",   # the user's own keys
+    "spark.executor.memory",                 # passed on to Spark as is
+    "storm.zookeeper.auth.user", "topology.executor.send.buffer.size",  # Storm's, not read by Squall
+])
+def test_known_keys_and_keys_of_one_s_own_are_no_typos(key):
+    assert likely_typo(key) is None
+
+
+def test_typo_warnings_say_where_each_key_came_from():
+    conf = {"topology.worker": 3, "topology.my.threshold": 1, "nimbus.seed": ["a"]}
+    assert typo_warnings(conf, {"topology.worker": "-c topology.worker=3", "nimbus.seed": "storm.yaml x"}) == [
+        "unknown key nimbus.seed (storm.yaml x); did you mean nimbus.seeds?",
+        "unknown key topology.worker (-c topology.worker=3); did you mean topology.workers?",
+    ]
+    assert typo_warnings(conf, "topology wc conf")[1].endswith("(topology wc conf); did you mean topology.workers?")
+
+
+def test_load_config_warns_about_typos_in_storm_yaml_and_overrides_and_keeps_them(tmp_path):
+    yaml_file = write(tmp_path / "storm.yaml", "supervisor.slot.ports: [1]\nmy.app.key: 1\n")
+    warnings: list[str] = []
+    conf = load_config(yaml_file, ["topology.worker=3", "topology.workers=2"], env={}, warn=warnings.append)
+    assert warnings == [
+        f"unknown key supervisor.slot.ports (storm.yaml {yaml_file}); did you mean supervisor.slots.ports?",
+        "unknown key topology.worker (-c topology.worker=3); did you mean topology.workers?",
+    ]
+    assert conf["topology.worker"] == 3 and conf["topology.workers"] == 2, "a warning, not a failure"
+
+
+# --- the local dir -------------------------------------------------------------------------------------
+
+
+def test_a_relative_local_dir_is_resolved_once_against_the_invoking_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    conf = load_config(None, ["storm.log.dir=logs"], env={})
+    assert conf["storm.local.dir"] == str(tmp_path / "storm-local")
+    assert conf["storm.log.dir"] == str(tmp_path / "logs")
+    assert load_config(None, ["storm.local.dir=/var/squall"], env={})["storm.local.dir"] == "/var/squall"
+    assert load_config(None, env={})["storm.log.dir"] is None, "null: <storm.local.dir>/logs"
 
 
 def test_is_a_value_error():
@@ -397,4 +468,4 @@ def test_example_storm_yaml_supports_a_second_supervisor_on_one_host():
         env={},
     )
     assert conf["supervisor.slots.ports"] == [6710, 6711, 6712, 6713]
-    assert conf["storm.local.dir"] == "storm-local/sup2"
+    assert conf["storm.local.dir"] == os.path.abspath("storm-local/sup2")

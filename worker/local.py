@@ -19,7 +19,8 @@ from typing import Any
 
 import structlog
 
-from squall.cli.options import command_line_overrides, common_options, interrupt, load_or_exit
+from squall.cli.options import (command_line_overrides, common_options, interrupt, load_or_exit, topology_typos,
+                                warn_on_stderr)
 from squall.config import default_config
 from squall.dsl import Topology, TopologyError, load_topology
 from squall.logs import configure_logging
@@ -127,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging("local", level=conf["squall.log.level"], fmt=conf["squall.log.format"])
     try:
         topology = load_topology(args.file, args.topology)
+        for typo in topology_typos(topology):
+            warn_on_stderr(typo)
         local = LocalTopology(topology, command_line_overrides(conf, args), cluster=conf)
     except storm.InvalidTopologyException as exc:
         print(f"storm local: InvalidTopologyException: {exc.msg}", file=sys.stderr)

@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("worker_id")
     parser.add_argument("--code-version", type=int, default=1, help="the topology code version to run")
     args = parser.parse_args(argv)
-    conf = load_or_exit(args)
+    conf = load_or_exit(args, warn=lambda _typo: None)  # the supervisor warned when it loaded this conf
     configure_logging("worker", level=conf["squall.log.level"], fmt=conf["squall.log.format"],
                       topology_id=args.topology_id, port=args.port, worker_id=args.worker_id,
                       code_version=args.code_version)

@@ -1,7 +1,8 @@
 """``storm``'s parser and dispatch, and the verbs that run daemons on this machine.
 
-``storm [--config FILE] [-c key=value ...] COMMAND [args]``; the conf every command sees is built-in
-defaults < storm.yaml < ``-c`` overrides (see :mod:`squall.config`).
+``storm [--config FILE] [-c key=value ...] COMMAND [args] [--config FILE] [-c key=value ...]``; the conf
+every command sees is built-in defaults < storm.yaml < ``-c`` overrides (see :mod:`squall.config`).
+Storm's and JStorm's habits Squall cannot honour are refused first (:mod:`squall.cli.habits`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ import structlog
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 
+from squall.cli import habits
 from squall.cli.operate import add_arguments as operator_commands
-from squall.cli.options import common_options, interrupt, load_or_exit, positive
+from squall.cli.options import CommandLine, interrupt, load_or_exit, positive, warn_on_stderr
+from squall.config import ConfigError
 from squall.devcluster import run_dev_cluster, stop_dev_cluster
 from squall.devzk import LocalZooKeeper, ZooKeeperUnavailable
 from squall.logs import configure_logging
@@ -83,6 +86,9 @@ def local(_conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     return 1  # not reached
 
 
+#: Verbs that exec another entry point, which loads the conf (and warns about it) itself.
+HANDS_OVER = {"nimbus", "supervisor", "local"}
+
 COMMANDS: dict[str, tuple[Command, str]] = {
     "dev-zookeeper": (dev_zookeeper, "run a standalone ZooKeeper for development (port: storm.zookeeper.port)"),
     "dev-cluster": (dev_cluster, "run ZooKeeper, nimbus and supervisors on this machine until Ctrl-C; "
@@ -94,7 +100,8 @@ COMMANDS: dict[str, tuple[Command, str]] = {
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
-    parser = common_options("storm", "Squall: a JStorm-style real-time cluster.")
+    parser = CommandLine(prog="storm", description="Squall: a JStorm-style real-time cluster.",
+                         shared=[habits.refused_options()])
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     runs = {name: run for name, (run, _) in COMMANDS.items()}
     for name, (_, help_text) in COMMANDS.items():
@@ -106,16 +113,37 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
             sub.add_argument("--supervisors", type=positive, default=2, metavar="N",
                              help="supervisors to start, each with len(supervisor.slots.ports) slots (default 2)")
     runs.update(operator_commands(commands))
+    runs["help"] = _help(parser, commands)
+    commands.add_parser("help", help="this help, or a command's: storm help COMMAND").add_argument(
+        "verb", nargs="?", metavar="COMMAND", choices=[name for name in commands.choices if name not in
+                                                        habits.NO_SUCH_VERB])
+    habits.add_refused_verbs(commands)
     return parser, runs
+
+
+def _help(parser: argparse.ArgumentParser, commands: argparse._SubParsersAction) -> Command:
+    """``storm help [COMMAND]`` (JStorm's and Storm's form of ``--help``)."""
+    def run(_conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+        print((commands.choices[args.verb] if args.verb else parser).format_help(), end="")
+        return 0
+    return run
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser, runs = build_parser()
-    args = parser.parse_args(argv)
-    conf = load_or_exit(args)
+    args, unparsed = parser.parse_known_args(argv)
+    if (refused := habits.refusal(args)) is not None:  # first: a habit is named even among unknown arguments
+        print(f"storm {args.command}: {refused}", file=sys.stderr)
+        return 2
+    if unparsed:
+        parser.error(f"unrecognized arguments: {' '.join(unparsed)}")
+    conf = load_or_exit(args, warn=(lambda _typo: None) if args.command in HANDS_OVER else warn_on_stderr)
     configure_logging(args.command, level=conf["squall.log.level"], fmt=conf["squall.log.format"])
     try:
         return runs[args.command](conf, args)
+    except ConfigError as exc:
+        print(f"storm {args.command}: {exc}", file=sys.stderr)
+        return 2
     except (storm.NotAliveException, storm.AlreadyAliveException, storm.InvalidTopologyException,
             storm.TopologyAssignException, storm.AuthorizationException) as exc:
         print(f"storm {args.command}: {type(exc).__name__}: {exc.msg}", file=sys.stderr)

@@ -14,11 +14,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 
-from squall import __version__, loglevels
+from squall import STORM_VERSION, __version__, loglevels
 from squall.cli import monitor
-from squall.cli.options import command_line_overrides, json_or_text, non_negative, parse_executor, positive
+from squall.cli.habits import RebalancePositionals, zktool_path
+from squall.cli.options import (command_line_overrides, conf_file_json, json_or_text, non_negative, parse_executor,
+                                positive, topology_typos, warn_on_stderr)
 from squall.devcluster import dev_cluster_root
 from squall.local_state import workers_dir
 from squall.nimbus_client import nimbus_client
@@ -55,6 +56,7 @@ def jar(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="squall-jar-") as tmp:
         try:
             topology = load_for_submit(args.source, args.topology, [json_or_text(a) for a in args.args])
+            typos = topology_typos(topology)
             package = _package(args.source, args.include, tmp)
             check_package(package, args.source, args.topology, topology)
         except (OSError, ValueError) as exc:
@@ -65,6 +67,8 @@ def jar(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
                 print(exc.details, end="", file=sys.stderr)
             print(f"storm {args.command}: {exc.line}", file=sys.stderr)
             return 1
+        for typo in typos:
+            warn_on_stderr(typo)
         overrides = command_line_overrides(conf, args)
         if args.replace:
             overrides["topology.hot.deploy.enable"] = True
@@ -222,20 +226,10 @@ def gray_upgrade(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     return 0
 
 
-def _conf_file(path: str | None) -> str:
-    """A YAML (or JSON) conf file as the JSON string nimbus takes; empty without a file."""
-    if path is None:
-        return ""
-    loaded = yaml.safe_load(Path(path).read_text()) or {}
-    if not isinstance(loaded, dict):
-        raise ValueError(f"{path} must hold a mapping of config keys")
-    return json.dumps(loaded)
-
-
 def restart(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     """Kill and resubmit from the stored code with a new id, the conf file merged in (JStorm's ``restart``)."""
     with nimbus_client(conf) as nimbus:
-        nimbus.restart(args.name, _conf_file(args.conf))
+        nimbus.restart(args.name, conf_file_json(args.conf))
     print(f"Restarted topology: {args.name}")
     return 0
 
@@ -249,7 +243,7 @@ def update_topology(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         location = ""
         if args.jar is not None:
             location = upload_package(conf, nimbus, _package(args.jar, args.include, tmp), _progress)
-        nimbus.updateTopology(args.name, location, _conf_file(args.conf))
+        nimbus.updateTopology(args.name, location, conf_file_json(args.conf))
     print(f"Updated topology: {args.name}")
     return 0
 
@@ -271,22 +265,26 @@ def remoteconfvalue(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
 
 
 def version(_conf: Mapping[str, Any], _args: argparse.Namespace) -> int:
-    print(f"Squall {__version__}")  # streamparse parses "<name> <x.y.z>"
+    """Storm's line first (tools such as streamparse read ``Storm x.y.z``), then Squall's own."""
+    print(f"Storm {STORM_VERSION}\nSquall {__version__}")
     return 0
 
 
 def zktool(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     """Look at (or remove) Squall's ZooKeeper state, values pretty-printed, paths under the root."""
-    path = "/" + args.path.strip("/")
+    action, path = zktool_path(args.action, args.path, conf["storm.zookeeper.root"])
     with ZkClient(conf) as zk:
-        if args.action == "ls":
+        if action != "ls" and not zk.exists(path):
+            print(f"storm zktool: no node {conf['storm.zookeeper.root'].rstrip('/')}{path}", file=sys.stderr)
+            return 1
+        if action == "ls":
             print("\n".join(zk.children(path)))
-        elif args.action == "get":
+        elif action == "get":
             raw, _ = zk.kazoo.get(path)
             print(_pretty(raw))
-        elif args.action == "tree":
+        elif action == "tree":
             _tree(zk, path, 0)
-        elif args.action == "rm":
+        elif action == "rm":
             zk.delete(path)
             print(f"removed {conf['storm.zookeeper.root'].rstrip('/')}{path}")
     return 0
@@ -343,10 +341,12 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
                    metavar="COMPONENT=N", help="new task count of a component (repeatable)")
     p.add_argument("-r", "--reassign", action="store_true", help="also move workers that could stay (JStorm -r)")
     p.add_argument("-t", "--topology-conf", dest="topology_conf", metavar="JSON", help="conf overrides, a JSON object")
+    p.add_argument("jstorm", nargs="*", action=RebalancePositionals, metavar="SECS|CONF.yaml",
+                   help="JStorm's form: the wait (as -w) and a YAML file of conf overrides (as -t)")
     command("get-errors", get_errors, "latest error of each component, as JSON").add_argument("name")
     command("localconfvalue", localconfvalue, "a config value as this machine sees it").add_argument("key")
     command("remoteconfvalue", remoteconfvalue, "a config value as nimbus sees it").add_argument("key")
-    command("version", version, "print Squall's version")
+    command("version", version, "print the Storm version Squall is compatible with, then Squall's")
     p = command("gray_upgrade", gray_upgrade, "upgrade the next batch of workers of a gray upgrade (JStorm)")
     p.add_argument("name")
     p.add_argument("-n", "--num-workers", dest="worker_num", type=positive, default=0,
@@ -361,9 +361,9 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     p.add_argument("conf", nargs="?", metavar="CONF.yaml", help="config to merge into the topology's")
     p = command("update_topology", update_topology, "give a running topology new code and/or conf (JStorm)")
     p.add_argument("name")
-    p.add_argument("--jar", metavar="FILE|PACKAGE", help="new code: a .py file or package directory")
+    p.add_argument("--jar", "-jar", metavar="FILE|PACKAGE", help="new code: a .py file or package directory")
     p.add_argument("--include", action="append", default=[], metavar="PATH", help="more code (repeatable)")
-    p.add_argument("--conf", metavar="CONF.yaml", help="config to merge into the topology's")
+    p.add_argument("--conf", "-conf", metavar="CONF.yaml", help="config to merge into the topology's")
     p = command("set_log_level", set_log_level, "change logger levels in a running topology's workers (Storm)")
     p.add_argument("name", metavar="NAME")
     p.add_argument("-l", dest="set", type=_log_setting, action="append", default=[],
@@ -378,6 +378,7 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     monitor.add_arguments(command("monitor", monitor.monitor, "a topology's throughput per component, refreshed "
                                                            "(Storm's view of one stream with -m)"))
     p = command("zktool", zktool, "inspect Squall's ZooKeeper state (paths relative to storm.zookeeper.root)")
-    p.add_argument("action", choices=["ls", "get", "tree", "rm"])
+    p.add_argument("action", choices=["ls", "get", "tree", "rm", "read", "list", "clean"],
+                   metavar="{ls,get,tree,rm}", help="JStorm's read and list are get and ls")
     p.add_argument("path", nargs="?", default="/")
     return runs

@@ -1,0 +1,128 @@
+"""Every shell line of the README's "Quick start" and "Operating a cluster" sections runs as written.
+
+The lines are read from README.md itself (the ``sh`` blocks of those sections, comments stripped), so a line
+added to the README is run here by default, and one that drifts from the CLI fails here. They run as a user
+types them — ``bash -c LINE`` with ``storm`` on PATH — in a scratch directory holding a copy of examples/,
+against the dev cluster the Operating section's first line starts (in the background: it holds the
+foreground), with the default config (``$STORM_CONF_DIR/storm.yaml`` moves the ports only if another process
+holds the default ones). The section's ``storm dev-cluster stop`` runs last, and then no process of the
+cluster may be left and no port it used held.
+
+A line that nimbus refuses for the cluster's state of the moment (the next gray-upgrade batch before the last
+one is done: a typed ``storm VERB: ...Exception: ...`` line, exit 1) is tried again until it passes, as an
+operator would; any other failure — a usage error, a refused habit, a traceback — fails at once. Lines that
+cannot run in a test are listed in :data:`NOT_RUN` with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from squall.devzk import port_is_free
+from support import REPO, dev_cluster_env, wait_until
+from supervisor.processes import running
+
+SECTIONS = ("Quick start", "Operating a cluster")
+
+#: Lines that cannot run in a test as written, and why. Any other line — a new one included — is run.
+NOT_RUN = {
+    "make system-deps": "installs Debian packages with apt-get (sudo): not a test's business",
+    "make demo": "its own dev cluster on the default ports for 20 s: the lines run here are its steps",
+    "make pipeline": "a Spark JVM and 20,000 lines (minutes); tests/test_spark_cluster.py runs that pipeline",
+    "make test": "the whole suite, this test included",
+    "storm nimbus; storm supervisor; storm dev-zookeeper": "daemons in the foreground until Ctrl-C: the dev "
+                                                           "cluster runs the same ones",
+}
+START = "storm dev-cluster --supervisors 2"  # runs in the background; the other lines talk to it
+STOP = "storm dev-cluster stop"              # must be the last line run; then nothing may be left
+
+#: A refusal by nimbus for the cluster's state of the moment: the line is tried again.
+NOT_YET = re.compile(r"^storm [\w-]+: (\w+Exception|nimbus error): ")
+SETTLE_SECS = 120
+
+
+def shell_lines(markdown: str, section: str) -> list[str]:
+    """The command lines of the ``sh`` blocks under ``## section``: comment-only lines dropped, a trailing
+    ``  # comment`` stripped (no README command has a ``#`` of its own)."""
+    body = markdown.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    lines = []
+    for block in re.findall(r"^```sh\n(.*?)^```", body, flags=re.M | re.S):
+        for line in block.splitlines():
+            command = re.sub(r"\s+#.*$", "", line).strip()
+            if command and not command.startswith("#"):
+                lines.append(command)
+    return lines
+
+
+def test_the_readme_s_lines_are_found_and_the_skip_list_is_current() -> None:
+    lines = [line for section in SECTIONS for line in shell_lines((REPO / "README.md").read_text(), section)]
+    assert START in lines and lines[-1] == STOP, "the session starts a dev cluster and ends stopping it"
+    assert [line for line in NOT_RUN if line not in lines] == [], "a skipped line no longer in the README"
+    assert "storm jar examples/wordcount.py" in lines and "make demo" in lines
+
+
+def running_under(root: Path) -> list[str]:
+    """Processes still running whose command line names ``root`` (daemons, their workers, ZooKeeper)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(root) in text and running(int(cmdline.parent.name)):
+            found.append(f"{cmdline.parent.name}: {text}")
+    return found
+
+
+def run_line(line: str, cwd: Path, env: dict[str, str]) -> None:
+    """``bash -c line`` until it exits 0; a state refusal by nimbus is tried again (see the module doc)."""
+    started = time.monotonic()
+    deadline, attempts = started + SETTLE_SECS, 0
+    while True:
+        attempts += 1
+        done = subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=180)
+        if done.returncode == 0:
+            print(f"{time.monotonic() - started:6.1f} s  {attempts} run(s)  {line}")  # shown by pytest -s
+            return
+        said = [text for text in done.stderr.splitlines() if not text.startswith("{")]  # JSON lines: logs
+        if not (done.returncode == 1 and said and NOT_YET.match(said[-1])) or time.monotonic() > deadline:
+            pytest.fail(f"README line failed: {line}\nexit {done.returncode}\nstdout:\n{done.stdout}\n"
+                        f"stderr:\n{done.stderr}")
+        time.sleep(1)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_every_line_of_quick_start_and_operating_runs_as_written(tmp_path: Path) -> None:
+    env, ports = dev_cluster_env(tmp_path)
+    here = tmp_path / "checkout"
+    shutil.copytree(REPO / "examples", here / "examples", ignore=shutil.ignore_patterns("__pycache__"))
+    root = here / "storm-local"
+    markdown = (REPO / "README.md").read_text()
+    lines = [line for section in SECTIONS for line in shell_lines(markdown, section) if line not in NOT_RUN]
+    out = tmp_path / "dev-cluster.out"
+    cluster: subprocess.Popen[bytes] | None = None
+    try:
+        for line in lines:
+            if line == START:
+                with open(out, "wb") as sink:
+                    cluster = subprocess.Popen(["bash", "-c", f"exec {line}"], cwd=here, env=env, stdout=sink,
+                                               stderr=subprocess.STDOUT)
+                wait_until(lambda: "Ctrl-C" in out.read_text() or cluster.poll() is not None, 90, "the dev cluster")
+                assert cluster.poll() is None, out.read_text()
+            else:
+                assert cluster is not None, f"{line!r} comes before {START!r} in the README"
+                run_line(line, here, env)
+        assert cluster is not None and cluster.wait(30) == 0, out.read_text()
+        assert running_under(root) == [], "the dev cluster's processes are all gone"
+        assert [port for port in ports if not port_is_free("127.0.0.1", port)] == [], "its ports are free"
+    finally:
+        if cluster is not None and cluster.poll() is None:
+            cluster.terminate()  # stops its daemons and their workers by pid
+            cluster.wait(60)
