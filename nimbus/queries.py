@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from squall import __version__
+from squall import STORM_VERSION
 from squall.stats import to_executor_stats
 from squall.thrift import storm
 from squall.zk.records import (
@@ -57,10 +57,10 @@ def nimbus_summaries(master: NimbusMaster | None, slaves: Iterable[NimbusSlave],
     """Leader first, then followers sorted by address."""
     result = []
     if master is not None:
-        result.append(storm.NimbusSummary(host=master.host, port=master.port, isLeader=True, version=__version__,
+        result.append(storm.NimbusSummary(host=master.host, port=master.port, isLeader=True, version=STORM_VERSION,
                                           uptime_secs=max(0, now_secs - master.since_secs)))
     for slave in sorted(slaves, key=lambda s: (s.host, s.port)):
-        result.append(storm.NimbusSummary(host=slave.host, port=slave.port, isLeader=False, version=__version__,
+        result.append(storm.NimbusSummary(host=slave.host, port=slave.port, isLeader=False, version=STORM_VERSION,
                                           uptime_secs=slave.uptime_secs))
     return result
 

@@ -14,12 +14,14 @@ from typing import Any
 
 import pytest
 from streamparse.thrift import storm_thrift as storm_idl
+from streamparse.util import nimbus_storm_version, parse_version
 from thriftpy2.rpc import make_client
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.transport import TFramedTransportFactory
 
 from nimbus.daemon import Nimbus
+from squall import STORM_VERSION
 from squall.clock import SimulatedClock
 from squall.stats import to_executor_stats
 from squall.thrift import connect, storm
@@ -124,6 +126,8 @@ def test_word_count_is_accepted_assigned_and_listed(cluster: Cluster, leader: Ni
     try:
         (summary,) = storm_client.getClusterInfo().topologies
         assert (summary.name, summary.status, summary.num_workers) == ("wc", "ACTIVE", 2)
+        # streamparse reads nimbus's Storm version to pick features (isTopologyNameAllowed from 1.1)
+        assert nimbus_storm_version(storm_client) == parse_version(STORM_VERSION) >= parse_version("1.1.0")
     finally:
         storm_client.close()
     client = cluster.client(leader)

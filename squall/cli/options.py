@@ -17,10 +17,10 @@ import structlog
 import yaml
 
 from squall.config import ConfigError, load_config, typo_warnings
+from squall.logs import configure_logging
 
 if TYPE_CHECKING:  # workers import this module: keep the topology DSL off their start-up
     from squall.dsl import Topology
-from squall.logs import configure_logging
 
 log = structlog.get_logger(__name__)
 
