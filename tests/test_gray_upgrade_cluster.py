@@ -26,6 +26,9 @@ PENDING = 100
 SUPERVISORS = ("sup-a", "sup-b")
 
 
+pytestmark = pytest.mark.slow  # process-cluster fault scenarios of a minute each
+
+
 @pytest.fixture
 def cluster(zk_conf: dict[str, Any], tmp_path: Path) -> Iterator[ProcessCluster]:
     # Restarts for the upgrade must not look like dead tasks: give nimbus more than a worker restart takes.

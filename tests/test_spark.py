@@ -164,6 +164,7 @@ def summed(seen: list[tuple[str, str, tuple[Any, ...]]]) -> dict[str, tuple[int,
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_spark_bolt_output_equals_a_pure_python_computation(warm_spark: None) -> None:
     with LocalTopology(sums_topology(2000), FAST) as local:
         numbers, sink = local.component("numbers"), local.component("sink")
@@ -174,6 +175,7 @@ def test_spark_bolt_output_equals_a_pure_python_computation(warm_spark: None) ->
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_an_exception_in_transform_fails_the_batch_and_the_replay_makes_the_output_exact(warm_spark: None) -> None:
     with LocalTopology(sums_topology(1000, fail_batches=2), FAST) as local:
         numbers, sink = local.component("numbers"), local.component("sink")
@@ -186,6 +188,7 @@ def test_an_exception_in_transform_fails_the_batch_and_the_replay_makes_the_outp
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_a_batch_closes_on_its_interval_when_input_stops(warm_spark: None) -> None:
     """10 tuples never fill a 300-tuple batch: they go through when the interval passes."""
     with LocalTopology(sums_topology(10), FAST) as local:

@@ -47,6 +47,7 @@ def runs_java(pid: int) -> bool:
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_weblogs_pipeline_runs_end_to_end_and_only_the_spark_worker_starts_a_jvm(
         zk_conf: dict[str, Any], tmp_path: Path) -> None:
     out = tmp_path / "out"

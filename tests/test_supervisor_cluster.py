@@ -120,6 +120,7 @@ def test_a_killed_worker_is_restarted_within_three_seconds_and_nothing_is_lost(
     assert any("exited" in e for e in reported), "the crash is in /taskerrors"
 
 
+@pytest.mark.slow
 def test_a_frozen_worker_is_killed_after_the_worker_timeout_and_restarted(
         zk_conf: dict[str, Any], tmp_path: Path) -> None:
     with ExitStack() as stack:  # nimbus waits longer than the supervisor, so the tasks stay where they are
@@ -172,6 +173,7 @@ def test_killing_the_topology_stops_its_workers_and_removes_its_code(cluster: Pr
     wait_until(lambda: used_slots() == [[], []], 10, "both supervisors to report their slots free")
 
 
+@pytest.mark.slow
 def test_a_lost_supervisor_s_tasks_move_to_the_other_and_it_rejoins_with_its_id(
         cluster: ProcessCluster, tmp_path: Path) -> None:
     records, count = tmp_path / "records", 30_000
@@ -193,6 +195,7 @@ def test_a_lost_supervisor_s_tasks_move_to_the_other_and_it_rejoins_with_its_id(
     assert cluster.supervisor_id("sup-b") == lost
 
 
+@pytest.mark.slow
 def test_workers_go_on_without_nimbus_and_a_restarted_nimbus_keeps_the_assignment(
         cluster: ProcessCluster, tmp_path: Path) -> None:
     records, count = tmp_path / "records", 40_000
@@ -211,6 +214,7 @@ def test_workers_go_on_without_nimbus_and_a_restarted_nimbus_keeps_the_assignmen
     assert sorted(r.pid for name in ("sup-a", "sup-b") for r in cluster.workers(name)) == pids, "no restart"
 
 
+@pytest.mark.slow
 def test_a_worker_failing_in_prepare_is_reported_with_its_traceback_and_retried_with_backoff(
         cluster: ProcessCluster, tmp_path: Path) -> None:
     t = Topology("broken", conf={"topology.workers": 1})
@@ -252,6 +256,7 @@ def test_a_worker_failing_in_prepare_is_reported_with_its_traceback_and_retried_
     assert len(reports) <= sum(event == "worker launched" for _, event in events()), "one traceback per attempt"
 
 
+@pytest.mark.slow
 def test_daemons_ride_out_a_zookeeper_restart(zk_conf: dict[str, Any], tmp_path: Path) -> None:
     with ExitStack() as stack:
         cluster = two_supervisors(zk_conf, tmp_path, stack, own_zookeeper=True, **{"storm.zookeeper.port": 0})
