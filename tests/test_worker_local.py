@@ -21,7 +21,8 @@ from squall.dsl import Topology
 from squall.thrift import storm
 from support import wait_until
 from topologies import (GATES, BatchOf, Boom, Director, EmitTwice, EvenTwice, Forward, Gate, Holdout, Join, Keeper,
-                        Numbers, Recorder, Reporter)
+                        Numbers, Paced, Recorder, Reporter)
+from worker.executor import SPOUT_IDLE_SECS
 from worker.local import LocalTopology
 
 FAST = {"task.heartbeat.frequency.secs": 0.05, "topology.message.timeout.secs": 30}
@@ -276,6 +277,20 @@ def test_emitting_with_the_same_anchor_twice_still_acks_the_tree_once() -> None:
         assert spout.failed == [] and len(local.tasks("__acker")[0].state) == 0
 
 
+def test_emits_to_a_stream_nobody_subscribes_to_are_counted_and_their_trees_complete() -> None:
+    t = Topology("dead-end")
+    t.bolt("forward", Forward).shuffle(t.spout("numbers", Numbers, args=[50]))
+    t.spout("unheard", Numbers, args=[30], kwargs={"reliable": False})
+    with run(t) as local:
+        wait_until(lambda: sorted(local.component("numbers").acked) == list(range(50)), 10, "every tree acked")
+        unheard = local.tasks("unheard")[0]
+        wait_until(lambda: unheard.stats.emitted == 30, 10, "the unheard spout's emits")
+        assert local.component("numbers").failed == []
+        for component, count in [("forward", 50), ("unheard", 30)]:
+            stats = local.tasks(component)[0].task_stats()
+            assert (stats.emitted, stats.transferred) == ({"default": count}, {}), component
+
+
 # -- errors and ticks ---------------------------------------------------------------------------
 
 
@@ -324,6 +339,52 @@ def test_tick_tuples_arrive_at_the_configured_rate() -> None:
         sink = local.component("sink")
         wait_until(lambda: sum(1 for s in sink.seen if s[0] == "__tick") >= 3, 10, "three ticks")
         assert all(values == (0.1,) for c, _, values in sink.seen if c == "__tick")
+
+
+def test_ticks_come_on_time_when_nothing_else_wakes_the_task_thread() -> None:
+    # Inactive, with rare heartbeats: the bolt has no input, and only its tick is due this often.
+    t = Topology("quiet-ticks")
+    t.bolt("sink", Recorder, conf={"topology.tick.tuple.freq.secs": 0.04}).shuffle(
+        t.spout("numbers", Numbers, args=[0]))
+    with LocalTopology(t, {**FAST, "task.heartbeat.frequency.secs": 10}, active=False) as local:
+        sink = local.component("sink")
+        ticks = wait_until(lambda: len(sink.tick_times) >= 11 and sink.tick_times[:11], 10, "eleven ticks")
+        mean_gap = (ticks[10] - ticks[0]) / 10
+        assert 0.039 <= mean_gap < 0.07, f"a tick every {mean_gap:.3f}s, configured 0.04s"
+
+
+# -- idle means idle ----------------------------------------------------------------------------
+
+
+def test_a_spout_ahead_of_its_rate_is_called_once_per_idle_wait_while_acks_flow() -> None:
+    # Storm's sleep wait strategy: after a next_tuple that emits nothing the spout waits SPOUT_IDLE_SECS,
+    # even though the acks of what it emitted keep its task thread busy.
+    t = Topology("paced")
+    t.bolt("sink", Recorder).shuffle(t.spout("paced", Paced, args=[5000]))
+    with run(t) as local:
+        spout, executor = local.component("paced"), local.tasks("paced")[0]
+        wait_until(lambda: executor.stats.acked > 1000, 10, "acks flowing")
+        calls, emitted, acked, started = spout.calls, spout.emitted, executor.stats.acked, time.monotonic()
+        let_time_pass(local, "paced")
+        idle_calls = (spout.calls - calls) - (spout.emitted - emitted)
+        waits = (time.monotonic() - started) / SPOUT_IDLE_SECS
+        assert executor.stats.acked - acked > 1000, "acks flowed during the window"
+        assert idle_calls <= 1.2 * waits, f"{idle_calls} calls that emitted nothing in {waits:.0f} idle waits"
+
+
+def test_activation_reaches_a_spout_at_once_when_nothing_is_due() -> None:
+    # Heartbeats every 10 s: an inactive spout's task has nothing due for up to a second.
+    t = Topology("wake-on-activate")
+    t.bolt("sink", Recorder).shuffle(t.spout("numbers", Numbers, args=[0]))
+    with LocalTopology(t, {**FAST, "task.heartbeat.frequency.secs": 10}, active=False) as local:
+        spout = local.component("numbers")
+        for cycle in range(3):
+            calls, started = spout.calls, time.monotonic()
+            local.activate()
+            wait_until(lambda: spout.calls > calls, 10, "next_tuple once active")
+            assert time.monotonic() - started < 0.25, f"cycle {cycle}: next_tuple came late"
+            local.deactivate()
+            wait_until(lambda: spout.events.count("deactivate") == cycle + 1, 10, "deactivate called")
 
 
 def test_a_bad_topology_is_refused_with_nimbus_words() -> None:

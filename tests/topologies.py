@@ -79,16 +79,39 @@ class Numbers(Spout, _Records):
         self.events.append("deactivate")
 
 
+class Paced(Spout):
+    """Emits ``(n,)`` reliably at ``rate`` tuples/s and nothing while ahead of it; counts its ``calls``
+    and ``emitted`` tuples."""
+
+    outputs = ["n"]
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.calls = self.emitted = 0
+
+    def open(self, conf: Any, context: Any) -> None:
+        self.start = time.monotonic()
+
+    def next_tuple(self) -> None:
+        self.calls += 1
+        if self.emitted < (time.monotonic() - self.start) * self.rate:
+            self.emit([self.emitted], msg_id=self.emitted)
+            self.emitted += 1
+
+
 class Recorder(Bolt, _Records):
-    """Keeps (source component, stream, values) of every input; records ``values`` as ``seen``."""
+    """Keeps (source component, stream, values) of every input; records ``values`` as ``seen``, and
+    when each tick came (``time.monotonic()``) as ``tick_times``."""
 
     def __init__(self, record_dir: str | None = None) -> None:
         self.record_dir = record_dir
         self.seen: list[tuple[str, str, tuple[Any, ...]]] = []
+        self.tick_times: list[float] = []
 
     def execute(self, tup: Tuple) -> None:
         if tup.is_tick:
             self.seen.append(("__tick", "__tick", tup.values))
+            self.tick_times.append(time.monotonic())
             return
         self.seen.append((tup.component, tup.stream, tup.values))
         self.record("seen", list(tup.values))

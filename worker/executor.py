@@ -56,7 +56,8 @@ _bits = _rand.getrandbits
 class Inbox:
     """An executor's receive queue: batches appended from any thread, taken by its task thread.
 
-    ``size`` counts tuples (for backpressure); ``wake`` is the consuming thread's event.
+    ``size`` counts tuples (for backpressure; non-zero means the task thread has work for it);
+    ``wake`` is the consuming thread's event.
     """
 
     __slots__ = ("_batches", "_lock", "size", "capacity", "wake")
@@ -68,11 +69,14 @@ class Inbox:
         self.capacity = capacity
         self.wake = wake
 
-    def put(self, batch: list[Tuple]) -> None:
+    def put(self, batch: list[Tuple], wake: bool = True) -> None:
+        """Append ``batch``; ``wake=False`` when the consuming thread itself puts it (it steps this
+        executor before it sleeps, so setting its event would only cost it a wasted round)."""
         with self._lock:
             self._batches.append(batch)
             self.size += len(batch)
-        self.wake.set()
+        if wake:
+            self.wake.set()
 
     def take(self) -> list[Tuple] | None:
         if not self._batches:
@@ -84,19 +88,29 @@ class Inbox:
 
 
 class Outbox:
-    """Tuples emitted on one task thread this round, by target task; ``flush`` hands them over."""
+    """Tuples emitted on one task thread this round, by target task; ``flush`` hands them over.
 
-    def __init__(self, deliver_batch: Callable[[int, list[Tuple]], None]) -> None:
+    ``deliver_batch(task, batch, wake)`` gets the owning thread's ``wake`` event and says whether
+    ``task`` runs on that same thread (then it must not set the event: see :meth:`Inbox.put`).
+    """
+
+    def __init__(self, deliver_batch: Callable[[int, list[Tuple], threading.Event], bool],
+                 wake: threading.Event) -> None:
         self.pending: defaultdict[int, list[Tuple]] = defaultdict(list)
         self._deliver = deliver_batch
+        self._wake = wake
 
-    def flush(self) -> None:
+    def flush(self) -> bool:
+        """Hand every target its batch; True if some went to a task of this thread, which has work now."""
         if not self.pending:
-            return
+            return False
         batches = list(self.pending.items())
         self.pending.clear()
+        deliver, wake, own = self._deliver, self._wake, False
         for task, batch in batches:
-            self._deliver(task, batch)
+            if deliver(task, batch, wake):
+                own = True
+        return own
 
 
 class Pressure:
@@ -279,6 +293,9 @@ class Executor:
                                        float(conf["topology.error.throttle.interval.secs"]))
         self._exit_on_error = bool(conf["topology.worker.exit.on.error"])
         self._now = 0.0
+        #: When its task thread next steps it even without input (``time.monotonic()``): set from what
+        #: :meth:`step` returns; 0 steps it in the next round (new, or after an operator call).
+        self.due = 0.0
         self.user: Component | None = None  # the user's spout or bolt, once started
         self.refresh(layout, placement)
 
@@ -391,7 +408,10 @@ class Executor:
         """Build and open the component (on its task thread); an exception here stops the worker."""
 
     def step(self, now: float) -> float:
-        """Do a slice of work; return how long this task can wait for new input (0: call again now)."""
+        """Do a slice of work; return how long this task can wait for new input (0: call again now).
+
+        The task thread steps it again when that time is up or as soon as its inbox has input, so the
+        wait must cover every timer (heartbeat, ticks, expiry) and nothing may need a step otherwise."""
         raise NotImplementedError
 
     def set_active(self, active: bool) -> None:
@@ -422,7 +442,9 @@ def build_component(spec: ComponentSpec) -> Component:
 
 class SpoutExecutor(Executor):
     """Calls ``next_tuple`` in bursts while the topology is active, the pending cap allows and the
-    worker is not backpressured; feeds ``ack``/``fail`` back from the acker and the message timeout."""
+    worker is not backpressured; feeds ``ack``/``fail`` back from the acker and the message timeout.
+    After a call that emits nothing it waits ``SPOUT_IDLE_SECS`` before the next, even while acks
+    arrive (Storm's sleep wait strategy), so a spout ahead of its rate costs one call per millisecond."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -436,6 +458,8 @@ class SpoutExecutor(Executor):
         self._activated = False
         self._acked_at_emit: list[Any] = []
         self._next_expiry = 0.0
+        #: No ``next_tuple`` before this: set ``SPOUT_IDLE_SECS`` ahead when a call emitted nothing.
+        self._next_emit = 0.0
         self.spout: Spout
 
     def start(self) -> None:
@@ -464,9 +488,10 @@ class SpoutExecutor(Executor):
         out.emitted += 1
         box = self._box
         if msg_id is None or not self._n_ackers:
-            tup = Tuple(values, out.fields, self.component, stream, self.task)
-            for target in targets:
-                box[target].append(tup)
+            if targets:  # no Tuple for a stream nobody subscribes to
+                tup = Tuple(values, out.fields, self.component, stream, self.task)
+                for target in targets:
+                    box[target].append(tup)
             if msg_id is not None:
                 self._acked_at_emit.append(msg_id)  # no ackers: acked as soon as it is emitted (Storm)
                 if self._keyed_outputs:
@@ -514,6 +539,8 @@ class SpoutExecutor(Executor):
                 self._call(self.spout.fail, msg_id)
         if not self._active:
             return self._wait(now)
+        if now < self._next_emit:  # backing off: input (acks), not its turn, brought this step
+            return self._next_emit - now
         if self.env.pressure.high or not self.pending.can_emit():
             return SPOUT_IDLE_SECS if self.env.pressure.high else self._wait(now)
         stats, pending, next_tuple = self.stats, self.pending, self.spout.next_tuple
@@ -534,7 +561,10 @@ class SpoutExecutor(Executor):
             stats.acked += len(acked)
             for msg_id in acked:
                 self._call(self.spout.ack, msg_id)
-        return SPOUT_IDLE_SECS if idle else 0.0
+        if idle:
+            self._next_emit = now + SPOUT_IDLE_SECS
+            return SPOUT_IDLE_SECS
+        return 0.0
 
     def _wait(self, now: float) -> float:
         return max(0.0, min(self._next_beat, self._next_expiry) - now)
@@ -607,6 +637,8 @@ class BoltExecutor(Executor):
              msg_id: Any) -> Sequence[int]:
         out, targets = self._targets(values, stream, direct_task)
         out.emitted += 1
+        if not targets:  # a stream nobody subscribes to: no Tuple, no edges
+            return targets
         box = self._box
         if not anchors or not self._n_ackers:
             tup = Tuple(values, out.fields, self.component, stream, self.task)

@@ -40,14 +40,18 @@ class WorkerFailed(RuntimeError):
 class TaskThread(threading.Thread):
     """Steps its executors in rounds, flushes what they emitted, sleeps when none has work.
 
-    Everything that touches an executor after start runs here: other threads post it with :meth:`call`.
+    A round steps only the executors with input or whose time has come (:attr:`Executor.due`: ticks,
+    heartbeats, expiry, a spout's back-off), then sleeps until the earliest due time or until another
+    thread wakes it. Tuples it hands its own executors do not wake it: it steps them again at once.
+    Everything that touches an executor after start runs here: other threads post it with :meth:`call`,
+    and every executor is stepped in the round after a call (activation, a new assignment or conf).
     """
 
-    def __init__(self, name: str, pressure: Pressure, deliver: Callable[[int, list[Tuple]], None],
+    def __init__(self, name: str, pressure: Pressure, deliver: Callable[[int, list[Tuple], threading.Event], bool],
                  on_fatal: Callable[[BaseException], None]) -> None:
         super().__init__(name=name, daemon=True)
         self.wake = threading.Event()
-        self.outbox = Outbox(deliver)
+        self.outbox = Outbox(deliver, self.wake)
         self.executors: list[Executor] = []
         self._pressure = pressure
         self._on_fatal = on_fatal
@@ -92,18 +96,27 @@ class TaskThread(threading.Thread):
     def run(self) -> None:
         wake, calls, pressure, flush = self.wake, self._calls, self._pressure, self.outbox.flush
         monotonic = time.monotonic
-        while not self._stopping:
+        while True:
             wake.clear()
-            while calls:
-                calls.popleft()()
+            if calls:
+                while calls:
+                    calls.popleft()()
+                if self._stopping:
+                    return
+                for executor in self.executors:
+                    executor.due = 0.0
             pressure.update()
             now = monotonic()
-            delay = MAX_IDLE_SECS
+            wake_at = now + MAX_IDLE_SECS
             for executor in self.executors:
-                wait = executor.step(now)
-                if wait < delay:
-                    delay = wait
-            flush()
+                due = executor.due
+                if due <= now or executor.inbox.size:
+                    due = executor.due = now + executor.step(now)
+                if due < wake_at:
+                    wake_at = due
+            if flush():
+                continue  # its own tasks got tuples: step them before sleeping
+            delay = wake_at - monotonic()
             if delay > 0:
                 wake.wait(delay)
 
@@ -298,19 +311,23 @@ class WorkerRuntime:
 
     # -- transfer ---------------------------------------------------------------------------------
 
-    def _deliver(self, task: int, batch: list[Tuple]) -> None:
-        """A task thread's batch for ``task``: the objects themselves if local, encoded entries if remote."""
+    def _deliver(self, task: int, batch: list[Tuple], wake: threading.Event) -> bool:
+        """A task thread's batch for ``task``: the objects themselves if local, encoded entries if remote.
+        ``wake`` is the sending thread's event; True if ``task`` runs on that thread (not woken: it
+        steps the task before it sleeps)."""
         inbox = self.inboxes.get(task)
         if inbox is not None:
-            inbox.put(batch)
-            return
+            own = inbox.wake is wake
+            inbox.put(batch, wake=not own)
+            return own
         address = self.placement.remote.get(task)
         sender = None if address is None else self.senders.get(address) or self._open_sender(address)
         if sender is None:  # no route, or one a refresh just removed
             self.dropped += len(batch)
-            return
+            return False
         sender.send([Entry(task, t._task, t._stream, t._values, t._id, tuple(t._anchors.items()) if t._anchors else ())
                      for t in batch])
+        return False
 
     def _open_sender(self, address: Address) -> Sender | None:
         """The sender to ``address``, opened now if needed; None if it is not a peer of the current placement
