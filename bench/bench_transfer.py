@@ -1,6 +1,8 @@
 """Worker-to-worker transfer throughput over loopback TCP: one sender, one receiver, msgpack batches.
 
-Not a test: prints a table. `python bench/bench_transfer.py [--tuples N]`.
+Not a test: prints two tables. `python bench/bench_transfer.py [--tuples N]`. The first is the codec alone,
+in process, per tuple from the Tuples a task thread hands over to the Tuples a bolt receives: ``old`` is
+the entry-list wire of Squall ≤ session 7 (kept here only to compare), ``new`` the columnar runs.
 """
 
 from __future__ import annotations
@@ -14,8 +16,56 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import msgpack  # noqa: E402
+
+from squall.tuple import NO_ANCHORS, Fields, Tuple  # noqa: E402
 from worker.transport import Receiver, Sender  # noqa: E402
-from worker.wire import Entry  # noqa: E402
+from worker.wire import MAX_MESSAGE_BYTES, Decoder, Entry, WireBatch, runs_of_tuples  # noqa: E402
+
+FIELDS = Fields(["line", "n"])
+
+
+def old_send(target: int, batch: list[Tuple]) -> bytes:
+    """The entry-list wire: an Entry per tuple, one ``[1, entries]`` message."""
+    return msgpack.packb([1, [Entry(target, t._task, t._stream, t._values, t._id,
+                                    tuple(t._anchors.items()) if t._anchors else ()) for t in batch]])
+
+
+def old_receive(data: bytes) -> list[Tuple]:
+    unpacker = msgpack.Unpacker(raw=False, max_buffer_size=MAX_MESSAGE_BYTES, strict_map_key=False)
+    unpacker.feed(data)
+    out = []
+    for _, entries in unpacker:
+        for target, source, stream, values, tuple_id, anchors in [Entry(*e) for e in entries]:
+            out.append(Tuple(tuple(values), FIELDS, "spout", stream, source, tuple_id,
+                             dict(anchors) if anchors else NO_ANCHORS))
+    return out
+
+
+def new_send(target: int, batch: list[Tuple]) -> bytes:
+    return b"".join(run.encode() for run in runs_of_tuples(target, batch))
+
+
+def new_receive(data: bytes) -> list[Tuple]:
+    return [t for run in Decoder().feed(data) for t in run.tuples("spout", FIELDS)]
+
+
+def codec(send, receive, tracked: bool, batch_size: int, tuples: int) -> tuple[float, float, float]:
+    """CPU µs per tuple to encode and to decode, and bytes per tuple."""
+    batch = [Tuple(("the quick brown fox", i), FIELDS, "spout", "default", 1, *((i + 1, {i * 7 + 1: i + 1})
+                   if tracked else ())) for i in range(batch_size)]
+    rounds = max(1, tuples // batch_size)
+    start = time.process_time()
+    for _ in range(rounds):
+        data = send(2, batch)
+    sent = time.process_time()
+    for _ in range(rounds):
+        got = receive(data)
+    done = time.process_time()
+    assert [(t._values, t._id, dict(t._anchors)) for t in got] == \
+        [(t._values, t._id, dict(t._anchors)) for t in batch], "the codec must round-trip"
+    per = 1e6 / (rounds * batch_size)
+    return (sent - start) * per, (done - sent) * per, len(data) / batch_size
 
 
 def run(tuples: int, batch_size: int) -> float:
@@ -30,10 +80,12 @@ def run(tuples: int, batch_size: int) -> float:
 
     receiver = Receiver(on_batch, "127.0.0.1", 0).start()
     sender = Sender("127.0.0.1", receiver.port, batch_size=batch_size)
-    entries = [Entry(2, 1, "default", ("the quick brown fox", i), i, ((i, i + 1),)) for i in range(batch_size)]
+    sender.connected.wait(10)  # until then a sender keeps only max_pending tuples
+    batch = [Tuple(("the quick brown fox", i), FIELDS, "spout", "default", 1, i + 1, {i * 7 + 1: i + 1})
+             for i in range(batch_size)]
     start = time.perf_counter()
     for _ in range(tuples // batch_size):
-        sender.send(entries)
+        sender.send_runs(runs_of_tuples(2, batch))  # what a task thread hands a sender
     done.wait(120)
     elapsed = time.perf_counter() - start
     sender.close()
@@ -47,6 +99,12 @@ def main() -> None:
     args = parser.parse_args()
     print(f"machine: {platform.platform()} ({platform.machine()}), {os.cpu_count()} cpus; "
           f"python {platform.python_implementation()} {platform.python_version()}")
+    print(f"{'codec':>6} {'kind':>9} {'batch':>6} {'send CPU µs':>12} {'receive CPU µs':>15} {'bytes/tuple':>12}")
+    for tracked in (False, True):
+        for name, send, receive in (("old", old_send, old_receive), ("new", new_send, new_receive)):
+            enc, dec, size = codec(send, receive, tracked, 100, args.tuples)
+            kind = "acked" if tracked else "plain"
+            print(f"{name:>6} {kind:>9} {100:>6} {enc:>12.2f} {dec:>15.2f} {size:>12.1f}")
     print(f"{'batch size':>10} {'tuples':>9} {'tuples/s':>12}")
     for batch in (10, 100, 1000):
         print(f"{batch:>10} {args.tuples:>9} {run(args.tuples, batch):>12,.0f}")

@@ -17,7 +17,8 @@ from worker.layout import Placement
 from worker.local import compile_topology
 from worker.runtime import WorkerRuntime
 from worker.transport import Receiver, Sender
-from worker.wire import Decoder, Entry, WireError, encode
+from squall.tuple import Fields, Tuple
+from worker.wire import MAX_ROWS, Decoder, Entry, WireBatch, WireError, encode, runs_of_tuples
 
 
 class Sink:
@@ -95,6 +96,54 @@ def test_decoder_handles_split_messages_and_refuses_non_batches() -> None:
         list(Decoder().feed(msgpack.packb({"evil": True})))
     with pytest.raises(WireError, match="msgpack-serialisable"):
         encode([Entry(1, 1, "s", (object(),), 1, ())])
+
+
+def test_runs_travel_as_one_header_and_columns_and_arrive_as_the_tuples_sent() -> None:
+    f = Fields(["word", "n"])
+    sent = [Tuple(("a", 1), f, "split", "default", 3),                           # untracked
+            Tuple(("b", 2), f, "split", "default", 3, 41, {9: 41}),              # one root: roots form
+            Tuple(("c", 3), f, "split", "default", 3, 42, {9: 42, 10: 77}),      # several: anchors form
+            Tuple(("d", 4), f, "split", "other", 3),
+            Tuple(("e", 5), f, "split", "default", 4, 43, {11: 43})]
+    runs = runs_of_tuples(7, sent)
+    assert [(r.source, r.stream, len(r)) for r in runs] == [(3, "default", 3), (3, "other", 1), (4, "default", 1)]
+    data = b"".join(run.encode() for run in runs)
+    got = [t for run in Decoder().feed(data) for t in run.tuples("split", f)]
+    assert [(t.values, t.stream, t.task, t.id, dict(t.anchors)) for t in got] == \
+        [(t.values, t.stream, t.task, t.id, dict(t.anchors)) for t in sent]
+
+    plain = WireBatch(7, 3, "default", [(i,) for i in range(100)]).encode()
+    assert len(plain) < 100 * 3 + 20, "one header per run, values in a column: no per-row overhead"
+    assert [e.values for e in WireBatch.decode(WireBatch(7, 3, "s", [(), ()]).encode())] == [[], []], \
+        "a stream without fields keeps its row count"
+
+
+def test_a_sender_merges_runs_of_any_tracking_form_in_order(receiver: Receiver, sink: Sink) -> None:
+    f = Fields(["n"])
+    forms = [{}, {9: 41}, {9: 41, 10: 77}]
+    sent = [Tuple((i,), f, "numbers", "default", 3, 41 if i % 3 else 0, forms[i % 3]) for i in range(300)]
+    sender = Sender("127.0.0.1", receiver.port, batch_size=100)
+    for tup in sent:
+        sender.send_runs(runs_of_tuples(7, [tup]))
+    sender.close()
+    wait_until(lambda: len(sink.entries) == 300, what="all tuples")
+    assert [(e.values, e.tuple_id, dict(map(tuple, e.anchors))) for e in sink.entries] == \
+        [([t.values[0]], t.id, dict(t.anchors)) for t in sent]
+
+
+@pytest.mark.parametrize("message, error", [
+    ([1, [[7, 3, "s", ["x"], 0, []]]], "older Squall release"),        # the entry-list format
+    ([1, 7, 3, "s", 2, [["x"]], None, None, None], "row count or columns"),
+    ([1, 7, 3, "s", MAX_ROWS + 1, [], None, None, None], "row count or columns"),
+    ([1, 7, 3, "s", 1, ["x"], None, None, None], "row count or columns"),
+    ([1, 7, 3, "s", 1, [["x"]], [1, 2], [5], None], "ids, roots or anchors"),
+    ([1, 7, 3, "s", 1, [["x"]], [1], None, [[5]]], "ids, roots or anchors"),
+    ([1, 7, 3, "s", 1, [["x"]], None, [5], None], "ids, roots or anchors"),
+    ([2, 7, 3, "s", 1, [["x"]], None, None, None], "not a version-1 batch"),
+])
+def test_a_malformed_run_is_refused_before_use(message: list, error: str) -> None:
+    with pytest.raises(WireError, match=error):
+        list(Decoder().feed(msgpack.packb(message)))
 
 
 def test_a_sender_that_cannot_reach_its_peer_queues_a_bounded_backlog_and_discard_drops_it() -> None:

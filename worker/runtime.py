@@ -19,7 +19,7 @@ from typing import Any
 import structlog
 
 from squall.topology import ACKER, TOPOLOGY_MASTER
-from squall.tuple import NO_ANCHORS, Fields, Tuple
+from squall.tuple import Fields, Tuple
 from squall.zk.records import ComponentType
 from worker.acker import Acker
 from worker.executor import (
@@ -28,7 +28,7 @@ from worker.executor import (
 from worker.layout import Address, Placement, TopologyLayout
 from worker.topology_master import TopologyMaster
 from worker.transport import Receiver, Sender
-from worker.wire import Entry
+from worker.wire import WireBatch, runs_of_tuples
 
 log = structlog.get_logger(__name__)
 
@@ -312,7 +312,7 @@ class WorkerRuntime:
     # -- transfer ---------------------------------------------------------------------------------
 
     def _deliver(self, task: int, batch: list[Tuple], wake: threading.Event) -> bool:
-        """A task thread's batch for ``task``: the objects themselves if local, encoded entries if remote.
+        """A task thread's batch for ``task``: the objects themselves if local, runs of columns if remote.
         ``wake`` is the sending thread's event; True if ``task`` runs on that thread (not woken: it
         steps the task before it sleeps)."""
         inbox = self.inboxes.get(task)
@@ -325,8 +325,7 @@ class WorkerRuntime:
         if sender is None:  # no route, or one a refresh just removed
             self.dropped += len(batch)
             return False
-        sender.send([Entry(task, t._task, t._stream, t._values, t._id, tuple(t._anchors.items()) if t._anchors else ())
-                     for t in batch])
+        sender.send_runs(runs_of_tuples(task, batch))
         return False
 
     def _open_sender(self, address: Address) -> Sender | None:
@@ -341,33 +340,19 @@ class WorkerRuntime:
                                                         on_connected=self._notify_peers_changed)
             return sender
 
-    def _on_remote_batch(self, entries: list[Entry]) -> None:
-        """On a receiver thread: wait out backpressure, then hand each local task its tuples."""
+    def _on_remote_batch(self, batch: WireBatch) -> None:
+        """On a receiver thread: wait out backpressure, then hand the run's local task its tuples."""
         while self.pressure.high and not self._stopped:
             self.pressure.relieved.wait(MAX_IDLE_SECS)
-        grouped: dict[int, list[Tuple]] = {}
-        incoming, dropped = self._incoming, 0
-        for target, source, stream, values, tuple_id, anchors in entries:
-            key = (source, stream)
-            origin = incoming.get(key, False)
-            if origin is False:
-                origin = incoming[key] = self._origin(source, stream)
-            if origin is None or target not in self.inboxes:
-                dropped += 1
-                continue
-            component, fields = origin
-            tup = Tuple(tuple(values), fields, component, stream, source, tuple_id,
-                        dict(anchors) if anchors else NO_ANCHORS)
-            batch = grouped.get(target)
-            if batch is None:
-                grouped[target] = [tup]
-            else:
-                batch.append(tup)
-        for target, batch in grouped.items():
-            inbox = self.inboxes.get(target)
-            if inbox is not None:
-                inbox.put(batch)
-        self.dropped += dropped
+        key = (batch.source, batch.stream)
+        origin = self._incoming.get(key, False)
+        if origin is False:
+            origin = self._incoming[key] = self._origin(batch.source, batch.stream)
+        inbox = self.inboxes.get(batch.target)
+        if origin is None or inbox is None:
+            self.dropped += len(batch)
+            return
+        inbox.put(batch.tuples(*origin))
 
     def _origin(self, source: int, stream: str) -> tuple[str, Fields] | None:
         component = self.layout.task_component.get(source)

@@ -15,15 +15,16 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from worker.wire import MAX_MESSAGE_BYTES, Decoder, Entry, WireError, encode
+from worker.wire import MAX_MESSAGE_BYTES, Decoder, Entry, WireBatch, WireError, runs_of_entries
 
 log = structlog.get_logger(__name__)
 
-OnBatch = Callable[[list[Entry]], None]
+OnBatch = Callable[[WireBatch], None]
 
 
 class Receiver:
-    """Accepts worker connections and hands every decoded batch to ``on_batch`` (on the connection's thread)."""
+    """Accepts worker connections and hands every decoded run to ``on_batch`` (on the connection's thread):
+    a :class:`WireBatch`, whose iteration gives :class:`Entry` rows and whose columns the runtime reads."""
 
     def __init__(self, on_batch: OnBatch, host: str = "0.0.0.0", port: int = 0,
                  max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
@@ -88,7 +89,8 @@ class Receiver:
 
 
 class Sender:
-    """Batches entries for one remote worker and writes them on one connection.
+    """Batches tuples for one remote worker and writes them on one connection, one message per run of
+    tuples with equal (target, source, stream) (see :mod:`worker.wire`).
 
     It connects as soon as it is created, retrying until the peer listens (:attr:`connected` tells
     when it has, and ``on_connected`` is called), so a worker can hold its spouts until every peer is
@@ -99,6 +101,7 @@ class Sender:
 
         sender = Sender("10.0.0.7", 6701, batch_size=100)
         sender.send([Entry(target_task, source_task, "default", values, tuple_id, anchors)])
+        sender.send_runs([WireBatch(target_task, source_task, "default", rows)])   # the same, by columns
         sender.close()      # flush what is queued, then close
         sender.discard()    # or: the peer left the assignment, drop what is queued and stop now
     """
@@ -117,7 +120,8 @@ class Sender:
         self._flush_interval = flush_interval
         self._connect_timeout = connect_timeout
         self._max_pending = max_pending
-        self._pending: list[Entry] = []
+        self._pending: list[WireBatch] = []
+        self._backlog = 0
         self._cond = threading.Condition()
         self._sock: socket.socket | None = None
         self._closed = False
@@ -126,18 +130,31 @@ class Sender:
 
     @property
     def backlog(self) -> int:
-        """Entries queued and not yet written."""
-        return len(self._pending)
+        """Tuples queued and not yet written."""
+        return self._backlog
 
     def send(self, entries: Sequence[Entry]) -> None:
         """Queue entries; the sender thread ships them in batches."""
+        self.send_runs(runs_of_entries(entries))
+
+    def send_runs(self, runs: Sequence[WireBatch]) -> None:
+        """Queue runs (the sender owns them from now on: it may extend them); shipped in batches."""
+        rows = sum(map(len, runs))
         with self._cond:
-            if self._closed or (len(self._pending) >= self._max_pending and not self.connected.is_set()):
-                self.dropped += len(entries)  # closed, or a peer not reachable yet: do not grow without bound
+            if self._closed or (self._backlog >= self._max_pending and not self.connected.is_set()):
+                self.dropped += rows  # closed, or a peer not reachable yet: do not grow without bound
                 return
-            was_empty = not self._pending
-            self._pending.extend(entries)
-            if was_empty or len(self._pending) >= self._batch_size:  # start the flush clock, or ship now
+            was_empty = not self._backlog
+            pending = self._pending
+            for run in runs:
+                last = pending[-1] if pending else None
+                if (last is not None and last.target == run.target and last.source == run.source
+                        and last.stream == run.stream):
+                    last.extend(run)
+                else:
+                    pending.append(run)
+            self._backlog += rows
+            if was_empty or self._backlog >= self._batch_size:  # start the flush clock, or ship now
                 self._cond.notify()
 
     def close(self, timeout: float = 5.0) -> None:
@@ -153,7 +170,7 @@ class Sender:
         It does not wait for the sender thread, which may still be trying to reach the peer: it ends on its own.
         """
         with self._cond:
-            dropped, self._pending = len(self._pending), []
+            dropped, self._pending, self._backlog = self._backlog, [], 0
             self.dropped += dropped
             self._closed = True
             self._cond.notify()
@@ -165,9 +182,9 @@ class Sender:
             with self._cond:
                 if not self._pending and not self._closed:
                     self._cond.wait()
-                if self._pending and len(self._pending) < self._batch_size and not self._closed:
+                if self._pending and self._backlog < self._batch_size and not self._closed:
                     self._cond.wait(self._flush_interval)  # let a batch fill up, briefly
-                batch, self._pending = self._pending, []
+                batch, self._pending, self._backlog = self._pending, [], 0
                 closing = self._closed
             if batch:
                 self._write(batch)
@@ -196,7 +213,7 @@ class Sender:
         self.connected.set()
         self._on_connected()
 
-    def _write(self, batch: list[Entry]) -> None:
+    def _write(self, batch: list[WireBatch]) -> None:
         data = self._encode(batch)
         for attempt in (1, 2):
             try:
@@ -211,25 +228,30 @@ class Sender:
                 self._sock = None
                 if attempt == 2:
                     with self._cond:
-                        self.dropped += len(batch)
+                        self.dropped += sum(map(len, batch))
                     log.warning("dropping a batch: remote worker unreachable", address=self.address,
-                                tuples=len(batch), error=str(exc))
+                                tuples=sum(map(len, batch)), error=str(exc))
 
-    def _encode(self, batch: list[Entry]) -> bytes:
-        """The batch in wire messages; an entry whose values msgpack cannot carry is dropped, not its batch."""
+    def _encode(self, batch: list[WireBatch]) -> bytes:
+        """The runs in wire messages of at most ``batch_size`` rows; a row whose values msgpack cannot
+        carry is dropped, not its batch."""
         size = self._batch_size
-        chunks = [batch[i:i + size] for i in range(0, len(batch), size)]
         try:
-            return b"".join(encode(chunk) for chunk in chunks)
+            return b"".join(run.encode(size) for run in batch)
         except WireError:
             pass
         good = []
-        for entry in batch:
+        for run in batch:
             try:
-                encode([entry])
-            except WireError as exc:
-                log.error("dropping a tuple that cannot travel between workers", stream=entry.stream,
-                          source_task=entry.source_task, error=str(exc))
+                good.append(run.encode(size))
                 continue
-            good.append(entry)
-        return b"".join(encode(good[i:i + size]) for i in range(0, len(good), size))
+            except WireError:
+                pass
+            for i in range(len(run)):
+                row = run[i]
+                try:
+                    good.append(row.encode())
+                except WireError as exc:
+                    log.error("dropping a tuple that cannot travel between workers", stream=run.stream,
+                              source_task=run.source, error=str(exc))
+        return b"".join(good)

@@ -1,22 +1,39 @@
-"""The worker-to-worker wire: batches of tuples as msgpack, never pickle, with a bounded buffer.
+"""The worker-to-worker wire: runs of tuples as msgpack columns, never pickle, with a bounded buffer.
 
-One message is a msgpack array ``[version, [entry, ...]]``; an entry is
-``[target_task, source_task, stream, values, tuple_id, anchors]`` where anchors is a list of
-``[root_id, edge_id]`` pairs (empty for unreliable tuples). Messages follow each other on a TCP
-stream with no extra framing: msgpack delimits them, and the decoder refuses any message bigger than
-its buffer cap, so a peer cannot make a worker allocate without bound.
+One message carries a *run*: tuples with the same target task, source task and stream, in order::
+
+    [1, target_task, source_task, stream, row_count, columns, ids, roots, anchors]
+
+``columns`` holds the values column by column (one list per field, each ``row_count`` long): cheaper
+to pack, and to unpack into value tuples, than a list per row (measured in bench/bench_transfer.py),
+and a byte less per row. Tracking travels only when some row has it: ``ids`` (each row's edge id, 0
+for an untracked row) with either ``roots`` (each row's single root, whose edge is its id; 0 for an
+untracked row) or, when some row has several roots, ``anchors`` (each row's flat ``[root, edge, ...]``);
+the others are nil. So a message costs one header per run and no per-tuple array at all. The leading
+1 is the format's version: every worker of a topology runs one Squall release, and a peer speaking
+another format is refused by name, not misread.
+
+Messages follow each other on a TCP stream with no extra framing: msgpack delimits them, and the
+decoder refuses any message bigger than its buffer cap, so a peer cannot make a worker allocate
+without bound; shapes are checked before anything reads them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import msgpack
 
+from squall.tuple import Fields, Tuple
+
 VERSION = 1
 #: Largest message a worker accepts (a batch of ``topology.transfer.batch.size`` tuples fits easily).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+#: Most rows in one message (a stream without fields has no columns to bound its row count).
+MAX_ROWS = 1 << 20
 
 
 class WireError(ValueError):
@@ -24,6 +41,8 @@ class WireError(ValueError):
 
 
 class Entry(NamedTuple):
+    """One tuple on its way to another worker (the per-tuple view of a :class:`WireBatch`)."""
+
     target_task: int
     source_task: int
     stream: str
@@ -32,25 +51,192 @@ class Entry(NamedTuple):
     anchors: Sequence[tuple[int, int]]
 
 
+class WireBatch:
+    """A run of tuples for one target task from one source task on one stream, column by column.
+
+    The sender merges runs with equal (target, source, stream) and ships each as one message; the
+    receiver gets one per message. Iterating gives :class:`Entry` rows (values and anchors as the lists
+    msgpack decodes); the runtime takes the rows as the Tuples it delivers, via :meth:`tuples`. Rows are
+    value tuples once decoded (all of a run's rows have its stream's width).
+
+        batch = WireBatch(7, 3, "default", [("a", 1), ("b", 2)])    # untracked rows
+        [e.values for e in batch]                                   # [['a', 1], ['b', 2]]
+        WireBatch.decode(batch.encode()).rows                       # [('a', 1), ('b', 2)]
+    """
+
+    __slots__ = ("target", "source", "stream", "rows", "ids", "roots", "anchors")
+
+    def __init__(self, target: int, source: int, stream: str, rows: list[Sequence[Any]],
+                 ids: list[int] | None = None, roots: list[int] | None = None,
+                 anchors: list[list[int]] | None = None) -> None:
+        self.target = target
+        self.source = source
+        self.stream = stream
+        self.rows = rows
+        self.ids = ids            # None: every row untracked
+        self.roots = roots        # with ids: one root per row (0 = untracked row), its edge is the row's id
+        self.anchors = anchors    # with ids, instead of roots: flat [root, edge, ...] per row
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[Entry]:
+        head = (self.target, self.source, self.stream)
+        if self.ids is None:
+            return (Entry(*head, list(values), 0, []) for values in self.rows)
+        if self.roots is not None:
+            return (Entry(*head, list(values), i, [[r, i]] if r else [])
+                    for values, i, r in zip(self.rows, self.ids, self.roots))
+        return (Entry(*head, list(values), i, [list(p) for p in zip(a[::2], a[1::2])])
+                for values, i, a in zip(self.rows, self.ids, self.anchors))  # type: ignore[arg-type]
+
+    def tuples(self, component: str, fields: Fields) -> list[Tuple]:
+        """The (decoded) rows as the Tuples a bolt receives from ``component``."""
+        stream, source, rows = self.stream, self.source, self.rows
+        if self.ids is None:
+            return [Tuple(values, fields, component, stream, source) for values in rows]
+        if self.roots is not None:
+            return [Tuple(values, fields, component, stream, source, i, {r: i}) if r
+                    else Tuple(values, fields, component, stream, source)
+                    for values, i, r in zip(rows, self.ids, self.roots)]
+        return [Tuple(values, fields, component, stream, source, i, dict(zip(a[::2], a[1::2]))) if a
+                else Tuple(values, fields, component, stream, source)
+                for values, i, a in zip(rows, self.ids, self.anchors)]  # type: ignore[arg-type]
+
+    def extend(self, other: "WireBatch") -> None:
+        """Append ``other``'s rows (same target, source and stream), converting forms if they differ."""
+        if self.ids is None and other.ids is None:
+            self.rows.extend(other.rows)
+            return
+        if self.anchors is None and other.anchors is None:  # untracked and single-root rows: roots form
+            self._to_roots()
+            other._to_roots()
+            self.ids.extend(other.ids)  # type: ignore[union-attr, arg-type]
+            self.roots.extend(other.roots)  # type: ignore[union-attr, arg-type]
+            self.rows.extend(other.rows)
+            return
+        self._to_anchors()
+        other._to_anchors()
+        self.ids.extend(other.ids)  # type: ignore[union-attr, arg-type]
+        self.anchors.extend(other.anchors)  # type: ignore[union-attr, arg-type]
+        self.rows.extend(other.rows)
+
+    def _to_roots(self) -> None:
+        if self.ids is None:
+            self.ids, self.roots = [0] * len(self.rows), [0] * len(self.rows)
+
+    def _to_anchors(self) -> None:
+        if self.ids is None:
+            self.ids, self.anchors = [0] * len(self.rows), [[] for _ in self.rows]
+        elif self.roots is not None:
+            self.anchors = [[r, i] if r else [] for r, i in zip(self.roots, self.ids)]
+            self.roots = None
+
+    def encode(self, max_rows: int = 0) -> bytes:
+        """The run as messages of at most ``max_rows`` rows each (0: one message).
+
+        Values must be msgpack types (None, bool, int, float, str, bytes, lists, maps)."""
+        rows = self.rows
+        n = len(rows)
+        if len(set(map(len, rows))) > 1:  # zip would cut the longer rows short
+            raise WireError(f"rows of one stream must have one width, got widths {sorted(set(map(len, rows)))}")
+        step = min(max_rows if 0 < max_rows < n else max(n, 1), MAX_ROWS)
+        head = [VERSION, self.target, self.source, self.stream]
+        try:
+            if step >= n:
+                return _packer.pack([*head, n, list(zip(*rows)), self.ids, self.roots, self.anchors])
+            return b"".join(_packer.pack([*head, len(rows[i:i + step]), list(zip(*rows[i:i + step])),
+                                          *(None if column is None else column[i:i + step]
+                                            for column in (self.ids, self.roots, self.anchors))])
+                            for i in range(0, n, step))
+        except (TypeError, ValueError) as exc:
+            raise WireError(f"tuple values must be msgpack-serialisable (str, bytes, numbers, lists, maps): {exc}") from None
+
+    def __getitem__(self, i: int) -> "WireBatch":
+        """Row ``i`` alone, as a one-row run (to find which row cannot travel)."""
+        return WireBatch(self.target, self.source, self.stream, [self.rows[i]],
+                         *(None if column is None else [column[i]] for column in (self.ids, self.roots, self.anchors)))
+
+    @staticmethod
+    def decode(data: bytes) -> "WireBatch":
+        """One message → its run (a convenience over :class:`Decoder` for exactly one message)."""
+        (batch,) = Decoder().feed(data)
+        return batch
+
+
 _packer = msgpack.Packer(use_bin_type=True)
 
 
+def runs_of_tuples(target: int, tuples: Sequence[Tuple]) -> list[WireBatch]:
+    """A task thread's tuples for a remote ``target`` → runs, in order, with no per-tuple object but the
+    values (already built) and, for tracked rows, their ids and roots."""
+    if len({t._task for t in tuples}) <= 1 and len({t._stream for t in tuples}) <= 1:
+        return [_run(target, tuples)] if tuples else []
+    runs, start = [], 0
+    for i in range(1, len(tuples) + 1):
+        if i == len(tuples) or (tuples[i]._task, tuples[i]._stream) != (tuples[start]._task, tuples[start]._stream):
+            runs.append(_run(target, tuples[start:i]))
+            start = i
+    return runs
+
+
+def _run(target: int, tuples: Sequence[Tuple]) -> WireBatch:
+    source, stream = tuples[0]._task, tuples[0]._stream
+    rows = [t._values for t in tuples]
+    ids = [t._id for t in tuples]
+    if not any(ids):
+        return WireBatch(target, source, stream, rows)
+    roots: list[int] = []
+    for i, t in zip(ids, tuples):
+        a = t._anchors
+        if len(a) == 1:
+            for root, edge in a.items():
+                if edge == i and root:
+                    roots.append(root)
+                    break
+            else:
+                break
+        elif not a and not i:
+            roots.append(0)
+        else:
+            break
+    else:
+        return WireBatch(target, source, stream, rows, ids, roots)
+    anchors = [[n for pair in t._anchors.items() for n in pair] for t in tuples]
+    return WireBatch(target, source, stream, rows, ids, anchors=anchors)
+
+
+def runs_of_entries(entries: Iterable[Entry]) -> list[WireBatch]:
+    """Entries → runs of consecutive entries with equal (target, source, stream), in order."""
+    runs = []
+    for (target, source, stream), run in groupby(entries, _entry_key):
+        run = list(run)
+        rows = [e[3] for e in run]
+        ids = [e[4] for e in run]
+        anchors = [[n for pair in e[5] for n in pair] for e in run]
+        if any(ids) or any(anchors):
+            runs.append(WireBatch(target, source, stream, rows, ids, anchors=anchors))
+        else:
+            runs.append(WireBatch(target, source, stream, rows))
+    return runs
+
+
+_entry_key = itemgetter(0, 1, 2)
+
+
 def encode(entries: Sequence[Entry]) -> bytes:
-    """One batch → bytes. Values must be msgpack types (None, bool, int, float, str, bytes, lists, maps)."""
-    try:
-        return _packer.pack([VERSION, entries])
-    except (TypeError, ValueError) as exc:
-        raise WireError(f"tuple values must be msgpack-serialisable (str, bytes, numbers, lists, maps): {exc}") from None
+    """Entries → bytes: one message per run of equal (target, source, stream)."""
+    return b"".join(run.encode() for run in runs_of_entries(entries))
 
 
 class Decoder:
-    """Feed received bytes, get whole batches back; keeps partial messages between reads."""
+    """Feed received bytes, get whole runs back; keeps partial messages between reads."""
 
     def __init__(self, max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
-        # Lists stay lists (a bolt sees the list it was sent); the runtime makes each entry's values a tuple.
+        # Lists stay lists (a bolt sees the list it was sent); the runtime makes each row's values a tuple.
         self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max_message_bytes, strict_map_key=False)
 
-    def feed(self, data: bytes) -> Iterator[list[Entry]]:
+    def feed(self, data: bytes) -> Iterator[WireBatch]:
         try:
             self._unpacker.feed(data)
         except msgpack.BufferFull:
@@ -59,14 +245,36 @@ class Decoder:
             for message in self._unpacker:
                 yield _batch(message)
         except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as exc:
+            if isinstance(exc, WireError):
+                raise
             raise WireError(f"malformed batch: {exc}") from None
 
 
-def _batch(message: Any) -> list[Entry]:
-    if not (isinstance(message, list) and len(message) == 2 and message[0] == VERSION
-            and isinstance(message[1], list)):
+_LIST, _INT = {list}, {int}
+
+
+def _batch(message: Any) -> WireBatch:
+    if not (type(message) is list and len(message) == 9 and message[0] == VERSION):
+        if type(message) is list and len(message) == 2 and message[0] == VERSION:
+            raise WireError("a batch in the entry-list format of an older Squall release: "
+                            "run one Squall release on every worker of a topology")
         raise WireError(f"not a version-{VERSION} batch")
-    try:
-        return [Entry(*entry) for entry in message[1]]
-    except TypeError:
-        raise WireError("malformed batch entry") from None
+    _, target, source, stream, n, columns, ids, roots, anchors = message
+    if not (type(target) is int and type(source) is int and type(stream) is str
+            and type(n) is int and 0 <= n <= MAX_ROWS and type(columns) is list
+            and set(map(type, columns)) <= _LIST and all(len(column) == n for column in columns)):
+        raise WireError("malformed batch: target, source, stream, row count or columns")
+    if ids is None:
+        tracking_ok = roots is None and anchors is None
+    elif type(ids) is not list or len(ids) != n or not set(map(type, ids)) <= _INT:
+        tracking_ok = False
+    elif roots is not None:
+        tracking_ok = (anchors is None and type(roots) is list and len(roots) == n
+                       and set(map(type, roots)) <= _INT)
+    else:
+        tracking_ok = (type(anchors) is list and len(anchors) == n and set(map(type, anchors)) <= _LIST
+                       and all(len(a) % 2 == 0 and set(map(type, a)) <= _INT for a in anchors))
+    if not tracking_ok:
+        raise WireError("malformed batch: ids, roots or anchors do not match the rows")
+    return WireBatch(target, source, stream, list(zip(*columns)) if columns else [()] * n, ids, roots, anchors)
+
