@@ -20,7 +20,7 @@ import msgpack  # noqa: E402
 
 from squall.tuple import NO_ANCHORS, Fields, Tuple  # noqa: E402
 from worker.transport import Receiver, Sender  # noqa: E402
-from worker.wire import MAX_MESSAGE_BYTES, Decoder, Entry, WireBatch, runs_of_tuples  # noqa: E402
+from worker.wire import MAX_MESSAGE_BYTES, Decoder, Entry, runs_of_tuples  # noqa: E402
 
 FIELDS = Fields(["line", "n"])
 
