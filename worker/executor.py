@@ -19,6 +19,7 @@ import time
 import traceback
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Mapping, Sequence
+from itertools import count
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
@@ -509,17 +510,15 @@ class SpoutExecutor(Executor):
                 if self._keyed_outputs:
                     self.stats.acked_by[stream] += 1
             return targets
-        root = self._next_root
-        self._next_root = root + self._n_ackers
-        xor = 0
+        root, xor, now = next(self._roots), 0, self._now
         for target in targets:
             edge = _bits(64) or 1
-            xor ^= edge
+            xor = xor ^ edge if xor else edge  # (0 ^ edge would make a new int)
             box[target].append(Tuple(values, out.fields, self.component, stream, self.task, edge, {root: edge}))
         owner, acks = self._root_owner, self._acks
         acks.roots[owner].append(root)
         acks.values[owner].append(xor)
-        self.pending.sent(root, msg_id, self._now, stream)
+        self.pending.entries[root] = (msg_id, now, stream, now)  # SpoutPending.sent, without the call
         return targets
 
     def refresh(self, layout: TopologyLayout, placement: Placement) -> None:
@@ -532,7 +531,7 @@ class SpoutExecutor(Executor):
         super().refresh(layout, placement)
         n, local = self._n_ackers, self._local_ackers
         self._root_owner = (local[self.task % len(local)] if local else self.task % n) if n else 0
-        self._next_root = n * (1 + _bits(62) // n) + self._root_owner if n else 0
+        self._roots = count(n * (1 + _bits(62) // n) + self._root_owner, n) if n else count()
 
     def ack(self, tup: Tuple) -> None:
         raise TypeError("spouts do not ack tuples: the acker calls the spout's ack(msg_id)")

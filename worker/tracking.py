@@ -230,40 +230,41 @@ class SpoutPending:
     def __init__(self, max_pending: int | None, timeout_secs: float) -> None:
         self.max_pending = max_pending
         self.timeout_secs = timeout_secs
-        # root → (msg id, emit time, stream, timer start): the timer starts at the emit and again at each reset;
-        # insertion order (a reset re-inserts) is timer order, which expire relies on
-        self._pending: dict[int, tuple[Any, float, str, float]] = {}
+        #: root → (msg id, emit time, stream, timer start): the timer starts at the emit and again at each reset;
+        #: insertion order (a reset re-inserts) is timer order, which expire relies on. The spout executor's
+        #: emit adds to it directly (it is :meth:`sent` without a call, on the per-tuple path).
+        self.entries: dict[int, tuple[Any, float, str, float]] = {}
 
     def __len__(self) -> int:
-        return len(self._pending)
+        return len(self.entries)
 
     def can_emit(self) -> bool:
         """Whether ``next_tuple`` may be called: below the cap (None: no cap)."""
-        return self.max_pending is None or len(self._pending) < self.max_pending
+        return self.max_pending is None or len(self.entries) < self.max_pending
 
     def sent(self, root: int, msg_id: Any, now: float, stream: str = "default") -> None:
-        self._pending[root] = (msg_id, now, stream, now)
+        self.entries[root] = (msg_id, now, stream, now)
 
     def complete(self, root: int) -> tuple[Any, float, str, float] | None:
         """(msg id, emit time, stream, timer start) of a finished tree, or None if unknown (already timed out:
         Storm ignores it)."""
-        return self._pending.pop(root, None)
+        return self.entries.pop(root, None)
 
     def complete_many(self, roots: list[int]) -> list[tuple[Any, float, str, float]]:
         """:meth:`complete` of each root, leaving out the unknown ones."""
-        pop = self._pending.pop
+        pop = self.entries.pop
         return [entry for entry in map(pop, roots, repeat(None)) if entry is not None]
 
     def reset_timeout(self, root: int, now: float) -> None:
         """The tree of ``root`` is being held on purpose: its timeout starts again at ``now`` (if still pending);
         the emit time, which complete latency is measured from, stays."""
-        entry = self._pending.pop(root, None)
+        entry = self.entries.pop(root, None)
         if entry is not None:
-            self._pending[root] = (*entry[:3], now)
+            self.entries[root] = (*entry[:3], now)
 
     def expire(self, now: float) -> list[tuple[Any, str]]:
         """(msg id, stream) of trees that did not finish within the timeout: the spout's ``fail`` gets them."""
-        cutoff, pending, expired = now - self.timeout_secs, self._pending, []
+        cutoff, pending, expired = now - self.timeout_secs, self.entries, []
         while pending:
             root, (msg_id, _, stream, started) = next(iter(pending.items()))
             if started >= cutoff:
