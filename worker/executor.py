@@ -6,7 +6,8 @@ thread's :class:`Outbox` under its target task, and the thread hands each target
 the end of its round (a local queue gets the objects as they are; a remote worker gets them
 encoded once per batch by the transfer layer). Tracking follows Storm exactly: a fresh 64-bit edge
 id per (anchor, target), XORed into the anchor's ``ackVal`` and into the new tuple's root → id map;
-acks and fails go to the acker task that owns the root (``root % ackers``, the same in every worker).
+acks and fails go to the acker task that owns the root (``root % ackers``, the same in every worker),
+gathered over a step into one message per acker (:class:`AckOut`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import time
 import traceback
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Mapping, Sequence
-from itertools import count
 from dataclasses import dataclass, field, fields
+from itertools import count
 from typing import Any, TypeVar
 
 import structlog
@@ -123,7 +124,7 @@ class AckOut:
         self._component, self._task = component, task
         self._first = (ACK_INIT_STREAM, ACK_INIT_FIELDS, (task,)) if spout else (ACK_ACK_STREAM, ACK_ACK_FIELDS, ())
 
-    def flush(self, box: Mapping[int, list[Tuple]]) -> None:
+    def flush(self, box: defaultdict[int, list[Tuple]]) -> None:
         """Append this step's messages to ``box`` (acker task → its tuples this round) and start empty."""
         component, task = self._component, self._task
         stream, fields, extra = self._first
@@ -524,10 +525,10 @@ class SpoutExecutor(Executor):
     def refresh(self, layout: TopologyLayout, placement: Placement) -> None:
         """Routes as every executor, and where this task's root ids start (the ackers may have moved).
 
-        Root ids count up by the number of ackers from a random 62-bit start, so they are cheap, unique
-        per task (two tasks collide only if their random starts lie within a few billion of each other)
-        and all owned (``root % ackers``) by one acker, in this worker when it has one: the init and the
-        completion of the tree never cross workers, and every worker agrees on the owner."""
+        Root ids count up by the number of ackers from a random 62-bit start: cheap, never repeated by a
+        task, and not by two tasks unless their random starts lie closer than the ids they use; all owned
+        (``root % ackers``) by one acker, in this worker when it has one, so the init and the completion
+        of a tree never cross workers, and every worker agrees on the owner."""
         super().refresh(layout, placement)
         n, local = self._n_ackers, self._local_ackers
         self._root_owner = (local[self.task % len(local)] if local else self.task % n) if n else 0
@@ -627,6 +628,7 @@ class SpoutExecutor(Executor):
             self.spout.close()
         except Exception:
             log.exception("spout close failed", component=self.component, task=self.task)
+        self._acks.flush(self._box)  # inits of what deactivate/close emitted leave with the thread's last flush
 
 
 class BoltExecutor(Executor):
@@ -785,6 +787,7 @@ class BoltExecutor(Executor):
             self.bolt.cleanup()
         except Exception:
             log.exception("bolt cleanup failed", component=self.component, task=self.task)
+        self._acks.flush(self._box)  # acks made in cleanup leave with the thread's last flush
 
 
 def _sample_period(rate: float) -> int:

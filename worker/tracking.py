@@ -82,21 +82,12 @@ class AckerState:
         newest, spout, early = self._newest(now), self._spout, self._early
         for root, value in zip(roots, values):
             if early and root in early:  # acks or a fail came first (from another worker)
-                early.discard(root)
-                bucket = self._find(root)
-                value ^= bucket[root]  # type: ignore[index]
-                if not value or root in self._failed:
-                    del bucket[root]  # type: ignore[union-attr]
-                    self._tell(spout_task, root, root not in self._failed)
-                    self._failed.discard(root)
-                else:
-                    bucket[root] = value  # type: ignore[index]
-                    spout[root] = spout_task
+                self._init_seen(root, value, spout_task)
             elif value:
                 newest[root] = value
                 spout[root] = spout_task
             else:  # emitted to no task: done at once
-                self._tell(spout_task, root, True)
+                self._news(spout_task).acked.append(root)
 
     def ack_many(self, roots: list[int], values: list[int], now: float) -> None:
         """Bolts acked: each value is the input's edge XOR the edges emitted anchored to it."""
@@ -116,7 +107,7 @@ class AckerState:
                 bucket[root] = 0  # no init yet: wait for it
                 continue
             del bucket[root]
-            told = news.get(task)
+            told = news.get(task)  # self._news(task), without a call per root
             if told is None:
                 told = news[task] = SpoutNews([], [], [])
             told.acked.append(root)
@@ -129,7 +120,7 @@ class AckerState:
             task = spout.pop(root, None)
             if task is not None:
                 del bucket[root]  # type: ignore[union-attr]
-                self._tell(task, root, False)
+                self._news(task).failed.append(root)
                 continue
             self._failed.add(root)
             if bucket is None:
@@ -180,6 +171,22 @@ class AckerState:
             self._buckets = deque(entry for i, entry in enumerate(buckets) if entry[1] or i == len(buckets) - 1)
         return expired
 
+    def _init_seen(self, root: int, value: int, spout_task: int) -> None:
+        """The init of a tree whose acks or fail came first: it may be done at once."""
+        self._early.discard(root)
+        bucket = self._find(root)
+        assert bucket is not None, "an early root stays in a bucket until its init or its expiry"
+        value ^= bucket[root]
+        failed = root in self._failed
+        if value and not failed:
+            bucket[root] = value
+            self._spout[root] = spout_task
+            return
+        del bucket[root]
+        self._failed.discard(root)
+        told = self._news(spout_task)
+        (told.failed if failed else told.acked).append(root)
+
     def _newest(self, now: float) -> dict[int, int]:
         key = math.ceil(now / self.resolution_secs) * self.resolution_secs
         buckets = self._buckets
@@ -206,10 +213,6 @@ class AckerState:
         if told is None:
             told = self.news[task] = SpoutNews([], [], [])
         return told
-
-    def _tell(self, task: int, root: int, ok: bool) -> None:
-        told = self._news(task)
-        (told.acked if ok else told.failed).append(root)
 
     def _completions(self) -> tuple[Completion, ...]:
         """Take the completions from :attr:`news` (resets stay for :meth:`take_news`)."""
