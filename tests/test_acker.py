@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import random
 
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from worker.tracking import AckerState, Completion, SpoutPending, new_id
 
@@ -100,3 +100,129 @@ def test_spout_pending_reset_timeout_restarts_the_timer_and_keeps_the_emit_time(
     pending.reset_timeout(9, now=20)                  # unknown (acked or timed out already): ignored
     assert pending.expire(now=40) == [("other", "default")]
     assert pending.complete(1) == ("held", 0.0, "default", 20), "complete latency still counts from the emit"
+
+
+class ReferenceAcker:
+    """Storm's acker as a plain model, one record per tree: ``[xor, spout task or None, started, failed]``."""
+
+    def __init__(self, timeout_secs: float) -> None:
+        self.timeout_secs = timeout_secs
+        self.trees: dict[int, list] = {}
+
+    def _update(self, root: int, value: int, now: float, *, spout_task: int | None = None,
+                fail: bool = False) -> list[Completion]:
+        tree = self.trees.setdefault(root, [0, None, now, False])
+        tree[0] ^= value
+        tree[1] = spout_task if spout_task is not None else tree[1]
+        tree[3] = tree[3] or fail
+        if tree[1] is None or (tree[0] and not tree[3]):
+            return []
+        del self.trees[root]
+        return [Completion(root, tree[1], not tree[3])]
+
+    def init(self, root: int, value: int, spout_task: int, now: float) -> list[Completion]:
+        return self._update(root, value, now, spout_task=spout_task)
+
+    def ack(self, root: int, value: int, now: float) -> list[Completion]:
+        return self._update(root, value, now)
+
+    def fail(self, root: int, now: float) -> list[Completion]:
+        return self._update(root, 0, now, fail=True)
+
+    def reset_timeout(self, root: int, now: float) -> int | None:
+        tree = self.trees.get(root)
+        if tree is None:
+            return None
+        tree[2] = now
+        return tree[1]
+
+    def expire(self, now: float) -> list[Completion]:
+        old = [root for root, tree in self.trees.items() if tree[2] < now - self.timeout_secs]
+        return [Completion(root, tree[1], False) for root in old if (tree := self.trees.pop(root))[1] is not None]
+
+
+@st.composite
+def acker_rounds(draw: st.DrawFn) -> list[tuple]:
+    """What acker tasks receive, as rounds of messages: whole trees (the spout's init of the XOR of its edges,
+    an ack per edge), so trees do complete, in any order (acks before the init too), plus stray acks, fails,
+    resets and time passing (whole seconds). Consecutive messages of a kind may share one message, as a
+    step's do; each is then sent in the batched form or as one-root calls."""
+    messages: list[tuple] = []
+    for root in range(1, draw(st.integers(1, 6)) + 1):
+        edges = draw(st.lists(st.integers(1, 2**64 - 1), min_size=1, max_size=4))
+        init = 0
+        for edge in edges:
+            init ^= edge
+        messages += [("init", root, init, draw(st.sampled_from([4, 5])))] + [("ack", root, edge) for edge in edges]
+    roots = st.integers(1, 7)
+    messages += draw(st.lists(st.one_of(st.tuples(st.just("ack"), roots, st.integers(0, 3)),
+                                        st.tuples(st.just("fail"), roots), st.tuples(st.just("reset"), roots),
+                                        st.tuples(st.just("wait"), st.integers(1, 12))), max_size=8))
+    order = draw(st.permutations(messages))
+    rounds: list[tuple] = []
+    for message in order:
+        last = rounds[-1] if rounds else None
+        if last and last[0] == message[0] != "wait" and (message[0] != "init" or last[1][-1][2] == message[3]) \
+                and draw(st.booleans()):
+            rounds[-1][1].append(message[1:])
+        else:
+            rounds.append((message[0], [message[1:]], draw(st.booleans())))
+    return rounds
+
+
+def news_as_completions(news: dict) -> tuple[list[Completion], list[tuple[int, int]]]:
+    done = [Completion(root, task, ok) for task, told in news.items()
+            for ok, roots in ((True, told.acked), (False, told.failed)) for root in roots]
+    return done, [(task, root) for task, told in news.items() for root in told.reset]
+
+
+@settings(max_examples=300, deadline=None)  # whole rounds; a loaded machine must not fail it on time
+@given(acker_rounds())
+def test_batched_and_single_root_calls_complete_exactly_as_the_reference_xor_model(rounds: list[tuple]) -> None:
+    """Random interleavings of the ``*_many`` forms (an acker round's messages) and the one-root forms give the
+    same completions, timeouts, forwarded resets and size as the model, on whole-second times."""
+    acker, model, now = AckerState(timeout_secs=10), ReferenceAcker(timeout_secs=10), 0
+    for kind, items, batched in rounds:
+        resets, got_resets = [], []
+        if kind == "wait":
+            now += sum(secs for secs, in items)
+            assert sorted(acker.expire(now)) == sorted(model.expire(now))
+            continue
+        if kind == "init":
+            expected = [c for root, value, task in items for c in model.init(root, value, task, now)]
+            if batched:
+                acker.init_many([root for root, _, _ in items], [value for _, value, _ in items], items[0][2], now)
+            else:
+                got = [c for root, value, task in items for c in acker.init(root, value, task, now)]
+        elif kind == "ack":
+            expected = [c for root, value in items for c in model.ack(root, value, now)]
+            if batched:
+                acker.ack_many([root for root, _ in items], [value for _, value in items], now)
+            else:
+                got = [c for root, value in items for c in acker.ack(root, value, now)]
+        elif kind == "fail":
+            expected = [c for root, in items for c in model.fail(root, now)]
+            if batched:
+                acker.fail_many([root for root, in items], now)
+            else:
+                got = [c for root, in items for c in acker.fail(root, now)]
+        else:
+            expected = []
+            resets = [(task, root) for root, in items if (task := model.reset_timeout(root, now)) is not None]
+            if batched:
+                acker.reset_many([root for root, in items], now)
+            else:
+                got = []
+                got_resets = [(task, root) for root, in items if (task := acker.reset_timeout(root, now)) is not None]
+        if batched:
+            got, got_resets = news_as_completions(acker.take_news())
+        assert sorted(got) == sorted(expected), (kind, items)
+        assert sorted(got_resets) == sorted(resets), (kind, items)
+        assert len(acker) == len(model.trees)
+
+
+def test_between_whole_seconds_a_tree_times_out_late_by_less_than_the_resolution_never_early() -> None:
+    acker = AckerState(timeout_secs=30)
+    acker.init(1, new_id(), SPOUT, now=0.25)
+    assert acker.expire(now=30.5) == [], "its bucket is the second up to 1.0: not yet"
+    assert acker.expire(now=31.01) == [Completion(1, SPOUT, ok=False)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -17,13 +18,16 @@ from typing import Any
 import pytest
 
 from examples import wordcount
+from squall.devzk import free_port
 from squall.dsl import Topology
 from squall.thrift import storm
 from support import wait_until
 from topologies import (GATES, BatchOf, Boom, Director, EmitTwice, EvenTwice, Forward, Gate, Holdout, Join, Keeper,
-                        Numbers, Paced, Recorder, Reporter)
+                        Numbers, Paced, Recorder, Reporter, RootsOf)
 from worker.executor import SPOUT_IDLE_SECS
-from worker.local import LocalTopology
+from worker.layout import Placement
+from worker.local import LocalTopology, compile_topology
+from worker.runtime import WorkerRuntime
 
 FAST = {"task.heartbeat.frequency.secs": 0.05, "topology.message.timeout.secs": 30}
 
@@ -291,6 +295,46 @@ def test_emits_to_a_stream_nobody_subscribes_to_are_counted_and_their_trees_comp
             assert (stats.emitted, stats.transferred) == ({"default": count}, {}), component
 
 
+def test_across_two_workers_each_spouts_roots_are_its_own_and_owned_by_the_acker_beside_it() -> None:
+    """Two workers in this process over TCP, each with a spout task, a bolt task and an acker; shuffle sends
+    tuples (and so acks) both ways. Every tree completes once, root ids never repeat across the spout tasks,
+    and each root belongs (``root % ackers``) to the acker in its spout's worker: inits and completions stay
+    local, only the bolts' acks cross."""
+    t = Topology("two-workers", conf={"topology.acker.executors": 2})
+    t.bolt("roots", RootsOf, parallelism=2).shuffle(t.spout("numbers", Numbers, args=[400], parallelism=2))
+    layout, conf = compile_topology(t, FAST)
+    ackers = layout.component_tasks["__acker"]
+    halves = [{layout.component_tasks[c][i] for c in ("numbers", "roots", "__acker")} for i in (0, 1)]
+    halves[0].update(layout.component_tasks["__topology_master"])
+    ports = [free_port(), free_port()]
+    runtimes = [WorkerRuntime(layout, Placement(frozenset(mine), {task: ("127.0.0.1", ports[1 - i])
+                                                                  for task in halves[1 - i]}),
+                              conf, report_error=lambda *_: None, listen=("127.0.0.1", ports[i]))
+                for i, mine in enumerate(halves)]
+    try:
+        for runtime in runtimes:
+            runtime.start()
+        for runtime in runtimes:
+            assert runtime.wait_for_peers(10, threading.Event()) == frozenset()
+            runtime.set_active(True)
+        spouts = [runtimes[i].executors[task].spout for i, task in enumerate(layout.component_tasks["numbers"])]
+        wait_until(lambda: sorted(spouts[0].acked + spouts[1].acked) == list(range(400)), 20, "every tree acked")
+        assert spouts[0].failed == spouts[1].failed == []
+        roots = {n: r for i, task in enumerate(layout.component_tasks["roots"])
+                 for n, r in runtimes[i].executors[task].bolt.roots.items()}
+        assert sorted(roots) == list(range(400)) and all(len(r) == 1 for r in roots.values())
+        assert len({r[0] for r in roots.values()}) == 400, "no root id twice"
+        crossed = [n for i, task in enumerate(layout.component_tasks["roots"])
+                   for n in runtimes[i].executors[task].bolt.roots if n % 2 != i]
+        assert crossed, "some trees were acked from the other worker"
+        for n, (root,) in roots.items():
+            owner = ackers[root % len(ackers)]
+            assert owner in halves[n % 2], f"root of {n} (spout task {n % 2}) owned by acker {owner} elsewhere"
+    finally:
+        for runtime in runtimes:
+            runtime.stop()
+
+
 # -- errors and ticks ---------------------------------------------------------------------------
 
 
@@ -410,6 +454,7 @@ def test_a_component_that_cannot_start_fails_the_worker() -> None:
 LOCAL_FILE = '''
 from pathlib import Path
 from squall.component import Bolt, Spout
+from squall.devzk import free_port
 from squall.dsl import Topology
 
 class Once(Spout):

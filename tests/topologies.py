@@ -126,6 +126,16 @@ class Forward(Bolt):
         self.emit(tup.values)
 
 
+class RootsOf(Bolt):
+    """Keeps the root ids of each input (``tup.anchors``: the spout tuples it descends from) by its ``n``."""
+
+    def __init__(self) -> None:
+        self.roots: dict[int, list[int]] = {}
+
+    def execute(self, tup: Tuple) -> None:
+        self.roots[tup["n"]] = list(tup.anchors)
+
+
 class Tag(Bolt):
     """Forwards ``(key, n)`` as ``(key, n, release, task)``, where ``release`` is ``VERSION`` of the ``release``
     module shipped in the code package (which code each task runs) plus the conf's ``tag.suffix`` (which

@@ -2,8 +2,10 @@
 completions sent straight to the spout task that owns each root. A ``__ack_reset_timeout`` from a bolt
 restarts a tree's timer and goes on to the spout task, whose own pending timer restarts with it.
 
-An ``__ack_ack`` tuple is ``(root, value)``, or ``([root, ...], [value, ...])`` when a bolt acks a
-tuple with many roots (one anchored to a whole batch): the streams are internal to Squall's workers."""
+Every message carries a task's roots of one step as lists (see :class:`worker.executor.AckOut`):
+``__ack_init ([root...], [xor...], spout task)``, ``__ack_ack ([root...], [value...])``, ``__ack_fail
+([root...],)`` and ``__ack_reset_timeout ([root...],)``; a spout task hears ``([root...],)`` per kind once
+per acker step. The streams are internal to Squall's workers, which all run one release."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Any
 from squall.topology import ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM
 from squall.tuple import Tuple
 from worker.executor import ACK_FAIL_FIELDS, Executor
-from worker.tracking import AckerState, Completion
+from worker.tracking import AckerState, SpoutNews
 
 #: How often trees past the message timeout are dropped (and failed towards their spout).
 EXPIRY_EVERY_SECS = 1.0
@@ -33,39 +35,34 @@ class Acker(Executor):
         state = self.state
         if now >= self._next_expiry:
             self._next_expiry = now + EXPIRY_EVERY_SECS
-            self._send(state.expire(now))
-        take = self.inbox.take
+            for root, spout_task, _ in state.expire(now):
+                state.news.setdefault(spout_task, SpoutNews([], [], [])).failed.append(root)
+        take, stats, wait = self.inbox.take, self.stats, 0.0
         for _ in range(self.BATCHES_PER_ROUND):
             batch = take()
             if batch is None:
-                return max(0.0, min(self._next_beat, self._next_expiry) - now)
-            self.stats.executed += len(batch)
+                wait = max(0.0, min(self._next_beat, self._next_expiry) - now)
+                break
             for tup in batch:
                 stream, values = tup._stream, tup._values
+                stats.executed += len(values[0])  # roots, as when each had a message
                 if stream == ACK_ACK_STREAM:
-                    if type(values[0]) is list:  # a bulk ack: roots and values as two lists
-                        done = state.ack_many(values[0], values[1], now)
-                    else:
-                        done = state.ack(values[0], values[1], now)
+                    state.ack_many(values[0], values[1], now)
                 elif stream == ACK_INIT_STREAM:
-                    done = state.init(values[0], values[1], values[2], now)
+                    state.init_many(values[0], values[1], values[2], now)
                 elif stream == ACK_FAIL_STREAM:
-                    done = state.fail(values[0], now)
-                else:
-                    if stream == ACK_RESET_TIMEOUT_STREAM:
-                        self._forward_reset(values[0], state.reset_timeout(values[0], now))
-                    continue
-                if done:
-                    self._send(done)
-        return 0.0
+                    state.fail_many(values[0], now)
+                elif stream == ACK_RESET_TIMEOUT_STREAM:
+                    state.reset_many(values[0], now)
+        if state.news:
+            self._send(state.take_news())
+        return wait
 
-    def _forward_reset(self, root: int, spout_task: int | None) -> None:
-        if spout_task is not None:
-            self._box[spout_task].append(
-                Tuple((root,), ACK_FAIL_FIELDS, self.component, ACK_RESET_TIMEOUT_STREAM, self.task))
-
-    def _send(self, completions: list[Completion]) -> None:
-        box = self._box
-        for c in completions:
-            stream = ACK_ACK_STREAM if c.ok else ACK_FAIL_STREAM
-            box[c.spout_task].append(Tuple((c.root,), ACK_FAIL_FIELDS, self.component, stream, self.task))
+    def _send(self, news: dict[int, SpoutNews]) -> None:
+        """One message per spout task and kind: the roots acked, failed and held this step."""
+        box, component, task = self._box, self.component, self.task
+        for spout_task, told in news.items():
+            for stream, roots in ((ACK_ACK_STREAM, told.acked), (ACK_FAIL_STREAM, told.failed),
+                                  (ACK_RESET_TIMEOUT_STREAM, told.reset)):
+                if roots:
+                    box[spout_task].append(Tuple((roots,), ACK_FAIL_FIELDS, component, stream, task))

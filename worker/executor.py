@@ -6,7 +6,8 @@ thread's :class:`Outbox` under its target task, and the thread hands each target
 the end of its round (a local queue gets the objects as they are; a remote worker gets them
 encoded once per batch by the transfer layer). Tracking follows Storm exactly: a fresh 64-bit edge
 id per (anchor, target), XORed into the anchor's ``ackVal`` and into the new tuple's root → id map;
-acks and fails go to the acker task that owns the root (``root % ackers``, the same in every worker).
+acks and fails go to the acker task that owns the root (``root % ackers``, the same in every worker),
+gathered over a step into one message per acker (:class:`AckOut`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import traceback
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from itertools import count
 from typing import Any, TypeVar
 
 import structlog
@@ -29,7 +31,7 @@ from squall.names import RESERVED_PREFIX
 from squall.topology import (ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM, ACKER,
                              HEARTBEAT_STREAM)
 from squall.tuple import Fields, Tuple, tick_tuple
-from squall.zk.records import TaskBeat, TaskStats
+from squall.zk.records import ComponentType, TaskBeat, TaskStats
 from worker.tracking import SpoutPending
 from worker.grouping import make_grouper
 from worker.layout import ComponentSpec, Placement, TopologyLayout
@@ -46,8 +48,6 @@ ACK_FAIL_FIELDS = Fields(["id"])
 SPOUT_IDLE_SECS = 0.001
 #: Longest a task thread sleeps with nothing to do, so control messages and stop are never late by more.
 MAX_IDLE_SECS = 0.1
-#: An acked tuple with this many roots or more sends its acks as lists, one message per acker.
-BULK_ACK_ROOTS = 16
 
 _rand = random.Random()
 _bits = _rand.getrandbits
@@ -111,6 +111,47 @@ class Outbox:
             if deliver(task, batch, wake):
                 own = True
         return own
+
+
+class AckOut:
+    """What a task tells the ackers in one step, gathered per acker and sent at the end of the step as one
+    tuple per acker and kind carrying all of the step's roots as lists: a message per root cost more than
+    the tuple it tracked. From a spout, ``__ack_init ([root...], [xor...], spout task)``; from a bolt,
+    ``__ack_ack ([root...], [value...])``, ``__ack_fail ([root...],)`` and ``__ack_reset_timeout ([root...],)``.
+    Position ``i`` of each list of lists is for ``ackers[i]``, the owner of every root with
+    ``root % len(ackers) == i``; callers append in place (the per-tuple path)::
+
+        out = AckOut(ackers=(7, 8), component="split", task=3, spout=False)
+        out.roots[root % 2].append(root); out.values[root % 2].append(ack_value)
+        out.fails[other % 2].append(other)
+        out.flush(box)                    # box[7], box[8]: one tuple per kind that has roots
+    """
+
+    __slots__ = ("ackers", "roots", "values", "fails", "resets", "_component", "_task", "_first")
+
+    def __init__(self, ackers: Sequence[int], component: str, task: int, *, spout: bool) -> None:
+        self.ackers = ackers
+        self.roots: list[list[int]] = [[] for _ in ackers]
+        self.values: list[list[int]] = [[] for _ in ackers]  # init XORs (spout) or ack values (bolt)
+        self.fails: list[list[int]] = [[] for _ in ackers]
+        self.resets: list[list[int]] = [[] for _ in ackers]
+        self._component, self._task = component, task
+        self._first = (ACK_INIT_STREAM, ACK_INIT_FIELDS, (task,)) if spout else (ACK_ACK_STREAM, ACK_ACK_FIELDS, ())
+
+    def flush(self, box: defaultdict[int, list[Tuple]]) -> None:
+        """Append this step's messages to ``box`` (acker task → its tuples this round) and start empty."""
+        component, task = self._component, self._task
+        stream, fields, extra = self._first
+        for i, acker in enumerate(self.ackers):
+            if self.roots[i]:
+                box[acker].append(Tuple((self.roots[i], self.values[i], *extra), fields, component, stream, task))
+                self.roots[i], self.values[i] = [], []
+            if self.fails[i]:
+                box[acker].append(Tuple((self.fails[i],), ACK_FAIL_FIELDS, component, ACK_FAIL_STREAM, task))
+                self.fails[i] = []
+            if self.resets[i]:
+                box[acker].append(Tuple((self.resets[i],), ACK_FAIL_FIELDS, component, ACK_RESET_TIMEOUT_STREAM, task))
+                self.resets[i] = []
 
 
 class Pressure:
@@ -320,6 +361,9 @@ class Executor:
         self._n_ackers = len(self._ackers)
         #: Positions in ``_ackers`` of the ackers in this worker: spouts pick root ids they own.
         self._local_ackers = [i for i, task in enumerate(self._ackers) if task in placement.local]
+        if hasattr(self, "_acks"):
+            self._acks.flush(self._box)  # acks from calls before the refresh go by the old routes
+        self._acks = AckOut(self._ackers, self.component, self.task, spout=self.spec.kind is ComponentType.SPOUT)
         self._layout = layout
 
     def _targets(self, values: Sequence[Any], stream: str, direct_task: int | None) -> tuple[StreamOut, Sequence[int]]:
@@ -332,11 +376,6 @@ class Executor:
             raise ValueError(f"emit on direct stream {stream!r} to task {direct_task}, which does not subscribe "
                              f"to it with direct grouping (subscribed tasks: {sorted(out.direct_targets)})")
         return out, (direct_task,)
-
-    def _to_acker(self, stream: str, values: tuple[Any, ...], fields: Fields) -> None:
-        root = values[0]
-        self._box[self._ackers[root % self._n_ackers]].append(
-            Tuple(values, fields, self.component, stream, self.task))
 
     # -- timers, heartbeats, errors --------------------------------------------------------------
 
@@ -497,27 +536,28 @@ class SpoutExecutor(Executor):
                 if self._keyed_outputs:
                     self.stats.acked_by[stream] += 1
             return targets
-        root = self._new_root()
-        xor = 0
+        root, xor, now = next(self._roots), 0, self._now
         for target in targets:
             edge = _bits(64) or 1
-            xor ^= edge
+            xor = xor ^ edge if xor else edge  # (0 ^ edge would make a new int)
             box[target].append(Tuple(values, out.fields, self.component, stream, self.task, edge, {root: edge}))
-        self._to_acker(ACK_INIT_STREAM, (root, xor, self.task), ACK_INIT_FIELDS)
-        self.pending.sent(root, msg_id, self._now, stream)
+        owner, acks = self._root_owner, self._acks
+        acks.roots[owner].append(root)
+        acks.values[owner].append(xor)
+        self.pending.entries[root] = (msg_id, now, stream, now)  # SpoutPending.sent, without the call
         return targets
 
-    def _new_root(self) -> int:
-        """A random root id owned (``root % ackers``) by an acker in this worker when there is one, so
-        the init and the completion of the tree never cross workers; every worker agrees on the owner."""
-        root = _bits(63) or self._n_ackers
-        local = self._local_ackers
-        if local:
-            n = self._n_ackers
-            root += local[root % len(local)] - root % n
-            if root <= 0:
-                root += n
-        return root
+    def refresh(self, layout: TopologyLayout, placement: Placement) -> None:
+        """Routes as every executor, and where this task's root ids start (the ackers may have moved).
+
+        Root ids count up by the number of ackers from a random 62-bit start: cheap, never repeated by a
+        task, and not by two tasks unless their random starts lie closer than the ids they use; all owned
+        (``root % ackers``) by one acker, in this worker when it has one, so the init and the completion
+        of a tree never cross workers, and every worker agrees on the owner."""
+        super().refresh(layout, placement)
+        n, local = self._n_ackers, self._local_ackers
+        self._root_owner = (local[self.task % len(local)] if local else self.task % n) if n else 0
+        self._roots = count(n * (1 + _bits(62) // n) + self._root_owner, n) if n else count()
 
     def ack(self, tup: Tuple) -> None:
         raise TypeError("spouts do not ack tuples: the acker calls the spout's ack(msg_id)")
@@ -537,6 +577,12 @@ class SpoutExecutor(Executor):
                 if self._keyed_outputs:
                     self.stats.failed_by[stream] += 1
                 self._call(self.spout.fail, msg_id)
+        wait = self._next_tuples(now)
+        self._acks.flush(self._box)  # the step's inits: one message for all its roots
+        return wait
+
+    def _next_tuples(self, now: float) -> float:
+        """``next_tuple`` in a burst, when active and allowed; how long to wait before the next burst."""
         if not self._active:
             return self._wait(now)
         if now < self._next_emit:  # backing off: input (acks), not its turn, brought this step
@@ -570,31 +616,34 @@ class SpoutExecutor(Executor):
         return max(0.0, min(self._next_beat, self._next_expiry) - now)
 
     def _drain(self, now: float) -> None:
-        """From the acker: completions (``__ack_ack``/``__ack_fail``) and timeout resets, with the root id."""
-        take, pending, stats = self.inbox.take, self.pending, self.stats
+        """From the acker: ``([root...],)`` completions (``__ack_ack``/``__ack_fail``) and timeout resets."""
+        take, pending, stats, keyed = self.inbox.take, self.pending, self.stats, self._keyed_outputs
         while (batch := take()) is not None:
             for tup in batch:
-                if tup._stream == ACK_RESET_TIMEOUT_STREAM:
-                    pending.reset_timeout(tup._values[0], now)
+                stream, roots = tup._stream, tup._values[0]
+                if stream == ACK_RESET_TIMEOUT_STREAM:
+                    for root in roots:
+                        pending.reset_timeout(root, now)
                     continue
-                message = pending.complete(tup._values[0])
-                if message is None:
-                    continue  # timed out already (and failed): Storm ignores the late result
-                msg_id, started, stream, _ = message
-                if tup._stream == ACK_ACK_STREAM:
-                    stats.acked += 1
-                    if self._keyed_outputs:
-                        stats.acked_by[stream] += 1
-                    if stats.acked % self._sample_every == 0:
+                done = pending.complete_many(roots)  # the unknown ones timed out already: Storm ignores them
+                if stream == ACK_ACK_STREAM:
+                    every, before = self._sample_every, stats.acked
+                    stats.acked += len(done)
+                    for _, started, out, _ in done[(-before - 1) % every::every]:  # every n-th ack's latency
                         stats.latencies.append(now - started)
-                        stats.latency_by[stream] += now - started
-                        stats.timed_by[stream] += 1
-                    self._call(self.spout.ack, msg_id)
+                        stats.latency_by[out] += now - started
+                        stats.timed_by[out] += 1
+                    counts, method = stats.acked_by, self.spout.ack
                 else:
-                    stats.failed += 1
-                    if self._keyed_outputs:
-                        stats.failed_by[stream] += 1
-                    self._call(self.spout.fail, msg_id)
+                    stats.failed += len(done)
+                    counts, method = stats.failed_by, self.spout.fail
+                for msg_id, _, out, _ in done:
+                    if keyed:
+                        counts[out] += 1
+                    try:
+                        method(msg_id)
+                    except Exception as exc:
+                        self._user_code_failed(exc)
 
     def _call(self, method: Callable[[Any], None], msg_id: Any) -> None:
         try:
@@ -609,6 +658,7 @@ class SpoutExecutor(Executor):
             self.spout.close()
         except Exception:
             log.exception("spout close failed", component=self.component, task=self.task)
+        self._acks.flush(self._box)  # inits of what deactivate/close emitted leave with the thread's last flush
 
 
 class BoltExecutor(Executor):
@@ -698,34 +748,27 @@ class BoltExecutor(Executor):
         if self._keyed_inputs:
             self.stats.acked_by[f"{tup._component}:{tup._stream}"] += 1
         roots = tup._anchors
-        if not (roots and self._n_ackers):
-            return
-        ack_val = tup._ack_val
-        if len(roots) < BULK_ACK_ROOTS:
+        if roots and self._n_ackers:
+            ack_val, n, acks = tup._ack_val, self._n_ackers, self._acks
             for root, edge in roots.items():
-                self._to_acker(ACK_ACK_STREAM, (root, edge ^ ack_val), ACK_ACK_FIELDS)
-            return
-        # A tuple of a batch (many roots): one message per acker with lists of roots and values.
-        n = self._n_ackers
-        for index, acker in enumerate(self._ackers):
-            mine = [root for root in roots if root % n == index] if n > 1 else list(roots)
-            if mine:
-                self._box[acker].append(Tuple((mine, [roots[root] ^ ack_val for root in mine]), ACK_ACK_FIELDS,
-                                              self.component, ACK_ACK_STREAM, self.task))
+                acks.roots[root % n].append(root)
+                acks.values[root % n].append(edge ^ ack_val)
 
     def fail(self, tup: Tuple) -> None:
         self.stats.failed += 1
         if self._keyed_inputs:
             self.stats.failed_by[f"{tup._component}:{tup._stream}"] += 1
         if tup._anchors and self._n_ackers:
+            n, fails = self._n_ackers, self._acks.fails
             for root in tup._anchors:
-                self._to_acker(ACK_FAIL_STREAM, (root,), ACK_FAIL_FIELDS)
+                fails[root % n].append(root)
 
     def reset_timeout(self, tup: Tuple) -> None:
         """Storm's resetTimeout: each root's acker restarts the tree's timer and forwards the reset to the spout."""
         if self._n_ackers:
+            n, resets = self._n_ackers, self._acks.resets
             for root in tup._anchors:
-                self._to_acker(ACK_RESET_TIMEOUT_STREAM, (root,), ACK_FAIL_FIELDS)
+                resets[root % n].append(root)
 
     # -- the loop --------------------------------------------------------------------------------
 
@@ -740,6 +783,7 @@ class BoltExecutor(Executor):
         for _ in range(self.BATCHES_PER_ROUND):
             batch = take()
             if batch is None:
+                self._acks.flush(self._box)
                 return max(0.0, min(self._next_beat, self._next_tick) - now)
             started = clock()
             for tup in batch:
@@ -752,6 +796,7 @@ class BoltExecutor(Executor):
             stats.execute_secs += elapsed
             if self._keyed_inputs:
                 self._count_inputs(batch, elapsed)
+        self._acks.flush(self._box)  # the step's acks: one message per acker and kind for all its roots
         return 0.0
 
     def _count_inputs(self, batch: list[Tuple], elapsed: float) -> None:
@@ -774,6 +819,7 @@ class BoltExecutor(Executor):
             self.bolt.cleanup()
         except Exception:
             log.exception("bolt cleanup failed", component=self.component, task=self.task)
+        self._acks.flush(self._box)  # acks made in cleanup leave with the thread's last flush
 
 
 def _sample_period(rate: float) -> int:

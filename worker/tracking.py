@@ -12,13 +12,12 @@ are tested on simulated time.
 
 from __future__ import annotations
 
+import math
 import random
-from collections import OrderedDict
-from collections.abc import Callable
-from operator import attrgetter, itemgetter
+from collections import deque
+from itertools import repeat
 from typing import Any, NamedTuple
 
-_MASK = (1 << 64) - 1
 _RNG = random.Random()
 
 
@@ -35,76 +34,197 @@ class Completion(NamedTuple):
     ok: bool
 
 
-class _Tree:
-    __slots__ = ("value", "spout_task", "started", "failed")
+class SpoutNews(NamedTuple):
+    """What an acker tells one spout task after a round: the roots whose trees were acked, failed, and held
+    (``reset_timeout``), one message per list."""
 
-    def __init__(self, started: float) -> None:
-        self.value = 0
-        self.spout_task: int | None = None
-        self.started = started
-        self.failed = False
-
-
-_NOTHING: tuple[Completion, ...] = ()
+    acked: list[int]
+    failed: list[int]
+    reset: list[int]
 
 
 class AckerState:
-    """One acker task's trees, expired after ``timeout_secs`` (reported as failures)."""
+    """One acker task's trees, expired after ``timeout_secs`` (reported as failures).
 
-    def __init__(self, timeout_secs: float) -> None:
+    No object per tree: each tree is one entry ``root → XOR`` in a time bucket (a plain dict per
+    ``resolution_secs`` of first sight, newest last), plus ``root → spout task`` once the spout's init came.
+    A tree expires with its bucket, at most ``resolution_secs`` after its timeout (exactly on time for
+    whole-second times). The ``*_many`` calls take a round's messages as lists and put what the spout tasks
+    must hear in :attr:`news`; :meth:`init`, :meth:`ack` and :meth:`fail` are the one-root forms::
+
+        acker = AckerState(timeout_secs=30)
+        acker.init_many([11, 12], [e1, e2], spout_task=4, now=0.0)
+        acker.ack_many([11, 12], [e1, e2], now=0.5)
+        acker.take_news()                 # {4: SpoutNews(acked=[11, 12], failed=[], reset=[])}
+        acker.init(13, e3, 4, now=1.0)    # () until done, then (Completion(13, 4, ok=True),)
+    """
+
+    def __init__(self, timeout_secs: float, resolution_secs: float = 1.0) -> None:
         self.timeout_secs = timeout_secs
-        self._trees: OrderedDict[int, _Tree] = OrderedDict()  # oldest first, for cheap expiry
+        self.resolution_secs = resolution_secs
+        #: (time key, root → XOR): a tree lives in the bucket of its first sighting (or last reset) until done.
+        self._buckets: deque[tuple[float, dict[int, int]]] = deque()
+        self._spout: dict[int, int] = {}  # root → spout task, from the init
+        self._early: set[int] = set()     # roots acked or failed before their init (no spout task yet)
+        self._failed: set[int] = set()    # roots failed before their init
+        self.news: dict[int, SpoutNews] = {}
 
     def __len__(self) -> int:
-        return len(self._trees)
+        return sum(len(bucket) for _, bucket in self._buckets)
+
+    def take_news(self) -> dict[int, SpoutNews]:
+        """What each spout task must hear since the last call (by spout task)."""
+        news, self.news = self.news, {}
+        return news
+
+    def init_many(self, roots: list[int], values: list[int], spout_task: int, now: float) -> None:
+        """The spout task emitted these roots' first tuples; ``values`` are the XORs of their edges."""
+        newest, spout, early = self._newest(now), self._spout, self._early
+        for root, value in zip(roots, values):
+            if early and root in early:  # acks or a fail came first (from another worker)
+                self._init_seen(root, value, spout_task)
+            elif value:
+                newest[root] = value
+                spout[root] = spout_task
+            else:  # emitted to no task: done at once
+                self._news(spout_task).acked.append(root)
+
+    def ack_many(self, roots: list[int], values: list[int], now: float) -> None:
+        """Bolts acked: each value is the input's edge XOR the edges emitted anchored to it."""
+        newest, spout, news = self._newest(now), self._spout, self.news
+        for root, value in zip(roots, values):
+            bucket = newest if root in newest else self._find(root)
+            if bucket is None:  # before the init, or after the tree was done (then it just expires)
+                newest[root] = value
+                self._early.add(root)
+                continue
+            value ^= bucket[root]
+            if value:
+                bucket[root] = value
+                continue
+            task = spout.pop(root, None)
+            if task is None:
+                bucket[root] = 0  # no init yet: wait for it
+                continue
+            del bucket[root]
+            told = news.get(task)  # self._news(task), without a call per root
+            if told is None:
+                told = news[task] = SpoutNews([], [], [])
+            told.acked.append(root)
+
+    def fail_many(self, roots: list[int], now: float) -> None:
+        """Bolts failed these roots' tuples: the trees fail now, or at their init if it has not come."""
+        newest, spout = self._newest(now), self._spout
+        for root in roots:
+            bucket = self._find(root)
+            task = spout.pop(root, None)
+            if task is not None:
+                del bucket[root]  # type: ignore[union-attr]
+                self._news(task).failed.append(root)
+                continue
+            self._failed.add(root)
+            if bucket is None:
+                newest[root] = 0
+                self._early.add(root)
+
+    def reset_many(self, roots: list[int], now: float) -> None:
+        """Bolts hold these roots' tuples (Storm's resetTimeout): their timers start again at ``now``, and the
+        spout tasks hear of it so their own timers restart too."""
+        newest = self._newest(now)
+        for root in roots:
+            task = self._reset(root, newest)
+            if task is not None:
+                self._news(task).reset.append(root)
 
     def init(self, root: int, value: int, spout_task: int, now: float) -> tuple[Completion, ...]:
-        tree = self._tree(root, now)
-        tree.spout_task = spout_task
-        return self._update(root, tree, value)
+        """:meth:`init_many` of one root; returns the completions (with any not taken before)."""
+        self.init_many([root], [value], spout_task, now)
+        return self._completions()
 
     def ack(self, root: int, value: int, now: float) -> tuple[Completion, ...]:
         """A bolt acked; acks may arrive before the spout's init (different workers)."""
-        return self._update(root, self._tree(root, now), value)
-
-    def ack_many(self, roots: list[int], values: list[int], now: float) -> list[Completion]:
-        """:meth:`ack` for each root and its value (a bulk ack)."""
-        return [done for root, value in zip(roots, values) for done in self._update(root, self._tree(root, now), value)]
+        self.ack_many([root], [value], now)
+        return self._completions()
 
     def fail(self, root: int, now: float) -> tuple[Completion, ...]:
-        tree = self._tree(root, now)
-        tree.failed = True
-        return self._update(root, tree, 0)
+        self.fail_many([root], now)
+        return self._completions()
 
     def reset_timeout(self, root: int, now: float) -> int | None:
         """A bolt holds a tuple of ``root``'s tree (Storm's resetTimeout): its timeout starts again at ``now``.
         Returns the spout task to forward the reset to, so the spout's own timer restarts too (None: no
         init seen yet, the spout emitted it moments ago; or the tree is gone)."""
-        tree = self._trees.get(root)
-        if tree is None:
-            return None
-        tree.started = now
-        self._trees.move_to_end(root)  # keeps the oldest-first order expire relies on
-        return tree.spout_task
+        return self._reset(root, self._newest(now))
 
     def expire(self, now: float) -> list[Completion]:
         """Trees older than the timeout fail (those whose spout is unknown are just dropped)."""
-        return [Completion(root, tree.spout_task, ok=False)
-                for root, tree in _pop_older(self._trees, now - self.timeout_secs, attrgetter("started"))
-                if tree.spout_task is not None]
+        cutoff, buckets, spout, expired = now - self.timeout_secs, self._buckets, self._spout, []
+        while buckets and buckets[0][0] < cutoff:
+            for root in buckets.popleft()[1]:
+                task = spout.pop(root, None)
+                if task is None:
+                    self._early.discard(root)
+                    self._failed.discard(root)
+                else:
+                    expired.append(Completion(root, task, ok=False))
+        if any(not bucket for _, bucket in list(buckets)[:-1]):  # fewer buckets to search
+            self._buckets = deque(entry for i, entry in enumerate(buckets) if entry[1] or i == len(buckets) - 1)
+        return expired
 
-    def _tree(self, root: int, now: float) -> _Tree:
-        tree = self._trees.get(root)
-        if tree is None:
-            tree = self._trees[root] = _Tree(now)
-        return tree
+    def _init_seen(self, root: int, value: int, spout_task: int) -> None:
+        """The init of a tree whose acks or fail came first: it may be done at once."""
+        self._early.discard(root)
+        bucket = self._find(root)
+        assert bucket is not None, "an early root stays in a bucket until its init or its expiry"
+        value ^= bucket[root]
+        failed = root in self._failed
+        if value and not failed:
+            bucket[root] = value
+            self._spout[root] = spout_task
+            return
+        del bucket[root]
+        self._failed.discard(root)
+        told = self._news(spout_task)
+        (told.failed if failed else told.acked).append(root)
 
-    def _update(self, root: int, tree: _Tree, value: int) -> tuple[Completion, ...]:
-        tree.value = (tree.value ^ value) & _MASK
-        if tree.spout_task is None or (tree.value and not tree.failed):
+    def _newest(self, now: float) -> dict[int, int]:
+        key = math.ceil(now / self.resolution_secs) * self.resolution_secs
+        buckets = self._buckets
+        if not buckets or buckets[-1][0] < key:
+            buckets.append((key, {}))
+        return buckets[-1][1]
+
+    def _find(self, root: int) -> dict[int, int] | None:
+        for _, bucket in reversed(self._buckets):
+            if root in bucket:
+                return bucket
+        return None
+
+    def _reset(self, root: int, newest: dict[int, int]) -> int | None:
+        bucket = self._find(root)
+        if bucket is None:
+            return None  # unknown or done: nothing to hold
+        if bucket is not newest:
+            newest[root] = bucket.pop(root)
+        return self._spout.get(root)
+
+    def _news(self, task: int) -> SpoutNews:
+        told = self.news.get(task)
+        if told is None:
+            told = self.news[task] = SpoutNews([], [], [])
+        return told
+
+    def _completions(self) -> tuple[Completion, ...]:
+        """Take the completions from :attr:`news` (resets stay for :meth:`take_news`)."""
+        if not self.news:
             return _NOTHING
-        del self._trees[root]
-        return (Completion(root, tree.spout_task, not tree.failed),)
+        done = tuple(Completion(root, task, ok) for task, told in self.news.items()
+                     for ok, roots in ((True, told.acked), (False, told.failed)) for root in roots)
+        self.news = {task: SpoutNews([], [], told.reset) for task, told in self.news.items() if told.reset}
+        return done
+
+
+_NOTHING: tuple[Completion, ...] = ()
 
 
 class SpoutPending:
@@ -113,44 +233,45 @@ class SpoutPending:
     def __init__(self, max_pending: int | None, timeout_secs: float) -> None:
         self.max_pending = max_pending
         self.timeout_secs = timeout_secs
-        # root → (msg id, emit time, stream, timer start): the timer starts at the emit and again at each reset
-        self._pending: OrderedDict[int, tuple[Any, float, str, float]] = OrderedDict()
+        #: root → (msg id, emit time, stream, timer start): the timer starts at the emit and again at each reset;
+        #: insertion order (a reset re-inserts) is timer order, which expire relies on. The spout executor's
+        #: emit adds to it directly (it is :meth:`sent` without a call, on the per-tuple path).
+        self.entries: dict[int, tuple[Any, float, str, float]] = {}
 
     def __len__(self) -> int:
-        return len(self._pending)
+        return len(self.entries)
 
     def can_emit(self) -> bool:
         """Whether ``next_tuple`` may be called: below the cap (None: no cap)."""
-        return self.max_pending is None or len(self._pending) < self.max_pending
+        return self.max_pending is None or len(self.entries) < self.max_pending
 
     def sent(self, root: int, msg_id: Any, now: float, stream: str = "default") -> None:
-        self._pending[root] = (msg_id, now, stream, now)
+        self.entries[root] = (msg_id, now, stream, now)
 
     def complete(self, root: int) -> tuple[Any, float, str, float] | None:
         """(msg id, emit time, stream, timer start) of a finished tree, or None if unknown (already timed out:
         Storm ignores it)."""
-        return self._pending.pop(root, None)
+        return self.entries.pop(root, None)
+
+    def complete_many(self, roots: list[int]) -> list[tuple[Any, float, str, float]]:
+        """:meth:`complete` of each root, leaving out the unknown ones."""
+        pop = self.entries.pop
+        return [entry for entry in map(pop, roots, repeat(None)) if entry is not None]
 
     def reset_timeout(self, root: int, now: float) -> None:
         """The tree of ``root`` is being held on purpose: its timeout starts again at ``now`` (if still pending);
         the emit time, which complete latency is measured from, stays."""
-        entry = self._pending.pop(root, None)
+        entry = self.entries.pop(root, None)
         if entry is not None:
-            self._pending[root] = (*entry[:3], now)
+            self.entries[root] = (*entry[:3], now)
 
     def expire(self, now: float) -> list[tuple[Any, str]]:
         """(msg id, stream) of trees that did not finish within the timeout: the spout's ``fail`` gets them."""
-        return [(msg_id, stream) for _, (msg_id, _, stream, _) in _pop_older(self._pending, now - self.timeout_secs,
-                                                                              itemgetter(3))]
-
-
-def _pop_older(entries: OrderedDict[int, Any], cutoff: float, started: Callable[[Any], float]) -> list[tuple[int, Any]]:
-    """Remove and return the entries started before ``cutoff``; insertion order is start order."""
-    expired = []
-    while entries:
-        key, entry = next(iter(entries.items()))
-        if started(entry) >= cutoff:
-            break
-        del entries[key]
-        expired.append((key, entry))
-    return expired
+        cutoff, pending, expired = now - self.timeout_secs, self.entries, []
+        while pending:
+            root, (msg_id, _, stream, started) = next(iter(pending.items()))
+            if started >= cutoff:
+                break
+            del pending[root]
+            expired.append((msg_id, stream))
+        return expired
