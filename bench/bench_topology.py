@@ -39,6 +39,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import peers  # noqa: E402  (imports neither peer until asked to run one)
 from cpu import Run, Summary  # noqa: E402
 from examples import perf, wordcount  # noqa: E402
 from squall.config import parse_override  # noqa: E402
@@ -266,7 +267,6 @@ def squall_job(config: Config, seconds: float, warmup: float) -> Job:
 
 def peer_jobs(seconds: float) -> list[Job]:
     """Bytewax and Spark on const→null and word count (their word counts checked exact)."""
-    import peers
 
     def counted(run_and_counts: tuple[Run, dict[str, int]]) -> Measured:
         run, counts = run_and_counts
@@ -310,11 +310,11 @@ def row(job: Job, runs: list[Measured]) -> str:
 def ratio_rows(jobs: list[Job], results: list[list[Measured]]) -> list[str]:
     """Each 1-worker Squall configuration against each peer on its workload: ratios of the medians."""
     summary = [Summary.of([m.run for m in runs]) for runs in results]
-    peers = [(job, s) for job, s in zip(jobs, summary) if job.config is None]
+    peer_runs = [(job, s) for job, s in zip(jobs, summary) if job.config is None]
     return [f"| {job.label} | {peer.peer} | {s.per_cpu_sec:,.0f} | {p.per_cpu_sec:,.0f} "
             f"| {s.per_cpu_sec / p.per_cpu_sec:.2f} | {s.per_sec / p.per_sec:.2f} |"
             for job, s in zip(jobs, summary) if job.config and job.config.workers == 1 and not job.config.rate
-            for peer, p in peers if peer.workload == job.workload]
+            for peer, p in peer_runs if peer.workload == job.workload]
 
 
 def capacity(config: Config, runs: list[Measured]) -> float:
@@ -363,10 +363,12 @@ def main() -> None:
     jobs = [squall_job(c, args.seconds, args.warmup) for c in configs]
     if args.peers:
         jobs += peer_jobs(args.seconds)
+        print("warming Spark's JVM (its JIT state carries over to every later Spark run)", file=sys.stderr, flush=True)
+        peers.warm_spark()
     print(f"# {machine()}; median (best) of {args.repeat} runs of {args.seconds:g} s after {args.warmup:g} s "
           f"warm-up, round by round\n# command: python {shlex.join(sys.argv)}\n# per CPU-s: tuples per CPU-second "
-          "of the processes doing the work (Squall: its workers; Bytewax: its process; Spark: JVM + driver); "
-          "cores: their CPU-seconds per second", flush=True)
+          "of the processes doing the work (Squall: its workers; Bytewax: its process; Spark: JVM + driver, after "
+          "warm-up); cores: their CPU-seconds per second", flush=True)
     results = interleave(jobs, args.repeat)
     print(TABLE)
     for job, runs in zip(jobs, results):

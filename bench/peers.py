@@ -11,7 +11,7 @@ items, wall seconds and the CPU-seconds of the processes doing the work (Bytewax
 run its workers; Spark: the JVM and this driver process).
 
 Not a test: prints a table.
-``python bench/peers.py [--only bytewax|spark] [--tuples N] [--rounds N] [--seconds S] [--warmup S]``
+``python bench/peers.py [--only bytewax|spark] [--tuples N] [--rounds N] [--seconds S] [--warmup CPU_S]``
 """
 
 from __future__ import annotations
@@ -37,9 +37,13 @@ PER_PASS = Counter(word for sentence in SENTENCES for word in sentence.split()) 
 WORDS_PER_PASS = sum(PER_PASS.values())
 
 BYTEWAX_BATCH = 1000  # TestingSource batch_size: items the source hands to the dataflow per poll
-# Seconds of micro-batches ignored after the first one: the JVM JIT keeps speeding batches up for ~20-30 s here
-# (word count: 1.3 s → 0.5 s per batch), so a short warm-up makes the rate depend on run order.
+# The JVM's JIT keeps speeding Spark up for its first ~100 CPU-seconds here, across queries and sessions (the JVM
+# outlives them): word count went 0.55M → 1.1M words per CPU-s over one query's first 45 CPU-s, and reached a
+# plateau of ~1.8M only in a third query. So each query first runs SPARK_WARMUP CPU-seconds of the JVM unmeasured
+# (counted in CPU, not wall-clock: on a busy machine wall-clock seconds warm it less), and warm_spark() runs both
+# workloads for SPARK_JVM_WARMUP each before a bench's first measured Spark run.
 SPARK_WARMUP = 20.0
+SPARK_JVM_WARMUP = 60.0
 # rate-micro-batch rows per micro-batch, sized for ~1 s batches here so per-batch overhead is amortised.
 # Word count's is a multiple of len(SENTENCES): every batch is whole passes, so words = rows × WORDS_PER_PASS / 5 exactly.
 SPARK_CONST_ROWS = 5_000_000
@@ -136,15 +140,17 @@ def _rate_source(spark: Any, rows_per_batch: int) -> Any:
 
 
 def _measure(spark: Any, query: Any, seconds: float, warmup: float) -> Run:
-    """Input rows of the micro-batches that started after ``warmup`` and at least ``seconds`` later, and the
-    CPU of the JVM and this driver over exactly those batches: CPU is sampled as a batch's progress appears,
-    which is when the next batch starts (the default trigger runs them back to back)."""
+    """Input rows of the micro-batches that started once the JVM had spent ``warmup`` CPU-seconds on the query,
+    over at least ``seconds``, and the CPU of the JVM and this driver over exactly those batches: CPU is sampled
+    as a batch's progress appears, which is when the next batch starts (the default trigger runs them back to back)."""
     while query.lastProgress is None:  # the first batch plans and compiles the query: seconds
         _check(query)
         time.sleep(0.1)
-    time.sleep(warmup)
     jvm = spark.sparkContext._gateway.proc.pid
     first, start = _next_progress(query, jvm)
+    warm = start.cpu + warmup
+    while start.cpu < warm:
+        first, start = _next_progress(query, jvm)
     time.sleep(seconds)
     last, end = _next_progress(query, jvm)
     rows = sum(p["numInputRows"] for p in query.recentProgress if first < p["batchId"] <= last)
@@ -170,6 +176,13 @@ def _check(query: Any) -> None:
 def _stop(spark: Any, query: Any) -> None:
     spark.sparkContext.setLogLevel("OFF")  # stopping mid-batch logs the killed tasks' stack traces as ERROR
     query.stop()
+
+
+def warm_spark(cpu_seconds: float = SPARK_JVM_WARMUP) -> None:
+    """Run both Spark workloads unmeasured for ``cpu_seconds`` of the JVM each, so that the JIT state the JVM keeps
+    between sessions is about the same for every measured run after it."""
+    spark_const_null(0, cpu_seconds)
+    spark_word_count(0, cpu_seconds)
 
 
 def spark_const_null(seconds: float = 20.0, warmup: float = SPARK_WARMUP) -> Run:
@@ -221,7 +234,8 @@ def main() -> None:
     parser.add_argument("--tuples", type=int, default=2_000_000, help="Bytewax const → null items")
     parser.add_argument("--rounds", type=int, default=200_000, help="Bytewax word count passes over SENTENCES")
     parser.add_argument("--seconds", type=float, default=20.0, help="Spark measuring window per workload")
-    parser.add_argument("--warmup", type=float, default=SPARK_WARMUP, help="Spark seconds ignored before it")
+    parser.add_argument("--warmup", type=float, default=SPARK_WARMUP,
+                        help="JVM CPU-seconds each Spark query runs unmeasured before it")
     args = parser.parse_args()
     print(f"machine: {platform.platform()} ({platform.machine()}), {os.cpu_count()} cpus; "
           f"python {platform.python_implementation()} {platform.python_version()}")
@@ -234,15 +248,16 @@ def main() -> None:
         rows.append(("bytewax", "word count", run, "words",
                      f"flat_map + count_final, {args.rounds:,} passes, counts {exact}"))
     if args.only in (None, "spark"):
+        warm_spark()
         rows.append(("spark", "const → null", spark_const_null(args.seconds, args.warmup), "rows",
                      (f"local[2], rate-micro-batch {SPARK_CONST_ROWS:,} rows/batch → noop, "
-                      f"{args.seconds:g} s after {args.warmup:g} s warm-up")))
+                      f"{args.seconds:g} s after {args.warmup:g} CPU-s warm-up")))
         run, counts = spark_word_count(args.seconds, args.warmup)
         passes = whole_passes(counts)
         check = f"counts exact ({passes:,} passes)" if passes else "counts WRONG"
         rows.append(("spark", "word count", run, "words",
                      (f"local[2], {SPARK_SENTENCE_ROWS:,} sentences/batch, complete → memory, "
-                      f"{args.seconds:g} s after {args.warmup:g} s warm-up, {check}")))
+                      f"{args.seconds:g} s after {args.warmup:g} CPU-s warm-up, {check}")))
     print(f"{'peer':<8} | {'workload':<12} | {'per s':>11} | {'per CPU-s':>11} | {'cores':>5} | {'unit':<5} | notes")
     for peer, workload, run, unit, notes in rows:
         print(f"{peer:<8} | {workload:<12} | {run.per_sec:>11,.0f} | {run.per_cpu_sec:>11,.0f} | {run.cores:>5.2f} | "
