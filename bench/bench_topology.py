@@ -40,7 +40,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import peers  # noqa: E402  (imports neither peer until asked to run one)
-from cpu import Run, Summary  # noqa: E402
+from cpu import Run, Summary, calls_per_cpu_sec  # noqa: E402
 from examples import perf, wordcount  # noqa: E402
 from squall.config import parse_override  # noqa: E402
 from squall.devzk import free_port  # noqa: E402
@@ -266,7 +266,7 @@ def squall_job(config: Config, seconds: float, warmup: float) -> Job:
 
 
 def peer_jobs(seconds: float) -> list[Job]:
-    """Bytewax and Spark on const→null and word count (their word counts checked exact)."""
+    """Bytewax and Spark on const→null and word count, each run about ``seconds`` long (word counts checked exact)."""
 
     def counted(run_and_counts: tuple[Run, dict[str, int]]) -> Measured:
         run, counts = run_and_counts
@@ -275,8 +275,10 @@ def peer_jobs(seconds: float) -> list[Job]:
         return Measured(run)
 
     bytewax, spark = "Bytewax 0.21.1, 1 worker", "PySpark Structured Streaming, local[2]"
-    return [Job(f"{bytewax}: const-null", "const-null", lambda: Measured(peers.bytewax_const_null()), peer=bytewax),
-            Job(f"{bytewax}: wordcount", "wordcount", lambda: counted(peers.bytewax_word_count()), peer=bytewax),
+    tuples, passes = round(seconds * peers.BYTEWAX_ITEMS_PER_SEC), round(seconds * peers.BYTEWAX_PASSES_PER_SEC)
+    return [Job(f"{bytewax}: const-null", "const-null", lambda: Measured(peers.bytewax_const_null(tuples)),
+                peer=bytewax),
+            Job(f"{bytewax}: wordcount", "wordcount", lambda: counted(peers.bytewax_word_count(passes)), peer=bytewax),
             Job(f"{spark}: const-null", "const-null", lambda: Measured(peers.spark_const_null(seconds)), peer=spark),
             Job(f"{spark}: wordcount", "wordcount", lambda: counted(peers.spark_word_count(seconds)), peer=spark)]
 
@@ -325,7 +327,8 @@ def capacity(config: Config, runs: list[Measured]) -> float:
 
 def machine() -> str:
     return (f"{platform.machine()}, nproc {len(os.sched_getaffinity(0))}, load average "
-            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, Python {platform.python_version()}")
+            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, {calls_per_cpu_sec() / 1e6:.1f}M Python calls per "
+            f"CPU-s, Python {platform.python_version()}")
 
 
 def main() -> None:

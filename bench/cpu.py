@@ -1,8 +1,10 @@
 """CPU time of the processes doing a benchmark's work, and repeated runs summarised as median and best.
 
 Why: this machine is shared (other jobs, hypervisor steal), so the same run's wall-clock rate moves 2-4x
-between runs, while items per CPU-second of the processes that did the work hold within about ±15 %.
-Benches therefore report both, and compare systems on the per-CPU-second medians.
+between runs. Items per CPU-second of the processes that did the work move much less, though not nothing: the
+VM's CPU itself does 12-19M trivial Python calls per CPU-second from one minute to the next
+(:func:`calls_per_cpu_sec`). So benches report both rates, and compare systems on per-CPU-second medians of runs
+interleaved within one invocation.
 
     >>> start = Sample.take()               # this process, all threads (Bytewax runs its workers as threads)
     >>> items = sum(1 for _ in range(100_000))
@@ -39,6 +41,19 @@ def cpu_seconds(pid: int | None = None) -> float:
             continue
         total += times.user + times.system
     return total
+
+
+def calls_per_cpu_sec(calls: int = 2_000_000) -> float:
+    """Trivial Python calls this process makes per CPU-second: the machine's speed at the moment. On a shared VM it
+    swings (12-19M within a minute here), and per-CPU-second rates swing with it; benches print it beside them."""
+
+    def call(x: int) -> int:
+        return x
+
+    start = time.process_time()
+    for i in range(calls):
+        call(i)
+    return calls / (time.process_time() - start)
 
 
 @dataclass(frozen=True)
