@@ -5,11 +5,17 @@ Every configuration runs in fresh worker processes (``--workers`` of them), each
 :class:`~worker.runtime.WorkerRuntime` listening on its own port, tasks split round robin per
 component, talking msgpack batches over loopback TCP; spouts start once every worker is reachable.
 Nothing else runs in them (no ZooKeeper, no nimbus: this measures the data path). After
-``--warmup`` seconds the parent sums the workers' counters over ``--seconds``.
+``--warmup`` seconds the parent sums the workers' counters and CPU seconds over ``--seconds``.
+
+Each configuration runs ``--repeat`` times, round by round (with ``--peers``, Bytewax and PySpark runs take their
+turn in every round), so a busy stretch of the shared machine hits all of them alike. Rates are printed as median
+(best) per wall-clock second and per CPU-second of the processes doing the work (cpu.py); the per-CPU-second
+medians are the ones to compare, as wall-clock moves with whatever else the machine runs.
 
     python bench/bench_topology.py                        # the storm-perf matrix below, as a table
     python bench/bench_topology.py --peers                # also Bytewax and PySpark on the same workloads
     python bench/bench_topology.py --only const-null --ackers 1 --rate 80000 --workers 1
+    python bench/bench_topology.py --config const-null --config wordcount,ackers=1,max-pending=1000 --load 0.1
 
 Not a test: numbers depend on the machine. README's Performance section records them.
 """
@@ -20,24 +26,32 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import signal
+import statistics
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import peers  # noqa: E402  (imports neither peer until asked to run one)
+from cpu import Run, Summary, calls_per_cpu_sec  # noqa: E402
 from examples import perf, wordcount  # noqa: E402
+from squall.config import parse_override  # noqa: E402
 from squall.devzk import free_port  # noqa: E402
 from squall.dsl import Topology  # noqa: E402
 from worker.layout import Placement, TopologyLayout  # noqa: E402
 
 #: The sink whose executed count is the throughput, per workload.
 SINKS = {"const-null": "null", "const-id-null": "null", "wordcount": "count"}
+#: Workloads whose spout takes a rate, so ``--load`` can run them below capacity.
+RATED = ("const-null", "const-id-null")
+GROUPINGS = ("local_or_shuffle", "shuffle")
 
 
 @dataclass(frozen=True)
@@ -49,6 +63,12 @@ class Config:
     parallelism: int = 1  # spouts and each bolt
     rate: float | None = None  # const spouts: tuples/s in total
     max_pending: int | None = None
+    conf: tuple[tuple[str, Any], ...] = ()  # topology conf overrides (--conf KEY=VALUE)
+
+    @classmethod
+    def from_json(cls, text: str) -> Config:
+        spec = json.loads(text)
+        return cls(**{**spec, "conf": tuple(map(tuple, spec["conf"]))})
 
     @property
     def label(self) -> str:
@@ -60,7 +80,35 @@ class Config:
             parts.append(f"rate {self.rate:,.0f}/s")
         if self.max_pending:
             parts.append(f"pending {self.max_pending}")
+        parts += [f"{key}={value}" for key, value in self.conf]
         return ", ".join(parts)
+
+
+#: What ``--config`` may set after the workload, and how each value is read.
+KNOBS: dict[str, Callable[[str], Any]] = {"ackers": int, "grouping": str, "workers": int, "parallelism": int,
+                                          "rate": float, "max_pending": int}
+
+
+def parse_config(text: str) -> Config:
+    """``--config`` text → Config: ``wordcount,ackers=1,max-pending=1000`` is
+    ``Config("wordcount", ackers=1, max_pending=1000)``."""
+    workload, *pairs = text.split(",")
+    if workload not in SINKS:
+        raise argparse.ArgumentTypeError(f"{text!r}: the workload comes first, one of {', '.join(SINKS)}")
+    knobs: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        name = key.strip().replace("-", "_")
+        if not sep or name not in KNOBS:
+            raise argparse.ArgumentTypeError(
+                f"{pair!r} in {text!r}: expected KEY=VALUE, KEY one of {', '.join(k.replace('_', '-') for k in KNOBS)}")
+        try:
+            knobs[name] = KNOBS[name](value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{pair!r} in {text!r}: not a number") from None
+    if knobs.get("grouping", GROUPINGS[0]) not in GROUPINGS:
+        raise argparse.ArgumentTypeError(f"{text!r}: grouping is one of {', '.join(GROUPINGS)}")
+    return Config(workload, **knobs)
 
 
 #: storm-perf's topologies in the variants the issue asks for.
@@ -75,13 +123,14 @@ MATRIX = [
     Config("const-null", workers=2, parallelism=2, ackers=1, max_pending=2000),
     Config("const-id-null"),
     Config("const-id-null", ackers=1, max_pending=2000),
+    Config("wordcount"),
     Config("wordcount", ackers=1, max_pending=1000),
     Config("wordcount", ackers=1, max_pending=1000, workers=2, parallelism=2),
 ]
 
 
 def build(config: Config) -> Topology:
-    conf: dict[str, Any] = {}
+    conf: dict[str, Any] = dict(config.conf)
     if config.max_pending:
         conf["topology.max.spout.pending"] = config.max_pending
     ackers = config.workers if config.ackers else 0  # acking on: one acker per worker, Storm's default
@@ -110,7 +159,8 @@ def split_placement(layout: TopologyLayout, workers: int, index: int, ports: lis
 
 
 def run_worker(config: Config, index: int, ports: list[int]) -> None:
-    """One benchmark worker: run its share and print a JSON line of counters every second."""
+    """One benchmark worker: run its share and print a JSON line of counters every second, with the CPU seconds
+    this process (all its threads: tasks, senders, receivers) has used."""
     from squall.logs import configure_logging
     from worker.local import compile_topology
     from worker.runtime import WorkerRuntime
@@ -134,7 +184,7 @@ def run_worker(config: Config, index: int, ports: list[int]) -> None:
             latencies += list(samples)
             samples.clear()
         print(json.dumps({
-            "time": time.monotonic(),
+            "time": time.monotonic(), "cpu": time.process_time(),
             "executed": sum(e.stats.executed for e in executors.values() if e.component == sink),
             "acked": sum(s.stats.acked for s in spouts), "failed": sum(s.stats.failed for s in spouts),
             "latencies": latencies, "failure": repr(runtime.failure) if runtime.failure else None,
@@ -146,23 +196,18 @@ def run_worker(config: Config, index: int, ports: list[int]) -> None:
 
 
 @dataclass
-class Result:
-    config: Config
-    tuples_per_sec: float
-    acks_per_sec: float
-    failed: int
+class Measured:
+    """One run: items and CPU seconds (the workers', summed) over the window, acks/s, failures, latency samples."""
+
+    run: Run
+    acks_per_sec: float = 0.0
+    failed: int = 0
     latencies_ms: list[float] = field(default_factory=list)
 
-    def row(self) -> str:
-        mean = f"{sum(self.latencies_ms) / len(self.latencies_ms):.2f}" if self.latencies_ms else "-"
-        p99 = f"{sorted(self.latencies_ms)[int(len(self.latencies_ms) * 0.99)]:.2f}" if self.latencies_ms else "-"
-        acks = f"{self.acks_per_sec:,.0f}" if self.config.ackers else "-"
-        return f"| {self.config.label} | {self.tuples_per_sec:,.0f} | {acks} | {mean} | {p99} |"
 
-
-def measure(config: Config, seconds: float, warmup: float) -> Result:
+def measure(config: Config, seconds: float, warmup: float) -> Measured:
     ports = [free_port() for _ in range(config.workers)]
-    spec = json.dumps(config.__dict__)
+    spec = json.dumps(asdict(config))
     children = [subprocess.Popen([sys.executable, __file__, "--worker", spec, str(i), ",".join(map(str, ports))],
                                  stdout=subprocess.PIPE, text=True) for i in range(config.workers)]
     lines: list[list[dict[str, Any]]] = [[] for _ in children]
@@ -185,11 +230,11 @@ def measure(config: Config, seconds: float, warmup: float) -> Result:
         raise RuntimeError(f"{config.label}: a worker failed: {failures}")
     span = max(e["time"] for e in end) - min(s["time"] for s in start)
     window = [line for out, s in zip(lines, start) for line in out if line["time"] > s["time"]]
-    return Result(config,
-                  tuples_per_sec=sum(e["executed"] - s["executed"] for s, e in zip(start, end)) / span,
-                  acks_per_sec=sum(e["acked"] - s["acked"] for s, e in zip(start, end)) / span,
-                  failed=sum(e["failed"] - s["failed"] for s, e in zip(start, end)),
-                  latencies_ms=[1000 * x for line in window for x in line["latencies"]])
+    run = Run(items=sum(e["executed"] - s["executed"] for s, e in zip(start, end)), wall=span,
+              cpu=sum(e["cpu"] - s["cpu"] for s, e in zip(start, end)))
+    return Measured(run, acks_per_sec=sum(e["acked"] - s["acked"] for s, e in zip(start, end)) / span,
+                    failed=sum(e["failed"] - s["failed"] for s, e in zip(start, end)),
+                    latencies_ms=[1000 * x for line in window for x in line["latencies"]])
 
 
 def _latest(out: list[Mapping[str, Any]]) -> Mapping[str, Any]:
@@ -201,54 +246,151 @@ def _latest(out: list[Mapping[str, Any]]) -> Mapping[str, Any]:
     return out[-1]
 
 
-def peer_rows(seconds: float, results: list[Result]) -> list[str]:
-    """Bytewax and Spark on const→null and word count, and Squall's ratio to each."""
-    import peers
+@dataclass(frozen=True)
+class Job:
+    """Something measured once per round: a Squall configuration (``config``) or a ``peer`` on ``workload``."""
 
-    best = {w: max((r.tuples_per_sec for r in results if r.config.workload == w and r.config.workers == 1),
-                   default=0.0) for w in ("const-null", "wordcount")}
-    measured = [("Bytewax", "const-null", peers.bytewax_const_null()),
-                ("Bytewax", "wordcount", peers.bytewax_word_count()[0]),
-                ("PySpark Structured Streaming", "const-null", peers.spark_const_null(seconds)),
-                ("PySpark Structured Streaming", "wordcount", peers.spark_word_count(seconds)[0])]
-    return [f"| {peer} | {w} | {rate:,.0f} | {best[w]:,.0f} | {best[w] / rate:.2f} |" for peer, w, rate in measured]
+    label: str
+    workload: str
+    run: Callable[[], Measured]
+    config: Config | None = None  # None: a peer
+    peer: str = ""
+
+    @property
+    def acking(self) -> bool:
+        return self.config is not None and self.config.ackers > 0
+
+
+def squall_job(config: Config, seconds: float, warmup: float) -> Job:
+    return Job(config.label, config.workload, lambda: measure(config, seconds, warmup), config)
+
+
+def peer_jobs(seconds: float) -> list[Job]:
+    """Bytewax and Spark on const→null and word count, each run about ``seconds`` long (word counts checked exact)."""
+
+    def counted(run_and_counts: tuple[Run, dict[str, int]]) -> Measured:
+        run, counts = run_and_counts
+        if peers.whole_passes(counts) is None:
+            raise RuntimeError(f"a peer's word counts are wrong: {counts}")
+        return Measured(run)
+
+    bytewax, spark = "Bytewax 0.21.1, 1 worker", "PySpark Structured Streaming, local[2]"
+    tuples, passes = round(seconds * peers.BYTEWAX_ITEMS_PER_SEC), round(seconds * peers.BYTEWAX_PASSES_PER_SEC)
+    return [Job(f"{bytewax}: const-null", "const-null", lambda: Measured(peers.bytewax_const_null(tuples)),
+                peer=bytewax),
+            Job(f"{bytewax}: wordcount", "wordcount", lambda: counted(peers.bytewax_word_count(passes)), peer=bytewax),
+            Job(f"{spark}: const-null", "const-null", lambda: Measured(peers.spark_const_null(seconds)), peer=spark),
+            Job(f"{spark}: wordcount", "wordcount", lambda: counted(peers.spark_word_count(seconds)), peer=spark)]
+
+
+def interleave(jobs: list[Job], repeat: int) -> list[list[Measured]]:
+    """Every job ``repeat`` times, round by round, each round starting one job later; each run is logged on stderr."""
+    results: list[list[Measured]] = [[] for _ in jobs]
+    for r in range(repeat):
+        for i in [(r + k) % len(jobs) for k in range(len(jobs))]:
+            results[i].append(m := jobs[i].run())
+            failed = f", {m.failed:,} FAILED (timed out or failed: acks/s counts only the rest)" if m.failed else ""
+            print(f"[round {r + 1}/{repeat}] {jobs[i].label}: {m.run.per_sec:,.0f}/s, "
+                  f"{m.run.per_cpu_sec:,.0f} per CPU-s, {m.run.cores:.2f} cores{failed}", file=sys.stderr, flush=True)
+    return results
+
+
+TABLE = ("| topology | tuples/s median (best) | per CPU-s median (best) | cores | acks/s | complete latency mean ms "
+         "| p99 ms |\n|---|---:|---:|---:|---:|---:|---:|")
+
+
+def row(job: Job, runs: list[Measured]) -> str:
+    """Rates as median (best); cores, acks/s and latencies as medians over the runs."""
+    s = Summary.of([m.run for m in runs])
+    acks = f"{statistics.median(m.acks_per_sec for m in runs):,.0f}" if job.acking else "-"
+    sampled = [sorted(m.latencies_ms) for m in runs if m.latencies_ms]
+    mean = f"{statistics.median(sum(x) / len(x) for x in sampled):.2f}" if sampled else "-"
+    p99 = f"{statistics.median(x[int(len(x) * 0.99)] for x in sampled):.2f}" if sampled else "-"
+    return f"| {job.label} | {s.per_sec_cell} | {s.per_cpu_sec_cell} | {s.cores:.2f} | {acks} | {mean} | {p99} |"
+
+
+def ratio_rows(jobs: list[Job], results: list[list[Measured]]) -> list[str]:
+    """Each 1-worker Squall configuration against each peer on its workload: ratios of the medians."""
+    summary = [Summary.of([m.run for m in runs]) for runs in results]
+    peer_runs = [(job, s) for job, s in zip(jobs, summary) if job.config is None]
+    return [f"| {job.label} | {peer.peer} | {s.per_cpu_sec:,.0f} | {p.per_cpu_sec:,.0f} "
+            f"| {s.per_cpu_sec / p.per_cpu_sec:.2f} | {s.per_sec / p.per_sec:.2f} |"
+            for job, s in zip(jobs, summary) if job.config and job.config.workers == 1 and not job.config.rate
+            for peer, p in peer_runs if peer.workload == job.workload]
+
+
+def capacity(config: Config, runs: list[Measured]) -> float:
+    """Tuples/s the configuration would sustain with a whole core per worker (Python's GIL keeps a worker near one
+    busy core): its median per CPU-second x workers. A wall-clock median would shrink with other jobs' load."""
+    return Summary.of([m.run for m in runs]).per_cpu_sec * config.workers
+
+
+def machine() -> str:
+    return (f"{platform.machine()}, nproc {len(os.sched_getaffinity(0))}, load average "
+            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, {calls_per_cpu_sec() / 1e6:.1f}M Python calls per "
+            f"CPU-s, Python {platform.python_version()}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--worker", nargs=3, metavar=("SPEC", "INDEX", "PORTS"), help=argparse.SUPPRESS)
-    parser.add_argument("--only", choices=sorted(SINKS), help="one workload instead of the matrix")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--only", choices=sorted(SINKS), help="one workload, set by the options below, not the matrix")
+    which.add_argument("--config", type=parse_config, action="append", metavar="WORKLOAD[,KEY=VALUE...]",
+                       help="a configuration to run instead of the matrix (repeatable), e.g. wordcount,ackers=1,"
+                            "max-pending=1000 or const-null,workers=2,parallelism=2,grouping=shuffle")
     parser.add_argument("--ackers", type=int, default=0)
-    parser.add_argument("--grouping", default="local_or_shuffle", choices=["local_or_shuffle", "shuffle"])
+    parser.add_argument("--grouping", default="local_or_shuffle", choices=GROUPINGS)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--parallelism", type=int, default=1)
     parser.add_argument("--rate", type=float)
     parser.add_argument("--max-pending", type=int)
-    parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per configuration")
+    parser.add_argument("--conf", type=parse_override, action="append", default=[], metavar="KEY=VALUE",
+                        help="topology conf for every configuration, e.g. topology.transfer.batch.size=1000")
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=3.0)
-    parser.add_argument("--repeat", type=int, default=3,
-                        help="runs per configuration; the best is reported (a shared VM's steal time only slows runs)")
-    parser.add_argument("--peers", action="store_true", help="also run Bytewax and PySpark (needs '.[bench]')")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds: every configuration (and peer) once per round")
+    parser.add_argument("--peers", action="store_true",
+                        help="also run Bytewax and PySpark in every round (needs '.[bench]')")
+    parser.add_argument("--load", type=float, metavar="F",
+                        help="then rerun each const configuration at F x its capacity (per CPU-s x workers): "
+                             "cores used, latency")
     args = parser.parse_args()
     if args.worker:
         spec, index, ports = args.worker
-        run_worker(Config(**json.loads(spec)), int(index), [int(p) for p in ports.split(",")])
+        run_worker(Config.from_json(spec), int(index), [int(p) for p in ports.split(",")])
         return
-    configs = MATRIX if args.only is None else [
-        Config(args.only, args.ackers, args.grouping, args.workers, args.parallelism, args.rate, args.max_pending)]
-    print(f"# {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}; best of {args.repeat} "
-          f"runs of {args.seconds:g} s measured after {args.warmup:g} s warm-up")
-    print("| topology | tuples/s | acks/s | complete latency mean ms | p99 ms |\n|---|---:|---:|---:|---:|")
-    results = []
-    for config in configs:
-        runs = [measure(config, args.seconds, args.warmup) for _ in range(args.repeat)]
-        results.append(max(runs, key=lambda r: r.tuples_per_sec))
-        print(results[-1].row(), flush=True)
+    configs = args.config or (MATRIX if args.only is None else [
+        Config(args.only, args.ackers, args.grouping, args.workers, args.parallelism, args.rate, args.max_pending)])
+    configs = [replace(c, conf=tuple(args.conf)) for c in configs]
+    jobs = [squall_job(c, args.seconds, args.warmup) for c in configs]
     if args.peers:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        print("\n| peer | workload | peer rate | Squall (1 worker) | Squall / peer |\n|---|---|---:|---:|---:|")
-        for row in peer_rows(args.seconds, results):
-            print(row, flush=True)
+        jobs += peer_jobs(args.seconds)
+        print("warming Spark's JVM (its JIT state carries over to every later Spark run)", file=sys.stderr, flush=True)
+        peers.warm_spark()
+    print(f"# {machine()}; median (best) of {args.repeat} runs of {args.seconds:g} s after {args.warmup:g} s "
+          f"warm-up, round by round\n# command: python {shlex.join(sys.argv)}\n# per CPU-s: tuples per CPU-second "
+          "of the processes doing the work (Squall: its workers; Bytewax: its process; Spark: JVM + driver, after "
+          "warm-up); cores: their CPU-seconds per second", flush=True)
+    results = interleave(jobs, args.repeat)
+    print(TABLE)
+    for job, runs in zip(jobs, results):
+        print(row(job, runs))
+    if args.peers:
+        print("\n| Squall topology | peer | Squall per CPU-s | peer per CPU-s | Squall / peer per CPU-s "
+              "| Squall / peer wall |\n|---|---|---:|---:|---:|---:|")
+        print("\n".join(ratio_rows(jobs, results)))
+    if args.load:
+        loaded = [replace(job.config, rate=round(args.load * capacity(job.config, runs)))
+                  for job, runs in zip(jobs, results) if job.config and job.config.workload in RATED
+                  and not job.config.rate]
+        load_jobs = [squall_job(c, args.seconds, args.warmup) for c in loaded]
+        load_results = interleave(load_jobs, args.repeat)
+        print(f"\nAt {args.load:g} x capacity (median per CPU-s above x workers: the rate on a core per worker, "
+              f"whatever else the machine runs):\n{TABLE}")
+        for job, runs in zip(load_jobs, load_results):
+            print(row(job, runs))
+    print(f"# at the end: {machine()}")
 
 
 if __name__ == "__main__":

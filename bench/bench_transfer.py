@@ -2,7 +2,9 @@
 
 Not a test: prints two tables. `python bench/bench_transfer.py [--tuples N]`. The first is the codec alone,
 in process, per tuple from the Tuples a task thread hands over to the Tuples a bolt receives: ``old`` is
-the entry-list wire of Squall ≤ session 7 (kept here only to compare), ``new`` the columnar runs.
+the entry-list wire of Squall ≤ session 7 (kept here only to compare), ``new`` the columnar runs. The second
+is the loopback transfer; sender and receiver are threads of this process, so its CPU time (cpu.py) is the
+whole transfer's: encode, send, receive, decode.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import msgpack  # noqa: E402
+
+from cpu import Run, Sample  # noqa: E402
 
 from squall.tuple import NO_ANCHORS, Fields, Tuple  # noqa: E402
 from worker.transport import Receiver, Sender  # noqa: E402
@@ -68,7 +72,8 @@ def codec(send, receive, tracked: bool, batch_size: int, tuples: int) -> tuple[f
     return (sent - start) * per, (done - sent) * per, len(data) / batch_size
 
 
-def run(tuples: int, batch_size: int) -> float:
+def run(tuples: int, batch_size: int) -> Run:
+    tuples -= tuples % batch_size  # whole batches
     received = 0
     done = threading.Event()
 
@@ -80,24 +85,28 @@ def run(tuples: int, batch_size: int) -> float:
 
     receiver = Receiver(on_batch, "127.0.0.1", 0).start()
     sender = Sender("127.0.0.1", receiver.port, batch_size=batch_size)
-    sender.connected.wait(10)  # until then a sender keeps only max_pending tuples
+    if not sender.connected.wait(10):  # until then the sender queues a bounded backlog and drops the rest
+        raise RuntimeError("the sender did not connect to the receiver within 10 s")
     batch = [Tuple(("the quick brown fox", i), FIELDS, "spout", "default", 1, i + 1, {i * 7 + 1: i + 1})
              for i in range(batch_size)]
-    start = time.perf_counter()
+    start = Sample.take()
     for _ in range(tuples // batch_size):
         sender.send_runs(runs_of_tuples(2, batch))  # what a task thread hands a sender
     done.wait(120)
-    elapsed = time.perf_counter() - start
+    end = Sample.take()
     sender.close()
     receiver.stop()
-    return tuples / elapsed
+    if sender.dropped or received < tuples:
+        raise RuntimeError(f"received {received:,} of {tuples:,} tuples ({sender.dropped:,} dropped by the sender)")
+    return start.run_to(end, received)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tuples", type=int, default=500_000)
     args = parser.parse_args()
-    print(f"machine: {platform.platform()} ({platform.machine()}), {os.cpu_count()} cpus; "
+    print(f"machine: {platform.platform()} ({platform.machine()}), {os.cpu_count()} cpus, load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
           f"python {platform.python_implementation()} {platform.python_version()}")
     print(f"{'codec':>6} {'kind':>9} {'batch':>6} {'send CPU µs':>12} {'receive CPU µs':>15} {'bytes/tuple':>12}")
     for tracked in (False, True):
@@ -105,10 +114,10 @@ def main() -> None:
             enc, dec, size = codec(send, receive, tracked, 100, args.tuples)
             kind = "acked" if tracked else "plain"
             print(f"{name:>6} {kind:>9} {100:>6} {enc:>12.2f} {dec:>15.2f} {size:>12.1f}")
-    print(f"{'batch size':>10} {'tuples':>9} {'tuples/s':>12}")
-    for batch in (10, 100, 1000):
-        print(f"{batch:>10} {args.tuples:>9} {run(args.tuples, batch):>12,.0f}")
-
+    print(f"{'batch size':>10} {'tuples':>9} {'tuples/s':>12} {'per CPU-s':>12} {'cores':>6}")
+    for size in (10, 100, 1000):
+        result = run(args.tuples, size)
+        print(f"{size:>10} {args.tuples:>9} {result.per_sec:>12,.0f} {result.per_cpu_sec:>12,.0f} {result.cores:>6.2f}")
 
 if __name__ == "__main__":
     main()

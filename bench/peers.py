@@ -6,10 +6,12 @@
 
 Peers: Bytewax 0.21.1 (``pip install -e '.[bench]'``; 1 worker, in-process ``run_main``) and PySpark
 Structured Streaming (``local[2]``). Each function imports its peer itself, so this module imports without
-either, and times the run only: never imports, JVM start or session start.
+either, and times the run only: never imports, JVM start or session start. Each returns a :class:`cpu.Run`:
+items, wall seconds and the CPU-seconds of the processes doing the work (Bytewax: this process, whose threads
+run its workers; Spark: the JVM and this driver process).
 
 Not a test: prints a table.
-``python bench/peers.py [--only bytewax|spark] [--tuples N] [--rounds N] [--seconds S] [--warmup S]``
+``python bench/peers.py [--only bytewax|spark] [--tuples N] [--rounds N] [--seconds S] [--warmup CPU_S]``
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from datetime import datetime
 from itertools import cycle, islice, repeat
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from cpu import Run, Sample  # noqa: E402
 from examples.wordcount import SENTENCES  # noqa: E402
 
 PAYLOAD = "some data"
@@ -35,9 +37,17 @@ PER_PASS = Counter(word for sentence in SENTENCES for word in sentence.split()) 
 WORDS_PER_PASS = sum(PER_PASS.values())
 
 BYTEWAX_BATCH = 1000  # TestingSource batch_size: items the source hands to the dataflow per poll
-# Seconds of micro-batches ignored after the first one: the JVM JIT keeps speeding batches up for ~20-30 s here
-# (word count: 1.3 s → 0.5 s per batch), so a short warm-up makes the rate depend on run order.
+# Bytewax runs a fixed input; a run of ``seconds`` × these takes about that long on one core here, so it is measured
+# over as long as the other systems (a run under a second follows the machine's second-to-second speed swings).
+BYTEWAX_ITEMS_PER_SEC = 2_000_000
+BYTEWAX_PASSES_PER_SEC = 40_000
+# The JVM's JIT keeps speeding Spark up for its first ~100 CPU-seconds here, across queries and sessions (the JVM
+# outlives them): word count went 0.55M → 1.1M words per CPU-s over one query's first 45 CPU-s, and reached a
+# plateau of ~1.8M only in a third query. So each query first runs SPARK_WARMUP CPU-seconds of the JVM unmeasured
+# (counted in CPU, not wall-clock: on a busy machine wall-clock seconds warm it less), and warm_spark() runs both
+# workloads for SPARK_JVM_WARMUP each before a bench's first measured Spark run.
 SPARK_WARMUP = 20.0
+SPARK_JVM_WARMUP = 60.0
 # rate-micro-batch rows per micro-batch, sized for ~1 s batches here so per-batch overhead is amortised.
 # Word count's is a multiple of len(SENTENCES): every batch is whole passes, so words = rows × WORDS_PER_PASS / 5 exactly.
 SPARK_CONST_ROWS = 5_000_000
@@ -54,8 +64,10 @@ def whole_passes(counts: dict[str, int]) -> int | None:
 # --- Bytewax ----------------------------------------------------------------------------------------------
 
 
-def _bytewax_run(items: Iterable[str], write: Callable[[list[Any]], None], count_words: bool = False) -> float:
-    """Seconds to run input → [flat_map split → count_final] → a sink calling ``write`` per batch."""
+def _bytewax_run(items: Iterable[str], write: Callable[[list[Any]], None], count: int,
+                 count_words: bool = False) -> Run:
+    """A run of input → [flat_map split → count_final] → a sink calling ``write`` per batch, counted as ``count``
+    items."""
     try:
         import bytewax.operators as op
         from bytewax.dataflow import Dataflow
@@ -78,12 +90,12 @@ def _bytewax_run(items: Iterable[str], write: Callable[[list[Any]], None], count
         words = op.flat_map("split", stream, str.split)
         stream = op.count_final("count", words, key=lambda word: word)
     op.output("sink", stream, Sink())
-    start = time.perf_counter()
+    start = Sample.take()
     run_main(flow)
-    return time.perf_counter() - start
+    return start.run_to(Sample.take(), count)
 
 
-def bytewax_const_null(tuples: int = 2_000_000) -> float:
+def bytewax_const_null(tuples: int = 2_000_000) -> Run:
     """Items/s of ``tuples`` constant strings into a sink that only counts them (to prove delivery)."""
     seen = 0
 
@@ -91,17 +103,18 @@ def bytewax_const_null(tuples: int = 2_000_000) -> float:
         nonlocal seen
         seen += len(batch)
 
-    seconds = _bytewax_run(repeat(PAYLOAD, tuples), discard)
+    run = _bytewax_run(repeat(PAYLOAD, tuples), discard, tuples)
     if seen != tuples:
         raise RuntimeError(f"bytewax sink saw {seen} items, expected {tuples}")
-    return tuples / seconds
+    return run
 
 
-def bytewax_word_count(rounds: int = 200_000) -> tuple[float, dict[str, int]]:
-    """Words/s over ``rounds`` passes of SENTENCES, and the final counts (emitted once, at end of input)."""
+def bytewax_word_count(rounds: int = 200_000) -> tuple[Run, dict[str, int]]:
+    """Words over ``rounds`` passes of SENTENCES, and the final counts (emitted once, at end of input)."""
     counts: dict[str, int] = {}
-    seconds = _bytewax_run(islice(cycle(SENTENCES), rounds * len(SENTENCES)), counts.update, count_words=True)
-    return rounds * WORDS_PER_PASS / seconds, counts
+    run = _bytewax_run(islice(cycle(SENTENCES), rounds * len(SENTENCES)), counts.update, rounds * WORDS_PER_PASS,
+                       count_words=True)
+    return run, counts
 
 
 # --- PySpark Structured Streaming -------------------------------------------------------------------------
@@ -130,27 +143,38 @@ def _rate_source(spark: Any, rows_per_batch: int) -> Any:
             .option("rowsPerBatch", rows_per_batch).option("numPartitions", 2).load())
 
 
-def _measure(query: Any, seconds: float, warmup: float) -> tuple[int, float]:
-    """(rows, wall seconds) of the micro-batches that ran wholly within ``seconds`` after ``warmup``."""
+def _measure(spark: Any, query: Any, seconds: float, warmup: float) -> Run:
+    """Input rows of the micro-batches that started once the JVM had spent ``warmup`` CPU-seconds on the query,
+    over at least ``seconds``, and the CPU of the JVM and this driver over exactly those batches: CPU is sampled
+    as a batch's progress appears, which is when the next batch starts (the default trigger runs them back to back)."""
     while query.lastProgress is None:  # the first batch plans and compiles the query: seconds
-        if not query.isActive:
-            raise RuntimeError(f"Spark query failed: {query.exception()}")
+        _check(query)
         time.sleep(0.1)
-    time.sleep(warmup)
-    first = query.lastProgress["batchId"] + 1
+    jvm = spark.sparkContext._gateway.proc.pid
+    first, start = _next_progress(query, jvm)
+    warm = start.cpu + warmup
+    while start.cpu < warm:
+        first, start = _next_progress(query, jvm)
     time.sleep(seconds)
+    last, end = _next_progress(query, jvm)
+    rows = sum(p["numInputRows"] for p in query.recentProgress if first < p["batchId"] <= last)
+    return start.run_to(end, rows)
+
+
+def _next_progress(query: Any, jvm: int) -> tuple[int, Sample]:
+    """Wait for the next micro-batch to finish; its batch id and a sample taken as its progress appeared."""
+    seen = query.lastProgress["batchId"]
+    while True:
+        _check(query)
+        batch = query.lastProgress["batchId"]
+        if batch != seen:
+            return batch, Sample.take([jvm])
+        time.sleep(0.02)
+
+
+def _check(query: Any) -> None:
     if not query.isActive:
         raise RuntimeError(f"Spark query failed: {query.exception()}")
-    batches = [p for p in query.recentProgress if p["batchId"] >= first]
-    if not batches:
-        raise RuntimeError(f"no Spark micro-batch completed within {seconds} s: raise --seconds")
-    start = _started(batches[0])
-    end = _started(batches[-1]) + batches[-1]["durationMs"]["triggerExecution"] / 1000
-    return sum(p["numInputRows"] for p in batches), end - start
-
-
-def _started(progress: Any) -> float:
-    return datetime.fromisoformat(progress["timestamp"]).timestamp()
 
 
 def _stop(spark: Any, query: Any) -> None:
@@ -158,8 +182,15 @@ def _stop(spark: Any, query: Any) -> None:
     query.stop()
 
 
-def spark_const_null(seconds: float = 20.0, warmup: float = SPARK_WARMUP) -> float:
-    """Rows/s of ``lit("some data")`` rows into the ``noop`` sink, over ``seconds`` of steady micro-batches."""
+def warm_spark(cpu_seconds: float = SPARK_JVM_WARMUP) -> None:
+    """Run both Spark workloads unmeasured for ``cpu_seconds`` of the JVM each, so that the JIT state the JVM keeps
+    between sessions is about the same for every measured run after it."""
+    spark_const_null(0, cpu_seconds)
+    spark_word_count(0, cpu_seconds)
+
+
+def spark_const_null(seconds: float = 20.0, warmup: float = SPARK_WARMUP) -> Run:
+    """Rows of ``lit("some data")`` into the ``noop`` sink, over ``seconds`` of steady micro-batches."""
     spark = _spark_session()
     try:
         with tempfile.TemporaryDirectory() as checkpoint:
@@ -168,16 +199,15 @@ def spark_const_null(seconds: float = 20.0, warmup: float = SPARK_WARMUP) -> flo
             query = (_rate_source(spark, SPARK_CONST_ROWS).select(F.lit(PAYLOAD).alias("payload"))
                      .writeStream.format("noop").option("checkpointLocation", checkpoint).start())
             try:
-                rows, elapsed = _measure(query, seconds, warmup)
+                return _measure(spark, query, seconds, warmup)
             finally:
                 _stop(spark, query)
-        return rows / elapsed
     finally:
         spark.stop()
 
 
-def spark_word_count(seconds: float = 20.0, warmup: float = SPARK_WARMUP) -> tuple[float, dict[str, int] | None]:
-    """Words/s of split + explode + groupBy(word).count() (complete mode, memory sink), and the final counts."""
+def spark_word_count(seconds: float = 20.0, warmup: float = SPARK_WARMUP) -> tuple[Run, dict[str, int]]:
+    """Words through split + explode + groupBy(word).count() (complete mode, memory sink), and the final counts."""
     spark = _spark_session()
     try:
         with tempfile.TemporaryDirectory() as checkpoint:
@@ -189,11 +219,12 @@ def spark_word_count(seconds: float = 20.0, warmup: float = SPARK_WARMUP) -> tup
             query = (counts_df.writeStream.format("memory").queryName("peer_word_count").outputMode("complete")
                      .option("checkpointLocation", checkpoint).start())
             try:
-                sentences, elapsed = _measure(query, seconds, warmup)
+                sentences = _measure(spark, query, seconds, warmup)
             finally:
                 _stop(spark, query)
             counts = {row["word"]: row["count"] for row in spark.table("peer_word_count").collect()}
-        return sentences * WORDS_PER_PASS / len(SENTENCES) / elapsed, counts
+        words = sentences.items * WORDS_PER_PASS / len(SENTENCES)
+        return Run(words, sentences.wall, sentences.cpu), counts
     finally:
         spark.stop()
 
@@ -207,34 +238,34 @@ def main() -> None:
     parser.add_argument("--tuples", type=int, default=2_000_000, help="Bytewax const → null items")
     parser.add_argument("--rounds", type=int, default=200_000, help="Bytewax word count passes over SENTENCES")
     parser.add_argument("--seconds", type=float, default=20.0, help="Spark measuring window per workload")
-    parser.add_argument("--warmup", type=float, default=SPARK_WARMUP, help="Spark seconds ignored before it")
+    parser.add_argument("--warmup", type=float, default=SPARK_WARMUP,
+                        help="JVM CPU-seconds each Spark query runs unmeasured before it")
     args = parser.parse_args()
     print(f"machine: {platform.platform()} ({platform.machine()}), {os.cpu_count()} cpus; "
           f"python {platform.python_implementation()} {platform.python_version()}")
-    rows: list[tuple[str, str, float, str, str]] = []
+    rows: list[tuple[str, str, Run, str, str]] = []
     if args.only in (None, "bytewax"):
-        rate = bytewax_const_null(args.tuples)
-        rows.append(("bytewax", "const → null", rate, "items/s",
+        rows.append(("bytewax", "const → null", bytewax_const_null(args.tuples), "items",
                      f"1 worker, TestingSource batch_size={BYTEWAX_BATCH}, {args.tuples:,} items"))
-        rate, counts = bytewax_word_count(args.rounds)
+        run, counts = bytewax_word_count(args.rounds)
         exact = "exact" if whole_passes(counts) == args.rounds else "WRONG"
-        rows.append(("bytewax", "word count", rate, "words/s",
+        rows.append(("bytewax", "word count", run, "words",
                      f"flat_map + count_final, {args.rounds:,} passes, counts {exact}"))
     if args.only in (None, "spark"):
-        rate = spark_const_null(args.seconds, args.warmup)
-        rows.append(("spark", "const → null", rate, "rows/s",
+        warm_spark()
+        rows.append(("spark", "const → null", spark_const_null(args.seconds, args.warmup), "rows",
                      (f"local[2], rate-micro-batch {SPARK_CONST_ROWS:,} rows/batch → noop, "
-                      f"{args.seconds:g} s after {args.warmup:g} s warm-up")))
-        rate, counts = spark_word_count(args.seconds, args.warmup)
-        passes = whole_passes(counts or {})
+                      f"{args.seconds:g} s after {args.warmup:g} CPU-s warm-up")))
+        run, counts = spark_word_count(args.seconds, args.warmup)
+        passes = whole_passes(counts)
         check = f"counts exact ({passes:,} passes)" if passes else "counts WRONG"
-        rows.append(("spark", "word count", rate, "words/s",
+        rows.append(("spark", "word count", run, "words",
                      (f"local[2], {SPARK_SENTENCE_ROWS:,} sentences/batch, complete → memory, "
-                      f"{args.seconds:g} s after {args.warmup:g} s warm-up, {check}")))
-    print(f"{'peer':<8} | {'workload':<12} | {'rate':>11} | {'unit':<7} | notes")
-    for peer, workload, rate, unit, notes in rows:
-        print(f"{peer:<8} | {workload:<12} | {rate:>11,.0f} | {unit:<7} | {notes}")
-
+                      f"{args.seconds:g} s after {args.warmup:g} CPU-s warm-up, {check}")))
+    print(f"{'peer':<8} | {'workload':<12} | {'per s':>11} | {'per CPU-s':>11} | {'cores':>5} | {'unit':<5} | notes")
+    for peer, workload, run, unit, notes in rows:
+        print(f"{peer:<8} | {workload:<12} | {run.per_sec:>11,.0f} | {run.per_cpu_sec:>11,.0f} | {run.cores:>5.2f} | "
+              f"{unit:<5} | {notes}")
 
 if __name__ == "__main__":
     main()
