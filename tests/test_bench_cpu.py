@@ -9,12 +9,8 @@ import signal
 import subprocess
 import sys
 
-import pytest
-
 from bench import cpu
 from support import wait_until
-
-pytest.importorskip("psutil")
 
 
 def test_the_examples_in_cpu_py_hold() -> None:

@@ -22,6 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from squall.devzk import port_is_free
@@ -69,15 +70,9 @@ def test_the_readme_s_lines_are_found_and_the_skip_list_is_current() -> None:
 
 def running_under(root: Path) -> list[str]:
     """Processes still running whose command line names ``root`` (daemons, their workers, ZooKeeper)."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if str(root) in text and running(int(cmdline.parent.name)):
-            found.append(f"{cmdline.parent.name}: {text}")
-    return found
+    return [f"{p.info['pid']}: {' '.join(p.info['cmdline'] or ())}"
+            for p in psutil.process_iter(["pid", "cmdline"])
+            if str(root) in " ".join(p.info["cmdline"] or ()) and running(p.info["pid"])]
 
 
 def run_line(line: str, cwd: Path, env: dict[str, str]) -> None:
