@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import peers  # noqa: E402  (imports neither peer until asked to run one)
 from cpu import Run, Summary, calls_per_cpu_sec  # noqa: E402
-from examples import perf, wordcount  # noqa: E402
+from examples import perf  # noqa: E402
 from squall.config import parse_override  # noqa: E402
 from squall.devzk import free_port  # noqa: E402
 from squall.dsl import Topology  # noqa: E402
@@ -52,6 +52,7 @@ SINKS = {"const-null": "null", "const-id-null": "null", "wordcount": "count"}
 #: Workloads whose spout takes a rate, so ``--load`` can run them below capacity.
 RATED = ("const-null", "const-id-null")
 GROUPINGS = ("local_or_shuffle", "shuffle")
+APIS = ("tuple", "batch")
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class Config:
     rate: float | None = None  # const spouts: tuples/s in total
     max_pending: int | None = None
     conf: tuple[tuple[str, Any], ...] = ()  # topology conf overrides (--conf KEY=VALUE)
+    api: str = "tuple"  # tuple: storm-perf's per-tuple components; batch: the same through the batch API
 
     @classmethod
     def from_json(cls, text: str) -> Config:
@@ -78,6 +80,8 @@ class Config:
             parts.append(f"x{self.parallelism}")
         if self.rate:
             parts.append(f"rate {self.rate:,.0f}/s")
+        if self.api != "tuple":
+            parts.append(f"{self.api} API")
         if self.max_pending:
             parts.append(f"pending {self.max_pending}")
         parts += [f"{key}={value}" for key, value in self.conf]
@@ -86,7 +90,7 @@ class Config:
 
 #: What ``--config`` may set after the workload, and how each value is read.
 KNOBS: dict[str, Callable[[str], Any]] = {"ackers": int, "grouping": str, "workers": int, "parallelism": int,
-                                          "rate": float, "max_pending": int}
+                                          "rate": float, "max_pending": int, "api": str}
 
 
 def parse_config(text: str) -> Config:
@@ -108,6 +112,8 @@ def parse_config(text: str) -> Config:
             raise argparse.ArgumentTypeError(f"{pair!r} in {text!r}: not a number") from None
     if knobs.get("grouping", GROUPINGS[0]) not in GROUPINGS:
         raise argparse.ArgumentTypeError(f"{text!r}: grouping is one of {', '.join(GROUPINGS)}")
+    if knobs.get("api", APIS[0]) not in APIS:
+        raise argparse.ArgumentTypeError(f"{text!r}: api is one of {', '.join(APIS)}")
     return Config(workload, **knobs)
 
 
@@ -135,12 +141,12 @@ def build(config: Config) -> Topology:
         conf["topology.max.spout.pending"] = config.max_pending
     ackers = config.workers if config.ackers else 0  # acking on: one acker per worker, Storm's default
     if config.workload == "wordcount":
-        t = wordcount.topology(rounds=None, workers=config.workers, spouts=config.parallelism,
-                               bolts=config.parallelism)
+        t = perf.wordcount_topology(api=config.api, workers=config.workers, spouts=config.parallelism,
+                                    bolts=config.parallelism)
         return t.conf({"topology.acker.executors": ackers, **conf})
     return perf.const_null(grouping=config.grouping, ackers=ackers, workers=config.workers,
                            spouts=config.parallelism, bolts=config.parallelism,
-                           id_bolt=config.workload == "const-id-null", rate=config.rate, conf=conf)
+                           id_bolt=config.workload == "const-id-null", rate=config.rate, conf=conf, api=config.api)
 
 
 def split_placement(layout: TopologyLayout, workers: int, index: int, ports: list[int]) -> Placement:
@@ -344,6 +350,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--parallelism", type=int, default=1)
     parser.add_argument("--rate", type=float)
+    parser.add_argument("--api", default="tuple", choices=APIS,
+                        help="components: storm-perf's per-tuple ones, or the same through the batch API")
     parser.add_argument("--max-pending", type=int)
     parser.add_argument("--conf", type=parse_override, action="append", default=[], metavar="KEY=VALUE",
                         help="topology conf for every configuration, e.g. topology.transfer.batch.size=1000")
@@ -361,7 +369,8 @@ def main() -> None:
         run_worker(Config.from_json(spec), int(index), [int(p) for p in ports.split(",")])
         return
     configs = args.config or (MATRIX if args.only is None else [
-        Config(args.only, args.ackers, args.grouping, args.workers, args.parallelism, args.rate, args.max_pending)])
+        Config(args.only, args.ackers, args.grouping, args.workers, args.parallelism, args.rate, args.max_pending,
+               api=args.api)])
     configs = [replace(c, conf=tuple(args.conf)) for c in configs]
     jobs = [squall_job(c, args.seconds, args.warmup) for c in configs]
     if args.peers:

@@ -1,17 +1,21 @@
 """storm-perf's benchmark components (``examples/storm-perf`` in Apache Storm), for ``bench/``.
 
 ``ConstSpout`` emits the constant "some data", reliably (message id = a counter) as Storm's does;
-``IdBolt`` re-emits its input; ``DevNullBolt`` drops it.
+``IdBolt`` re-emits its input; ``DevNullBolt`` drops it. The ``Batch*`` classes do the same through the
+batch API (``next_batch``/``emit_many``, ``execute_batch``/``emit_each``): ``const_null(api="batch")``.
 """
 
 from __future__ import annotations
 
 import time
+from itertools import islice
 from typing import Any
 
 from squall.component import Bolt, Spout
 from squall.dsl import Topology
-from squall.tuple import Tuple
+from squall.tuple import Tuple, TupleBatch
+
+from examples import wordcount
 
 
 class ConstSpout(Spout):
@@ -50,11 +54,105 @@ class DevNullBolt(Bolt):
 
 def const_null(*, grouping: str = "local_or_shuffle", ackers: int = 0, workers: int = 1, spouts: int = 1,
                bolts: int = 1, id_bolt: bool = False, rate: float | None = None,
-               conf: dict[str, Any] | None = None) -> Topology:
-    """ConstSpoutNullBoltTopo (or ConstSpoutIdBoltNullBoltTopo with ``id_bolt``)."""
+               conf: dict[str, Any] | None = None, api: str = "tuple") -> Topology:
+    """ConstSpoutNullBoltTopo (or ConstSpoutIdBoltNullBoltTopo with ``id_bolt``); ``api="batch"`` uses the
+    batch-API components (no ``rate``)."""
+    batch = api == "batch"
+    if batch and rate:
+        raise ValueError("the batch spout has no rate: use api='tuple' for runs below capacity")
     t = Topology("const-null", conf={"topology.workers": workers, "topology.acker.executors": ackers, **(conf or {})})
-    source = t.spout("spout", ConstSpout, kwargs={"rate": rate} if rate else None, parallelism=spouts)
+    source = t.spout("spout", BatchConstSpout if batch else ConstSpout, kwargs={"rate": rate} if rate else None,
+                     parallelism=spouts)
     if id_bolt:
-        source = getattr(t.bolt("id", IdBolt, parallelism=bolts), grouping)(source)
-    getattr(t.bolt("null", DevNullBolt, parallelism=bolts), grouping)(source)
+        source = getattr(t.bolt("id", BatchIdBolt if batch else IdBolt, parallelism=bolts), grouping)(source)
+    getattr(t.bolt("null", BatchDevNullBolt if batch else DevNullBolt, parallelism=bolts), grouping)(source)
+    return t
+
+
+class BatchConstSpout(Spout):
+    """``ConstSpout`` with the batch API: ``next_batch`` emits ``max_rows`` copies in one ``emit_many``, reliable
+    (consecutive msg ids) when the topology has ackers, as Bytewax's batched source is compared unreliable."""
+
+    outputs = ["str"]
+
+    def __init__(self, value: str = "some data") -> None:
+        self.row = (value,)
+        self.msg_id = 0
+
+    def open(self, conf: Any, context: Any) -> None:
+        self.reliable = bool(conf.get("topology.acker.executors"))
+
+    def next_tuple(self) -> None:
+        self.next_batch(1)
+
+    def next_batch(self, max_rows: int) -> None:
+        ids = range(self.msg_id + 1, self.msg_id + 1 + max_rows) if self.reliable else None
+        self.msg_id += max_rows
+        self.emit_many([self.row] * max_rows, msg_ids=ids)
+
+
+class BatchIdBolt(Bolt):
+    """``IdBolt`` with the batch API: every input re-emitted, anchored to itself."""
+
+    outputs = ["str"]
+
+    def execute(self, tup: Tuple) -> None:
+        self.emit(tup.values)
+
+    def execute_batch(self, batch: TupleBatch) -> None:
+        self.emit_each(batch.values, inputs=batch)
+
+
+class BatchDevNullBolt(Bolt):
+    """``DevNullBolt`` with the batch API: one call per batch."""
+
+    def execute(self, tup: Tuple) -> None:
+        pass
+
+    def execute_batch(self, batch: TupleBatch) -> None:
+        pass
+
+
+class BatchSentenceSpout(wordcount.SentenceSpout):
+    """``SentenceSpout`` with the batch API: ``next_batch`` emits up to ``max_rows`` sentences in one call."""
+
+    def next_batch(self, max_rows: int) -> None:
+        ids = [self.replays.popleft() for _ in range(min(max_rows, len(self.replays)))]
+        ids += islice(self.fresh, max_rows - len(ids))
+        if ids:
+            sentences = wordcount.SENTENCES
+            self.emit_many([(sentences[i % len(sentences)],) for i in ids], msg_ids=ids)
+
+
+class BatchSplitSentence(wordcount.SplitSentence):
+    """``SplitSentence`` with the batch API: each word anchored to its own sentence (``emit_each``)."""
+
+    def execute_batch(self, batch: TupleBatch) -> None:
+        words, index = [], []
+        for i, (sentence,) in enumerate(batch.values):
+            for word in sentence.split():
+                words.append((word,))
+                index.append(i)
+        self.emit_each(words, inputs=batch, index=index)
+
+
+class BatchWordCount(wordcount.WordCount):
+    """``WordCount`` with the batch API: counts a batch of words, emits (word, count) per update."""
+
+    def execute_batch(self, batch: TupleBatch) -> None:
+        counts, out = self.counts, []
+        for (word,) in batch.values:
+            counts[word] += 1
+            out.append((word, counts[word]))
+        self.emit_each(out, inputs=batch)
+
+
+def wordcount_topology(*, api: str = "tuple", workers: int = 1, spouts: int = 1, bolts: int = 1) -> Topology:
+    """``examples.wordcount.topology`` running forever, with the batch-API components when ``api="batch"``."""
+    if api != "batch":
+        return wordcount.topology(rounds=None, workers=workers, spouts=spouts, bolts=bolts)
+    t = Topology("wordcount", conf={"topology.workers": workers})
+    sentences = t.spout("sentences", BatchSentenceSpout, args=[None], parallelism=spouts)
+    split = t.bolt("split", BatchSplitSentence, parallelism=bolts).shuffle(sentences)
+    t.bolt("count", BatchWordCount, parallelism=bolts, conf={"topology.tick.tuple.freq.secs": 5}).fields(split, "word")
     return t

@@ -23,22 +23,27 @@ through an injected :class:`Collector`: the worker's executor in a cluster, a re
 :mod:`squall.testing`. Workers build components from their ``PythonComponent`` (module, class,
 JSON constructor arguments), so constructors take JSON values only.
 
-Runtimes call :func:`attach` before ``open``/``prepare`` and hand every input to a bolt through
-:func:`deliver`, which owns the ``auto_ack`` semantics, so a worker, local mode and the test helper
-cannot disagree on them.
+Runtimes call :func:`attach` before ``open``/``prepare`` and hand inputs to a bolt through
+:func:`deliver_each` (or :func:`deliver` for one), which owns the ``auto_ack`` semantics, so a worker,
+local mode and the test helper cannot disagree on them.
+
+Batches: a spout may emit many rows in one call (:meth:`Spout.emit_many`, or a :meth:`Spout.next_batch`
+of its own), and a bolt may take its inputs a batch at a time (:meth:`Bolt.execute_batch`, with
+:meth:`Bolt.emit_each` and :meth:`Bolt.emit_batch` for its output): one Python call per batch instead of
+one per tuple. Per-tuple components need no change: the worker runs ``execute`` in a tight loop itself.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, Protocol
 
 import structlog
 
-from squall.tuple import DEFAULT_STREAM, Fields, Tuple
+from squall.tuple import DEFAULT_STREAM, Fields, Tuple, TupleBatch
 
 __all__ = [
     "Bolt",
@@ -50,6 +55,7 @@ __all__ = [
     "TopologyContext",
     "attach",
     "deliver",
+    "deliver_each",
     "emit_problem",
     "parse_outputs",
 ]
@@ -132,8 +138,16 @@ class Collector(Protocol):
              msg_id: Any) -> Sequence[int]:
         """Send one tuple; returns the task ids it went to. Spouts pass no anchors; bolts no msg_id."""
 
+    def emit_many(self, rows: list[tuple[Any, ...]], stream: str, direct_task: int | None,
+                  msg_ids: Sequence[Any] | None) -> None:
+        """A spout's rows, in one call: ``msg_ids[i]`` (when given) makes row i reliable."""
+
     def emit_batch(self, rows: Sequence[tuple[Any, ...]], stream: str, anchors: tuple[Tuple, ...]) -> None:
-        """Send every row, each anchored to all of ``anchors``."""
+        """Send every row, each anchored to all of ``anchors`` (none: unanchored)."""
+
+    def emit_each(self, rows: Sequence[tuple[Any, ...]], stream: str, inputs: TupleBatch,
+                  index: Sequence[int] | None) -> None:
+        """Send every row, row k anchored to ``inputs[index[k]]`` (``inputs[k]`` without ``index``)."""
 
     def ack(self, tup: Tuple) -> None:
         """A bolt's input is done: its edge leaves the tuple tree."""
@@ -270,6 +284,29 @@ class Spout(Component, ABC):
         """
         return self._collector.emit(tuple(values), stream, (), direct_task, msg_id)
 
+    def emit_many(self, rows: Iterable[Iterable[Any]], stream: str = DEFAULT_STREAM, *,
+                  msg_ids: Sequence[Any] | None = None, direct_task: int | None = None) -> None:
+        """Emit every row on ``stream`` in one call: checked once and routed in bulk, far cheaper per tuple
+        than ``emit`` in a loop. ``msg_ids`` (one per row) makes the rows reliable, each its own tree::
+
+            lines = self.reader.read_lines(max_rows)
+            self.emit_many([(line,) for line in lines], msg_ids=[offset for offset, _ in ...])
+        """
+        self._collector.emit_many([values if type(values) is tuple else tuple(values) for values in rows],
+                                  stream, direct_task, msg_ids)
+
+    def next_batch(self, max_rows: int) -> None:
+        """Emit up to about ``max_rows`` tuples (``topology.transfer.batch.size``, less near
+        ``topology.max.spout.pending``), usually with one :meth:`emit_many`; with nothing to emit, just
+        return. A spout that defines it is called once per burst instead of ``next_tuple`` in a loop::
+
+            def next_batch(self, max_rows):
+                self.emit_many([(self.value,)] * max_rows)
+
+        This default calls ``next_tuple`` ``max_rows`` times."""
+        for _ in range(max_rows):
+            self.next_tuple()
+
 
 class Bolt(Component, ABC):
     """A processing step: ``prepare`` once, ``execute`` for every input (tick tuples included:
@@ -307,6 +344,19 @@ class Bolt(Component, ABC):
         """Process one input tuple (or a tick: ``tup.is_tick``). Return promptly: the task's other inputs,
         and under the default shared thread other tasks of the worker, wait meanwhile."""
 
+    def execute_batch(self, batch: TupleBatch) -> None:
+        """Process a batch of inputs in one call (define it to be called instead of ``execute``, which then
+        gets only tick tuples). ``batch.values`` are the rows; ``batch[i]`` is row i as a Tuple. Emit with
+        :meth:`emit_each` (each row anchored to its input) or :meth:`emit_batch`; a plain ``emit`` here is
+        unanchored unless given ``anchors``. Under ``auto_ack`` every input not acked or failed by hand is
+        acked on return; an exception is reported once and fails them all::
+
+            def execute_batch(self, batch):
+                self.emit_each([(line.upper(),) for (line,) in batch.values], inputs=batch)
+
+        This default runs ``execute`` per tuple, as the worker does for a bolt without it."""
+        deliver_each(self, iter(batch), lambda exc: None)
+
     def cleanup(self) -> None:
         """The task is shutting down (kill, rebalance, worker stop): release resources. Best effort, as in
         Storm: a killed worker process never gets here."""
@@ -329,13 +379,29 @@ class Bolt(Component, ABC):
         return self._collector.emit(tuple(values), stream, anchors, direct_task, None)
 
     def emit_batch(self, rows: Iterable[Iterable[Any]], stream: str = DEFAULT_STREAM, *,
-                   anchors: Iterable[Tuple]) -> None:
-        """Emit every row, each anchored to all of ``anchors``: results that depend on a whole batch of
-        inputs. Same trees as ``emit`` per row, far cheaper when the anchors are many::
+                   anchors: Iterable[Tuple] = ()) -> None:
+        """Emit every row, each anchored to all of ``anchors`` (none: unanchored): results that depend on a
+        whole batch of inputs. Same trees as ``emit`` per row, far cheaper when the anchors are many::
 
             self.emit_batch([(page, hits) for page, hits in totals.items()], anchors=self.batch)
         """
-        self._collector.emit_batch([tuple(values) for values in rows], stream, tuple(anchors))
+        self._collector.emit_batch([values if type(values) is tuple else tuple(values) for values in rows],
+                                   stream, tuple(anchors))
+
+    def emit_each(self, rows: Iterable[Iterable[Any]], stream: str = DEFAULT_STREAM, *, inputs: TupleBatch,
+                  index: Sequence[int] | None = None) -> None:
+        """Emit every row, row ``k`` anchored to input ``inputs[index[k]]`` (to ``inputs[k]`` without
+        ``index``): map, filter and flat-map over a batch with each output in its own input's tree::
+
+            words, index = [], []
+            for i, (line,) in enumerate(batch.values):
+                for word in line.split():
+                    words.append((word,))
+                    index.append(i)
+            self.emit_each(words, inputs=batch, index=index)
+        """
+        self._collector.emit_each([values if type(values) is tuple else tuple(values) for values in rows],
+                                  stream, inputs, index)
 
     def ack(self, tup: Tuple) -> None:
         """``tup`` is fully processed (its part of the tree is done). Ack every input exactly once, after
@@ -396,23 +462,36 @@ def attach(component: Component, collector: Collector, context: TopologyContext)
         component=context.component_id, task=context.task_id)
 
 
-def deliver(bolt: Bolt, tup: Tuple) -> None:
-    """Run ``bolt.execute(tup)`` with the semantics every runtime must share.
+def deliver_each(bolt: Bolt, tuples: Iterable[Tuple], on_error: Callable[[Exception], None]) -> None:
+    """Run ``bolt.execute`` on each tuple with the semantics every runtime must share, in one loop.
 
     Under ``auto_ack`` a normal return acks the input unless execute acked or failed it. An exception
-    is reported and fails the input (if execute had not settled it), then re-raised for the caller to
-    log, or to stop on if so configured.
+    is reported and fails the input (if execute had not settled it); then ``on_error(exc)`` runs and the
+    loop goes on with the next tuple.
     """
-    bolt._input = tup
+    execute, collector, auto_ack = bolt.execute, bolt._collector, bolt.auto_ack
     try:
-        bolt.execute(tup)
-    except Exception as exc:
-        bolt.report_error(exc)
-        if bolt._input is tup:
-            bolt._collector.fail(tup)
-        raise
-    else:
-        if bolt.auto_ack and bolt._input is tup:
-            bolt._collector.ack(tup)
+        for tup in tuples:
+            bolt._input = tup
+            try:
+                execute(tup)
+            except Exception as exc:
+                bolt.report_error(exc)
+                if bolt._input is tup:
+                    collector.fail(tup)
+                bolt._input = None
+                on_error(exc)
+            else:
+                if auto_ack and bolt._input is tup:
+                    collector.ack(tup)
     finally:
         bolt._input = None
+
+
+def deliver(bolt: Bolt, tup: Tuple) -> None:
+    """:func:`deliver_each` for one tuple, re-raising an exception from ``execute`` (after it was reported
+    and the input failed) for the caller to log, or to stop on if so configured."""
+    errors: list[Exception] = []
+    deliver_each(bolt, (tup,), errors.append)
+    if errors:
+        raise errors[0]

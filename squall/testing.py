@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import msgpack
 
 from squall.component import Bolt, Component, Spout, Stream, TopologyContext, attach, deliver, emit_problem
-from squall.tuple import DEFAULT_STREAM, Fields, Tuple
+from squall.tuple import DEFAULT_STREAM, Fields, Tuple, TupleBatch
 
 __all__ = ["BoltRun", "Emit", "Recorder", "SpoutRun", "make_context", "make_tuple", "run_bolt", "run_spout"]
 
@@ -82,10 +82,29 @@ class Recorder:
         self.emitted.append(Emit(stream, values, anchors, direct_task, msg_id))
         return [] if direct_task is None else [direct_task]
 
+    def emit_many(self, rows: list[tuple[Any, ...]], stream: str, direct_task: int | None,
+                  msg_ids: Sequence[Any] | None) -> None:
+        """Record one emit per row, with its msg id."""
+        if msg_ids is not None and len(msg_ids) != len(rows):
+            raise ValueError(f"emit_many of {len(rows)} rows with {len(msg_ids)} msg_ids: give one per row")
+        for i, values in enumerate(rows):
+            self.emit(values, stream, (), direct_task, None if msg_ids is None else msg_ids[i])
+
     def emit_batch(self, rows: Sequence[tuple[Any, ...]], stream: str, anchors: tuple[Tuple, ...]) -> None:
         """Record one emit per row, each anchored to all of ``anchors``."""
         for values in rows:
             self.emit(values, stream, anchors, None, None)
+
+    def emit_each(self, rows: Sequence[tuple[Any, ...]], stream: str, inputs: TupleBatch,
+                  index: Sequence[int] | None) -> None:
+        """Record one emit per row, row k anchored to ``inputs[index[k]]`` (``inputs[k]`` without ``index``)."""
+        if index is None and len(rows) != len(inputs):
+            raise ValueError(f"emit_each of {len(rows)} rows for {len(inputs)} inputs: pass index=[input "
+                             "position of each row] when the rows are not one per input")
+        if index is not None and len(index) != len(rows):
+            raise ValueError(f"emit_each of {len(rows)} rows with {len(index)} index entries: give one per row")
+        for k, values in enumerate(rows):
+            self.emit(values, stream, (inputs[k if index is None else index[k]],), None, None)
 
     def ack(self, tup: Tuple) -> None:
         """Record the ack in ``acked``."""
@@ -145,8 +164,7 @@ class BoltRun(Recorder):
     def execute(self, inputs: Iterable[Tuple | Sequence[Any]]) -> BoltRun:
         """Deliver each input (a :class:`Tuple`, or values named by the run's ``fields``), as a worker does."""
         for item in inputs:
-            tup = item if isinstance(item, Tuple) else make_tuple(
-                item, self._fields, component=self._component, stream=self._stream, id=len(self.inputs) + 1)
+            tup = self._tuple(item)
             self.inputs.append(tup)
             try:
                 deliver(self.bolt, tup)
@@ -154,12 +172,40 @@ class BoltRun(Recorder):
                 pass  # deliver reported it and failed the tuple; the task goes on, as in a worker
         return self
 
+    def execute_batch(self, inputs: Iterable[Tuple | Sequence[Any]]) -> BoltRun:
+        """Deliver ``inputs`` as one batch to the bolt's ``execute_batch``, as a worker does: under ``auto_ack``
+        the inputs it did not ack or fail are acked on return; an exception is reported and fails them."""
+        tuples = [self._tuple(item) for item in inputs]
+        self.inputs.extend(tuples)
+        if not tuples:
+            return self
+        batch, acked, failed = TupleBatch.of(tuples), len(self.acked), len(self.failed)
+        bolt = self.bolt
+        try:
+            bolt.execute_batch(batch)
+        except Exception as exc:
+            bolt.report_error(exc)
+            settle = self.fail
+        else:
+            settle = self.ack if bolt.auto_ack else None
+        if settle is not None:
+            settled = {id(t) for t in self.acked[acked:] + self.failed[failed:]}
+            for tup in tuples:
+                if id(tup) not in settled:
+                    settle(tup)
+        return self
+
+    def _tuple(self, item: Tuple | Sequence[Any]) -> Tuple:
+        return item if isinstance(item, Tuple) else make_tuple(
+            item, self._fields, component=self._component, stream=self._stream, id=len(self.inputs) + 1)
+
 
 def run_bolt(cls: type[Bolt], inputs: Iterable[Tuple | Sequence[Any]] = (), *, fields: Sequence[str] = (),
              component: str = "source", stream: str = DEFAULT_STREAM, args: Sequence[Any] = (),
              kwargs: Mapping[str, Any] | None = None, conf: Mapping[str, Any] | None = None,
              context: TopologyContext | None = None) -> BoltRun:
-    """Build ``cls(*args, **kwargs)``, prepare it, and execute ``inputs`` (tick tuples included).
+    """Build ``cls(*args, **kwargs)``, prepare it, and execute ``inputs`` (tick tuples included); a bolt with
+    an ``execute_batch`` of its own gets them as one batch.
 
     Plain value sequences become tuples with ``fields`` from ``component``/``stream`` and ids 1, 2, ...
     The default context's conf is ``cls.component_conf`` with ``conf`` over it, as a worker gives it (a given
@@ -171,6 +217,8 @@ def run_bolt(cls: type[Bolt], inputs: Iterable[Tuple | Sequence[Any]] = (), *, f
     context = context or make_context(cls.__name__, conf={**cls.component_conf, **(conf or {})})
     attach(bolt, run, context)
     bolt.prepare(context.conf, context)
+    if cls.execute_batch is not Bolt.execute_batch:
+        return run.execute_batch(inputs)
     return run.execute(inputs)
 
 
@@ -210,6 +258,15 @@ class SpoutRun:
         start = len(self.emitted)
         for _ in range(calls):
             self.spout.next_tuple()
+        return self._new_since(start)
+
+    def next_batch(self, max_rows: int) -> list[Emit]:
+        """Call ``next_batch(max_rows)`` once, as a worker does per burst; returns what it emitted."""
+        start = len(self.emitted)
+        self.spout.next_batch(max_rows)
+        return self._new_since(start)
+
+    def _new_since(self, start: int) -> list[Emit]:
         new = self.emitted[start:]
         self.pending.extend(e.msg_id for e in new if e.msg_id is not None)
         return new

@@ -1,14 +1,16 @@
 """Tuples: the values a bolt receives, where they came from, and what the acker needs to track them.
 
-A worker creates one :class:`Tuple` per delivered tuple, so a tuple is a plain slots object with
-read-only properties: a frozen dataclass's ``__init__`` costs about five times more per tuple.
-Field names and their positions live in a per-stream :class:`Fields`, built once and shared by
-every tuple of the stream, so no tuple carries a dict of its own.
+Inside a worker tuples travel as a :class:`TupleBatch`: the rows of one stream from one task, column
+by column (values, and edge ids and roots only when some row is tracked), so emitting, routing and
+handing over cost per batch, not per tuple. A :class:`Tuple` is a view of one row, made when user
+code asks for it (``execute``, ``batch[i]``): a plain slots object with read-only properties (a frozen
+dataclass's ``__init__`` costs about five times more). Field names and their positions live in a
+per-stream :class:`Fields`, built once and shared by every tuple of the stream.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -141,6 +143,119 @@ class Tuple:
     def __repr__(self) -> str:
         return (f"Tuple({self._values!r}, component={self._component!r}, stream={self._stream!r}, "
                 f"task={self._task}, id={self._id})")
+
+
+class TupleBatch:
+    """Rows of one stream from one task, as a bolt's ``execute_batch`` receives them, column by column.
+
+        def execute_batch(self, batch):
+            words = [(w,) for (line,) in batch.values for w in line.split()]    # rows: value tuples
+            self.emit_batch(words, anchors=batch)     # or emit_each(rows, inputs=batch, index=...)
+            batch[0]["line"], len(batch), batch.column("line")                # views and columns
+
+    ``batch[i]`` (and iteration) gives the row as a :class:`Tuple`, the same object each time, so it can be
+    acked, failed or anchored to like any input. Tracking is kept per row only when some row is tracked:
+    ``ids`` (each row's edge id, 0 for an untracked row) with either ``roots`` (each row's one root, whose
+    edge is its id) or ``anchors`` (each row's root → edge map, when some row has several roots).
+    """
+
+    __slots__ = ("rows", "fields", "component", "stream", "task", "ids", "roots", "anchors", "key", "_views")
+
+    def __init__(self, rows: list[tuple[Any, ...]], fields: Fields, component: str, stream: str, task: int,
+                 ids: list[int] | None = None, roots: list[int] | None = None,
+                 anchors: list[Mapping[int, int]] | None = None, key: object = None) -> None:
+        self.rows = rows
+        self.fields = fields
+        self.component = component
+        self.stream = stream
+        self.task = task
+        self.ids = ids
+        self.roots = roots
+        self.anchors = anchors
+        #: What the emitting executor extends this batch by (its stream and form); None: never extended.
+        self.key = key
+        self._views: dict[int, Tuple] | None = None
+
+    @classmethod
+    def of(cls, tuples: Sequence[Tuple]) -> TupleBatch:
+        """A batch of these tuples (one stream from one task), ``batch[i]`` being ``tuples[i]`` itself::
+
+            batch = TupleBatch.of([make_tuple(["a b"], ["line"]), make_tuple(["c"], ["line"])])
+        """
+        if not tuples:
+            raise ValueError("a batch needs at least one tuple")
+        first = tuples[0]
+        if any((t.component, t.stream, t.task) != (first.component, first.stream, first.task) for t in tuples):
+            raise ValueError("a batch holds tuples of one stream from one task")
+        tracked = any(t.id or t.anchors for t in tuples)
+        batch = cls([t.values for t in tuples], first.fields, first.component, first.stream, first.task,
+                    [t.id for t in tuples] if tracked else None, None,
+                    [t.anchors for t in tuples] if tracked else None)
+        batch._views = dict(enumerate(tuples))
+        return batch
+
+    @property
+    def values(self) -> list[tuple[Any, ...]]:
+        """Every row's values, in order (no Tuple is made)."""
+        return self.rows
+
+    def column(self, name: str) -> list[Any]:
+        """One field's values, row by row."""
+        position = self.fields.positions.get(name)
+        if position is None:
+            raise KeyError(f"no field {name!r} in stream {self.stream!r} of {self.component!r} "
+                           f"(fields: {list(self.fields)})")
+        return [row[position] for row in self.rows]
+
+    @property
+    def tracked(self) -> bool:
+        """Whether some row is tracked by an acker."""
+        return self.ids is not None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> Tuple:
+        views = self._views
+        if views is None:
+            views = self._views = {}
+        tup = views.get(i)
+        if tup is None:
+            tup = views[i] = self.view(i)
+        return tup
+
+    def __iter__(self) -> Iterator[Tuple]:
+        return (self[i] for i in range(len(self.rows)))
+
+    def view(self, i: int) -> Tuple:
+        """Row ``i`` as a new :class:`Tuple` (``batch[i]`` caches it; the runtime's per-tuple loop does not)."""
+        ids = self.ids
+        if ids is None or not ids[i]:
+            return Tuple(self.rows[i], self.fields, self.component, self.stream, self.task)
+        if self.roots is not None:
+            return Tuple(self.rows[i], self.fields, self.component, self.stream, self.task, ids[i],
+                         {self.roots[i]: ids[i]})
+        return Tuple(self.rows[i], self.fields, self.component, self.stream, self.task, ids[i],
+                     self.anchors[i])  # type: ignore[index]
+
+    def views(self) -> Iterator[Tuple]:
+        """Every row as a new :class:`Tuple`, in order: the per-tuple ``execute`` loop."""
+        rows, fields, component, stream, task = self.rows, self.fields, self.component, self.stream, self.task
+        if self.ids is None:
+            for values in rows:
+                yield Tuple(values, fields, component, stream, task)
+        elif self.roots is not None:
+            for values, edge, root in zip(rows, self.ids, self.roots):
+                yield (Tuple(values, fields, component, stream, task, edge, {root: edge}) if edge
+                       else Tuple(values, fields, component, stream, task))
+        else:
+            for values, edge, anchors in zip(rows, self.ids, self.anchors):  # type: ignore[arg-type]
+                yield (Tuple(values, fields, component, stream, task, edge, anchors) if edge
+                       else Tuple(values, fields, component, stream, task))
+
+    def __repr__(self) -> str:
+        return (f"TupleBatch({len(self.rows)} rows, component={self.component!r}, stream={self.stream!r}, "
+                f"task={self.task}, tracked={self.tracked})")
 
 
 def tick_tuple(rate_secs: float) -> Tuple:

@@ -15,7 +15,7 @@ from typing import Any
 
 from squall.component import Bolt, Spout, Stream
 from squall.spark import SparkBolt
-from squall.tuple import Tuple
+from squall.tuple import Tuple, TupleBatch
 
 #: Gates a test opens to let held tuples through (in-process only), by name.
 GATES: dict[str, threading.Event] = {}
@@ -340,3 +340,65 @@ class KeySums(SparkBolt):
         if self.batches <= self.fail_batches:
             raise RuntimeError(f"injected failure in batch {self.batches}")
         return self.spark.sql("SELECT key, COUNT(*) AS count, SUM(n) AS total FROM {batch} GROUP BY key", batch=batch)
+
+
+class BatchNumbers(Numbers):
+    """``Numbers`` through the batch API: ``next_batch`` emits up to ``max_rows`` numbers (replays first) with
+    one ``emit_many``; ``max_rows`` asked for are kept in ``asked``."""
+
+    def open(self, conf: Any, context: Any) -> None:
+        super().open(conf, context)
+        self.asked: list[int] = []
+
+    def next_batch(self, max_rows: int) -> None:
+        self.asked.append(max_rows)
+        ns = [self.replays.popleft() for _ in range(min(max_rows, len(self.replays)))]
+        ns += [n for _, n in zip(range(max_rows - len(ns)), self.fresh)]
+        if ns:
+            self.emit_many([(f"k{n % self.keys}", n) for n in ns], msg_ids=ns if self.reliable else None)
+
+
+class BatchForward(Bolt):
+    """Re-emits each input through ``emit_each`` (each row anchored to its own input)."""
+
+    outputs = ["key", "n"]
+
+    def execute(self, tup: Tuple) -> None:
+        raise AssertionError("execute_batch is defined: execute gets ticks only")
+
+    def execute_batch(self, batch: TupleBatch) -> None:
+        self.emit_each(batch.values, inputs=batch)
+
+
+class BatchBoom(Bolt):
+    """Raises on the first batch holding an n that is a multiple of ``every`` (each such n once); forwards the
+    rest with ``emit_each``, keeping even n only (``index`` picks the inputs)."""
+
+    outputs = ["key", "n"]
+
+    def __init__(self, every: int) -> None:
+        self.every = every
+        self.boomed: set[int] = set()
+
+    def execute(self, tup: Tuple) -> None:
+        pass
+
+    def execute_batch(self, batch: TupleBatch) -> None:
+        fresh = [n for n in batch.column("n") if n % self.every == 0 and n not in self.boomed]
+        if fresh:
+            self.boomed.update(fresh)
+            raise RuntimeError(f"boom on {fresh}")
+        keep = [i for i, (_, n) in enumerate(batch.values) if n % 2 == 0]
+        self.emit_each([batch.values[i] for i in keep], inputs=batch, index=keep)
+
+
+class Interleave(Bolt):
+    """For each input emits on ``first``, then ``second``, then ``first`` again: per-target order across streams."""
+
+    outputs = {"first": ["key", "n"], "second": ["key", "n"]}
+
+    def execute(self, tup: Tuple) -> None:
+        key, n = tup.values
+        self.emit([key, 3 * n], "first")
+        self.emit([key, 3 * n + 1], "second")
+        self.emit([key, 3 * n + 2], "first")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from squall.topology import ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM
-from squall.tuple import Tuple
+from squall.tuple import TupleBatch
 from worker.executor import ACK_FAIL_FIELDS, Executor
 from worker.tracking import AckerState, SpoutNews
 
@@ -43,8 +43,8 @@ class Acker(Executor):
             if batch is None:
                 wait = max(0.0, min(self._next_beat, self._next_expiry) - now)
                 break
-            for tup in batch:
-                stream, values = tup._stream, tup._values
+            stream = batch.stream
+            for values in batch.rows:
                 stats.executed += len(values[0])  # roots, as when each had a message
                 if stream == ACK_ACK_STREAM:
                     state.ack_many(values[0], values[1], now)
@@ -60,9 +60,9 @@ class Acker(Executor):
 
     def _send(self, news: dict[int, SpoutNews]) -> None:
         """One message per spout task and kind: the roots acked, failed and held this step."""
-        box, component, task = self._box, self.component, self.task
+        outbox, component, task = self._outbox, self.component, self.task
         for spout_task, told in news.items():
             for stream, roots in ((ACK_ACK_STREAM, told.acked), (ACK_FAIL_STREAM, told.failed),
                                   (ACK_RESET_TIMEOUT_STREAM, told.reset)):
                 if roots:
-                    box[spout_task].append(Tuple((roots,), ACK_FAIL_FIELDS, component, stream, task))
+                    outbox.add(spout_task, TupleBatch([(roots,)], ACK_FAIL_FIELDS, component, stream, task))

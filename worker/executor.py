@@ -15,25 +15,26 @@ from __future__ import annotations
 import importlib
 import json
 import random
+import struct
 import threading
 import time
 import traceback
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from itertools import count
+from itertools import count, islice
 from typing import Any, TypeVar
 
 import structlog
 
-from squall.component import Bolt, Component, Spout, TopologyContext, attach, deliver, emit_problem
+from squall.component import Bolt, Component, Spout, TopologyContext, attach, deliver, deliver_each, emit_problem
 from squall.names import RESERVED_PREFIX
 from squall.topology import (ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM, ACKER,
                              HEARTBEAT_STREAM)
-from squall.tuple import Fields, Tuple, tick_tuple
+from squall.tuple import Fields, Tuple, TupleBatch, tick_tuple
 from squall.zk.records import ComponentType, TaskBeat, TaskStats
 from worker.tracking import SpoutPending
-from worker.grouping import make_grouper
+from worker.grouping import constant_targets, make_grouper
 from worker.layout import ComponentSpec, Placement, TopologyLayout
 
 log = structlog.get_logger(__name__)
@@ -53,8 +54,16 @@ _rand = random.Random()
 _bits = _rand.getrandbits
 
 
+def _edges(n: int) -> list[int]:
+    """``n`` random non-zero 64-bit edge ids, made in C (one big random int cut in words)."""
+    edges = list(struct.unpack(f"<{n}Q", _bits(64 * n).to_bytes(8 * n, "little"))) if n else []
+    while 0 in edges:  # one in 2**64 per edge
+        edges[edges.index(0)] = _bits(64) or 1
+    return edges
+
+
 class Inbox:
-    """An executor's receive queue: batches appended from any thread, taken by its task thread.
+    """An executor's receive queue: tuple batches appended from any thread, taken by its task thread.
 
     ``size`` counts tuples (for backpressure; non-zero means the task thread has work for it);
     ``wake`` is the consuming thread's event.
@@ -63,49 +72,65 @@ class Inbox:
     __slots__ = ("_batches", "_lock", "size", "capacity", "wake")
 
     def __init__(self, capacity: int, wake: threading.Event) -> None:
-        self._batches: deque[list[Tuple]] = deque()
+        self._batches: deque[TupleBatch] = deque()
         self._lock = threading.Lock()
         self.size = 0
         self.capacity = capacity
         self.wake = wake
 
-    def put(self, batch: list[Tuple], wake: bool = True) -> None:
-        """Append ``batch``; ``wake=False`` when the consuming thread itself puts it (it steps this
+    def put(self, batches: list[TupleBatch], wake: bool = True) -> None:
+        """Append ``batches``; ``wake=False`` when the consuming thread itself puts them (it steps this
         executor before it sleeps, so setting its event would only cost it a wasted round)."""
+        rows = sum(map(len, batches))
         with self._lock:
-            self._batches.append(batch)
-            self.size += len(batch)
+            self._batches.extend(batches)
+            self.size += rows
         if wake:
             self.wake.set()
 
-    def take(self) -> list[Tuple] | None:
+    def take(self) -> TupleBatch | None:
         if not self._batches:
             return None
         with self._lock:
             batch = self._batches.popleft()
-            self.size -= len(batch)
+            self.size -= len(batch.rows)
         return batch
 
 
-class Outbox:
-    """Tuples emitted on one task thread this round, by target task; ``flush`` hands them over.
+#: Forms of an outgoing batch (see :class:`~squall.tuple.TupleBatch`): rows only, one root per row, root maps.
+PLAIN, ROOTS, ANCHORS = 0, 1, 2
 
-    ``deliver_batch(task, batch, wake)`` gets the owning thread's ``wake`` event and says whether
-    ``task`` runs on that same thread (then it must not set the event: see :meth:`Inbox.put`).
+
+class Outbox:
+    """Tuple batches emitted on one task thread this round, by target task; ``flush`` hands them over.
+
+    An emit extends the batch its target got last this round when that batch has the emit's key (same
+    task, stream and form: :attr:`StreamOut.keys`), else opens a new one, so each target receives rows in
+    emit order. ``deliver_batches(task, batches, wake)`` gets the owning thread's ``wake`` event and says
+    whether ``task`` runs on that same thread (then it must not set the event: see :meth:`Inbox.put`).
     """
 
-    def __init__(self, deliver_batch: Callable[[int, list[Tuple], threading.Event], bool],
+    def __init__(self, deliver_batches: Callable[[int, list[TupleBatch], threading.Event], bool],
                  wake: threading.Event) -> None:
-        self.pending: defaultdict[int, list[Tuple]] = defaultdict(list)
-        self._deliver = deliver_batch
+        self.pending: defaultdict[int, list[TupleBatch]] = defaultdict(list)
+        #: The batch each target got last this round.
+        self.last: dict[int, TupleBatch] = {}
+        self._deliver = deliver_batches
         self._wake = wake
 
+    def add(self, target: int, batch: TupleBatch) -> TupleBatch:
+        """Queue ``batch`` for ``target`` after everything emitted to it so far this round."""
+        self.pending[target].append(batch)
+        self.last[target] = batch
+        return batch
+
     def flush(self) -> bool:
-        """Hand every target its batch; True if some went to a task of this thread, which has work now."""
+        """Hand every target its batches; True if some went to a task of this thread, which has work now."""
         if not self.pending:
             return False
         batches = list(self.pending.items())
         self.pending.clear()
+        self.last.clear()
         deliver, wake, own = self._deliver, self._wake, False
         for task, batch in batches:
             if deliver(task, batch, wake):
@@ -124,7 +149,7 @@ class AckOut:
         out = AckOut(ackers=(7, 8), component="split", task=3, spout=False)
         out.roots[root % 2].append(root); out.values[root % 2].append(ack_value)
         out.fails[other % 2].append(other)
-        out.flush(box)                    # box[7], box[8]: one tuple per kind that has roots
+        out.flush(outbox)                 # acker tasks 7 and 8: one tuple per kind that has roots
     """
 
     __slots__ = ("ackers", "roots", "values", "fails", "resets", "_component", "_task", "_first")
@@ -138,19 +163,21 @@ class AckOut:
         self._component, self._task = component, task
         self._first = (ACK_INIT_STREAM, ACK_INIT_FIELDS, (task,)) if spout else (ACK_ACK_STREAM, ACK_ACK_FIELDS, ())
 
-    def flush(self, box: defaultdict[int, list[Tuple]]) -> None:
-        """Append this step's messages to ``box`` (acker task → its tuples this round) and start empty."""
+    def flush(self, outbox: Outbox) -> None:
+        """Queue this step's messages in ``outbox`` and start empty."""
         component, task = self._component, self._task
         stream, fields, extra = self._first
         for i, acker in enumerate(self.ackers):
             if self.roots[i]:
-                box[acker].append(Tuple((self.roots[i], self.values[i], *extra), fields, component, stream, task))
+                outbox.add(acker, TupleBatch([(self.roots[i], self.values[i], *extra)], fields, component, stream,
+                                             task))
                 self.roots[i], self.values[i] = [], []
             if self.fails[i]:
-                box[acker].append(Tuple((self.fails[i],), ACK_FAIL_FIELDS, component, ACK_FAIL_STREAM, task))
+                outbox.add(acker, TupleBatch([(self.fails[i],)], ACK_FAIL_FIELDS, component, ACK_FAIL_STREAM, task))
                 self.fails[i] = []
             if self.resets[i]:
-                box[acker].append(Tuple((self.resets[i],), ACK_FAIL_FIELDS, component, ACK_RESET_TIMEOUT_STREAM, task))
+                outbox.add(acker, TupleBatch([(self.resets[i],)], ACK_FAIL_FIELDS, component,
+                                             ACK_RESET_TIMEOUT_STREAM, task))
                 self.resets[i] = []
 
 
@@ -241,21 +268,25 @@ class ExecutorEnv:
 class StreamOut:
     """One declared output stream of a task: its fields, how to pick target tasks, and its counters.
 
-    Emits are counted; copies sent (Storm's "transferred") are derived from the fixed number of targets
-    per emit (``fanout``) without touching the hot path, except behind a custom grouping, whose route
-    counts them as it goes.
+    ``constant`` holds the targets when they do not depend on the values (then no grouper is called);
+    ``keys`` tell this stream's outgoing batches apart per form (:data:`PLAIN`, :data:`ROOTS`,
+    :data:`ANCHORS`). Emits are counted; copies sent (Storm's "transferred") are derived from the fixed
+    number of targets per emit (``fanout``) without touching the hot path, except behind a custom
+    grouping, whose route counts them as it goes.
     """
 
-    __slots__ = ("fields", "width", "direct", "route", "direct_targets", "fanout", "emitted", "_base_emitted",
-                 "_base_transferred")
+    __slots__ = ("fields", "width", "direct", "route", "constant", "direct_targets", "fanout", "keys",
+                 "emitted", "_base_emitted", "_base_transferred")
 
     def __init__(self, fields: Fields, direct: bool, route: Callable[[Sequence[Any]], Sequence[int]],
-                 direct_targets: frozenset[int], fanout: int | None) -> None:
+                 direct_targets: frozenset[int], fanout: int | None, constant: tuple[int, ...] | None = None) -> None:
         self.fields = fields
         self.width = len(fields)
         self.direct = direct
         self.direct_targets = direct_targets
         self.fanout = 1 if direct else fanout
+        self.constant = None if direct else constant
+        self.keys = (object(), object(), object())
         self.emitted = 0
         self._base_emitted = self._base_transferred = 0
         self.route = route if self.fanout is not None else self._counting(route)
@@ -301,7 +332,7 @@ def build_outputs(layout: TopologyLayout, placement: Placement, component: str, 
             route = groupers[0]
         else:
             route = _fan_out(groupers)
-        outs[stream] = StreamOut(spec.fields, spec.direct, route, direct, fanout)
+        outs[stream] = StreamOut(spec.fields, spec.direct, route, direct, fanout, constant_targets(groupers))
     return outs
 
 
@@ -325,7 +356,8 @@ class Executor:
         self.inbox = inbox
         self.env = env
         self.stats = Stats()
-        self._box = outbox.pending
+        self._outbox = outbox
+        self._last = outbox.last  # target → the batch it got last this round (see Outbox)
         self._started = time.monotonic()
         conf = self.spec.conf
         self._beat_every = float(conf["task.heartbeat.frequency.secs"])
@@ -362,7 +394,7 @@ class Executor:
         #: Positions in ``_ackers`` of the ackers in this worker: spouts pick root ids they own.
         self._local_ackers = [i for i, task in enumerate(self._ackers) if task in placement.local]
         if hasattr(self, "_acks"):
-            self._acks.flush(self._box)  # acks from calls before the refresh go by the old routes
+            self._acks.flush(self._outbox)  # acks from calls before the refresh go by the old routes
         self._acks = AckOut(self._ackers, self.component, self.task, spout=self.spec.kind is ComponentType.SPOUT)
         self._layout = layout
 
@@ -371,11 +403,53 @@ class Executor:
         if out is None or len(values) != out.width or out.direct != (direct_task is not None):
             raise ValueError(emit_problem(self._outs, stream, values, direct_task))
         if direct_task is None:
-            return out, out.route(values)
+            return out, out.route(values) if out.constant is None else out.constant
+        self._check_direct(out, stream, direct_task)
+        return out, (direct_task,)
+
+    @staticmethod
+    def _check_direct(out: StreamOut, stream: str, direct_task: int) -> None:
         if direct_task not in out.direct_targets:
             raise ValueError(f"emit on direct stream {stream!r} to task {direct_task}, which does not subscribe "
                              f"to it with direct grouping (subscribed tasks: {sorted(out.direct_targets)})")
-        return out, (direct_task,)
+
+    def _check_rows(self, rows: list[tuple[Any, ...]], stream: str, direct_task: int | None) -> StreamOut:
+        """The stream's output, once every row is checked as ``emit`` checks one (width, direct target)."""
+        out = self._outs.get(stream)
+        if out is None or out.direct != (direct_task is not None):
+            raise ValueError(emit_problem(self._outs, stream, (None,) * (out.width if out else 0), direct_task))
+        if direct_task is not None:
+            self._check_direct(out, stream, direct_task)
+        width = out.width
+        if not all(len(values) == width for values in rows):
+            bad = next(values for values in rows if len(values) != width)
+            raise ValueError(emit_problem(self._outs, stream, bad, direct_task))
+        return out
+
+    def _open(self, target: int, stream: str, out: StreamOut, form: int) -> TupleBatch:
+        """A new batch of ``stream`` in ``form`` for ``target``, queued after what it got so far this round."""
+        batch = TupleBatch([], out.fields, self.component, stream, self.task, None if form == PLAIN else [],
+                           [] if form == ROOTS else None, [] if form == ANCHORS else None, out.keys[form])
+        return self._outbox.add(target, batch)
+
+    def _emit_plain(self, rows: list[tuple[Any, ...]], stream: str, out: StreamOut, direct_task: int | None) -> None:
+        """Untracked ``rows`` to their targets: whole when the targets do not depend on the values."""
+        last, key = self._last, out.keys[PLAIN]
+        targets = out.constant if direct_task is None else (direct_task,)
+        if targets is not None:
+            for target in targets:
+                batch = last.get(target)
+                if batch is None or batch.key is not key:
+                    batch = self._open(target, stream, out, PLAIN)
+                batch.rows.extend(rows)
+            return
+        route = out.route
+        for values in rows:
+            for target in route(values):
+                batch = last.get(target)
+                if batch is None or batch.key is not key:
+                    batch = self._open(target, stream, out, PLAIN)
+                batch.rows.append(values)
 
     # -- timers, heartbeats, errors --------------------------------------------------------------
 
@@ -386,9 +460,8 @@ class Executor:
         out = self._beat_out
         if out is not None:
             values = (self.task, int(now - self._started), _to_wire(self.task_stats()))
-            tup = Tuple(values, out.fields, self.component, HEARTBEAT_STREAM, self.task)
             for target in out.route(values):
-                self._box[target].append(tup)
+                self._outbox.add(target, TupleBatch([values], out.fields, self.component, HEARTBEAT_STREAM, self.task))
 
     def task_stats(self) -> TaskStats:
         """This task's counters as the topology master reports them; a lone input's counts are the totals."""
@@ -500,9 +573,12 @@ class SpoutExecutor(Executor):
         #: No ``next_tuple`` before this: set ``SPOUT_IDLE_SECS`` ahead when a call emitted nothing.
         self._next_emit = 0.0
         self.spout: Spout
+        self._next_batch: Callable[[int], None] | None = None
 
     def start(self) -> None:
         self.spout, context = self._attach_user(Spout)
+        #: The spout's own ``next_batch`` if it has one (called once per burst), else None (``next_tuple`` in a loop).
+        self._next_batch = self.spout.next_batch if type(self.spout).next_batch is not Spout.next_batch else None
         self.spout.open(context.conf, context)
 
     def set_active(self, active: bool) -> None:
@@ -522,30 +598,91 @@ class SpoutExecutor(Executor):
 
     def emit(self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None,
              msg_id: Any) -> Sequence[int]:
-        out, targets = self._targets(values, stream, direct_task)
+        out = self._outs.get(stream)
+        if out is None or len(values) != out.width or direct_task is not None or out.direct:
+            out, targets = self._targets(values, stream, direct_task)
+        else:
+            targets = out.route(values) if out.constant is None else out.constant
         self.stats.emitted += 1
         out.emitted += 1
-        box = self._box
+        last = self._last
         if msg_id is None or not self._n_ackers:
-            if targets:  # no Tuple for a stream nobody subscribes to
-                tup = Tuple(values, out.fields, self.component, stream, self.task)
-                for target in targets:
-                    box[target].append(tup)
+            key = out.keys[PLAIN]
+            for target in targets:  # none for a stream nobody subscribes to
+                batch = last.get(target)
+                if batch is None or batch.key is not key:
+                    batch = self._open(target, stream, out, PLAIN)
+                batch.rows.append(values)
             if msg_id is not None:
                 self._acked_at_emit.append(msg_id)  # no ackers: acked as soon as it is emitted (Storm)
                 if self._keyed_outputs:
                     self.stats.acked_by[stream] += 1
             return targets
-        root, xor, now = next(self._roots), 0, self._now
+        root, xor, now, key = next(self._roots), 0, self._now, out.keys[ROOTS]
         for target in targets:
             edge = _bits(64) or 1
             xor = xor ^ edge if xor else edge  # (0 ^ edge would make a new int)
-            box[target].append(Tuple(values, out.fields, self.component, stream, self.task, edge, {root: edge}))
+            batch = last.get(target)
+            if batch is None or batch.key is not key:
+                batch = self._open(target, stream, out, ROOTS)
+            batch.rows.append(values)
+            batch.ids.append(edge)  # type: ignore[union-attr]
+            batch.roots.append(root)  # type: ignore[union-attr]
         owner, acks = self._root_owner, self._acks
         acks.roots[owner].append(root)
         acks.values[owner].append(xor)
         self.pending.entries[root] = (msg_id, now, stream, now)  # SpoutPending.sent, without the call
         return targets
+
+    def emit_many(self, rows: list[tuple[Any, ...]], stream: str, direct_task: int | None,
+                  msg_ids: Sequence[Any] | None) -> None:
+        """``emit`` of every row, checked once and routed in bulk; ``msg_ids[i]`` (if given) is row i's."""
+        out = self._check_rows(rows, stream, direct_task)
+        if msg_ids is not None and len(msg_ids) != len(rows):
+            raise ValueError(f"emit_many of {len(rows)} rows with {len(msg_ids)} msg_ids: give one per row")
+        self.stats.emitted += len(rows)
+        out.emitted += len(rows)
+        if msg_ids is None or not self._n_ackers:
+            self._emit_plain(rows, stream, out, direct_task)
+            if msg_ids is not None:
+                self._acked_at_emit.extend(msg_ids)
+                if self._keyed_outputs:
+                    self.stats.acked_by[stream] += len(rows)
+            return
+        now, owner = self._now, self._root_owner
+        targets = (direct_task,) if direct_task is not None else out.constant
+        if targets is not None and len(targets) == 1:  # one target for every row: columns in C
+            roots = list(islice(self._roots, len(rows)))
+            edges = _edges(len(rows))
+            batch = self._last.get(targets[0])
+            if batch is None or batch.key is not out.keys[ROOTS]:
+                batch = self._open(targets[0], stream, out, ROOTS)
+            batch.rows.extend(rows)
+            batch.ids.extend(edges)  # type: ignore[union-attr]
+            batch.roots.extend(roots)  # type: ignore[union-attr]
+            self._acks.roots[owner].extend(roots)
+            self._acks.values[owner].extend(edges)  # one edge per root: the init XOR is the edge
+            self.pending.entries.update(zip(roots, [(msg_id, now, stream, now) for msg_id in msg_ids]))
+            return
+        roots, key, last = self._roots, out.keys[ROOTS], self._last
+        route = out.route if targets is None else (lambda _values: targets)
+        entries, init_roots, xors = self.pending.entries, [], []
+        for values, msg_id in zip(rows, msg_ids):
+            root, xor = next(roots), 0
+            for target in route(values):
+                edge = _bits(64) or 1
+                xor = xor ^ edge if xor else edge
+                batch = last.get(target)
+                if batch is None or batch.key is not key:
+                    batch = self._open(target, stream, out, ROOTS)
+                batch.rows.append(values)
+                batch.ids.append(edge)  # type: ignore[union-attr]
+                batch.roots.append(root)  # type: ignore[union-attr]
+            init_roots.append(root)
+            xors.append(xor)
+            entries[root] = (msg_id, now, stream, now)
+        self._acks.roots[owner].extend(init_roots)
+        self._acks.values[owner].extend(xors)
 
     def refresh(self, layout: TopologyLayout, placement: Placement) -> None:
         """Routes as every executor, and where this task's root ids start (the ackers may have moved).
@@ -578,7 +715,7 @@ class SpoutExecutor(Executor):
                     self.stats.failed_by[stream] += 1
                 self._call(self.spout.fail, msg_id)
         wait = self._next_tuples(now)
-        self._acks.flush(self._box)  # the step's inits: one message for all its roots
+        self._acks.flush(self._outbox)  # the step's inits: one message for all its roots
         return wait
 
     def _next_tuples(self, now: float) -> float:
@@ -589,24 +726,33 @@ class SpoutExecutor(Executor):
             return self._next_emit - now
         if self.env.pressure.high or not self.pending.can_emit():
             return SPOUT_IDLE_SECS if self.env.pressure.high else self._wait(now)
-        stats, pending, next_tuple = self.stats, self.pending, self.spout.next_tuple
-        idle = False
+        stats, pending, idle = self.stats, self.pending, False
+        cap, entries, before = pending.max_pending, pending.entries, stats.emitted
         try:
-            for _ in range(self._burst):
-                before = stats.emitted
-                next_tuple()
-                if stats.emitted == before:
-                    idle = True
-                    break
-                if not pending.can_emit():
-                    break
+            if self._next_batch is not None:
+                self._next_batch(self._burst if cap is None else min(self._burst, cap - len(entries)))
+                idle = stats.emitted == before
+            else:
+                next_tuple = self.spout.next_tuple
+                for _ in range(self._burst):
+                    before = stats.emitted
+                    next_tuple()
+                    if stats.emitted == before:
+                        idle = True
+                        break
+                    if cap is not None and len(entries) >= cap:
+                        break
         except Exception as exc:
             self._user_code_failed(exc)
         if self._acked_at_emit:
             acked, self._acked_at_emit = self._acked_at_emit, []
             stats.acked += len(acked)
+            ack = self.spout.ack
             for msg_id in acked:
-                self._call(self.spout.ack, msg_id)
+                try:
+                    ack(msg_id)
+                except Exception as exc:
+                    self._user_code_failed(exc)
         if idle:
             self._next_emit = now + SPOUT_IDLE_SECS
             return SPOUT_IDLE_SECS
@@ -619,8 +765,8 @@ class SpoutExecutor(Executor):
         """From the acker: ``([root...],)`` completions (``__ack_ack``/``__ack_fail``) and timeout resets."""
         take, pending, stats, keyed = self.inbox.take, self.pending, self.stats, self._keyed_outputs
         while (batch := take()) is not None:
-            for tup in batch:
-                stream, roots = tup._stream, tup._values[0]
+            stream = batch.stream
+            for (roots,) in batch.rows:
                 if stream == ACK_RESET_TIMEOUT_STREAM:
                     for root in roots:
                         pending.reset_timeout(root, now)
@@ -658,12 +804,13 @@ class SpoutExecutor(Executor):
             self.spout.close()
         except Exception:
             log.exception("spout close failed", component=self.component, task=self.task)
-        self._acks.flush(self._box)  # inits of what deactivate/close emitted leave with the thread's last flush
+        self._acks.flush(self._outbox)  # inits of what deactivate/close emitted leave with the thread's last flush
 
 
 class BoltExecutor(Executor):
-    """Runs ``execute`` over its receive queue through :func:`squall.component.deliver`, a few batches
-    per round; sends tick tuples when ``topology.tick.tuple.freq.secs`` is set for the component."""
+    """Runs the bolt over its receive queue, a few batches per round: ``execute_batch`` once per batch when
+    the bolt defines one, else ``execute`` per tuple in one loop (:func:`squall.component.deliver_each`);
+    sends tick tuples when ``topology.tick.tuple.freq.secs`` is set for the component."""
 
     #: Batches taken per round before other tasks of the thread get a turn.
     BATCHES_PER_ROUND = 8
@@ -674,9 +821,15 @@ class BoltExecutor(Executor):
         self._tick_every = float(freq) if freq else None
         self._next_tick = float("inf")
         self.bolt: Bolt
+        self._execute_batch: Callable[[TupleBatch], None] | None = None
+        #: The input batch ``execute_batch`` is working on, and the ids of its rows the bolt acked or failed.
+        self._batch: TupleBatch | None = None
+        self._settled: set[int] = set()
 
     def start(self) -> None:
         self.bolt, context = self._attach_user(Bolt)
+        if type(self.bolt).execute_batch is not Bolt.execute_batch:
+            self._execute_batch = self.bolt.execute_batch
         self.bolt.prepare(context.conf, context)
         if self._tick_every:
             self._next_tick = time.monotonic() + self._tick_every
@@ -685,16 +838,36 @@ class BoltExecutor(Executor):
 
     def emit(self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None,
              msg_id: Any) -> Sequence[int]:
-        out, targets = self._targets(values, stream, direct_task)
+        out = self._outs.get(stream)
+        if out is None or len(values) != out.width or direct_task is not None or out.direct:
+            out, targets = self._targets(values, stream, direct_task)
+        else:
+            targets = out.route(values) if out.constant is None else out.constant
         out.emitted += 1
-        if not targets:  # a stream nobody subscribes to: no Tuple, no edges
+        last = self._last
+        if not anchors or not self._n_ackers or (len(anchors) == 1 and not anchors[0]._anchors):
+            key = out.keys[PLAIN]
+            for target in targets:  # none for a stream nobody subscribes to: no edges either
+                batch = last.get(target)
+                if batch is None or batch.key is not key:
+                    batch = self._open(target, stream, out, PLAIN)
+                batch.rows.append(values)
             return targets
-        box = self._box
-        if not anchors or not self._n_ackers:
-            tup = Tuple(values, out.fields, self.component, stream, self.task)
+        if len(anchors) == 1 and len(anchors[0]._anchors) == 1:  # one root: its edge is the row's id
+            (anchor,) = anchors
+            (root,) = anchor._anchors
+            key = out.keys[ROOTS]
             for target in targets:
-                box[target].append(tup)
+                edge = _bits(64) or 1
+                anchor._ack_val ^= edge
+                batch = last.get(target)
+                if batch is None or batch.key is not key:
+                    batch = self._open(target, stream, out, ROOTS)
+                batch.rows.append(values)
+                batch.ids.append(edge)  # type: ignore[union-attr]
+                batch.roots.append(root)  # type: ignore[union-attr]
             return targets
+        key = out.keys[ANCHORS]
         for target in targets:
             ids: dict[int, int] = {}
             first = 0
@@ -706,8 +879,12 @@ class BoltExecutor(Executor):
                     first = first or edge
                     for root in roots:
                         ids[root] = ids.get(root, 0) ^ edge
-            box[target].append(Tuple(values, out.fields, self.component, stream, self.task, first, ids)
-                               if ids else Tuple(values, out.fields, self.component, stream, self.task))
+            batch = last.get(target)
+            if batch is None or batch.key is not key:
+                batch = self._open(target, stream, out, ANCHORS)
+            batch.rows.append(values)
+            batch.ids.append(first)  # type: ignore[union-attr]
+            batch.anchors.append(ids)  # type: ignore[union-attr]
         return targets
 
     def emit_batch(self, rows: Sequence[tuple[Any, ...]], stream: str, anchors: tuple[Tuple, ...]) -> None:
@@ -715,22 +892,19 @@ class BoltExecutor(Executor):
         work in C. An anchor whose roots no other anchor has takes one edge per emitted copy shared with
         all such anchors (each root's tree still sees every copy's edge exactly once), XORed into its
         ``ackVal`` once at the end; anchors sharing a root get an edge each, as ``emit`` gives them."""
-        if not self._n_ackers:
-            anchors = ()
-        seen = Counter(root for anchor in anchors for root in anchor._anchors)
+        rows = rows if isinstance(rows, list) else list(rows)
+        out = self._check_rows(rows, stream, None)
+        out.emitted += len(rows)
+        seen = Counter(root for anchor in anchors for root in anchor._anchors) if self._n_ackers else Counter()
+        if not seen:
+            self._emit_plain(rows, stream, out, None)
+            return
         lone = [a for a in anchors if a._anchors and all(seen[root] == 1 for root in a._anchors)]
         shared = [a for a in anchors if a._anchors and any(seen[root] > 1 for root in a._anchors)]
         lone_roots = [root for anchor in lone for root in anchor._anchors]
-        box, component, task, lone_edges = self._box, self.component, self.task, 0
+        last, key, route, lone_edges = self._last, out.keys[ANCHORS], out.route, 0
         for values in rows:
-            out, targets = self._targets(values, stream, None)
-            out.emitted += 1
-            if not seen:
-                tup = Tuple(values, out.fields, component, stream, task)
-                for target in targets:
-                    box[target].append(tup)
-                continue
-            for target in targets:
+            for target in route(values) if out.constant is None else out.constant:
                 edge = _bits(64) or 1
                 lone_edges ^= edge
                 ids = dict.fromkeys(lone_roots, edge)
@@ -739,14 +913,39 @@ class BoltExecutor(Executor):
                     anchor._ack_val ^= own
                     for root in anchor._anchors:
                         ids[root] = ids.get(root, 0) ^ own
-                box[target].append(Tuple(values, out.fields, component, stream, task, edge, ids))
+                batch = last.get(target)
+                if batch is None or batch.key is not key:
+                    batch = self._open(target, stream, out, ANCHORS)
+                batch.rows.append(values)
+                batch.ids.append(edge)  # type: ignore[union-attr]
+                batch.anchors.append(ids)  # type: ignore[union-attr]
         for anchor in lone:
             anchor._ack_val ^= lone_edges
+
+    def emit_each(self, rows: Sequence[tuple[Any, ...]], stream: str, inputs: TupleBatch,
+                  index: Sequence[int] | None) -> None:
+        """Row ``k`` anchored to ``inputs[index[k]]`` (``inputs[k]`` without ``index``), routed in bulk; no Tuple
+        is made unless the inputs are tracked."""
+        rows = rows if isinstance(rows, list) else list(rows)
+        if index is None and len(rows) != len(inputs):
+            raise ValueError(f"emit_each of {len(rows)} rows for {len(inputs)} inputs: pass index=[input "
+                             "position of each row] when the rows are not one per input")
+        if index is not None and len(index) != len(rows):
+            raise ValueError(f"emit_each of {len(rows)} rows with {len(index)} index entries: give one per row")
+        out = self._check_rows(rows, stream, None)
+        if not inputs.tracked or not self._n_ackers:
+            out.emitted += len(rows)
+            self._emit_plain(rows, stream, out, None)
+            return
+        for values, i in zip(rows, range(len(rows)) if index is None else index):
+            self.emit(values, stream, (inputs[i],), None, None)
 
     def ack(self, tup: Tuple) -> None:
         self.stats.acked += 1
         if self._keyed_inputs:
             self.stats.acked_by[f"{tup._component}:{tup._stream}"] += 1
+        if self._batch is not None:
+            self._settled.add(id(tup))
         roots = tup._anchors
         if roots and self._n_ackers:
             ack_val, n, acks = tup._ack_val, self._n_ackers, self._acks
@@ -758,6 +957,8 @@ class BoltExecutor(Executor):
         self.stats.failed += 1
         if self._keyed_inputs:
             self.stats.failed_by[f"{tup._component}:{tup._stream}"] += 1
+        if self._batch is not None:
+            self._settled.add(id(tup))
         if tup._anchors and self._n_ackers:
             n, fails = self._n_ackers, self._acks.fails
             for root in tup._anchors:
@@ -779,34 +980,94 @@ class BoltExecutor(Executor):
         if now >= self._next_tick:
             self._next_tick = now + self._tick_every  # type: ignore[operator]
             self._execute(bolt, tick_tuple(self._tick_every))  # type: ignore[arg-type]
-        take, stats, clock = self.inbox.take, self.stats, time.perf_counter
+        take, stats, clock, execute_batch = self.inbox.take, self.stats, time.perf_counter, self._execute_batch
         for _ in range(self.BATCHES_PER_ROUND):
             batch = take()
             if batch is None:
-                self._acks.flush(self._box)
+                self._acks.flush(self._outbox)
                 return max(0.0, min(self._next_beat, self._next_tick) - now)
             started = clock()
-            for tup in batch:
-                try:
-                    deliver(bolt, tup)
-                except Exception as exc:
-                    self._user_code_failed(exc, already_reported=True)
+            if execute_batch is None:
+                deliver_each(bolt, batch.views(), self._failed_input)
+            else:
+                self._run_batch(execute_batch, batch)
             elapsed = clock() - started
-            stats.executed += len(batch)
+            rows = len(batch.rows)
+            stats.executed += rows
             stats.execute_secs += elapsed
-            if self._keyed_inputs:
-                self._count_inputs(batch, elapsed)
-        self._acks.flush(self._box)  # the step's acks: one message per acker and kind for all its roots
+            if self._keyed_inputs:  # one stream per batch: each tuple takes the batch's mean time
+                key = f"{batch.component}:{batch.stream}"
+                stats.executed_by[key] += rows
+                stats.latency_by[key] += elapsed
+                stats.timed_by[key] += rows
+        self._acks.flush(self._outbox)  # the step's acks: one message per acker and kind for all its roots
         return 0.0
 
-    def _count_inputs(self, batch: list[Tuple], elapsed: float) -> None:
-        """Input stats by stream for a bolt with several inputs: each tuple takes the batch's mean time."""
-        stats, share = self.stats, elapsed / len(batch)
-        for tup in batch:
-            key = f"{tup._component}:{tup._stream}"
-            stats.executed_by[key] += 1
-            stats.latency_by[key] += share
-            stats.timed_by[key] += 1
+    def _failed_input(self, exc: Exception) -> None:
+        self._user_code_failed(exc, already_reported=True)
+
+    def _run_batch(self, execute_batch: Callable[[TupleBatch], None], batch: TupleBatch) -> None:
+        """``execute_batch`` with ``deliver``'s semantics per row: under ``auto_ack`` the rows the bolt did not
+        ack or fail are acked when it returns; an exception is reported once and fails every such row."""
+        self._batch = batch
+        try:
+            execute_batch(batch)
+        except Exception as exc:
+            self.bolt.report_error(exc)
+            self._settle_rest(batch, failed=True)
+            self._user_code_failed(exc, already_reported=True)
+        else:
+            if self.bolt.auto_ack:
+                self._settle_rest(batch, failed=False)
+        finally:
+            self._batch = None
+            self._settled.clear()
+
+    def _settle_rest(self, batch: TupleBatch, *, failed: bool) -> None:
+        views, settled = batch._views or {}, self._settled
+        if batch.tracked and self._n_ackers and not views and batch.roots is not None:
+            self._settle_columns(batch, failed)
+            return
+        if batch.tracked and self._n_ackers:
+            settle = self.fail if failed else self.ack
+            for i in range(len(batch.rows)):
+                tup = views.get(i)
+                if tup is None:
+                    settle(batch.view(i))
+                elif id(tup) not in settled:
+                    settle(tup)
+            return
+        # Untracked rows: settling them only counts them.
+        rest = len(batch.rows) - sum(1 for tup in views.values() if id(tup) in settled)
+        stats = self.stats
+        if failed:
+            stats.failed += rest
+        else:
+            stats.acked += rest
+        if self._keyed_inputs:
+            (stats.failed_by if failed else stats.acked_by)[f"{batch.component}:{batch.stream}"] += rest
+
+    def _settle_columns(self, batch: TupleBatch, failed: bool) -> None:
+        """Ack or fail every row of a batch no view was made of, from its columns: each tracked row has one
+        root, whose edge is its id, and nothing was anchored to it (that takes a view), so no Tuple is needed."""
+        rows, stats, n, acks = len(batch.rows), self.stats, self._n_ackers, self._acks
+        if failed:
+            stats.failed += rows
+            for root in batch.roots:  # type: ignore[union-attr]
+                if root:
+                    acks.fails[root % n].append(root)
+        elif n == 1 and 0 not in batch.ids:  # type: ignore[operator]
+            stats.acked += rows
+            acks.roots[0].extend(batch.roots)  # type: ignore[arg-type]
+            acks.values[0].extend(batch.ids)  # type: ignore[arg-type]
+        else:
+            stats.acked += rows
+            for root, edge in zip(batch.roots, batch.ids):  # type: ignore[arg-type]
+                if root:
+                    acks.roots[root % n].append(root)
+                    acks.values[root % n].append(edge)
+        if self._keyed_inputs:
+            (stats.failed_by if failed else stats.acked_by)[f"{batch.component}:{batch.stream}"] += rows
 
     def _execute(self, bolt: Bolt, tup: Tuple) -> None:
         try:
@@ -819,7 +1080,7 @@ class BoltExecutor(Executor):
             self.bolt.cleanup()
         except Exception:
             log.exception("bolt cleanup failed", component=self.component, task=self.task)
-        self._acks.flush(self._box)  # acks made in cleanup leave with the thread's last flush
+        self._acks.flush(self._outbox)  # acks made in cleanup leave with the thread's last flush
 
 
 def _sample_period(rate: float) -> int:

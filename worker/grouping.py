@@ -18,7 +18,8 @@ from typing import Any
 
 import msgpack
 
-#: A grouper: the values of an emitted tuple → the target task ids (empty for direct streams).
+#: A grouper: the values of an emitted tuple → the target task ids (empty for direct streams). One whose
+#: answer does not depend on the values has it as its ``targets`` attribute too (see :func:`constant_targets`).
 Grouper = Callable[[Sequence[Any]], Sequence[int]]
 
 
@@ -58,7 +59,17 @@ def make_grouper(grouping: Any, *, output_fields: Sequence[str], targets: Sequen
 
 def _constant(result: list[int]) -> Grouper:
     frozen = tuple(result)
-    return lambda _values: frozen
+    grouper = lambda _values: frozen  # noqa: E731  (a lambda calls faster than an object's __call__)
+    grouper.targets = frozen  # type: ignore[attr-defined]
+    return grouper
+
+
+def constant_targets(groupers: Sequence[Grouper]) -> tuple[int, ...] | None:
+    """The targets of every tuple when no grouper looks at the values (global, all, one task), else None:
+    emits then skip the grouper call, and a batch goes to its targets whole."""
+    if not all(hasattr(g, "targets") for g in groupers):
+        return None
+    return tuple(t for g in groupers for t in g.targets)  # type: ignore[attr-defined]
 
 
 def _shuffle(tasks: list[int], seed: int) -> Grouper:

@@ -19,7 +19,7 @@ from typing import Any
 import structlog
 
 from squall.topology import ACKER, TOPOLOGY_MASTER
-from squall.tuple import Fields, Tuple
+from squall.tuple import Fields, TupleBatch
 from squall.zk.records import ComponentType
 from worker.acker import Acker
 from worker.executor import (
@@ -28,7 +28,7 @@ from worker.executor import (
 from worker.layout import Address, Placement, TopologyLayout
 from worker.topology_master import TopologyMaster
 from worker.transport import Receiver, Sender
-from worker.wire import WireBatch, runs_of_tuples
+from worker.wire import WireBatch
 
 log = structlog.get_logger(__name__)
 
@@ -47,7 +47,7 @@ class TaskThread(threading.Thread):
     and every executor is stepped in the round after a call (activation, a new assignment or conf).
     """
 
-    def __init__(self, name: str, pressure: Pressure, deliver: Callable[[int, list[Tuple], threading.Event], bool],
+    def __init__(self, name: str, pressure: Pressure, deliver: Callable[[int, list[TupleBatch], threading.Event], bool],
                  on_fatal: Callable[[BaseException], None]) -> None:
         super().__init__(name=name, daemon=True)
         self.wake = threading.Event()
@@ -311,21 +311,21 @@ class WorkerRuntime:
 
     # -- transfer ---------------------------------------------------------------------------------
 
-    def _deliver(self, task: int, batch: list[Tuple], wake: threading.Event) -> bool:
-        """A task thread's batch for ``task``: the objects themselves if local, runs of columns if remote.
+    def _deliver(self, task: int, batches: list[TupleBatch], wake: threading.Event) -> bool:
+        """A task thread's batches for ``task``: the objects themselves if local, runs of columns if remote.
         ``wake`` is the sending thread's event; True if ``task`` runs on that thread (not woken: it
         steps the task before it sleeps)."""
         inbox = self.inboxes.get(task)
         if inbox is not None:
             own = inbox.wake is wake
-            inbox.put(batch, wake=not own)
+            inbox.put(batches, wake=not own)
             return own
         address = self.placement.remote.get(task)
         sender = None if address is None else self.senders.get(address) or self._open_sender(address)
         if sender is None:  # no route, or one a refresh just removed
-            self.dropped += len(batch)
+            self.dropped += sum(map(len, batches))
             return False
-        sender.send_runs(runs_of_tuples(task, batch))
+        sender.send_runs([WireBatch.of(task, batch) for batch in batches])
         return False
 
     def _open_sender(self, address: Address) -> Sender | None:
@@ -352,7 +352,7 @@ class WorkerRuntime:
         if origin is None or inbox is None:
             self.dropped += len(batch)
             return
-        inbox.put(batch.tuples(*origin))
+        inbox.put([batch.tuple_batch(*origin)])
 
     def _origin(self, source: int, stream: str) -> tuple[str, Fields] | None:
         component = self.layout.task_component.get(source)

@@ -27,12 +27,13 @@ class TopologyMaster(Executor):
         while (batch := take()) is not None:
             received = True
             wall = int(time.time())
-            for tup in batch:
-                if tup._stream == HEARTBEAT_STREAM:
-                    task, uptime, *stats = tup._values  # a worker of an older Squall sends no stats
-                    last = beats.get(task)
-                    started = started or last is None or uptime < last.uptime_secs  # new, or restarted
-                    beats[task] = TaskBeat(wall, uptime, TaskStats(**stats[0]) if stats else None)
+            if batch.stream != HEARTBEAT_STREAM:
+                continue
+            for values in batch.rows:
+                task, uptime, *stats = values  # a worker of an older Squall sends no stats
+                last = beats.get(task)
+                started = started or last is None or uptime < last.uptime_secs  # new, or restarted
+                beats[task] = TaskBeat(wall, uptime, TaskStats(**stats[0]) if stats else None)
         if started or (now >= self._next_report and (received or beats)):
             self._next_report = now + self._beat_every
             self.env.report_beats(dict(beats))

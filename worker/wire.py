@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 import msgpack
 
-from squall.tuple import Fields, Tuple
+from squall.tuple import Fields, Tuple, TupleBatch
 
 VERSION = 1
 #: Largest message a worker accepts (a batch of ``topology.transfer.batch.size`` tuples fits easily).
@@ -90,18 +90,20 @@ class WireBatch:
         return (Entry(*head, list(values), i, [list(p) for p in zip(a[::2], a[1::2])])
                 for values, i, a in zip(self.rows, self.ids, self.anchors))  # type: ignore[arg-type]
 
+    def tuple_batch(self, component: str, fields: Fields) -> TupleBatch:
+        """The (decoded) rows as the batch a bolt receives from ``component``: the columns as they are."""
+        anchors = None if self.anchors is None else [dict(zip(a[::2], a[1::2])) for a in self.anchors]
+        return TupleBatch(self.rows, fields, component, self.stream, self.source, self.ids, self.roots, anchors)
+
     def tuples(self, component: str, fields: Fields) -> list[Tuple]:
         """The (decoded) rows as the Tuples a bolt receives from ``component``."""
-        stream, source, rows = self.stream, self.source, self.rows
-        if self.ids is None:
-            return [Tuple(values, fields, component, stream, source) for values in rows]
-        if self.roots is not None:
-            return [Tuple(values, fields, component, stream, source, i, {r: i}) if r
-                    else Tuple(values, fields, component, stream, source)
-                    for values, i, r in zip(rows, self.ids, self.roots)]
-        return [Tuple(values, fields, component, stream, source, i, dict(zip(a[::2], a[1::2]))) if a
-                else Tuple(values, fields, component, stream, source)
-                for values, i, a in zip(rows, self.ids, self.anchors)]  # type: ignore[arg-type]
+        return list(self.tuple_batch(component, fields).views())
+
+    @classmethod
+    def of(cls, target: int, batch: TupleBatch) -> WireBatch:
+        """A task thread's batch for a remote ``target`` as a run (the columns shared, not copied)."""
+        anchors = None if batch.anchors is None else [[n for pair in a.items() for n in pair] for a in batch.anchors]
+        return cls(target, batch.task, batch.stream, batch.rows, batch.ids, batch.roots, anchors)
 
     def extend(self, other: "WireBatch") -> None:
         """Append ``other``'s rows (same target, source and stream), converting forms if they differ."""

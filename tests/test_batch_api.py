@@ -1,0 +1,162 @@
+"""The batch API (Spout.emit_many / next_batch, Bolt.execute_batch / emit_each / emit_batch) and the batch data
+path under the per-tuple API: the same Storm semantics (anchoring, acking, failing, replay, order) as per tuple,
+through squall.testing and through a worker's runtime in local mode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from squall.component import Bolt
+from squall.dsl import Topology
+from squall.testing import make_tuple, run_bolt, run_spout
+from squall.tuple import Fields, TupleBatch
+from support import wait_until
+from topologies import BatchBoom, BatchForward, BatchNumbers, Interleave, Numbers, Recorder
+from worker.local import LocalTopology
+from worker.wire import Decoder, WireBatch
+
+FAST = {"task.heartbeat.frequency.secs": 0.05, "topology.message.timeout.secs": 30}
+
+
+class SettleSome(Bolt):
+    """Acks row 0 and fails row 1 by hand, emits each row anchored to its input; auto_ack does the rest."""
+
+    outputs = ["word"]
+
+    def execute(self, tup: Any) -> None:
+        raise AssertionError("not called for a batch")
+
+    def execute_batch(self, batch: TupleBatch) -> None:
+        self.emit_each([(w.upper(),) for w in batch.column("word")], inputs=batch)
+        self.ack(batch[0])
+        self.fail(batch[1])
+
+
+class Explode(Bolt):
+    outputs = ["word"]
+
+    def execute(self, tup: Any) -> None:
+        pass
+
+    def execute_batch(self, batch: TupleBatch) -> None:
+        self.ack(batch[0])
+        raise ValueError("bad batch")
+
+
+def test_run_bolt_gives_execute_batch_one_batch_and_auto_acks_only_what_the_bolt_did_not_settle() -> None:
+    run = run_bolt(SettleSome, [("a",), ("b",), ("c",), ("d",)], fields=["word"])
+    assert run.values() == [("A",), ("B",), ("C",), ("D",)]
+    assert [e.anchors for e in run.emitted] == [(t,) for t in run.inputs]  # each row in its own input's tree
+    assert run.failed == [run.inputs[1]]
+    assert run.acked == [run.inputs[0], run.inputs[2], run.inputs[3]]  # each settled exactly once
+
+
+def test_an_exception_in_execute_batch_is_reported_once_and_fails_every_input_not_yet_settled() -> None:
+    run = run_bolt(Explode, [("a",), ("b",), ("c",)], fields=["word"])
+    assert [str(e) for e in run.errors] == ["bad batch"]
+    assert run.acked == [run.inputs[0]]
+    assert run.failed == run.inputs[1:]
+
+
+def test_emit_each_needs_one_row_per_input_or_an_index_and_emit_many_one_msg_id_per_row() -> None:
+    class Short(Bolt):
+        outputs = ["word"]
+
+        def execute(self, tup: Any) -> None:
+            pass
+
+        def execute_batch(self, batch: TupleBatch) -> None:
+            self.emit_each([("x",)], inputs=batch)
+
+    run = run_bolt(Short, [("a",), ("b",)], fields=["word"])
+    assert "pass index=" in str(run.errors[0]) and run.failed == run.inputs
+
+    spout = run_spout(BatchNumbers, calls=0, args=[10])
+    with pytest.raises(ValueError, match="give one per row"):
+        spout.spout.emit_many([("k", 1), ("k", 2)], msg_ids=[1])
+    with pytest.raises(ValueError, match="declares 2 fields"):
+        spout.spout.emit_many([("k", 1), ("k",)])
+
+
+def test_run_spout_next_batch_emits_rows_with_their_msg_ids_and_replays_failures_first() -> None:
+    run = run_spout(BatchNumbers, calls=0, args=[10])
+    first = run.next_batch(4)
+    assert [e.values for e in first] == [("k0", 0), ("k1", 1), ("k2", 2), ("k3", 3)]
+    assert [e.msg_id for e in first] == [0, 1, 2, 3] and run.pending == [0, 1, 2, 3]
+    run.fail(2)
+    assert [e.msg_id for e in run.next_batch(2)] == [2, 4]
+
+
+def test_a_tuple_batch_views_rows_as_tuples_and_keeps_each_view() -> None:
+    fields = Fields(["word", "n"])
+    batch = TupleBatch([("a", 1), ("b", 2)], fields, "split", "default", 3, [0, 99], [0, 7])
+    assert batch.column("n") == [1, 2] and batch.values == [("a", 1), ("b", 2)]
+    assert batch[1] is batch[1] and batch[1]["word"] == "b"
+    assert (batch[0].id, dict(batch[0].anchors)) == (0, {})       # untracked row
+    assert (batch[1].id, dict(batch[1].anchors)) == (99, {7: 99})  # its one root, its edge is its id
+    with pytest.raises(KeyError, match="fields: \\['word', 'n'\\]"):
+        batch.column("count")
+    tuples = [make_tuple(["x"], ["w"]), make_tuple(["y"], ["w"])]
+    assert list(TupleBatch.of(tuples)) == tuples
+
+
+@pytest.mark.parametrize("ids, roots, anchors", [
+    (None, None, None),
+    ([5, 0, 6], [50, 0, 60], None),
+    ([5, 0, 6], None, [{50: 5, 51: 9}, {}, {60: 6}]),
+])
+def test_a_tuple_batch_crosses_the_wire_column_for_column(ids: Any, roots: Any, anchors: Any) -> None:
+    fields = Fields(["w", "n"])
+    sent = TupleBatch([("a", 1), ("b", 2), ("c", 3)], fields, "split", "default", 4, ids, roots, anchors)
+    (run,) = Decoder().feed(WireBatch.of(9, sent).encode())
+    got = run.tuple_batch("split", fields)
+    assert (run.target, got.task, got.stream, got.values) == (9, 4, "default", sent.values)
+    assert [(t.id, dict(t.anchors)) for t in got] == [(t.id, dict(t.anchors)) for t in sent]
+
+
+def _run(topology: Topology) -> LocalTopology:
+    return LocalTopology(topology, FAST)
+
+
+def test_a_batch_topology_delivers_every_number_once_and_every_tree_completes() -> None:
+    count = 5000
+    t = Topology("batches", conf={"topology.acker.executors": 2, "topology.max.spout.pending": 700})
+    numbers = t.spout("numbers", BatchNumbers, args=[count], parallelism=2)
+    forward = t.bolt("forward", BatchForward, parallelism=2).shuffle(numbers)
+    t.bolt("sink", Recorder, parallelism=2).fields(forward, "key")
+    with _run(t) as local:
+        spouts = [e.spout for e in local.tasks("numbers")]
+        wait_until(lambda: sum(len(s.acked) for s in spouts) == count, 30, "every number acked")
+        seen = sorted(values[1] for e in local.tasks("sink") for _, _, values in e.bolt.seen)
+        assert seen == list(range(count)) and not any(s.failed for s in spouts)
+        assert max(max(s.asked) for s in spouts) <= 700  # next_batch never asked past max.spout.pending
+        by_task = {e.task: {values[0] for _, _, values in e.bolt.seen} for e in local.tasks("sink")}
+        assert not set.intersection(*by_task.values())  # fields grouping held for rows emitted in bulk
+
+
+def test_a_failing_execute_batch_fails_its_inputs_and_their_replays_complete() -> None:
+    count = 2000
+    t = Topology("booms", conf={"topology.acker.executors": 1})
+    numbers = t.spout("numbers", BatchNumbers, args=[count])
+    boom = t.bolt("boom", BatchBoom, args=[100]).shuffle(numbers)
+    t.bolt("sink", Recorder).global_(boom)
+    with _run(t) as local:
+        spout = local.component("numbers")
+        wait_until(lambda: sorted(set(spout.acked)) == list(range(count)), 30, "every number acked after replays")
+        assert set(spout.failed) >= set(range(0, count, 100))  # each boom failed its whole batch
+        seen = {values[1] for _, _, values in local.component("sink").seen}
+        assert seen == set(range(0, count, 2))  # the even ones, each at least once
+
+
+def test_a_per_tuple_bolt_emitting_on_two_streams_keeps_their_order_at_a_common_target() -> None:
+    t = Topology("order", conf={"topology.acker.executors": 0})
+    numbers = t.spout("numbers", Numbers, args=[300], kwargs={"reliable": False})
+    mix = t.bolt("mix", Interleave).shuffle(numbers)
+    t.bolt("sink", Recorder).global_(mix, stream="first").global_(mix, stream="second")
+    with _run(t) as local:
+        sink = local.component("sink")
+        wait_until(lambda: len(sink.seen) == 900, 20, "every emit")
+        assert [values[1] for _, _, values in sink.seen] == list(range(900))
+        assert [stream for _, stream, _ in sink.seen[:3]] == ["first", "second", "first"]
