@@ -159,7 +159,7 @@ class TupleBatch:
     edge is its id) or ``anchors`` (each row's root → edge map, when some row has several roots).
     """
 
-    __slots__ = ("rows", "fields", "component", "stream", "task", "ids", "roots", "anchors", "key", "_views")
+    __slots__ = ("rows", "fields", "component", "stream", "task", "ids", "roots", "anchors", "key", "_views", "_xor")
 
     def __init__(self, rows: list[tuple[Any, ...]], fields: Fields, component: str, stream: str, task: int,
                  ids: list[int] | None = None, roots: list[int] | None = None,
@@ -175,6 +175,9 @@ class TupleBatch:
         #: What the emitting executor extends this batch by (its stream and form); None: never extended.
         self.key = key
         self._views: dict[int, Tuple] | None = None
+        #: Per row, the XOR of the edges emitted anchored to it before it had a view (the runtime's
+        #: ``emit_each`` keeps it here instead of making a Tuple per input); a view starts from it.
+        self._xor: list[int] | None = None
 
     @classmethod
     def of(cls, tuples: Sequence[Tuple]) -> TupleBatch:
@@ -222,6 +225,8 @@ class TupleBatch:
         tup = views.get(i)
         if tup is None:
             tup = views[i] = self.view(i)
+            if self._xor is not None:
+                tup._ack_val = self._xor[i]
         return tup
 
     def __iter__(self) -> Iterator[Tuple]:

@@ -421,7 +421,7 @@ class Executor:
         if direct_task is not None:
             self._check_direct(out, stream, direct_task)
         width = out.width
-        if not all(len(values) == width for values in rows):
+        if rows and set(map(len, rows)) != {width}:
             bad = next(values for values in rows if len(values) != width)
             raise ValueError(emit_problem(self._outs, stream, bad, direct_task))
         return out
@@ -937,8 +937,33 @@ class BoltExecutor(Executor):
             out.emitted += len(rows)
             self._emit_plain(rows, stream, out, None)
             return
-        for values, i in zip(rows, range(len(rows)) if index is None else index):
-            self.emit(values, stream, (inputs[i],), None, None)
+        positions = range(len(rows)) if index is None else index
+        if inputs.roots is None or inputs._views:  # several roots per input, or views made: per row
+            for values, i in zip(rows, positions):
+                self.emit(values, stream, (inputs[i],), None, None)
+            return
+        out.emitted += len(rows)
+        xor = inputs._xor
+        if xor is None:
+            xor = inputs._xor = [0] * len(inputs)
+        in_roots, last, route, constant = inputs.roots, self._last, out.route, out.constant
+        plain, tracked = out.keys[PLAIN], out.keys[ROOTS]
+        for values, i in zip(rows, positions):
+            root = in_roots[i]
+            for target in route(values) if constant is None else constant:
+                batch = last.get(target)
+                if not root:  # an untracked input
+                    if batch is None or batch.key is not plain:
+                        batch = self._open(target, stream, out, PLAIN)
+                    batch.rows.append(values)
+                    continue
+                edge = _bits(64) or 1
+                xor[i] ^= edge
+                if batch is None or batch.key is not tracked:
+                    batch = self._open(target, stream, out, ROOTS)
+                batch.rows.append(values)
+                batch.ids.append(edge)  # type: ignore[union-attr]
+                batch.roots.append(root)  # type: ignore[union-attr]
 
     def ack(self, tup: Tuple) -> None:
         self.stats.acked += 1
@@ -1033,7 +1058,7 @@ class BoltExecutor(Executor):
             for i in range(len(batch.rows)):
                 tup = views.get(i)
                 if tup is None:
-                    settle(batch.view(i))
+                    settle(batch[i])
                 elif id(tup) not in settled:
                     settle(tup)
             return
@@ -1049,23 +1074,25 @@ class BoltExecutor(Executor):
 
     def _settle_columns(self, batch: TupleBatch, failed: bool) -> None:
         """Ack or fail every row of a batch no view was made of, from its columns: each tracked row has one
-        root, whose edge is its id, and nothing was anchored to it (that takes a view), so no Tuple is needed."""
+        root, whose edge is its id, and what was anchored to it is in ``batch._xor``, so no Tuple is needed."""
         rows, stats, n, acks = len(batch.rows), self.stats, self._n_ackers, self._acks
         if failed:
             stats.failed += rows
             for root in batch.roots:  # type: ignore[union-attr]
                 if root:
                     acks.fails[root % n].append(root)
-        elif n == 1 and 0 not in batch.ids:  # type: ignore[operator]
-            stats.acked += rows
-            acks.roots[0].extend(batch.roots)  # type: ignore[arg-type]
-            acks.values[0].extend(batch.ids)  # type: ignore[arg-type]
         else:
             stats.acked += rows
-            for root, edge in zip(batch.roots, batch.ids):  # type: ignore[arg-type]
-                if root:
-                    acks.roots[root % n].append(root)
-                    acks.values[root % n].append(edge)
+            xor = batch._xor  # what was emitted anchored to each row (emit_each)
+            values = batch.ids if xor is None else list(map(int.__xor__, batch.ids, xor))  # type: ignore[arg-type]
+            if n == 1 and 0 not in batch.ids:  # type: ignore[operator]
+                acks.roots[0].extend(batch.roots)  # type: ignore[arg-type]
+                acks.values[0].extend(values)
+            else:
+                for root, value in zip(batch.roots, values):  # type: ignore[arg-type]
+                    if root:
+                        acks.roots[root % n].append(root)
+                        acks.values[root % n].append(value)
         if self._keyed_inputs:
             (stats.failed_by if failed else stats.acked_by)[f"{batch.component}:{batch.stream}"] += rows
 

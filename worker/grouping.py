@@ -23,6 +23,10 @@ import msgpack
 Grouper = Callable[[Sequence[Any]], Sequence[int]]
 
 
+#: Keys a one-field fields grouping remembers the task of (str and int keys only), before it starts afresh.
+FIELDS_CACHE_KEYS = 65_536
+
+
 class GroupingError(ValueError):
     """A subscription that cannot be routed (unknown fields, a custom grouper that cannot load)."""
 
@@ -113,7 +117,19 @@ def _fields(names: Sequence[str], output_fields: Sequence[str], tasks: list[int]
 
     if len(index) == 1:
         (only,) = index
-        return lambda values: choices[zlib.crc32(pack.pack(values[only])) % n]
+        cache: dict[Any, tuple[int]] = {}
+
+        def route(values: Sequence[Any]) -> Sequence[int]:
+            key = values[only]
+            if key.__class__ is str or key.__class__ is int:  # exact types: 1, 1.0 and True pack apart
+                hit = cache.get(key)
+                if hit is None:
+                    if len(cache) >= FIELDS_CACHE_KEYS:
+                        cache.clear()
+                    hit = cache[key] = choices[zlib.crc32(pack.pack(key)) % n]
+                return hit
+            return choices[zlib.crc32(pack.pack(key)) % n]
+        return route
     return lambda values: choices[zlib.crc32(pack.pack([values[i] for i in index])) % n]
 
 
