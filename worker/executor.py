@@ -1,10 +1,11 @@
 """Executors: one per task. Each owns its component, its receive queue and its timers, implements the
 component's :class:`~squall.component.Collector`, and does a slice of work per :meth:`Executor.step`.
 
-The hot path is built for batches: an emit appends the new :class:`~squall.tuple.Tuple` to the task
-thread's :class:`Outbox` under its target task, and the thread hands each target the whole list at
-the end of its round (a local queue gets the objects as they are; a remote worker gets them
-encoded once per batch by the transfer layer). Tracking follows Storm exactly: a fresh 64-bit edge
+The hot path is built for batches: an emit appends its row to the :class:`~squall.tuple.TupleBatch` its
+target task gets at the end of the task thread's round (:class:`Outbox`), and a bolt's inputs come a
+batch at a time, run through ``execute_batch`` or ``execute`` per row in one loop, with a Tuple made per
+row only for the user's call. A local target gets the batches as they are; a remote worker gets their
+columns encoded once per run by the transfer layer. Tracking follows Storm exactly: a fresh 64-bit edge
 id per (anchor, target), XORed into the anchor's ``ackVal`` and into the new tuple's root → id map;
 acks and fails go to the acker task that owns the root (``root % ackers``, the same in every worker),
 gathered over a step into one message per acker (:class:`AckOut`).
@@ -574,11 +575,16 @@ class SpoutExecutor(Executor):
         self._next_emit = 0.0
         self.spout: Spout
         self._next_batch: Callable[[int], None] | None = None
+        self._on_ack: Callable[[Any], None] | None = None
+        self._on_fail: Callable[[Any], None] | None = None
 
     def start(self) -> None:
         self.spout, context = self._attach_user(Spout)
         #: The spout's own ``next_batch`` if it has one (called once per burst), else None (``next_tuple`` in a loop).
         self._next_batch = self.spout.next_batch if type(self.spout).next_batch is not Spout.next_batch else None
+        #: The spout's ``ack``/``fail``, or None where it keeps Spout's, which does nothing: no call per message.
+        self._on_ack = self.spout.ack if type(self.spout).ack is not Spout.ack else None
+        self._on_fail = self.spout.fail if type(self.spout).fail is not Spout.fail else None
         self.spout.open(context.conf, context)
 
     def set_active(self, active: bool) -> None:
@@ -747,8 +753,8 @@ class SpoutExecutor(Executor):
         if self._acked_at_emit:
             acked, self._acked_at_emit = self._acked_at_emit, []
             stats.acked += len(acked)
-            ack = self.spout.ack
-            for msg_id in acked:
+            ack = self._on_ack
+            for msg_id in acked if ack is not None else ():
                 try:
                     ack(msg_id)
                 except Exception as exc:
@@ -779,13 +785,15 @@ class SpoutExecutor(Executor):
                         stats.latencies.append(now - started)
                         stats.latency_by[out] += now - started
                         stats.timed_by[out] += 1
-                    counts, method = stats.acked_by, self.spout.ack
+                    counts, method = stats.acked_by, self._on_ack
                 else:
                     stats.failed += len(done)
-                    counts, method = stats.failed_by, self.spout.fail
-                for msg_id, _, out, _ in done:
-                    if keyed:
-                        counts[out] += 1
+                    counts, method = stats.failed_by, self._on_fail
+                if keyed:
+                    counts.update(out for _, _, out, _ in done)
+                if method is None:
+                    continue
+                for msg_id, _, _, _ in done:
                     try:
                         method(msg_id)
                     except Exception as exc:

@@ -80,6 +80,10 @@ class AckerState:
     def init_many(self, roots: list[int], values: list[int], spout_task: int, now: float) -> None:
         """The spout task emitted these roots' first tuples; ``values`` are the XORs of their edges."""
         newest, spout, early = self._newest(now), self._spout, self._early
+        if not early and 0 not in values:  # the usual case: every tree new and sent somewhere
+            newest.update(zip(roots, values))
+            spout.update(dict.fromkeys(roots, spout_task))
+            return
         for root, value in zip(roots, values):
             if early and root in early:  # acks or a fail came first (from another worker)
                 self._init_seen(root, value, spout_task)
@@ -92,6 +96,17 @@ class AckerState:
     def ack_many(self, roots: list[int], values: list[int], now: float) -> None:
         """Bolts acked: each value is the input's edge XOR the edges emitted anchored to it."""
         newest, spout, news = self._newest(now), self._spout, self.news
+        if values == list(map(newest.get, roots)) and len(set(roots)) == len(roots):
+            tasks = list(map(spout.get, roots))  # the usual case: each ack ends its tree, all in C
+            if None not in tasks:
+                deque(map(newest.__delitem__, roots), maxlen=0)
+                deque(map(spout.__delitem__, roots), maxlen=0)
+                if len(set(tasks)) == 1:
+                    self._news(tasks[0]).acked.extend(roots)
+                else:
+                    for root, task in zip(roots, tasks):
+                        self._news(task).acked.append(root)
+                return
         for root, value in zip(roots, values):
             bucket = newest if root in newest else self._find(root)
             if bucket is None:  # before the init, or after the tree was done (then it just expires)
