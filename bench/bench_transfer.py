@@ -1,8 +1,9 @@
 """Worker-to-worker transfer throughput over loopback TCP: one sender, one receiver, msgpack batches.
 
 Not a test: prints two tables. `python bench/bench_transfer.py [--tuples N]`. The first is the codec alone,
-in process, per tuple from the Tuples a task thread hands over to the Tuples a bolt receives: ``old`` is
-the entry-list wire of Squall ≤ session 7 (kept here only to compare), ``new`` the columnar runs. The second
+in process, per tuple from what a task thread hands over to what a bolt's executor receives: ``old`` is
+the entry-list wire of Squall ≤ session 7, Tuples in and out (kept here only to compare), ``new`` the
+columnar runs, from a :class:`~squall.tuple.TupleBatch` to a TupleBatch (no Tuple per row). The second
 is the loopback transfer; sender and receiver are threads of this process, so its CPU time (cpu.py) is the
 whole transfer's: encode, send, receive, decode.
 """
@@ -22,9 +23,9 @@ import msgpack  # noqa: E402
 
 from cpu import Run, Sample  # noqa: E402
 
-from squall.tuple import NO_ANCHORS, Fields, Tuple  # noqa: E402
+from squall.tuple import NO_ANCHORS, Fields, Tuple, TupleBatch  # noqa: E402
 from worker.transport import Receiver, Sender  # noqa: E402
-from worker.wire import MAX_MESSAGE_BYTES, Decoder, Entry, runs_of_tuples  # noqa: E402
+from worker.wire import MAX_MESSAGE_BYTES, Decoder, Entry, WireBatch  # noqa: E402
 
 FIELDS = Fields(["line", "n"])
 
@@ -46,18 +47,27 @@ def old_receive(data: bytes) -> list[Tuple]:
     return out
 
 
-def new_send(target: int, batch: list[Tuple]) -> bytes:
-    return b"".join(run.encode() for run in runs_of_tuples(target, batch))
+def new_send(target: int, batch: TupleBatch) -> bytes:
+    return WireBatch.of(target, batch).encode()
 
 
-def new_receive(data: bytes) -> list[Tuple]:
-    return [t for run in Decoder().feed(data) for t in run.tuples("spout", FIELDS)]
+def new_receive(data: bytes) -> list[TupleBatch]:
+    return [run.tuple_batch("spout", FIELDS) for run in Decoder().feed(data)]
+
+
+def spout_batch(batch_size: int, tracked: bool) -> TupleBatch:
+    """A spout task's batch of one stream, as its executor builds it (tracked: one root per row)."""
+    rows = [("the quick brown fox", i) for i in range(batch_size)]
+    if not tracked:
+        return TupleBatch(rows, FIELDS, "spout", "default", 1)
+    return TupleBatch(rows, FIELDS, "spout", "default", 1, [i + 1 for i in range(batch_size)],
+                      [i * 7 + 1 for i in range(batch_size)])
 
 
 def codec(send, receive, tracked: bool, batch_size: int, tuples: int) -> tuple[float, float, float]:
     """CPU µs per tuple to encode and to decode, and bytes per tuple."""
-    batch = [Tuple(("the quick brown fox", i), FIELDS, "spout", "default", 1, *((i + 1, {i * 7 + 1: i + 1})
-                   if tracked else ())) for i in range(batch_size)]
+    columns = spout_batch(batch_size, tracked)
+    batch = list(columns) if send is old_send else columns
     rounds = max(1, tuples // batch_size)
     start = time.process_time()
     for _ in range(rounds):
@@ -66,8 +76,10 @@ def codec(send, receive, tracked: bool, batch_size: int, tuples: int) -> tuple[f
     for _ in range(rounds):
         got = receive(data)
     done = time.process_time()
+    if send is new_send:
+        got = [t for received in got for t in received]
     assert [(t._values, t._id, dict(t._anchors)) for t in got] == \
-        [(t._values, t._id, dict(t._anchors)) for t in batch], "the codec must round-trip"
+        [(t._values, t._id, dict(t._anchors)) for t in columns], "the codec must round-trip"
     per = 1e6 / (rounds * batch_size)
     return (sent - start) * per, (done - sent) * per, len(data) / batch_size
 
@@ -87,11 +99,10 @@ def run(tuples: int, batch_size: int) -> Run:
     sender = Sender("127.0.0.1", receiver.port, batch_size=batch_size)
     if not sender.connected.wait(10):  # until then the sender queues a bounded backlog and drops the rest
         raise RuntimeError("the sender did not connect to the receiver within 10 s")
-    batch = [Tuple(("the quick brown fox", i), FIELDS, "spout", "default", 1, i + 1, {i * 7 + 1: i + 1})
-             for i in range(batch_size)]
+    batch = spout_batch(batch_size, tracked=True)
     start = Sample.take()
-    for _ in range(tuples // batch_size):
-        sender.send_runs(runs_of_tuples(2, batch))  # what a task thread hands a sender
+    for _ in range(tuples // batch_size):  # what a task thread hands a sender (which may extend it: a fresh one)
+        sender.send_runs([WireBatch(2, 1, "default", list(batch.rows), list(batch.ids), list(batch.roots))])
     done.wait(120)
     end = Sample.take()
     sender.close()
