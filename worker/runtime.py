@@ -23,7 +23,7 @@ from squall.tuple import Fields, TupleBatch
 from squall.zk.records import ComponentType
 from worker.acker import Acker
 from worker.executor import (
-    MAX_IDLE_SECS, BoltExecutor, Executor, ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor,
+    MAX_IDLE_SECS, BoltExecutor, Executor, ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor, Wake,
 )
 from worker.layout import Address, Placement, TopologyLayout
 from worker.topology_master import TopologyMaster
@@ -47,10 +47,10 @@ class TaskThread(threading.Thread):
     and every executor is stepped in the round after a call (activation, a new assignment or conf).
     """
 
-    def __init__(self, name: str, pressure: Pressure, deliver: Callable[[int, list[TupleBatch], threading.Event], bool],
+    def __init__(self, name: str, pressure: Pressure, deliver: Callable[[int, list[TupleBatch], Wake], bool],
                  on_fatal: Callable[[BaseException], None]) -> None:
         super().__init__(name=name, daemon=True)
-        self.wake = threading.Event()
+        self.wake = Wake()
         self.outbox = Outbox(deliver, self.wake)
         self.executors: list[Executor] = []
         self._pressure = pressure
@@ -311,7 +311,7 @@ class WorkerRuntime:
 
     # -- transfer ---------------------------------------------------------------------------------
 
-    def _deliver(self, task: int, batches: list[TupleBatch], wake: threading.Event) -> bool:
+    def _deliver(self, task: int, batches: list[TupleBatch], wake: Wake) -> bool:
         """A task thread's batches for ``task``: the objects themselves if local, runs of columns if remote.
         ``wake`` is the sending thread's event; True if ``task`` runs on that thread (not woken: it
         steps the task before it sleeps)."""
