@@ -90,7 +90,9 @@ class Nimbus:
         self.server = make_server((handler_factory or NimbusService)(self), "0.0.0.0", self.conf["nimbus.thrift.port"],
                                   max_frame_bytes=self.conf["nimbus.thrift.max_buffer_size"],
                                   client_timeout_ms=self.conf["storm.thrift.socket.timeout.ms"],
-                                  max_connections=self.conf["nimbus.thrift.threads"]).start()
+                                  request_timeout_ms=self.conf["nimbus.thrift.request.timeout.ms"],
+                                  threads=self.conf["nimbus.thrift.threads"],
+                                  max_connections=self.conf["nimbus.thrift.max.connections"]).start()
         self._port = self.server.port
         self.election = LeaderElection(self.zk, self.host, self._port, self.clock,
                                        on_elected=self._lead, on_demoted=self._follow).start()
