@@ -22,7 +22,7 @@ import structlog
 from nimbus import lifecycle, upgrade
 from nimbus.assign import AssignEvent, AssignFailed, TopologyAssigner
 from nimbus.codestore import CodeStore, Downloads, Inbox, MissingTopology
-from nimbus.leader import LeaderElection
+from nimbus.leader import LeaderElection, TimerChoice, delayed_action_choice
 from nimbus.monitor import HeartbeatTracker
 from nimbus.scheduler import AssignType, Component
 from nimbus.scheduler.model import scheduler_components
@@ -337,7 +337,9 @@ class Nimbus:
 
     def _arm(self, topology_id: str, effect: lifecycle.ScheduleAt) -> None:
         def fire() -> None:
-            if not self.is_leader:
+            while (choice := self._delayed_action_choice()) is TimerChoice.WAIT:
+                self._ready.wait(1.0)
+            if choice is TimerChoice.DROP:
                 return
             try:
                 self.transition(topology_id, effect.action)
@@ -355,6 +357,10 @@ class Nimbus:
         now = self.clock.monotonic()  # keep only what can still fire, so the list does not grow forever
         self._leader_timers = [t for t in self._leader_timers if not (isinstance(t, Timer) and t.due < now)]
         self._leader_timers.append(timer)
+
+    def _delayed_action_choice(self) -> TimerChoice:
+        election = self.election
+        return delayed_action_choice(election is not None and election.is_leader, self._ready.is_set())
 
     def _rebalance(self, topology_id: str, name: str, effect: lifecycle.Reassign) -> None:
         """Apply a new worker count or parallelism to the stored topology, then reschedule."""
