@@ -347,8 +347,11 @@ class Nimbus:
                 log.debug("stale timer dropped", topology_id=topology_id, action=effect.action.verb)
             except storm.NotAliveException:
                 pass
-            except Exception:
-                log.exception("delayed action failed", topology_id=topology_id, action=effect.action.verb)
+            except Exception:  # e.g. ZooKeeper away: the action is still pending, so try again until it is done
+                retry_secs = self.conf["nimbus.monitor.freq.secs"]
+                log.exception("delayed action failed; retrying", topology_id=topology_id, action=effect.action.verb,
+                              retry_in_secs=retry_secs)
+                self._arm(topology_id, lifecycle.ScheduleAt(int(self.clock.time() + retry_secs), effect.action))
 
         # timers run on the clock thread; the action may wait for an assignment, so run it off that thread
         timer = self.clock.call_later(

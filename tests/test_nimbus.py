@@ -6,7 +6,10 @@ supervisor daemon has tests of its own.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -27,9 +30,10 @@ from squall.stats import to_executor_stats
 from squall.thrift import connect, storm
 from squall.zk import paths
 from squall.zk.client import ZkClient
+from squall.zk.errors import record_task_error
 from squall.zk.records import (
-    Assignment, Blacklist, ComponentType, LoggerLevel, LoggerLevels, StormBase, SupervisorInfo, TaskInfo, TaskStats,
-    TopologyTasks,
+    Assignment, Blacklist, ComponentType, LoggerLevel, LoggerLevels, StormBase, SupervisorInfo, TaskError, TaskInfo,
+    TaskStats, TopologyTasks,
 )
 from support import wait_until
 
@@ -519,3 +523,39 @@ def test_a_new_leader_without_the_code_says_so(cluster: Cluster, leader: Nimbus)
     client.killTopologyWithOpts("wc", storm.KillOptions(wait_secs=0))
     cluster.clock.advance(0)
     wait_until(lambda: cluster.zk.children(paths.TOPOLOGIES) == [], what="kill works without the code")
+
+
+def test_a_kill_racing_error_writers_removes_everything_and_frees_the_name(cluster: Cluster, leader: Nimbus) -> None:
+    topology_id = submit(cluster, leader)
+    stop = threading.Event()
+    writers = [ZkClient(cluster.conf).start() for _ in range(4)]
+
+    def write_errors(zk: ZkClient, task: int) -> None:
+        """As workers and supervisors do: on until a while after the assignment is gone (the workers stopped)."""
+        second, stop_at = 0, float("inf")
+        while not stop.is_set() and time.monotonic() < stop_at:
+            if stop_at == float("inf") and not zk.exists(paths.assignment(topology_id)):
+                stop_at = time.monotonic() + 1.0
+            second += 1
+            with contextlib.suppress(Exception):
+                record_task_error(zk, topology_id, task, TaskError(f"boom {second}", second))
+
+    threads = [threading.Thread(target=write_errors, args=(zk, task), daemon=True) for task, zk in enumerate(writers)]
+    try:
+        for thread in threads:
+            thread.start()
+        wait_until(lambda: len(cluster.zk.children(paths.task_errors_root(topology_id))) == len(writers),
+                   what="every writer writing")
+        cluster.client(leader).killTopologyWithOpts("wc", storm.KillOptions(wait_secs=1))
+        cluster.clock.advance(1)
+        wait_until(lambda: not cluster.zk.exists(paths.topology(topology_id)), 30, "the kill to finish")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+        for zk in writers:
+            zk.stop()
+    cluster.clock.advance(leader.conf["nimbus.monitor.freq.secs"])  # late writes are orphans: the monitor's
+    wait_until(lambda: not any(topology_id in cluster.zk.children(p) for p in paths.TOPOLOGY_SUBTREES),
+               what="nothing of the topology left in ZooKeeper")
+    submit(cluster, leader)  # the name is free again
