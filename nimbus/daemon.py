@@ -63,7 +63,9 @@ class Nimbus:
         self.zk = ZkClient(conf)
         self.inbox = Inbox(local / "inbox", self.clock, max_upload_bytes=conf["nimbus.max.upload.bytes"],
                            session_expiry_secs=conf["nimbus.file.copy.expiration.secs"],
-                           file_expiry_secs=conf["nimbus.inbox.jar.expiration.secs"])
+                           file_expiry_secs=conf["nimbus.inbox.jar.expiration.secs"],
+                           max_total_bytes=conf["nimbus.inbox.max.bytes"], idle_upload_secs=conf["nimbus.upload.idle.secs"],
+                           max_per_client=conf["nimbus.upload.max.per.client"])
         self.code = CodeStore(local / "stormdist")
         self.downloads = Downloads(self.clock, chunk_bytes=conf["nimbus.thrift.max_buffer_size"] // 2,
                                    session_expiry_secs=conf["nimbus.file.copy.expiration.secs"])

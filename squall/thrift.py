@@ -52,6 +52,7 @@ __all__ = [
     "FrameSizeError",
     "NimbusUnavailable",
     "ThriftServer",
+    "client_host",
     "pick_eviction",
     "connect",
     "find_leader",
@@ -556,7 +557,7 @@ class ThriftServer:
             while not self._stopped:
                 request = await self._read_request(reader, connection)
                 connection.enter(_Connection.PROCESSING)
-                reply = await self._loop.run_in_executor(self._pool, self._call, request)
+                reply = await self._loop.run_in_executor(self._pool, self._call, request, peer)
                 if reply:
                     writer.write(len(reply).to_bytes(4, "big") + reply)
                     async with asyncio.timeout(self._request_secs):
@@ -592,14 +593,25 @@ class ThriftServer:
                 raise FrameSizeError(TTransportException.UNKNOWN, _frame_refusal(size, self.max_frame_bytes))
             return await reader.readexactly(size)
 
-    def _call(self, request: bytes) -> bytes:
+    def _call(self, request: bytes, peer: str) -> bytes:
         """Run one call on a pool thread: decode from ``request`` alone, return the encoded reply (b"": oneway)."""
         out = TMemoryBuffer()
+        token = _CLIENT_HOST.set(peer.rpartition(":")[0])
         try:
             self.processor.process(_SafeBinaryProtocol(TMemoryBuffer(request)), _SafeBinaryProtocol(out))
         except (TTransportException, TProtocolException, struct.error, EOFError, UnicodeDecodeError) as exc:
             raise _BadRequest(f"not a whole Thrift call in one frame: {_describe(exc)}") from None
+        finally:
+            _CLIENT_HOST.reset(token)
         return out.getvalue()
+
+
+_CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("thrift_client_host", default="")
+
+
+def client_host() -> str:
+    """Inside a handler call: the host of the client that made it ("" outside a call), for per-client limits."""
+    return _CLIENT_HOST.get()
 
 
 class _BadRequest(Exception):
