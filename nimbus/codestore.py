@@ -13,6 +13,7 @@ import secrets
 import shutil
 import tempfile
 import threading
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,10 @@ MAX_SESSIONS = 256
 
 
 class UploadError(Exception):
-    """An upload call that cannot be honoured (unknown or expired location, too big, out of order)."""
+    """An upload call that cannot be honoured (unknown or expired location, over a quota, not a zip, out of order).
+
+    Its text names the upload by file name only, never by a path on nimbus's disk: clients see it.
+    """
 
 
 class DownloadError(Exception):
@@ -51,32 +55,63 @@ class _Upload:
     handle: BinaryIO | None
     size: int
     touched: float
+    client: str = ""
     finished: bool = False
 
 
+def _name(location: str) -> str:
+    """How refusals name an upload: its file name, not where the inbox is."""
+    return repr(Path(location or "").name or location)
+
+
 class Inbox:
-    """``beginFileUpload`` / ``uploadChunk`` / ``finishFileUpload``, then ``claim`` at submit."""
+    """``beginFileUpload`` / ``uploadChunk`` / ``finishFileUpload``, then ``claim`` at submit.
+
+    Quotas keep a flood of uploads from filling the disk or locking ``storm jar`` out: each upload is at
+    most ``max_upload_bytes``, all uploads together at most ``max_total_bytes``, a client host has at most
+    ``max_per_client`` unfinished uploads, and an unfinished upload with no chunk for ``idle_upload_secs``
+    is dropped as soon as someone else begins one (a finished, unclaimed one after ``session_expiry_secs``).
+    A finished upload must be a zip (a topology package).
+
+    Example::
+
+        inbox = Inbox(Path("/tmp/inbox"), RealClock(), max_upload_bytes=2**20, session_expiry_secs=600,
+                      file_expiry_secs=3600)
+        location = inbox.begin_upload("10.0.0.7")
+        inbox.upload_chunk(location, zip_bytes)
+        inbox.finish_upload(location)
+        package = inbox.claim(location)
+    """
 
     def __init__(self, root: Path, clock: Clock, *, max_upload_bytes: int, session_expiry_secs: float,
-                 file_expiry_secs: float) -> None:
+                 file_expiry_secs: float, max_total_bytes: int | None = None, idle_upload_secs: float | None = None,
+                 max_per_client: int = MAX_SESSIONS) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self._clock = clock
         self._max = max_upload_bytes
+        self._max_total = max_total_bytes if max_total_bytes is not None else MAX_SESSIONS * max_upload_bytes
         self._session_expiry = session_expiry_secs
+        self._idle_upload = idle_upload_secs if idle_upload_secs is not None else session_expiry_secs
+        self._max_per_client = max_per_client
         self._file_expiry = file_expiry_secs
         self._uploads: dict[str, _Upload] = {}
         self._lock = threading.Lock()
 
-    def begin_upload(self) -> str:
+    def begin_upload(self, client: str = "") -> str:
         """A location shaped like Storm's (``<inbox>/stormjar-<uuid>.jar``) but only valid through this table."""
         path = self.root / f"stormjar-{secrets.token_hex(16)}.jar"
         location = str(path)
         with self._lock:
+            self._expire_sessions()
             if len(self._uploads) >= MAX_SESSIONS:
-                raise UploadError(f"too many uploads in progress ({MAX_SESSIONS}); finish or wait for idle ones "
-                                  "to expire (nimbus.file.copy.expiration.secs)")
-            self._uploads[location] = _Upload(path, open(path, "wb"), 0, self._clock.monotonic())
+                raise UploadError(f"too many uploads in progress ({MAX_SESSIONS}); retry in "
+                                  f"{self._idle_upload:g} s, when idle ones have expired (nimbus.upload.idle.secs)")
+            mine = sum(1 for u in self._uploads.values() if u.client == client and not u.finished)
+            if client and mine >= self._max_per_client:
+                raise UploadError(f"{client} already has {mine} uploads in progress, the most one client may have "
+                                  "(nimbus.upload.max.per.client); finish them or let them expire")
+            self._uploads[location] = _Upload(path, open(path, "wb"), 0, self._clock.monotonic(), client)
         return location
 
     def upload_chunk(self, location: str, chunk: bytes) -> None:
@@ -84,8 +119,12 @@ class Inbox:
             upload = self._open(location)
             if upload.size + len(chunk) > self._max:
                 self._drop(location)
-                raise UploadError(f"upload {location} exceeds {self._max} bytes (nimbus.max.upload.bytes); "
+                raise UploadError(f"upload {_name(location)} exceeds {self._max} bytes (nimbus.max.upload.bytes); "
                                   "the upload was discarded")
+            if sum(u.size for u in self._uploads.values()) + len(chunk) > self._max_total:
+                self._drop(location)
+                raise UploadError(f"the uploads in progress on nimbus hold {self._max_total} bytes, all the inbox "
+                                  "may hold (nimbus.inbox.max.bytes); the upload was discarded, retry later")
             upload.handle.write(chunk)
             upload.size += len(chunk)
             upload.touched = self._clock.monotonic()
@@ -96,6 +135,10 @@ class Inbox:
             upload.handle.close()
             upload.handle, upload.finished = None, True
             upload.touched = self._clock.monotonic()
+            if not zipfile.is_zipfile(upload.path):
+                self._drop(location)
+                raise UploadError(f"upload {_name(location)} is not a zip file; upload a topology package "
+                                  "(storm jar builds one from your sources)")
 
     def add(self, package: Path) -> str:
         """A finished upload holding a copy of ``package`` (code nimbus already has, resubmitted by a restart)."""
@@ -114,18 +157,15 @@ class Inbox:
         with self._lock:
             upload = self._uploads.get(location)
             if upload is None or not upload.finished:
-                raise UploadError(f"no finished upload at {location!r}: call beginFileUpload, uploadChunk "
+                raise UploadError(f"no finished upload {_name(location)}: call beginFileUpload, uploadChunk "
                                   "and finishFileUpload first (uploads expire after nimbus.file.copy.expiration.secs)")
             del self._uploads[location]
             return upload.path
 
     def cleanup(self) -> None:
         """Drop idle sessions and delete inbox files nobody claimed in time."""
-        now = self._clock.monotonic()
         with self._lock:
-            for location, upload in list(self._uploads.items()):
-                if now - upload.touched > self._session_expiry:
-                    self._drop(location)
+            self._expire_sessions()
             live = {u.path for u in self._uploads.values()}
         wall = self._clock.time()
         for path in self.root.glob("stormjar-*.jar"):
@@ -135,12 +175,19 @@ class Inbox:
             except FileNotFoundError:
                 pass
 
+    def _expire_sessions(self) -> None:
+        """Drop unfinished uploads idle past ``idle_upload_secs`` and finished ones past ``session_expiry_secs``."""
+        now = self._clock.monotonic()
+        for location, upload in list(self._uploads.items()):
+            if now - upload.touched > (self._session_expiry if upload.finished else self._idle_upload):
+                self._drop(location)
+
     def _open(self, location: str) -> _Upload:
         upload = self._uploads.get(location)
         if upload is None:
-            raise UploadError(f"unknown or expired upload location {location!r}; start again with beginFileUpload")
+            raise UploadError(f"unknown or expired upload location {_name(location)}; start again with beginFileUpload")
         if upload.finished:
-            raise UploadError(f"upload {location!r} is already finished")
+            raise UploadError(f"upload {_name(location)} is already finished")
         return upload
 
     def _drop(self, location: str) -> None:

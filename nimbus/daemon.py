@@ -22,7 +22,7 @@ import structlog
 from nimbus import lifecycle, upgrade
 from nimbus.assign import AssignEvent, AssignFailed, TopologyAssigner
 from nimbus.codestore import CodeStore, Downloads, Inbox, MissingTopology
-from nimbus.leader import LeaderElection
+from nimbus.leader import LeaderElection, TimerChoice, delayed_action_choice
 from nimbus.monitor import HeartbeatTracker
 from nimbus.scheduler import AssignType, Component
 from nimbus.scheduler.model import scheduler_components
@@ -63,7 +63,9 @@ class Nimbus:
         self.zk = ZkClient(conf)
         self.inbox = Inbox(local / "inbox", self.clock, max_upload_bytes=conf["nimbus.max.upload.bytes"],
                            session_expiry_secs=conf["nimbus.file.copy.expiration.secs"],
-                           file_expiry_secs=conf["nimbus.inbox.jar.expiration.secs"])
+                           file_expiry_secs=conf["nimbus.inbox.jar.expiration.secs"],
+                           max_total_bytes=conf["nimbus.inbox.max.bytes"], idle_upload_secs=conf["nimbus.upload.idle.secs"],
+                           max_per_client=conf["nimbus.upload.max.per.client"])
         self.code = CodeStore(local / "stormdist")
         self.downloads = Downloads(self.clock, chunk_bytes=conf["nimbus.thrift.max_buffer_size"] // 2,
                                    session_expiry_secs=conf["nimbus.file.copy.expiration.secs"])
@@ -90,7 +92,9 @@ class Nimbus:
         self.server = make_server((handler_factory or NimbusService)(self), "0.0.0.0", self.conf["nimbus.thrift.port"],
                                   max_frame_bytes=self.conf["nimbus.thrift.max_buffer_size"],
                                   client_timeout_ms=self.conf["storm.thrift.socket.timeout.ms"],
-                                  max_connections=self.conf["nimbus.thrift.threads"]).start()
+                                  request_timeout_ms=self.conf["nimbus.thrift.request.timeout.ms"],
+                                  threads=self.conf["nimbus.thrift.threads"],
+                                  max_connections=self.conf["nimbus.thrift.max.connections"]).start()
         self._port = self.server.port
         self.election = LeaderElection(self.zk, self.host, self._port, self.clock,
                                        on_elected=self._lead, on_demoted=self._follow).start()
@@ -335,7 +339,9 @@ class Nimbus:
 
     def _arm(self, topology_id: str, effect: lifecycle.ScheduleAt) -> None:
         def fire() -> None:
-            if not self.is_leader:
+            while (choice := self._delayed_action_choice()) is TimerChoice.WAIT:
+                self._ready.wait(1.0)
+            if choice is TimerChoice.DROP:
                 return
             try:
                 self.transition(topology_id, effect.action)
@@ -343,8 +349,11 @@ class Nimbus:
                 log.debug("stale timer dropped", topology_id=topology_id, action=effect.action.verb)
             except storm.NotAliveException:
                 pass
-            except Exception:
-                log.exception("delayed action failed", topology_id=topology_id, action=effect.action.verb)
+            except Exception:  # e.g. ZooKeeper away: the action is still pending, so try again until it is done
+                retry_secs = self.conf["nimbus.monitor.freq.secs"]
+                log.exception("delayed action failed; retrying", topology_id=topology_id, action=effect.action.verb,
+                              retry_in_secs=retry_secs)
+                self._arm(topology_id, lifecycle.ScheduleAt(int(self.clock.time() + retry_secs), effect.action))
 
         # timers run on the clock thread; the action may wait for an assignment, so run it off that thread
         timer = self.clock.call_later(
@@ -353,6 +362,10 @@ class Nimbus:
         now = self.clock.monotonic()  # keep only what can still fire, so the list does not grow forever
         self._leader_timers = [t for t in self._leader_timers if not (isinstance(t, Timer) and t.due < now)]
         self._leader_timers.append(timer)
+
+    def _delayed_action_choice(self) -> TimerChoice:
+        election = self.election
+        return delayed_action_choice(election is not None and election.is_leader, self._ready.is_set())
 
     def _rebalance(self, topology_id: str, name: str, effect: lifecycle.Reassign) -> None:
         """Apply a new worker count or parallelism to the stored topology, then reschedule."""

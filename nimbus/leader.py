@@ -4,12 +4,20 @@ Followers register under ``/nimbus_slave/<host:port>`` and watch ``/nimbus_maste
 away (the leader stopped, or its session expired) each follower tries to create it and one wins.
 A leader whose connection is SUSPENDED stops doing leader work until it knows its session survived;
 one whose session is LOST has lost the node and goes back to contending like a follower.
+
+A nimbus restarted on the same address finds ``/nimbus_master`` naming itself, held by the session of its
+previous, dead life until that session expires. No other process can hold our address while we are bound
+to it, so the node is stale: we delete it and contend at once (:func:`is_own_stale_master`), rather than
+answer "not the leader; the leader is <ourselves>" for a whole session timeout.
 """
 
 from __future__ import annotations
 
+import enum
 import threading
 from collections.abc import Callable
+
+from kazoo.exceptions import BadVersionError, NoNodeError
 
 import structlog
 
@@ -19,6 +27,35 @@ from squall.zk.client import ZkClient, ZkState
 from squall.zk.records import NimbusMaster, NimbusSlave
 
 log = structlog.get_logger(__name__)
+
+
+def is_own_stale_master(master: NimbusMaster | None, owner_session: int, host_port: str, session: int) -> bool:
+    """True when ``/nimbus_master`` names this nimbus's address but another session owns it: our previous life's.
+
+    >>> is_own_stale_master(NimbusMaster("h", 6627, 0), owner_session=7, host_port="h:6627", session=9)
+    True
+    """
+    return master is not None and master.host_port == host_port and owner_session not in (0, session)
+
+
+class TimerChoice(enum.Enum):
+    RUN = "run"
+    WAIT = "wait"  # elected, still taking over: the action runs once the takeover is done
+    DROP = "drop"  # not the leader: the leader (this one later, or another) re-arms it from StormBase.pending
+
+
+def delayed_action_choice(elected: bool, ready: bool) -> TimerChoice:
+    """What a delayed action (kill wait, rebalance wait) due now does, given this nimbus's leadership.
+
+    A timer comes due while its nimbus is taking over whenever the action was overdue at takeover (a leader
+    killed mid-wait): dropping it then loses the action for good, since the takeover is what re-armed it.
+
+    >>> delayed_action_choice(elected=True, ready=False)
+    <TimerChoice.WAIT: 'wait'>
+    """
+    if not elected:
+        return TimerChoice.DROP
+    return TimerChoice.RUN if ready else TimerChoice.WAIT
 
 
 class LeaderElection:
@@ -67,6 +104,20 @@ class LeaderElection:
     def _on_master(self, master: NimbusMaster | None) -> None:
         if master is None:
             self._contend()
+        elif master.host_port == self.host_port and not self._leading:
+            self._clear_stale_master(master)
+
+    def _clear_stale_master(self, master: NimbusMaster) -> None:
+        """Delete a ``/nimbus_master`` left by our previous life; its deletion's watch makes us contend."""
+        stat = self._zk.kazoo.exists(paths.NIMBUS_MASTER)
+        if stat is None or not is_own_stale_master(master, stat.ephemeralOwner, self.host_port, self._zk.session_id):
+            return
+        try:
+            self._zk.kazoo.delete(paths.NIMBUS_MASTER, version=stat.version)
+        except (NoNodeError, BadVersionError):
+            return  # gone or replaced meanwhile: the watch sees that
+        log.info("removed the leader node of this nimbus's previous life", leader=self.host_port,
+                 stale_session=hex(stat.ephemeralOwner))
 
     def _contend(self) -> None:
         with self._lock:

@@ -24,7 +24,7 @@ from squall.names import quote
 from squall.topology import validate_name
 from squall.config import redact
 from squall.stats import from_executor_stats
-from squall.thrift import storm
+from squall.thrift import client_host, storm
 from squall.zk import paths
 from squall.zk.records import (
     Assignment, LoggerLevel, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat, TaskError, TaskStats,
@@ -91,6 +91,15 @@ def _host(host: str) -> str:
         raise RuntimeError(f"not a host name: {quote(host or '')}; give the host name a supervisor registers "
                            "(its storm.local.hostname)")
     return host
+
+
+@contextmanager
+def _upload_refusals() -> Iterator[None]:
+    """Upload calls declare only AuthorizationException (as Storm's): every refusal reaches the client as one."""
+    try:
+        yield
+    except UploadError as exc:
+        raise storm.AuthorizationException(msg=f"upload refused: {exc}") from None
 
 
 @contextmanager
@@ -259,13 +268,16 @@ class NimbusService:
 
     def beginFileUpload(self) -> str:
         self.nimbus.require_leader()
-        return self.nimbus.inbox.begin_upload()
+        with _upload_refusals():
+            return self.nimbus.inbox.begin_upload(client_host())
 
     def uploadChunk(self, location: str, chunk: bytes) -> None:
-        self.nimbus.inbox.upload_chunk(location, chunk)
+        with _upload_refusals():
+            self.nimbus.inbox.upload_chunk(location, chunk)
 
     def finishFileUpload(self, location: str) -> None:
-        self.nimbus.inbox.finish_upload(location)
+        with _upload_refusals():
+            self.nimbus.inbox.finish_upload(location)
 
     def beginCodeDownload(self, topologyId: str, artifact: str) -> str:
         try:

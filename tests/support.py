@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -96,3 +97,28 @@ def delete_tree(zk_address: str, path: str) -> None:
     finally:
         bare.stop()
         bare.close()
+
+
+def start_nimbus(conf: dict[str, Any], local_dir: Path, **extra: Any) -> subprocess.Popen[bytes]:
+    """``storm nimbus`` as a process on ``conf``'s ZooKeeper, on a free port (see :func:`listening_port`),
+    logging JSON to ``<local_dir>.log``; ``extra`` are more ``-c`` settings. The caller kills it."""
+    overrides = {
+        "storm.zookeeper.servers": conf["storm.zookeeper.servers"], "storm.zookeeper.port": conf["storm.zookeeper.port"],
+        "storm.zookeeper.root": conf["storm.zookeeper.root"],
+        "storm.zookeeper.session.timeout": conf["storm.zookeeper.session.timeout"],
+        "storm.local.dir": str(local_dir), "storm.local.hostname": "127.0.0.1", "nimbus.thrift.port": 0,
+        "squall.log.format": "json", **extra,
+    }
+    argv = [sys.executable, "-m", "squall.cli"]
+    for key, value in overrides.items():
+        argv += ["-c", f"{key}={json.dumps(value)}"]
+    log = open(local_dir.with_suffix(".log"), "wb")
+    return subprocess.Popen([*argv, "nimbus"], stdout=log, stderr=subprocess.STDOUT)
+
+
+def listening_port(log_file: Path) -> int | None:
+    """The port a nimbus process reported in its JSON log, once it has started."""
+    for line in log_file.read_text(errors="replace").splitlines():
+        if line.startswith("{") and (entry := json.loads(line)).get("event") == "nimbus started":
+            return int(entry["port"])
+    return None

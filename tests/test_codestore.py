@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import threading
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,14 @@ def inbox(tmp_path: Path, clock: SimulatedClock) -> Inbox:
     return Inbox(tmp_path / "inbox", clock, max_upload_bytes=1000, session_expiry_secs=60, file_expiry_secs=3600)
 
 
+def package(content: bytes) -> bytes:
+    """A topology package (uploads must be zips) holding ``content``; the same bytes for the same content."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(zipfile.ZipInfo("topology.py", date_time=(2020, 1, 1, 0, 0, 0)), content)
+    return buffer.getvalue()
+
+
 def upload(inbox: Inbox, *chunks: bytes) -> str:
     location = inbox.begin_upload()
     for chunk in chunks:
@@ -41,9 +51,10 @@ def topology() -> storm.StormTopology:
 
 
 def test_chunks_arrive_whole_and_can_be_claimed_once(inbox: Inbox) -> None:
-    location = upload(inbox, b"abc", b"def")
+    data = package(b"abcdef")
+    location = upload(inbox, data[:7], data[7:])
     path = inbox.claim(location)
-    assert path is not None and path.read_bytes() == b"abcdef"
+    assert path is not None and path.read_bytes() == data
     with pytest.raises(UploadError, match="no finished upload"):
         inbox.claim(location)
     assert inbox.claim("") is None
@@ -59,6 +70,7 @@ def test_out_of_order_calls_are_refused(inbox: Inbox) -> None:
     location = inbox.begin_upload()
     with pytest.raises(UploadError, match="no finished upload"):
         inbox.claim(location)
+    inbox.upload_chunk(location, package(b""))
     inbox.finish_upload(location)
     with pytest.raises(UploadError, match="already finished"):
         inbox.upload_chunk(location, b"late")
@@ -84,12 +96,12 @@ def test_idle_sessions_expire_and_active_ones_do_not(inbox: Inbox, clock: Simula
         inbox.cleanup()
     with pytest.raises(UploadError, match="unknown or expired"):
         inbox.upload_chunk(idle, b"x")
-    inbox.finish_upload(active)
+    inbox.upload_chunk(active, b"x")
 
 
 def test_unclaimed_files_are_deleted_after_their_expiry(tmp_path: Path, clock: SimulatedClock) -> None:
     inbox = Inbox(tmp_path / "inbox", clock, max_upload_bytes=1000, session_expiry_secs=60, file_expiry_secs=0)
-    upload(inbox, b"abc")
+    upload(inbox, package(b"abc"))
     clock.advance(61)
     inbox.cleanup()
     assert list(inbox.root.iterdir()) == []
@@ -99,7 +111,7 @@ def test_concurrent_uploads_stay_separate(inbox: Inbox) -> None:
     results: dict[int, bytes] = {}
 
     def one(i: int) -> None:
-        path = inbox.claim(upload(inbox, *[bytes([i])] * 50))
+        path = inbox.claim(upload(inbox, package(bytes([i]) * 50)))
         results[i] = path.read_bytes()
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
@@ -107,17 +119,17 @@ def test_concurrent_uploads_stay_separate(inbox: Inbox) -> None:
         t.start()
     for t in threads:
         t.join(10)
-    assert results == {i: bytes([i]) * 50 for i in range(8)}
+    assert results == {i: package(bytes([i]) * 50) for i in range(8)}
 
 
 def test_store_round_trips_conf_topologies_and_package(tmp_path: Path, inbox: Inbox) -> None:
     store = CodeStore(tmp_path / "store")
-    package = inbox.claim(upload(inbox, b"PK-code"))
-    store.put(TID, package=package, conf={"topology.workers": 2}, topology=topology(), system=topology())
+    stored = inbox.claim(upload(inbox, package(b"code")))
+    store.put(TID, package=stored, conf={"topology.workers": 2}, topology=topology(), system=topology())
     assert store.has(TID) and list(store.ids()) == [TID]
     assert store.conf(TID) == {"topology.workers": 2}
     assert store.topology(TID) == topology() and store.system_topology(TID) == topology()
-    assert store.artifact_path(TID, "code").read_bytes() == b"PK-code"
+    assert store.artifact_path(TID, "code").read_bytes() == package(b"code")
     store.remove(TID)
     assert not store.has(TID) and list(store.ids()) == []
 
@@ -194,3 +206,35 @@ def test_open_sessions_are_bounded(inbox: Inbox, tmp_path: Path, clock: Simulate
     clock.advance(61)
     inbox.cleanup()
     inbox.begin_upload()  # idle ones expired, room again
+
+
+def test_uploads_together_are_bounded_by_the_inbox_quota(tmp_path: Path, clock: SimulatedClock) -> None:
+    inbox = Inbox(tmp_path / "inbox", clock, max_upload_bytes=1000, session_expiry_secs=60, file_expiry_secs=3600,
+                  max_total_bytes=1500)
+    first, second = inbox.begin_upload(), inbox.begin_upload()
+    inbox.upload_chunk(first, b"x" * 900)
+    with pytest.raises(UploadError, match=r"nimbus.inbox.max.bytes") as refused:
+        inbox.upload_chunk(second, b"x" * 900)
+    assert str(inbox.root) not in str(refused.value)
+    inbox.upload_chunk(first, b"x" * 100)  # the upload within the quota goes on
+
+
+def test_idle_unfinished_uploads_expire_when_another_begins(tmp_path: Path, clock: SimulatedClock) -> None:
+    inbox = Inbox(tmp_path / "inbox", clock, max_upload_bytes=1000, session_expiry_secs=600, file_expiry_secs=3600,
+                  idle_upload_secs=30, max_per_client=2)
+    idle = [inbox.begin_upload("10.0.0.9") for _ in range(2)]
+    with pytest.raises(UploadError, match="nimbus.upload.max.per.client"):
+        inbox.begin_upload("10.0.0.9")
+    inbox.begin_upload("10.0.0.8")  # another host is not limited by this one
+    clock.advance(31)
+    inbox.begin_upload("10.0.0.9")
+    with pytest.raises(UploadError, match="unknown or expired"):
+        inbox.upload_chunk(idle[0], b"x")
+
+
+def test_a_finished_upload_must_be_a_zip(inbox: Inbox) -> None:
+    location = inbox.begin_upload()
+    inbox.upload_chunk(location, b"not a zip")
+    with pytest.raises(UploadError, match="is not a zip file"):
+        inbox.finish_upload(location)
+    assert list(inbox.root.iterdir()) == []

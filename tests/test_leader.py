@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from nimbus.leader import LeaderElection
+from nimbus.leader import LeaderElection, TimerChoice, delayed_action_choice, is_own_stale_master
 from squall.clock import RealClock
 from squall.zk import paths
 from squall.zk.client import ZkClient
@@ -81,3 +81,47 @@ def test_leader_whose_session_expires_is_demoted_and_rejoins_as_follower(
     wait_until(lambda: zk.children(paths.NIMBUS_SLAVES) == [leader.election.host_port], 20,
                "old leader registered as follower")
     assert leaders(nimbuses) == [follower]
+
+
+def test_a_nimbus_restarted_on_its_address_takes_over_its_own_stale_leader_node(zk_conf: dict[str, Any],
+                                                                               zk: ZkClient) -> None:
+    previous_life = Nimbus(zk_conf, 6627)  # its session stays open, as a SIGKILLed nimbus's does for a while
+    try:
+        previous_life.election.start()
+        wait_until(lambda: previous_life.election.is_leader, what="the first life to lead")
+        restarted = Nimbus(zk_conf, 6627)
+        try:
+            restarted.election.start()
+            assert restarted.elected.wait(5), "the restarted nimbus waited out its own previous session"
+            master_owner = zk.kazoo.exists(paths.NIMBUS_MASTER).ephemeralOwner
+            assert master_owner == restarted.zk.session_id
+        finally:
+            restarted.close()
+    finally:
+        previous_life.zk.stop()
+
+
+def test_another_nimbus_never_takes_a_leader_node_that_is_not_its_own(nimbuses: list[Nimbus]) -> None:
+    leader, follower = elect(nimbuses)
+    assert not follower.elected.wait(1)
+    assert leaders(nimbuses) == [leader]
+
+
+@pytest.mark.parametrize("master, owner, expected", [
+    (NimbusMaster("127.0.0.1", 6627, 0), 7, True),    # our address, another session: our previous life
+    (NimbusMaster("127.0.0.1", 6627, 0), 9, False),   # our address, our session: we lead
+    (NimbusMaster("127.0.0.1", 6628, 0), 7, False),   # another nimbus leads
+    (None, 7, False),
+])
+def test_is_own_stale_master(master: NimbusMaster | None, owner: int, expected: bool) -> None:
+    assert is_own_stale_master(master, owner, "127.0.0.1:6627", session=9) is expected
+
+
+@pytest.mark.parametrize("elected, ready, choice", [
+    (True, True, TimerChoice.RUN),
+    (True, False, TimerChoice.WAIT),  # due while taking over: run once the takeover is done, never drop
+    (False, True, TimerChoice.DROP),
+    (False, False, TimerChoice.DROP),
+])
+def test_delayed_action_choice(elected: bool, ready: bool, choice: TimerChoice) -> None:
+    assert delayed_action_choice(elected, ready) is choice

@@ -6,7 +6,12 @@ supervisor daemon has tests of its own.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import threading
+import time
+import zipfile
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -27,9 +32,10 @@ from squall.stats import to_executor_stats
 from squall.thrift import connect, storm
 from squall.zk import paths
 from squall.zk.client import ZkClient
+from squall.zk.errors import record_task_error
 from squall.zk.records import (
-    Assignment, Blacklist, ComponentType, LoggerLevel, LoggerLevels, StormBase, SupervisorInfo, TaskInfo, TaskStats,
-    TopologyTasks,
+    Assignment, Blacklist, ComponentType, LoggerLevel, LoggerLevels, StormBase, SupervisorInfo, TaskError, TaskInfo,
+    TaskStats, TopologyTasks,
 )
 from support import wait_until
 
@@ -58,6 +64,14 @@ def word_count(split: int = 2, count: int = 2) -> Any:
                                    common=common({("split", "default"): storm.Grouping(fields=["word"])},
                                                  ["word", "count"], count))},
         state_spouts={})
+
+
+def zip_bytes() -> bytes:
+    """A small topology package."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as package:
+        package.writestr("wc.py", "WORDS = 1\n")
+    return buffer.getvalue()
 
 
 class Cluster:
@@ -411,13 +425,14 @@ def test_znodes_of_a_submit_exist_before_its_topology_node(cluster: Cluster, lea
 
 def test_code_is_uploaded_stored_and_downloadable(cluster: Cluster, leader: Nimbus) -> None:
     client = cluster.client(leader)
+    package = zip_bytes()
     location = client.beginFileUpload()
-    for part in (b"PK\x03\x04 first", b" second"):
+    for part in (package[:10], package[10:]):
         client.uploadChunk(location, part)
     client.finishFileUpload(location)
     client.submitTopology("wc", location, json.dumps({"topology.workers": 2}), word_count())
     topology_id = client.getTopologyId("wc")
-    for artifact, expected in (("code", b"PK\x03\x04 first second"),
+    for artifact, expected in (("code", package),
                                ("conf", json.dumps(leader.code.conf(topology_id), sort_keys=True).encode())):
         session = client.beginCodeDownload(topology_id, artifact)
         data = b""
@@ -519,3 +534,68 @@ def test_a_new_leader_without_the_code_says_so(cluster: Cluster, leader: Nimbus)
     client.killTopologyWithOpts("wc", storm.KillOptions(wait_secs=0))
     cluster.clock.advance(0)
     wait_until(lambda: cluster.zk.children(paths.TOPOLOGIES) == [], what="kill works without the code")
+
+
+def test_a_kill_racing_error_writers_removes_everything_and_frees_the_name(cluster: Cluster, leader: Nimbus) -> None:
+    topology_id = submit(cluster, leader)
+    stop = threading.Event()
+    writers = [ZkClient(cluster.conf).start() for _ in range(4)]
+
+    def write_errors(zk: ZkClient, task: int) -> None:
+        """As workers and supervisors do: on until a while after the assignment is gone (the workers stopped)."""
+        second, stop_at = 0, float("inf")
+        while not stop.is_set() and time.monotonic() < stop_at:
+            if stop_at == float("inf") and not zk.exists(paths.assignment(topology_id)):
+                stop_at = time.monotonic() + 1.0
+            second += 1
+            with contextlib.suppress(Exception):
+                record_task_error(zk, topology_id, task, TaskError(f"boom {second}", second))
+
+    threads = [threading.Thread(target=write_errors, args=(zk, task), daemon=True) for task, zk in enumerate(writers)]
+    try:
+        for thread in threads:
+            thread.start()
+        wait_until(lambda: len(cluster.zk.children(paths.task_errors_root(topology_id))) == len(writers),
+                   what="every writer writing")
+        cluster.client(leader).killTopologyWithOpts("wc", storm.KillOptions(wait_secs=1))
+        cluster.clock.advance(1)
+        wait_until(lambda: not cluster.zk.exists(paths.topology(topology_id)), 30, "the kill to finish")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+        for zk in writers:
+            zk.stop()
+    cluster.clock.advance(leader.conf["nimbus.monitor.freq.secs"])  # late writes are orphans: the monitor's
+    wait_until(lambda: not any(topology_id in cluster.zk.children(p) for p in paths.TOPOLOGY_SUBTREES),
+               what="nothing of the topology left in ZooKeeper")
+    submit(cluster, leader)  # the name is free again
+
+
+def test_upload_refusals_are_typed_and_name_no_server_path(cluster: Cluster, leader: Nimbus) -> None:
+    client = cluster.client(leader)
+    location = client.beginFileUpload()
+    client.uploadChunk(location, b"#!/bin/sh\necho not a package\n")
+    with pytest.raises(storm.AuthorizationException, match="is not a zip file") as refused:
+        client.finishFileUpload(location)
+    assert str(leader.inbox.root) not in refused.value.msg
+    with pytest.raises(storm.AuthorizationException, match="unknown or expired upload") as refused:
+        client.uploadChunk(location, b"more")
+    assert str(leader.inbox.root) not in refused.value.msg
+
+
+def test_an_upload_flood_does_not_keep_storm_jar_out(cluster: Cluster, leader: Nimbus) -> None:
+    client = cluster.client(leader)
+    flood = []
+    with pytest.raises(storm.AuthorizationException, match="nimbus.upload.max.per.client"):
+        while len(flood) <= 256:  # one host opens uploads and never sends a chunk
+            flood.append(client.beginFileUpload())
+    assert len(flood) == leader.conf["nimbus.upload.max.per.client"]
+    cluster.clock.advance(leader.conf["nimbus.upload.idle.secs"] + 1)
+    package = zip_bytes()  # storm jar from that host, half a minute later
+    location = client.beginFileUpload()
+    client.uploadChunk(location, package)
+    client.finishFileUpload(location)
+    client.submitTopology("wc", location, json.dumps({"topology.workers": 2}), word_count())
+    assert leader.code.package(client.getTopologyId("wc")).read_bytes() == package
+    assert [p.name for p in leader.inbox.root.iterdir()] == [], "the idle uploads were dropped"

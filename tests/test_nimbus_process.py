@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,22 +15,7 @@ from squall.thrift import connect
 from squall.zk import paths
 from squall.zk.client import ZkClient
 from squall.zk.records import NimbusMaster
-from support import wait_until
-
-
-def start_nimbus(conf: dict[str, Any], local_dir: Path) -> subprocess.Popen[bytes]:
-    overrides = {
-        "storm.zookeeper.servers": conf["storm.zookeeper.servers"], "storm.zookeeper.port": conf["storm.zookeeper.port"],
-        "storm.zookeeper.root": conf["storm.zookeeper.root"],
-        "storm.zookeeper.session.timeout": conf["storm.zookeeper.session.timeout"],
-        "storm.local.dir": str(local_dir), "storm.local.hostname": "127.0.0.1", "nimbus.thrift.port": 0,
-        "squall.log.format": "json",
-    }
-    argv = [sys.executable, "-m", "squall.cli"]
-    for key, value in overrides.items():
-        argv += ["-c", f"{key}={json.dumps(value)}"]
-    log = open(local_dir.with_suffix(".log"), "wb")
-    return subprocess.Popen([*argv, "nimbus"], stdout=log, stderr=subprocess.STDOUT)
+from support import listening_port, start_nimbus, wait_until
 
 
 @pytest.fixture
@@ -43,14 +26,6 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
         if p.poll() is None:
             p.kill()
         p.wait(10)
-
-
-def listening_port(log_file: Path) -> int | None:
-    """The port a nimbus process reported in its JSON log, once it has started."""
-    for line in log_file.read_text(errors="replace").splitlines():
-        if line.startswith("{") and (entry := json.loads(line)).get("event") == "nimbus started":
-            return int(entry["port"])
-    return None
 
 
 def test_follower_takes_over_within_the_session_timeout(zk: ZkClient, zk_conf: dict[str, Any], tmp_path: Path,

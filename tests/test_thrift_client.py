@@ -6,9 +6,12 @@ binary), so these tests show what an unmodified Storm tool sees when it talks to
 
 from __future__ import annotations
 
+import select
 import socket
 import struct
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from streamparse.thrift import storm_thrift as sp
@@ -26,6 +29,7 @@ from squall.thrift import (
     make_server,
     storm,
 )
+from support import wait_until
 
 HOST = "127.0.0.1"
 CAP = 1_048_576
@@ -379,20 +383,64 @@ def test_idle_connection_is_closed_after_client_timeout(servers):
         assert client.getLeader().host == "nimbus-2.example"
 
 
-def test_connections_over_the_limit_are_refused_at_once(servers):
+def test_a_new_client_takes_the_slot_of_the_longest_idle_connection(servers):
     server = servers(max_connections=2)
-    with socket.create_connection((HOST, server.port)) as a, socket.create_connection((HOST, server.port)) as b:
-        with connect(HOST, server.port) as client:  # a third: hung up on, not queued behind the idle two
-            with pytest.raises(Exception):
+    with socket.create_connection((HOST, server.port)) as oldest, socket.create_connection((HOST, server.port)) as b:
+        wait_until(lambda: server.connections == 2, DEADLINE_SECS, "both idle connections accepted")
+        with connect(HOST, server.port) as client:  # a third: served at once, not locked out by the idle two
+            assert client.getLeader().host == "nimbus-2.example"
+        wait_closed_by_peer(oldest)
+        b.settimeout(0.2)
+        with pytest.raises(TimeoutError):  # the younger idle one keeps its slot
+            b.recv(1)
+
+
+class BlockingHandler(Handler):
+    """getClusterInfo waits until the test lets it go: a call that holds its connection mid-call."""
+
+    def __init__(self):
+        super().__init__()
+        self.entered = threading.Semaphore(0)
+        self.release = threading.Event()
+
+    def getClusterInfo(self):
+        self.entered.release()
+        self.release.wait(DEADLINE_SECS)
+        return super().getClusterInfo()
+
+
+def test_connections_mid_call_are_never_evicted_and_a_newcomer_is_refused(servers):
+    handler = BlockingHandler()
+    server = servers(handler, max_connections=2)
+    with ThreadPoolExecutor(2) as pool:
+        def call():
+            with connect(HOST, server.port) as client:
+                return len(client.getClusterInfo().topologies)
+
+        calls = [pool.submit(call) for _ in range(2)]
+        for _ in calls:
+            assert handler.entered.acquire(timeout=DEADLINE_SECS)
+        with connect(HOST, server.port) as client:  # every slot owes a reply: hung up on
+            with pytest.raises((TTransportException, ConnectionError)):
                 client.getLeader()
-        a.close()
-        # once a slot is free, a well-formed client is served again
-        deadline = time.monotonic() + DEADLINE_SECS
-        while True:
+        handler.release.set()
+        assert [c.result(DEADLINE_SECS) for c in calls] == [1, 1]
+
+
+def test_a_request_trickling_in_is_cut_off_at_the_request_deadline(servers):
+    server = servers(request_timeout_ms=300)
+    with socket.create_connection((HOST, server.port), timeout=DEADLINE_SECS) as slow:
+        slow.sendall(struct.pack("!i", 1000))
+        started = time.monotonic()
+        while time.monotonic() - started < DEADLINE_SECS:  # a byte every 50 ms: no single read ever waits long
             try:
-                with connect(HOST, server.port) as client:
-                    assert client.getLeader().host == "nimbus-2.example"
+                slow.sendall(b"\x80")
+            except (BrokenPipeError, ConnectionResetError):
                 break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
+            if select.select([slow], [], [], 0.05)[0]:
+                wait_closed_by_peer(slow)
+                break
+        elapsed = time.monotonic() - started
+    assert elapsed < 2.0, f"a trickling request held its connection for {elapsed:.1f} s past a 0.3 s deadline"
+    with connect(HOST, server.port) as client:
+        assert client.getLeader().host == "nimbus-2.example"

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import enum
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import structlog
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.security import make_digest_acl, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
@@ -28,6 +29,9 @@ from squall.zk.records import RecordError, decode, encode
 
 log = structlog.get_logger(__name__)
 R = TypeVar("R")
+
+#: How long :meth:`ZkClient.delete` keeps deleting a subtree that writers keep adding to.
+DELETE_RETRY_SECS = 30.0
 
 
 class ZkState(str, enum.Enum):
@@ -196,11 +200,25 @@ class ZkClient:
         return True
 
     def delete(self, path: str, *, recursive: bool = True) -> None:
-        """Delete a node (and its subtree); deleting a missing node is not an error."""
-        try:
-            self._kz.retry(self._kz.delete, path, recursive=recursive)
-        except NoNodeError:
-            pass
+        """Delete a node (and its subtree); deleting a missing node is not an error.
+
+        A recursive delete races writers adding children meanwhile (workers and supervisors filing task
+        errors while their topology is killed): ZooKeeper then refuses the parent (NotEmptyError). It is
+        retried, with a growing pause, for up to ``DELETE_RETRY_SECS``; after that NotEmptyError is raised.
+        """
+        deadline, pause = time.monotonic() + DELETE_RETRY_SECS, 0.01
+        while True:
+            try:
+                self._kz.retry(self._kz.delete, path, recursive=recursive)
+                return
+            except NoNodeError:
+                return
+            except NotEmptyError:
+                if not recursive or time.monotonic() >= deadline:
+                    raise
+                log.info("znode gained children while being deleted; deleting again", path=path)
+                time.sleep(pause)  # a back-off between attempts, not a wait for an event
+                pause = min(pause * 2, 0.5)
 
     def exists(self, path: str) -> bool:
         return self._kz.retry(self._kz.exists, path) is not None

@@ -1,0 +1,63 @@
+"""A nimbus SIGKILLed while a delayed rebalance waits, restarted on its address (issue 20), on a process cluster.
+
+The operator's view: ``storm rebalance -w 5 -n 1``, the leader dies 1-2 s later and is started again. The
+restarted nimbus leads at once (it recognises the leader node of its own previous life) and the rebalance
+that came due meanwhile runs: the topology leaves REBALANCING on one worker.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from processcluster import ProcessCluster
+from squall.devzk import free_port
+from squall.dsl import Topology
+from squall.zk import paths
+from squall.zk.records import StormBase
+from support import wait_until
+from topologies import Numbers, Recorder
+
+#: Long enough that waiting out the dead nimbus's session would show: the issue saw ~20 s of "NotLeader".
+SESSION_MS = 20_000
+
+
+@pytest.mark.slow
+def test_a_rebalance_due_while_nimbus_restarts_runs_once_the_restarted_nimbus_leads(
+        zk_conf: dict[str, Any], tmp_path: Path) -> None:
+    records = tmp_path / "records"
+    records.mkdir()
+    t = Topology("failover", {"topology.workers": 2})
+    numbers = t.spout("numbers", Numbers, args=[10_000_000, 20], kwargs={"record_dir": str(records)})
+    t.bolt("sink", Recorder, args=[str(records)], parallelism=2).fields(numbers, "key")
+    with ExitStack() as stack:
+        cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **{
+            "nimbus.thrift.port": free_port(), "storm.zookeeper.session.timeout": SESSION_MS})
+        cluster.start_nimbus()
+        cluster.start_supervisor("sup", [free_port() for _ in range(3)])
+        cluster.wait_supervisors(1)
+        topology_id = cluster.submit(t)
+        wait_until(lambda: (a := cluster.assignment(topology_id)) and len(a.workers) == 2, 30, "two workers")
+
+        def status() -> str:
+            return cluster.zk.read(paths.topology(topology_id), StormBase).status.value
+
+        assert cluster.cli("rebalance", "failover", "-w", "5", "-n", "1") == 0
+        assert status() == "rebalancing"
+        time.sleep(1.5)  # the scenario itself: the leader dies partway through the wait
+        cluster.kill("nimbus")
+        restarted = time.monotonic()
+        cluster.start_nimbus(timeout=SESSION_MS / 1000 + 30)  # returns at once: the node names its address
+        # a write is what a follower refuses ("NotLeader: ... the leader is <itself>")
+        wait_until(lambda: cluster.cli("blacklist", "add", "no-such-host") == 0, SESSION_MS / 1000 + 30,
+                   "the restarted nimbus to accept a write")
+        took = time.monotonic() - restarted
+        assert took < SESSION_MS / 1000 / 2, f"the restarted nimbus led only after {took:.1f} s"
+        assert cluster.cli("blacklist", "remove", "no-such-host") == 0
+        wait_until(lambda: status() == "active", 20, "the delayed rebalance to run on the restarted leader")
+        assert cluster.zk.read(paths.topology(topology_id), StormBase).pending is None
+        wait_until(lambda: len(cluster.assignment(topology_id).workers) == 1, 20, "one worker after the rebalance")
