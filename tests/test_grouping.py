@@ -28,6 +28,16 @@ def test_shuffle_over_two_tasks_is_fair() -> None:
     assert 49_000 <= counts[1] <= 51_000 and counts[1] + counts[2] == 100_000
 
 
+def test_shuffle_dealing_a_batch_at_once_stays_exactly_fair_with_single_rows() -> None:
+    g = grouper(storm.Grouping(shuffle=NULL))
+    counts: Counter[int] = Counter()
+    for n in [1, 5, 3, 0, 7, 2, 100, 1, 1, 4] * 20:
+        for (task,), rows in g.split(n):  # what an emit_many of n rows deals
+            counts[task] += rows
+        counts[g(("x", 1))[0]] += 1      # and one emit
+        assert max(counts.values()) - min(counts[t] for t in TARGETS) <= 1
+
+
 def test_shuffle_order_varies_between_sources() -> None:
     firsts = {grouper(storm.Grouping(shuffle=NULL), seed=seed)(()) for seed in range(20)}
     assert len(firsts) > 1

@@ -308,17 +308,20 @@ class StreamOut:
     grouping, whose route counts them as it goes.
     """
 
-    __slots__ = ("fields", "width", "direct", "route", "constant", "direct_targets", "fanout", "keys",
+    __slots__ = ("fields", "width", "direct", "route", "constant", "split", "direct_targets", "fanout", "keys",
                  "emitted", "_base_emitted", "_base_transferred")
 
     def __init__(self, fields: Fields, direct: bool, route: Callable[[Sequence[Any]], Sequence[int]],
-                 direct_targets: frozenset[int], fanout: int | None, constant: tuple[int, ...] | None = None) -> None:
+                 direct_targets: frozenset[int], fanout: int | None, constant: tuple[int, ...] | None = None,
+                 split: Callable[[int], list[tuple[tuple[int], int]]] | None = None) -> None:
         self.fields = fields
         self.width = len(fields)
         self.direct = direct
         self.direct_targets = direct_targets
         self.fanout = 1 if direct else fanout
         self.constant = None if direct else constant
+        #: A shuffle's bulk form: how many of n consecutive rows go to each target (see ``_Shuffle.split``).
+        self.split = None if direct else split
         self.keys = (object(), object(), object())
         self.emitted = 0
         self._base_emitted = self._base_transferred = 0
@@ -365,7 +368,8 @@ def build_outputs(layout: TopologyLayout, placement: Placement, component: str, 
             route = groupers[0]
         else:
             route = _fan_out(groupers)
-        outs[stream] = StreamOut(spec.fields, spec.direct, route, direct, fanout, constant_targets(groupers))
+        split = getattr(groupers[0], "split", None) if len(groupers) == 1 else None
+        outs[stream] = StreamOut(spec.fields, spec.direct, route, direct, fanout, constant_targets(groupers), split)
     return outs
 
 
@@ -475,6 +479,15 @@ class Executor:
                 if batch is None or batch.key is not key:
                     batch = self._open(target, stream, out, PLAIN)
                 batch.rows.extend(rows)
+            return
+        if out.split is not None:  # shuffle: consecutive rows to each target, as many as per-row calls give it
+            start = 0
+            for (target,), count in out.split(len(rows)):
+                batch = last.get(target)
+                if batch is None or batch.key is not key:
+                    batch = self._open(target, stream, out, PLAIN)
+                batch.rows.extend(rows[start:start + count])
+                start += count
             return
         route = out.route
         for values in rows:

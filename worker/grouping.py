@@ -98,6 +98,16 @@ class _Shuffle:
         self._next += 1
         return self._choices[self._next - 1]
 
+    def split(self, rows: int) -> list[tuple[tuple[int], int]]:
+        """How many of ``rows`` consecutive rows each target gets, as ``rows`` calls would deal them: whole
+        passes (one each per target, which leave the order where it was), then single steps."""
+        base, extra = divmod(rows, len(self._choices))
+        counts = dict.fromkeys(self._choices, base) if base else {}
+        for _ in range(extra):
+            choice = self(None)
+            counts[choice] = counts.get(choice, 0) + 1
+        return list(counts.items())
+
 
 def _positions(kind: str, names: Sequence[str], output_fields: Sequence[str]) -> list[int]:
     """Where each of ``names`` sits in the stream's values, or a GroupingError naming the unknown ones."""
