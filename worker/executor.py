@@ -986,7 +986,7 @@ class BoltExecutor(Executor):
         if index is not None and len(index) != len(rows):
             raise ValueError(f"emit_each of {len(rows)} rows with {len(index)} index entries: give one per row")
         out = self._check_rows(rows, stream, None)
-        if not inputs.tracked or not self._n_ackers:
+        if not inputs.tracked or not self._n_ackers or out.constant == ():  # untracked, or subscribed by none
             out.emitted += len(rows)
             self._emit_plain(rows, stream, out, None)
             return
