@@ -1001,6 +1001,18 @@ class BoltExecutor(Executor):
             xor = inputs._xor = [0] * len(inputs)
         in_roots, last, route, constant = inputs.roots, self._last, out.route, out.constant
         plain, tracked = out.keys[PLAIN], out.keys[ROOTS]
+        roots = [in_roots[i] for i in positions]
+        if constant is not None and len(constant) == 1 and 0 not in roots:  # one target, every input tracked
+            edges = _edges(len(rows))
+            for i, edge in zip(positions, edges):
+                xor[i] ^= edge
+            batch = last.get(constant[0])
+            if batch is None or batch.key is not tracked:
+                batch = self._open(constant[0], stream, out, ROOTS)
+            batch.rows.extend(rows)
+            batch.ids.extend(edges)  # type: ignore[union-attr]
+            batch.roots.extend(roots)  # type: ignore[union-attr]
+            return
         for values, i in zip(rows, positions):
             root = in_roots[i]
             for target in route(values) if constant is None else constant:

@@ -44,7 +44,8 @@ def make_grouper(grouping: Any, *, output_fields: Sequence[str], targets: Sequen
     if grouping.fields is not None:
         if not grouping.fields:
             return _constant([tasks[0]])  # Storm: an empty fields list is global grouping
-        return _fields(grouping.fields, output_fields, tasks)
+        grouper = _fields(grouping.fields, output_fields, tasks)  # (checks the names)
+        return _constant(tasks) if len(tasks) == 1 else grouper
     if grouping.partial_key is not None:
         return _partial_key(grouping.partial_key, output_fields, tasks)
     if grouping.all is not None:
