@@ -98,13 +98,17 @@ class DevCluster:
             extra["nimbus.thrift.port"] = self.nimbus_ports[name]
         return {**self.conf, "storm.local.dir": str(self.root / name), **extra}
 
-    def start_nimbus(self, name: str = "nimbus", timeout: float = 60) -> subprocess.Popen[bytes]:
-        """Start a nimbus and return once it leads (a killed leader's node lasts until its session expires)."""
+    def start_nimbus(self, name: str = "nimbus", timeout: float = 60, *, lead: bool = True) -> subprocess.Popen[bytes]:
+        """Start a nimbus and return once it leads (a killed leader's node lasts until its session expires), or,
+        with ``lead=False``, once it has joined as a follower."""
         port = int(self.conf["nimbus.thrift.port"]) or free_port()  # 0: a new port each life, told apart
         self.nimbus_ports[name] = port
         process = self._start(name, "nimbus")
-        wait_for(lambda: self._alive(name) and self.leader_port() == port, timeout,
-                 f"{name} to lead (log: {self.log_file(name)})")
+        host = self.conf.get("storm.local.hostname") or "127.0.0.1"
+        joined = ((lambda: self.leader_port() == port) if lead
+                  else (lambda: self.zk.exists(paths.nimbus_slave(f"{host}:{port}"))))
+        wait_for(lambda: self._alive(name) and joined(), timeout,
+                 f"{name} to {'lead' if lead else 'follow'} (log: {self.log_file(name)})")
         return process
 
     def start_supervisor(self, name: str, ports: Sequence[int] = ()) -> subprocess.Popen[bytes]:
