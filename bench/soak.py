@@ -193,11 +193,14 @@ def table(samples: Sequence[dict[str, float]], kills: Sequence[tuple[float, str]
     lines = [f"paced at {rate:,.0f} tuples/s; emitted {totals['emitted']:,}, acked {totals['acked']:,}, "
              f"lost {totals['emitted'] - totals['acked']:,} (failed and replayed {totals['failed']:,}); "
              f"{len(kills)} worker kills at t = {', '.join(f'{t:g} s' for t, _ in kills) or '-'}",
-             "", "| series | first | last | min | median | max | over time |", "|---|---:|---:|---:|---:|---:|---|"]
+             "", "| series | first | last | min | median | max | over time (its own min to max) |",
+             "|---|---:|---:|---:|---:|---:|---|"]
     for key in sorted({k for row in samples for k in row} - {"t"}, key=lambda k: (k != "tuples/s", k)):
         series = [row[key] for row in samples if key in row]
-        lines.append(f"| {key} | {series[0]:,.0f} | {series[-1]:,.0f} | {min(series):,.0f} | "
-                     f"{statistics.median(series):,.0f} | {max(series):,.0f} | {sparkline(series)} |")
+        digits = 0 if key == "tuples/s" else 1  # MB: a tenth shows whether memory stays flat
+        cells = " | ".join(f"{v:,.{digits}f}" for v in (series[0], series[-1], min(series),
+                                                         statistics.median(series), max(series)))
+        lines.append(f"| {key} | {cells} | {sparkline(series)} |")
     return "\n".join(lines)
 
 
