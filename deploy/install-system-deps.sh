@@ -2,7 +2,8 @@
 # Installs what Squall needs from Debian when it is missing, and says what and why before it does: Java (ZooKeeper,
 # Spark), the zookeeper package (a real ZooKeeper for `storm dev-zookeeper`, `storm dev-cluster` and the tests) and
 # python3-venv; with --for-tests also docker-compose (tests/test_deploy.py validates docker-compose.yml with it; no
-# Docker engine needed). SQUALL_NO_INSTALL=1 lists what is missing and stops (exit 1) instead of installing.
+# Docker engine needed) and iproute2 (tests/test_partition_cluster.py's network namespaces).
+# SQUALL_NO_INSTALL=1 lists what is missing and stops (exit 1) instead of installing.
 # Safe to run repeatedly: nothing is printed or installed when nothing is missing.
 set -euo pipefail
 
@@ -16,6 +17,8 @@ python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need python3-venv "the .v
 if [ "${1:-}" = "--for-tests" ]; then
   command -v docker-compose >/dev/null 2>&1 \
     || need docker-compose "the tests validate docker-compose.yml with it (no Docker engine needed)"
+  command -v ip >/dev/null 2>&1 \
+    || need iproute2 "the partition test puts supervisor hosts in network namespaces (ip netns)"
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 

@@ -7,6 +7,7 @@ these directories. Uploads are size-bounded and sessions expire on the injected 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import secrets
@@ -14,7 +15,7 @@ import shutil
 import tempfile
 import threading
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -199,9 +200,23 @@ class Inbox:
 
 #: ``beginCodeDownload`` artifacts → file in a version directory. A bare name is the current version's;
 #: ``v<N>/<name>`` names version N, so a supervisor fetching a gray upgrade's code gets exactly that version.
-ARTIFACTS = CODE_FILES
+#: Supervisors fetch :data:`CODE_FILES`; nimbuses copying code from each other also fetch the system topology.
+ARTIFACTS = {**CODE_FILES, "system": "system.bin"}
 _VERSIONED = re.compile(r"^v(\d{1,9})/(\w+)$")
 CURRENT = "current"
+
+
+def files_digest(directory: Path) -> str:
+    """SHA-256 over a code version's files (:data:`ARTIFACTS`): equal digests, equal code, conf and topology."""
+    sha = hashlib.sha256()
+    for name in sorted(ARTIFACTS.values()):
+        path = directory / name
+        if path.exists():
+            sha.update(f"{name}\0{path.stat().st_size}\0".encode())
+            with open(path, "rb") as data:
+                while block := data.read(1 << 20):
+                    sha.update(block)
+    return sha.hexdigest()
 
 
 class CodeStore:
@@ -216,6 +231,7 @@ class CodeStore:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._digests: dict[tuple[str, int, int], str] = {}
 
     def put(self, topology_id: str, *, package: Path | None, conf: dict[str, Any], topology: Any, system: Any,
             version: int = 1, make_current: bool = True, replace: bool = False) -> None:
@@ -224,15 +240,24 @@ class CodeStore:
         A version is new unless ``replace``: a rebalance rewrites the current version's conf and topology,
         since its workers keep running and refresh in place.
         """
-        base = self._dir(topology_id)
-        base.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=base))
-        try:
+        def write(staging: Path) -> None:
             (staging / "conf.json").write_text(json.dumps(conf, sort_keys=True))
             (staging / "topology.bin").write_bytes(to_bytes(topology))
             (staging / "system.bin").write_bytes(to_bytes(system))
             if package is not None:
                 shutil.copyfile(package, staging / "code.pkg")
+
+        self.install(topology_id, version, write, make_current=make_current, replace=replace)
+
+    def install(self, topology_id: str, version: int, write: Callable[[Path], None], *, make_current: bool = False,
+                replace: bool = False) -> None:
+        """``write(staging_dir)`` fills a version's files (:data:`ARTIFACTS`' names), then the version appears
+        whole; a follower installs the versions it copies from another nimbus this way."""
+        base = self._dir(topology_id)
+        base.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=base))
+        try:
+            write(staging)
             with self._lock:
                 target = base / str(version)
                 if not target.exists():
@@ -251,6 +276,20 @@ class CodeStore:
             if not any(p for p in base.iterdir() if not p.name.startswith(".")):
                 shutil.rmtree(base, ignore_errors=True)
             raise
+
+    def digest(self, topology_id: str, version: int) -> str:
+        """:func:`files_digest` of a stored version, cached per version directory (a rewrite by rebalance is
+        a new directory), so asking again is cheap."""
+        directory = self._existing(topology_id) / str(version)
+        stat = directory.stat()
+        key = (str(directory), stat.st_ino, stat.st_ctime_ns)
+        with self._lock:
+            if key in self._digests:
+                return self._digests[key]
+        digest = files_digest(directory)
+        with self._lock:
+            self._digests[key] = digest
+        return digest
 
     def set_current(self, topology_id: str, version: int) -> None:
         """Point ``current`` at ``version`` (a symlink swapped by rename: atomic)."""

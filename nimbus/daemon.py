@@ -24,6 +24,7 @@ from nimbus.assign import AssignEvent, AssignFailed, TopologyAssigner
 from nimbus.codestore import CodeStore, Downloads, Inbox, MissingTopology
 from nimbus.leader import LeaderElection, TimerChoice, delayed_action_choice
 from nimbus.monitor import HeartbeatTracker
+from nimbus.replication import CodeReplication
 from nimbus.scheduler import AssignType, Component
 from nimbus.scheduler.model import scheduler_components
 from squall import topology as topo
@@ -75,6 +76,7 @@ class Nimbus:
                                          code_dir=lambda tid: str(local / "stormdist" / tid))
         self.server: ThriftServer | None = None
         self.election: LeaderElection | None = None
+        self.replication: CodeReplication | None = None
         self._lock = threading.RLock()  # one topology change at a time
         self._submitting: dict[str, str] = {}  # name → id of each submission in flight
         self._counter = itertools.count(1)
@@ -96,6 +98,9 @@ class Nimbus:
                                   threads=self.conf["nimbus.thrift.threads"],
                                   max_connections=self.conf["nimbus.thrift.max.connections"]).start()
         self._port = self.server.port
+        self.replication = CodeReplication(self.zk, self.code, self.conf, self.clock, self.host, self._port,
+                                           is_elected=lambda: self.election is not None and self.election.is_leader
+                                           ).start()
         self.election = LeaderElection(self.zk, self.host, self._port, self.clock,
                                        on_elected=self._lead, on_demoted=self._follow).start()
         log.info("nimbus started", host=self.host, port=self.server.port)
@@ -110,6 +115,8 @@ class Nimbus:
         election.stop()
         if server is not None:
             server.stop()
+        if self.replication is not None:
+            self.replication.stop()
         self.assigner.stop()
         self.zk.stop()
 
@@ -130,7 +137,9 @@ class Nimbus:
         raise NotLeader(f"nimbus {self.host}:{self.port} is not the leader; {where}")
 
     def _lead(self) -> None:
-        """Became leader: reload heartbeats, re-arm delayed actions, start the periodic work."""
+        """Became leader: copy the code it lacks, reload heartbeats, re-arm delayed actions, start the periodic
+        work."""
+        self._take_over_code()
         now = int(self.clock.time())
         for topology_id in self.zk.children(paths.TOPOLOGIES):
             beats = self.zk.read(paths.taskbeats(topology_id), TaskHeartbeats)
@@ -147,6 +156,20 @@ class Nimbus:
         ]
         self._ready.set()
         log.info("nimbus leading", topologies=len(self.zk.children(paths.TOPOLOGIES)))
+
+    def _take_over_code(self) -> None:
+        """Copy every published code version this nimbus lacks (the old leader's host may be gone for good), and
+        publish alive topologies that no leader published yet (stored before code was replicated)."""
+        try:
+            missing = self.replication.sync(leading=True)
+            for topology_id in self.zk.children(paths.TOPOLOGIES):
+                if self.code.has(topology_id) and not self.zk.exists(paths.code(topology_id)):
+                    self.replication.publish(topology_id)
+        except Exception:  # leading without some code beats not leading: what lacks code says so when used
+            log.exception("could not take over the topologies' code")
+            return
+        if missing:
+            log.error("leading without the code of some topologies: no nimbus could serve it", topologies=missing)
 
     def _follow(self) -> None:
         self._ready.clear()
@@ -172,8 +195,8 @@ class Nimbus:
             raise AssignFailed(self._no_code(topology_id)) from None
 
     def _no_code(self, topology_id: str) -> str:
-        return (f"nimbus {self.host}:{self.port} has no code for {topology_id}: code is not yet replicated "
-                "between nimbuses, so only the nimbus that accepted it can schedule it")
+        return (f"nimbus {self.host}:{self.port} has no code for {topology_id}: no nimbus holding it could serve "
+                "it yet (see /code_holders); it is copied again every nimbus.code.sync.freq.secs")
 
     def merged_conf(self, topology_id: str) -> dict[str, Any]:
         return {**self.conf, **self.code.conf(topology_id)}
@@ -182,7 +205,7 @@ class Nimbus:
         return int(self._topology_conf_or_cluster(topology_id)["topology.message.timeout.secs"])
 
     def _topology_conf_or_cluster(self, topology_id: str) -> dict[str, Any]:
-        """The topology's merged conf; the cluster's when this nimbus lacks the code (no replication yet)."""
+        """The topology's merged conf; the cluster's when this nimbus lacks the code (not copied yet)."""
         try:
             return self.merged_conf(topology_id)
         except MissingTopology:
@@ -236,6 +259,7 @@ class Nimbus:
             self.zk.create(paths.task_errors_root(topology_id))
             self.zk.create(paths.upgrading_workers(topology_id))
             self.zk.create(paths.upgraded_workers(topology_id))
+            self._await_replicas(topology_id, topology_conf)
             self._assign(AssignEvent(topology_id, name))
             self.require_leader()  # demoted while waiting: the new leader will clean up, not us
             now = int(self.clock.time())
@@ -290,6 +314,23 @@ class Nimbus:
                 time.sleep(0.05)  # other processes' doings, seen in ZooKeeper: nothing to wait on
         log.info("topology removed for its replacement", topology_id=topology_id,
                  workers_stopped=not slots, waited_secs=round(time.monotonic() - started, 3))
+
+    def _await_replicas(self, topology_id: str, topology_conf: Mapping[str, Any]) -> None:
+        """Publish the new code, then wait for ``topology.min.replication.count`` nimbuses to hold it, at most
+        ``topology.max.replication.wait.time.sec`` (Storm's submit): a topology is scheduled only once losing
+        this host would not lose its code, or once the operator's patience ran out."""
+        self.replication.publish(topology_id)
+        conf = {**self.conf, **topology_conf}
+        wanted, max_wait = int(conf["topology.min.replication.count"]), float(conf["topology.max.replication.wait.time.sec"])
+        if wanted <= 1:
+            return
+        started = self.clock.monotonic()
+        held = self.replication.wait_for_replicas(topology_id, self.code.current_version(topology_id),
+                                                  wanted=wanted, max_wait_secs=max_wait)
+        (log.info if held >= wanted else log.warning)(
+            "code replicated" if held >= wanted else "scheduling with fewer code replicas than wanted",
+            topology_id=topology_id, replicas=held, wanted=wanted,
+            waited_secs=round(self.clock.monotonic() - started, 3))
 
     @staticmethod
     def _submitted_conf(json_conf: str) -> Any:
@@ -386,6 +427,7 @@ class Nimbus:
             system = topo.system_topology(normalized, {**self.conf, **conf})
             self.code.put(topology_id, package=self.code.package(topology_id), conf=conf, topology=normalized,
                           system=system, version=self.code.current_version(topology_id), replace=True)
+            self.replication.publish(topology_id)
             old_tasks = self.zk.read(paths.tasks(topology_id), TopologyTasks) or TopologyTasks(tasks={})
             self.zk.write(paths.tasks(topology_id), topo.rescale_tasks(old_tasks, system))
         self._assign(AssignEvent(topology_id, name, AssignType.REBALANCE, reassign=effect.reassign,
@@ -398,6 +440,7 @@ class Nimbus:
             self.zk.delete(f"{parent}/{topology_id}")
         self.zk.delete(paths.topology(topology_id))
         self.code.remove(topology_id)
+        self.replication.announce()
         with self._beats_lock:
             self.tracker.forget(topology_id)
 
@@ -448,6 +491,7 @@ class Nimbus:
         package = self.inbox.claim(location) if location else None
         try:
             self.code.put(topology_id, package=package or self.code.package(topology_id), **put)
+            self.replication.publish(topology_id)
         finally:
             if package is not None:
                 package.unlink(missing_ok=True)  # the code store has its own copy
@@ -486,6 +530,7 @@ class Nimbus:
                               system=self.code.system_topology(topology_id), version=self._next_version(topology_id))
             self._assign(AssignEvent(topology_id, name, AssignType.MONITOR, writes=AssignmentType.UPDATE))
             self.code.drop(topology_id, current)
+            self.replication.publish(topology_id)
         log.info("topology updated", topology_id=topology_id, new_code=bool(location), conf=sorted(overrides))
 
     def gray_continue(self, name: str, request: upgrade.BatchRequest) -> None:
@@ -562,6 +607,7 @@ class Nimbus:
         self.code.set_current(topology_id, keep)
         self._assign(AssignEvent(topology_id, topo.name_of(topology_id), AssignType.MONITOR))
         self.code.drop(topology_id, drop)
+        self.replication.publish(topology_id)
         self._clear_marks(topology_id)
         self.zk.write(paths.gray_upgrade_conf(topology_id), upgrade.ended(conf, now_ms))
         self.transition(topology_id, lifecycle.CompleteUpgrade())

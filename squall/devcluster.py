@@ -79,14 +79,17 @@ class DevCluster:
         self.daemons: dict[str, subprocess.Popen[bytes]] = {}
         self.ports: dict[str, list[int]] = {}  # supervisor name → its slots
         self.nimbus_ports: dict[str, int] = {}  # nimbus name → its Thrift port
+        self.hosts: dict[str, str] = {}  # daemon name → its storm.local.hostname, when not the cluster's
+        self.prefixes: dict[str, Sequence[str]] = {}  # daemon name → what its command runs under (ip netns exec …)
         self._zk: ZkClient | None = None
 
     # -- processes --------------------------------------------------------------------------------
 
-    def start_zookeeper(self) -> LocalZooKeeper:
-        """A ZooKeeper of the cluster's own on ``storm.zookeeper.port`` (0: a free port), data under root."""
-        port = int(self.conf["storm.zookeeper.port"]) or free_port()
-        self.zookeeper = LocalZooKeeper(self.root / "zookeeper", port).start()
+    def start_zookeeper(self, host: str = "127.0.0.1") -> LocalZooKeeper:
+        """A ZooKeeper of the cluster's own on ``host`` and ``storm.zookeeper.port`` (0: a free port), data under
+        root."""
+        port = int(self.conf["storm.zookeeper.port"]) or free_port(host)
+        self.zookeeper = LocalZooKeeper(self.root / "zookeeper", port, host).start()
         self.conf.update({"storm.zookeeper.servers": [self.zookeeper.host], "storm.zookeeper.port": port})
         return self.zookeeper
 
@@ -96,21 +99,36 @@ class DevCluster:
             extra["supervisor.slots.ports"] = self.ports[name]
         if name in self.nimbus_ports:
             extra["nimbus.thrift.port"] = self.nimbus_ports[name]
+        if name in self.hosts:
+            extra["storm.local.hostname"] = self.hosts[name]
         return {**self.conf, "storm.local.dir": str(self.root / name), **extra}
 
-    def start_nimbus(self, name: str = "nimbus", timeout: float = 60) -> subprocess.Popen[bytes]:
-        """Start a nimbus and return once it leads (a killed leader's node lasts until its session expires)."""
+    def start_nimbus(self, name: str = "nimbus", timeout: float = 60, *, lead: bool = True) -> subprocess.Popen[bytes]:
+        """Start a nimbus and return once it leads (a killed leader's node lasts until its session expires), or,
+        with ``lead=False``, once it has joined as a follower."""
         port = int(self.conf["nimbus.thrift.port"]) or free_port()  # 0: a new port each life, told apart
         self.nimbus_ports[name] = port
         process = self._start(name, "nimbus")
-        wait_for(lambda: self._alive(name) and self.leader_port() == port, timeout,
-                 f"{name} to lead (log: {self.log_file(name)})")
+        host = self.conf.get("storm.local.hostname") or "127.0.0.1"
+        joined = ((lambda: self.leader_port() == port) if lead
+                  else (lambda: self.zk.exists(paths.nimbus_slave(f"{host}:{port}"))))
+        wait_for(lambda: self._alive(name) and joined(), timeout,
+                 f"{name} to {'lead' if lead else 'follow'} (log: {self.log_file(name)})")
         return process
 
-    def start_supervisor(self, name: str, ports: Sequence[int] = ()) -> subprocess.Popen[bytes]:
-        """Start a supervisor; its slots are ``ports``, else those of its earlier life, else two free ports."""
+    def start_supervisor(self, name: str, ports: Sequence[int] = (), *, host: str | None = None,
+                         prefix: Sequence[str] = ()) -> subprocess.Popen[bytes]:
+        """Start a supervisor; its slots are ``ports``, else those of its earlier life, else two free ports.
+
+        ``host`` is the address it registers (``storm.local.hostname``) and ``prefix`` what its command runs
+        under: a test "host" in a network namespace is ``host="10.0.0.2", prefix=("ip", "netns", "exec", "a")``.
+        """
         if ports or name not in self.ports:
             self.ports[name] = list(ports) or [free_port() for _ in range(2)]
+        if host is not None:
+            self.hosts[name] = host
+        if prefix:
+            self.prefixes[name] = tuple(prefix)
         return self._start(name, "supervisor")
 
     def _start(self, name: str, command: str) -> subprocess.Popen[bytes]:
@@ -118,7 +136,8 @@ class DevCluster:
         conf_file.write_text(json.dumps(self.daemon_conf(name), indent=1))  # JSON is YAML
         env = {**os.environ, "PYTHONPATH": squall_import_path(self.root / "python")}
         with open(self.log_file(name), "ab") as log:
-            process = subprocess.Popen([sys.executable, "-m", "squall.cli", "--config", str(conf_file), command],
+            process = subprocess.Popen([*self.prefixes.get(name, ()), sys.executable, "-m", "squall.cli", "--config",
+                                        str(conf_file), command],
                                        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        cwd=self.root, env=env, start_new_session=True)
         self.daemons[name] = process

@@ -1,17 +1,19 @@
-"""How the CLI and daemons reach the leading nimbus: ZooKeeper's ``/nimbus_master`` or ``nimbus.seeds``."""
+"""How the CLI and daemons reach nimbus: the leader through ZooKeeper's ``/nimbus_master`` or ``nimbus.seeds``;
+for topology code, also any other nimbus that holds a copy (``/code_holders``)."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from thriftpy2.thrift import TClient
 
-from squall.thrift import connect, find_leader
+from squall.thrift import connect, find_leader, storm
 from squall.zk import paths
 from squall.zk.client import ZkClient
-from squall.zk.records import NimbusMaster
+from squall.zk.records import CodeHolder, NimbusMaster
 
 
 def leader_address(conf: Mapping[str, Any], zk: ZkClient | None = None) -> tuple[str, int]:
@@ -30,6 +32,53 @@ def nimbus_client(conf: Mapping[str, Any], zk: ZkClient | None = None) -> Iterat
     host, port = leader_address(conf, zk)
     with connect(host, port, _timeout(conf), max_frame_bytes=conf["nimbus.thrift.max_buffer_size"]) as client:
         yield client
+
+
+@contextlib.contextmanager
+def nimbus_at(conf: Mapping[str, Any], host: str, port: int) -> Iterator[TClient]:
+    """A client connected to the nimbus at ``host:port`` (leader or not), closed on exit."""
+    with connect(host, port, _timeout(conf), max_frame_bytes=conf["nimbus.thrift.max_buffer_size"]) as client:
+        yield client
+
+
+def code_sources(conf: Mapping[str, Any], zk: ZkClient | None, topology_id: str, version: int) -> list[tuple[str, int]]:
+    """Nimbuses to download ``version`` of ``topology_id`` from, best first: the leader, then every other
+    nimbus that says it holds that version. Any nimbus serves the code it holds, so a leader that lost its
+    disk, or is unreachable, does not stop a download."""
+    sources: list[tuple[str, int]] = []
+    try:
+        sources.append(leader_address(conf, zk))
+    except Exception:  # no leader right now: the holders may still serve
+        pass
+    if zk is not None:
+        for host_port in zk.children(paths.CODE_HOLDERS):
+            holder = zk.read(paths.code_holder(host_port), CodeHolder)
+            if holder is not None and holder.holds(topology_id, version) and (holder.host, holder.port) not in sources:
+                sources.append((holder.host, holder.port))
+    return sources
+
+
+class ArtifactTooLarge(Exception):
+    """A downloaded artifact grew past the size the downloader allows."""
+
+
+def fetch_artifact(client: TClient, topology_id: str, artifact: str, path: Path, limit: int) -> bool:
+    """Download one code artifact (``v<N>/<name>``, see ``beginCodeDownload``) into ``path``, chunk by chunk.
+
+    False when that nimbus does not have it; :class:`ArtifactTooLarge` past ``limit`` bytes.
+    """
+    try:
+        session = client.beginCodeDownload(topology_id, artifact)
+    except storm.NotAliveException:
+        return False
+    size = 0
+    with open(path, "wb") as out:
+        while chunk := client.downloadChunk(session):
+            size += len(chunk)
+            if size > limit:
+                raise ArtifactTooLarge(f"{path.name} is over {limit} bytes")
+            out.write(chunk)
+    return True
 
 
 def _timeout(conf: Mapping[str, Any], cap_ms: int | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Topology code on a supervisor's host: downloaded from nimbus in chunks, published atomically.
+"""Topology code on a supervisor's host: downloaded from a nimbus in chunks, published atomically.
 
 Each code version of a topology has its own directory (:func:`squall.local_state.code_dir`), which
 appears complete or not at all: every artifact is fetched into a staging directory beside it, renamed
@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from squall.local_state import CODE_FILES, STAMP_FILE, code_dir, fetched_for, stormdist_dir
-from squall.nimbus_client import nimbus_client
-from squall.thrift import storm
+from squall.nimbus_client import code_sources, fetch_artifact, nimbus_at
 from squall.zk.client import ZkClient
 
 #: The code package is optional (a topology may use modules installed on every host).
@@ -32,46 +31,34 @@ class DownloadFailed(Exception):
 
 def download_code(conf: Mapping[str, Any], topology_id: str, version: int, zk: ZkClient | None = None, *,
                   max_bytes: int | None = None, stamp: int = 0) -> Path:
-    """Fetch version ``version`` of ``topology_id``'s conf, topology and code package from the leading nimbus.
+    """Fetch version ``version`` of ``topology_id``'s conf, topology and code package from the leading nimbus,
+    or, when it cannot serve them, from another nimbus holding that version (:func:`code_sources`).
 
     ``stamp`` (the assignment's ``timestamp_ms``) is kept with the code, see :func:`code_on_disk`.
     """
     target = code_dir(conf, topology_id, version)
     target.parent.mkdir(parents=True, exist_ok=True)
     limit = max_bytes if max_bytes is not None else int(conf["nimbus.max.upload.bytes"])
-    staging = Path(tempfile.mkdtemp(prefix=f".{topology_id}-", dir=stormdist_dir(conf)))
-    try:
-        with nimbus_client(conf, zk) as nimbus:
-            for artifact, name in CODE_FILES.items():
-                try:
-                    session = nimbus.beginCodeDownload(topology_id, f"v{version}/{artifact}")
-                except storm.NotAliveException as exc:
-                    if artifact in OPTIONAL:
-                        continue
-                    raise DownloadFailed(f"{topology_id}: nimbus has no {artifact} of version {version} "
-                                         f"({exc.msg})") from None
-                _fetch(nimbus, session, staging / name, limit)
-        (staging / STAMP_FILE).write_text(str(stamp))
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-        return target
-    except DownloadFailed:
-        raise
-    except Exception as exc:
-        raise DownloadFailed(f"{topology_id}: download of version {version} failed: {exc}") from exc
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _fetch(nimbus: Any, session: str, path: Path, limit: int) -> None:
-    size = 0
-    with open(path, "wb") as out:
-        while chunk := nimbus.downloadChunk(session):
-            size += len(chunk)
-            if size > limit:
-                raise DownloadFailed(f"{path.name} is over {limit} bytes")
-            out.write(chunk)
+    failures: list[str] = []
+    for host, port in code_sources(conf, zk, topology_id, version):
+        staging = Path(tempfile.mkdtemp(prefix=f".{topology_id}-", dir=stormdist_dir(conf)))
+        try:
+            with nimbus_at(conf, host, port) as nimbus:
+                for artifact, name in CODE_FILES.items():
+                    if not fetch_artifact(nimbus, topology_id, f"v{version}/{artifact}", staging / name, limit) \
+                            and artifact not in OPTIONAL:
+                        raise DownloadFailed(f"no {artifact} of version {version}")
+            (staging / STAMP_FILE).write_text(str(stamp))
+            if target.exists():
+                shutil.rmtree(target)
+            staging.rename(target)
+            return target
+        except Exception as exc:
+            failures.append(f"{host}:{port}: {exc}")
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    raise DownloadFailed(f"{topology_id}: download of version {version} failed: "
+                         + ("; ".join(failures) or "no nimbus leads or holds it"))
 
 
 def code_on_disk(conf: Mapping[str, Any]) -> dict[CodeKey, int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import shutil
 import threading
 import zipfile
 from pathlib import Path
@@ -173,12 +174,33 @@ def test_artifacts_and_ids_are_checked(tmp_path: Path) -> None:
         store.artifact_path(TID, "../conf")
     with pytest.raises(MissingTopology, match="wc-1-1700000000/current/code.pkg"):
         store.artifact_path(TID, "code")  # nothing uploaded
-    for bad_artifact in ("v1/../conf", "v/conf", "v1/system", "current/conf"):
+    assert store.artifact_path(TID, "v1/system").name == "system.bin"  # nimbuses copy it from each other
+    for bad_artifact in ("v1/../conf", "v/conf", "v1/stormjar", "current/conf"):
         with pytest.raises(UnknownArtifact):
             store.artifact_path(TID, bad_artifact)
     for bad in ("../wc-1-1700000000", "wc", "wc-1-1700000000/..", ""):
         with pytest.raises(MissingTopology):
             store.conf(bad)
+
+
+def test_a_digest_names_a_version_s_bytes_and_a_failed_install_leaves_nothing(tmp_path: Path) -> None:
+    store = CodeStore(tmp_path / "store")
+    store.put(TID, package=None, conf={"a": 1}, topology=topology(), system=topology())
+    first = store.digest(TID, 1)
+    other = CodeStore(tmp_path / "other")
+    other.install(TID, 1, lambda staging: shutil.copytree(store.root / TID / "1", staging, dirs_exist_ok=True),
+                  make_current=True)
+    assert other.digest(TID, 1) == first and other.conf(TID) == {"a": 1}
+    store.put(TID, package=None, conf={"a": 2}, topology=topology(), system=topology(), replace=True)
+    assert store.digest(TID, 1) != first  # a rebalance's rewrite in place is other code to copy
+
+    def fails(staging: Path) -> None:
+        (staging / "conf.json").write_text("{}")
+        raise OSError("the source went away")
+
+    with pytest.raises(OSError):
+        other.install("wc-2-1700000000", 1, fails)
+    assert list(other.ids()) == [TID] and other.digest(TID, 1) == first
 
 
 def test_downloads_come_in_chunks_then_end(tmp_path: Path, clock: SimulatedClock) -> None:

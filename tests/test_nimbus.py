@@ -516,21 +516,75 @@ def test_garbage_on_the_port_does_not_stop_nimbus_answering(cluster: Cluster, le
             s.close()
 
 
+def holds(n: Nimbus, topology_id: str, version: int, leader: Nimbus) -> bool:
+    """``n`` stores ``version`` of the topology as ``leader`` does (same digest)."""
+    return version in n.code.versions(topology_id) and \
+        n.code.digest(topology_id, version) == leader.code.digest(topology_id, version)
+
+
+def test_submit_waits_for_a_follower_to_hold_the_code_which_then_follows_every_change(
+        cluster: Cluster, leader: Nimbus) -> None:
+    follower = cluster.nimbus("n2")
+    wait_until(lambda: len(cluster.zk.children(paths.CODE_HOLDERS)) == 2, what="both nimbuses announce their code")
+    topology_id = submit(cluster, leader, conf={"topology.min.replication.count": 2})
+    assert holds(follower, topology_id, 1, leader)  # before the submit returned, so before it was scheduled
+    client = cluster.client(follower)  # a follower serves the code, to readers and to supervisors
+    assert json.loads(client.getTopologyConf(topology_id))["topology.min.replication.count"] == 2
+    session = client.beginCodeDownload(topology_id, "v1/conf")
+    assert json.loads(client.downloadChunk(session))["topology.id"] == topology_id
+
+    cluster.client(leader).rebalance("wc", storm.RebalanceOptions(wait_secs=0, num_workers=3))
+    cluster.clock.advance(0)  # rewrites version 1's conf in place: the follower copies it again
+    wait_until(lambda: leader.code.conf(topology_id)["topology.workers"] == 3 and holds(follower, topology_id, 1, leader),
+               what="the follower to copy the rebalanced conf")
+    assert follower.code.conf(topology_id)["topology.workers"] == 3
+    cluster.client(leader).killTopologyWithOpts("wc", storm.KillOptions(wait_secs=0))
+    cluster.clock.advance(0)
+    wait_until(lambda: not follower.code.has(topology_id), what="the follower to drop a killed topology's code")
+
+
+def test_with_too_few_nimbuses_submit_schedules_once_the_max_replication_wait_passed(
+        cluster: Cluster, leader: Nimbus) -> None:
+    submitted: list[str] = []
+    conf = {"topology.min.replication.count": 2, "topology.max.replication.wait.time.sec": 30}
+    thread = threading.Thread(target=lambda: submitted.append(submit(cluster, leader, conf=conf)))
+    thread.start()
+    wait_until(lambda: cluster.zk.children(paths.CODE), what="the code published, the wait begun")
+    (topology_id,) = cluster.zk.children(paths.CODE)
+    cluster.clock.advance(29)
+    thread.join(0.5)  # a submit that did not wait would be done by now
+    assert thread.is_alive() and cluster.zk.read(paths.assignment(topology_id), Assignment) is None
+    cluster.clock.advance(1)
+    thread.join(30)
+    assert submitted == [topology_id] and cluster.zk.read(paths.assignment(topology_id), Assignment) is not None
+
+
+def test_a_new_leader_copies_the_code_it_lacks_from_any_nimbus_holding_it(cluster: Cluster, leader: Nimbus) -> None:
+    follower = cluster.nimbus("n2")
+    topology_id = submit(cluster, leader)
+    wait_until(lambda: holds(follower, topology_id, 1, leader), what="the follower to copy the code")
+    follower.code.remove(topology_id)  # the follower's disk lost it; nothing tells its sync thread
+    leader.election.stop()  # steps down, still serving what it holds
+    wait_until(lambda: follower.is_leader, what="takeover")
+    assert holds(follower, topology_id, 1, leader)
+    assert cluster.client(follower).getUserTopology(topology_id).spouts.keys() == {"sentences"}
+
+
 def test_a_new_leader_without_the_code_says_so(cluster: Cluster, leader: Nimbus) -> None:
-    submit(cluster, leader)
-    follower = cluster.nimbus("n2")  # its own local dir: it never saw the code
-    wait_until(lambda: len(cluster.zk.children(paths.NIMBUS_SLAVES)) == 1, what="follower registered")
+    topology_id = submit(cluster, leader)
+    follower = cluster.nimbus("n2")
+    wait_until(lambda: holds(follower, topology_id, 1, leader), what="the follower to copy the code")
+    follower.code.remove(topology_id)  # lost on the follower, and the leader goes away with its copy
     leader.stop()
     wait_until(lambda: follower.is_leader, what="takeover")
     client = cluster.client(follower)
-    topology_id = client.getTopologyId("wc")
     with pytest.raises(TApplicationException, match="has no code for"):
         client.getUserTopology(topology_id)
     client.rebalance("wc", storm.RebalanceOptions(wait_secs=0, num_workers=3))
     cluster.clock.advance(0)
     wait_until(lambda: client.getTopologyInfo(topology_id).status == "ACTIVE", what="rebalance to give up")
     (error,) = client.getTopologyInfo(topology_id).errors["__topology_master"]
-    assert "code is not yet replicated between nimbuses" in error.error
+    assert "no nimbus holding it could serve it" in error.error
     client.killTopologyWithOpts("wc", storm.KillOptions(wait_secs=0))
     cluster.clock.advance(0)
     wait_until(lambda: cluster.zk.children(paths.TOPOLOGIES) == [], what="kill works without the code")

@@ -12,7 +12,8 @@ import pytest
 from squall.zk import paths, records
 from squall.zk.client import ZkClient
 from squall.zk.records import (
-    Assignment, AssignmentBak, AssignmentType, Blacklist, ComponentType, ErrorLevel, GrayUpgradeConf, LoggerLevel,
+    Assignment, AssignmentBak, AssignmentType, Blacklist, CodeHolder, CodeManifest, ComponentType, ErrorLevel,
+    GrayUpgradeConf, LoggerLevel,
     LoggerLevels, NimbusMaster, NimbusSlave, PendingAction, RecordError, StormBase, SupervisorInfo, TaskBeat, TaskError,
     TaskStats, TaskHeartbeats, TaskInfo, TopologyStatus, TopologyTasks, ValueTooLarge, WorkerAssignment, WorkerMark,
 )
@@ -54,6 +55,8 @@ EXAMPLES: list[tuple[str, Any]] = [
     (paths.BLACKLIST, Blacklist(["bad-host"])),
     (paths.log_config(TID), LoggerLevels({"ROOT": LoggerLevel("DEBUG", 30, 1_700_000_030_000),
                                           "kazoo": LoggerLevel("WARN")})),
+    (paths.code(TID), CodeManifest(2, {1: "9f" * 32, 2: "a0" * 32})),
+    (paths.code_holder("nimbus-2:6627"), CodeHolder("nimbus-2", 6627, {TID: {1: "9f" * 32}})),
 ]
 
 

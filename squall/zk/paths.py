@@ -19,13 +19,15 @@ TASKERRORS = "/taskerrors"
 GRAY_UPGRADE = "/gray_upgrade"
 BLACKLIST = "/blacklist"
 LOG_CONFIGS = "/logconfigs"
+CODE = "/code"
+CODE_HOLDERS = "/code_holders"
 
 #: Parents created when a daemon first connects, so watches on their children always have a node.
 PERSISTENT_ROOTS = (SUPERVISORS, NIMBUS_SLAVES, TOPOLOGIES, TASKS, ASSIGNMENTS, ASSIGNMENTS_BAK,
-                    TASKBEATS, TASKERRORS, GRAY_UPGRADE, LOG_CONFIGS)
+                    TASKBEATS, TASKERRORS, GRAY_UPGRADE, LOG_CONFIGS, CODE, CODE_HOLDERS)
 
 #: Per-topology subtrees removed when a topology is cleaned up; ``/topology/<id>`` goes last.
-TOPOLOGY_SUBTREES = (ASSIGNMENTS, TASKS, TASKBEATS, TASKERRORS, GRAY_UPGRADE, LOG_CONFIGS)
+TOPOLOGY_SUBTREES = (ASSIGNMENTS, TASKS, TASKBEATS, TASKERRORS, GRAY_UPGRADE, LOG_CONFIGS, CODE)
 
 
 def _child(parent: str, name: str | int) -> str:
@@ -103,3 +105,13 @@ def upgraded_worker(topology_id: str, host_port: str) -> str:
 def log_config(topology_id: str) -> str:
     """Storm's ``/logconfigs/<id>``: the logger levels ``storm set_log_level`` gave the topology's workers."""
     return _child(LOG_CONFIGS, topology_id)
+
+
+def code(topology_id: str) -> str:
+    """``/code/<id>``: the code versions the leader stores for a topology, which followers copy."""
+    return _child(CODE, topology_id)
+
+
+def code_holder(host_port: str) -> str:
+    """``/code_holders/<host:port>`` (ephemeral): which code versions that nimbus holds and serves."""
+    return _child(CODE_HOLDERS, host_port)

@@ -291,6 +291,42 @@ class LoggerLevels:
     loggers: dict[str, LoggerLevel] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class CodeManifest:
+    """``/code/<topology-id>``, written by the leader: each stored code version's digest, and the current one.
+
+    A digest, not just a version number, because a rebalance rewrites the current version's conf in place.
+    """
+
+    schema: ClassVar[int] = 1
+    current: int
+    versions: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CodeHolder:
+    """``/code_holders/<host:port>`` (ephemeral), one per nimbus: topology id → version → digest of the code
+    it holds, so the leader counts replicas and supervisors find another nimbus to download from."""
+
+    schema: ClassVar[int] = 1
+    host: str
+    port: int
+    code: dict[str, dict[int, str]] = field(default_factory=dict)
+
+    @property
+    def host_port(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def holds(self, topology_id: str, version: int, digest: str | None = None) -> bool:
+        """True when this nimbus holds ``version`` of ``topology_id`` (with that digest, when one is given).
+
+        >>> CodeHolder("h", 6627, {"t-1-2": {1: "ab"}}).holds("t-1-2", 1, "ab")
+        True
+        """
+        held = self.code.get(topology_id, {}).get(version)
+        return held is not None and (digest is None or held == digest)
+
+
 R = TypeVar("R")
 
 
