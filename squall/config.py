@@ -294,6 +294,13 @@ KEYS: tuple[Key, ...] = (
         doc="Memory budget per worker in bytes, recorded in assignments for scheduling (JStorm)."),
     Key("worker.cpu.slot.num", "int", 1, origin="jstorm", minimum=1,
         doc="CPU weight per worker, recorded in assignments for scheduling (JStorm)."),
+    Key("worker.transfer.max.connections", "int", 1024, origin="squall", minimum=1,
+        doc="Connections a worker accepts from other workers; when full, a newcomer takes the place of one still "
+            "owing its handshake, else of the longest idle."),
+    Key("worker.transfer.handshake.timeout.secs", default=5, origin="squall", **_SECS,
+        doc="A connection to a worker must name its topology within this long, or it is closed."),
+    Key("worker.transfer.idle.timeout.secs", default=300, origin="squall", **_SECS,
+        doc="A worker closes a connection from another worker that sent nothing this long (the sender reconnects)."),
     Key("task.heartbeat.frequency.secs", default=3, origin="storm", **_SECS,
         doc="How often each task reports its heartbeat towards nimbus (JStorm 10)."),
     Key("task.refresh.poll.secs", default=10, origin="both", **_SECS,
