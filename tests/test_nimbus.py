@@ -599,3 +599,15 @@ def test_an_upload_flood_does_not_keep_storm_jar_out(cluster: Cluster, leader: N
     client.submitTopology("wc", location, json.dumps({"topology.workers": 2}), word_count())
     assert leader.code.package(client.getTopologyId("wc")).read_bytes() == package
     assert [p.name for p in leader.inbox.root.iterdir()] == [], "the idle uploads were dropped"
+
+
+def test_a_topology_too_large_for_a_zookeeper_value_is_refused_with_a_typed_error(cluster: Cluster,
+                                                                                   leader: Nimbus) -> None:
+    """30,000 tasks make a task list over ZooKeeper's value limit: the client gets InvalidTopologyException naming
+    the limit (it was an untyped TApplicationException), and nothing of the topology is left behind."""
+    with pytest.raises(storm.InvalidTopologyException, match=r"too large for ZooKeeper: .* over the 819200-byte limit"):
+        submit(cluster, leader, topology=word_count(split=30_000, count=1))
+    assert cluster.client(leader).getClusterInfo().topologies == []
+    for parent in paths.TOPOLOGY_SUBTREES + (paths.TOPOLOGIES,):
+        assert cluster.zk.children(parent) == [], parent
+    assert list(leader.code.ids()) == []
