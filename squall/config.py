@@ -241,6 +241,9 @@ KEYS: tuple[Key, ...] = (
         doc="A Thrift call must arrive whole (and its reply be read) within this long, however slowly it trickles."),
     Key("nimbus.thrift.max_buffer_size", "int", 1048576, origin="storm", minimum=1,
         doc="Largest Thrift frame nimbus accepts, in bytes; bounds memory per request (JStorm 16384000)."),
+    Key("nimbus.thrift.client.max_buffer_size", "int", 67108864, origin="squall", minimum=1,
+        doc="Largest Thrift reply a Squall client reads from nimbus, in bytes; getTopologyInfo of a 10,000-task "
+            "topology is ~5 MB (requests stay capped by nimbus.thrift.max_buffer_size)."),
     Key("storm.thrift.socket.timeout.ms", "int", 600000, origin="storm", minimum=1,
         doc="Client socket timeout for Thrift calls to nimbus; above nimbus.assign.timeout.secs so a submit can wait. "
             "Nimbus closes a connection idle this long between calls."),

@@ -611,3 +611,28 @@ def test_a_topology_too_large_for_a_zookeeper_value_is_refused_with_a_typed_erro
     for parent in paths.TOPOLOGY_SUBTREES + (paths.TOPOLOGIES,):
         assert cluster.zk.children(parent) == [], parent
     assert list(leader.code.ids()) == []
+
+
+def test_the_info_of_a_ten_thousand_task_topology_reaches_squalls_own_client(cluster: Cluster,
+                                                                             leader: Nimbus) -> None:
+    """Every task beating with stats makes getTopologyInfo ~5 MB, five times nimbus.thrift.max_buffer_size: the
+    client reads it whole (it refused the frame and closed the connection)."""
+    topology_id = submit(cluster, leader, topology=word_count(split=9_990, count=8))
+    tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+    assert len(tasks.tasks) >= 10_000
+    out = {"emitted": {"default": 7, "__ack_ack": 7}, "transferred": {"default": 7, "__ack_ack": 7}}
+    spout_stats = to_executor_stats(TaskStats(**out, acked={"default": 7}), spout=True)
+    bolt_stats = to_executor_stats(TaskStats(**out, acked={"sentences:default": 7}, executed={"sentences:default": 7},
+                                             latency_ms={"sentences:default": 0.5}), spout=False)
+    client = cluster.client(leader)
+    ids = sorted(tasks.tasks)
+    for start in range(0, len(ids), 1000):  # one request stays under nimbus.thrift.max_buffer_size
+        client.updateTaskHeartbeat(storm.TopologyTaskHbInfo(topologyId=topology_id, topologyMasterId=0, taskHbs={
+            t: storm.TaskHeartbeat(time_secs=1, uptime_secs=5,
+                                   stats=spout_stats if tasks.tasks[t].type is ComponentType.SPOUT else bolt_stats)
+            for t in ids[start:start + 1000]}))
+    info = cluster.client(leader).getTopologyInfo(topology_id)
+    assert [e.executor_info.task_start for e in info.executors] == ids
+    bad = [(e.executor_info.task_start, e.component_id, e.stats) for e in info.executors
+           if e.stats is None or e.stats.emitted != {":all-time": {"default": 7, "__ack_ack": 7}}]
+    assert bad == []

@@ -257,7 +257,7 @@ class Worker:
                 if client is None:
                     host, port = leader_address(conf, self.zk)
                     client = open_client(host, port, int(conf["storm.thrift.socket.timeout.ms"]),
-                                         max_frame_bytes=int(conf["nimbus.thrift.max_buffer_size"]))
+                                         max_frame_bytes=int(conf["nimbus.thrift.client.max_buffer_size"]))
                 client.updateTaskHeartbeat(info)
             except storm.NotAliveException:
                 log.info("nimbus does not know this topology (being killed?)")
