@@ -21,7 +21,7 @@ import structlog
 
 from nimbus import lifecycle, upgrade
 from nimbus.assign import AssignEvent, AssignFailed, TopologyAssigner
-from nimbus.codestore import CodeStore, Downloads, Inbox, MissingTopology
+from nimbus.codestore import CodeStore, Downloads, Inbox, MissingTopology, check_package
 from nimbus.leader import LeaderElection, TimerChoice, delayed_action_choice
 from nimbus.monitor import HeartbeatTracker
 from nimbus.scheduler import AssignType, Component
@@ -226,6 +226,8 @@ class Nimbus:
         package = None
         try:
             package = self.inbox.claim(location) if location else None
+            if package is not None:
+                check_package(package, user_topology)
             normalized, topology_conf = topo.normalize(user_topology, without_submit_flags(submitted_conf), name=name)
             topology_conf["topology.id"] = topology_id
             system = topo.system_topology(normalized, {**self.conf, **topology_conf})
@@ -447,6 +449,8 @@ class Nimbus:
         """Store a code version from the upload at ``location`` (without one: the current version's package)."""
         package = self.inbox.claim(location) if location else None
         try:
+            if package is not None:
+                check_package(package, put["topology"])
             self.code.put(topology_id, package=package or self.code.package(topology_id), **put)
         finally:
             if package is not None:

@@ -636,3 +636,28 @@ def test_the_info_of_a_ten_thousand_task_topology_reaches_squalls_own_client(clu
     bad = [(e.executor_info.task_start, e.component_id, e.stats) for e in info.executors
            if e.stats is None or e.stats.emitted != {":all-time": {"default": 7, "__ack_ack": 7}}]
     assert bad == []
+
+
+def test_a_package_without_the_topologys_module_is_refused_at_submit(cluster: Cluster, leader: Nimbus) -> None:
+    """A zip that holds no ``wc_bolts`` while the topology's bolt is ``wc_bolts.Split``: refused with a typed error
+    naming the module and the component (it was accepted, and every worker would crash-loop on the import);
+    the same topology with the module in its package is accepted."""
+    topology = word_count()
+    topology.bolts["split"].bolt_object = storm.ComponentObject(
+        python_object=storm.PythonComponent(module_name="wc_bolts", class_name="Split"))
+    client = cluster.client(leader)
+
+    def upload(package: bytes) -> str:
+        location = client.beginFileUpload()
+        client.uploadChunk(location, package)
+        client.finishFileUpload(location)
+        return location
+
+    with pytest.raises(storm.InvalidTopologyException, match="no module 'wc_bolts', which bolt 'split' is imported"):
+        client.submitTopology("wc", upload(zip_bytes()), json.dumps({"topology.workers": 2}), topology)
+    assert client.getClusterInfo().topologies == [] and list(leader.code.ids()) == []
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as package:
+        package.writestr("wc_bolts/__init__.py", "class Split: ...\n")
+    client.submitTopology("wc", upload(buffer.getvalue()), json.dumps({"topology.workers": 2}), topology)
+    assert client.getTopologyId("wc")
