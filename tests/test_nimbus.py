@@ -22,6 +22,7 @@ from streamparse.thrift import storm_thrift as storm_idl
 from streamparse.util import nimbus_storm_version, parse_version
 from thriftpy2.rpc import make_client
 from thriftpy2.thrift import TApplicationException
+from thriftpy2.transport import TTransportException
 from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.transport import TFramedTransportFactory
 
@@ -34,10 +35,12 @@ from squall.zk import paths
 from squall.zk.client import ZkClient
 from squall.zk.errors import record_task_error
 from squall.zk.records import (
-    Assignment, Blacklist, ComponentType, LoggerLevel, LoggerLevels, StormBase, SupervisorInfo, TaskError, TaskInfo,
-    TaskStats, TopologyTasks,
+    Assignment, Blacklist, ComponentType, LoggerLevel, LoggerLevels, StormBase, SupervisorInfo, TaskBeat, TaskError,
+    TaskInfo, TaskStats, TopologyTasks,
 )
 from support import wait_until
+from worker.layout import build_layout
+from worker.process import beat_requests
 
 MESSAGE_TIMEOUT = 30
 
@@ -615,24 +618,28 @@ def test_a_topology_too_large_for_a_zookeeper_value_is_refused_with_a_typed_erro
 
 def test_the_info_of_a_ten_thousand_task_topology_reaches_squalls_own_client(cluster: Cluster,
                                                                              leader: Nimbus) -> None:
-    """Every task beating with stats makes getTopologyInfo ~5 MB, five times nimbus.thrift.max_buffer_size: the
-    client reads it whole (it refused the frame and closed the connection)."""
+    """A 10,000-task topology's beats, sent as its topology master sends them, all reach nimbus (in one
+    request they are ~4 MB, over nimbus.thrift.max_buffer_size, and nimbus refused them all), and
+    getTopologyInfo with every task's stats (~5 MB) reaches the client whole (it refused the frame)."""
     topology_id = submit(cluster, leader, topology=word_count(split=9_990, count=8))
     tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
     assert len(tasks.tasks) >= 10_000
+    conf = leader.code.conf(topology_id)
+    layout = build_layout(topology_id, leader.code.system_topology(topology_id), tasks, conf)
     out = {"emitted": {"default": 7, "__ack_ack": 7}, "transferred": {"default": 7, "__ack_ack": 7}}
-    spout_stats = to_executor_stats(TaskStats(**out, acked={"default": 7}), spout=True)
-    bolt_stats = to_executor_stats(TaskStats(**out, acked={"sentences:default": 7}, executed={"sentences:default": 7},
-                                             latency_ms={"sentences:default": 0.5}), spout=False)
+    spout, bolt = TaskStats(**out, acked={"default": 7}), TaskStats(
+        **out, acked={"sentences:default": 7}, executed={"sentences:default": 7}, latency_ms={"sentences:default": 0.5})
+    beats = {t: TaskBeat(1, 5, spout if info.type is ComponentType.SPOUT else bolt) for t, info in tasks.tasks.items()}
+    requests = beat_requests(topology_id, layout, beats)
+    whole = storm.TopologyTaskHbInfo(topologyId=topology_id, topologyMasterId=0,
+                                     taskHbs={t: hb for r in requests for t, hb in r.taskHbs.items()})
+    with pytest.raises((TTransportException, ConnectionError)):  # what one request for every task met
+        cluster.client(leader).updateTaskHeartbeat(whole)
     client = cluster.client(leader)
-    ids = sorted(tasks.tasks)
-    for start in range(0, len(ids), 1000):  # one request stays under nimbus.thrift.max_buffer_size
-        client.updateTaskHeartbeat(storm.TopologyTaskHbInfo(topologyId=topology_id, topologyMasterId=0, taskHbs={
-            t: storm.TaskHeartbeat(time_secs=1, uptime_secs=5,
-                                   stats=spout_stats if tasks.tasks[t].type is ComponentType.SPOUT else bolt_stats)
-            for t in ids[start:start + 1000]}))
+    for request in requests:
+        client.updateTaskHeartbeat(request)
     info = cluster.client(leader).getTopologyInfo(topology_id)
-    assert [e.executor_info.task_start for e in info.executors] == ids
+    assert [e.executor_info.task_start for e in info.executors] == sorted(tasks.tasks)
     bad = [(e.executor_info.task_start, e.component_id, e.stats) for e in info.executors
            if e.stats is None or e.stats.emitted != {":all-time": {"default": 7, "__ack_ack": 7}}]
     assert bad == []
