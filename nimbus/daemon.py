@@ -70,6 +70,7 @@ class Nimbus:
         self.downloads = Downloads(self.clock, chunk_bytes=conf["nimbus.thrift.max_buffer_size"] // 2,
                                    session_expiry_secs=conf["nimbus.file.copy.expiration.secs"])
         self.tracker = HeartbeatTracker()
+        self._monitor_blind = False  # the last monitor cycle could not read ZooKeeper
         self._beats_lock = threading.Lock()
         self.assigner = TopologyAssigner(self.zk, self.clock, self.topology_source,
                                          code_dir=lambda tid: str(local / "stormdist" / tid))
@@ -611,7 +612,10 @@ class Nimbus:
     # -- heartbeats and the monitor -------------------------------------------------------------
 
     def heartbeat(self, topology_id: str, beats: Mapping[int, TaskBeat]) -> None:
-        if not self.zk.exists(paths.topology(topology_id)) and topology_id not in self._ids_submitting():
+        """Take in a topology master's beats. A topology already beating is known without a ZooKeeper read, so
+        beats keep arriving through a ZooKeeper outage and nobody is judged dead on the time it was away."""
+        if (not self.tracker.knows(topology_id) and not self.zk.exists(paths.topology(topology_id))
+                and topology_id not in self._ids_submitting()):
             raise storm.NotAliveException(msg=topology_id)
         with self._beats_lock:
             self.tracker.record(topology_id, beats, int(self.clock.time()))
@@ -632,7 +636,16 @@ class Nimbus:
         if not self.is_leader:
             return
         now = int(self.clock.time())
-        alive = set(self.zk.children(paths.TOPOLOGIES))
+        try:
+            alive = set(self.zk.children(paths.TOPOLOGIES))
+        except Exception:
+            self._monitor_blind = True
+            raise
+        if self._monitor_blind:  # ZooKeeper was away: what could not be seen then counts against no task
+            self._monitor_blind = False
+            with self._beats_lock:
+                self.tracker.pardon(now)
+            log.info("monitor sees ZooKeeper again; every task has a full timeout from now")
         for topology_id in sorted(alive):
             try:
                 self._check_topology(topology_id, now)
