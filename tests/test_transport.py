@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import socket
-import sys
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import msgpack
 import psutil
@@ -16,7 +16,7 @@ from squall.devzk import free_port
 from squall.dsl import Topology
 from support import wait_until
 from topologies import Numbers, Recorder
-from worker.layout import Placement
+from worker.layout import Placement, TopologyLayout
 from worker.local import compile_topology
 from worker.runtime import WorkerRuntime
 from worker.transport import Receiver, Sender
@@ -250,7 +250,7 @@ class Pair:
                                   self.conf, report_error=lambda *_: None, listen=("127.0.0.1", self.port)).start()
         self.source: WorkerRuntime | None = None
 
-    def start_source(self, layout: object = None) -> WorkerRuntime:
+    def start_source(self, layout: TopologyLayout | None = None) -> WorkerRuntime:
         """A worker holding the spout whose routes point at the sink's port (of ``layout``'s topology if given)."""
         layout = layout or self.layout
         tasks = frozenset(layout.task_component)
@@ -260,7 +260,7 @@ class Pair:
         self.source.set_active(True)
         return self.source
 
-    def delivered(self) -> list[tuple]:
+    def delivered(self) -> list[tuple[Any, ...]]:
         return [values for _, stream, values in self.sink.executors[self.sink_task].bolt.seen if stream == "default"]
 
     def stop(self) -> None:
@@ -277,13 +277,15 @@ def pair() -> Iterator[Pair]:
 
 
 def closed_by_peer(sock: socket.socket, timeout: float = 10) -> bool:
-    """True once the other end has closed ``sock`` (reading whatever it sent first)."""
+    """True once the other end has closed ``sock`` (reading whatever it sent first); False at the deadline."""
     sock.settimeout(timeout)
     try:
         while sock.recv(4096):
             pass
-    except (ConnectionResetError, socket.timeout):
-        return not isinstance(sys.exc_info()[1], socket.timeout)
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
     return True
 
 
