@@ -95,8 +95,8 @@ def run(tuples: int, batch_size: int) -> Run:
         if received >= tuples:
             done.set()
 
-    receiver = Receiver(on_batch, "127.0.0.1", 0).start()
-    sender = Sender("127.0.0.1", receiver.port, batch_size=batch_size)
+    receiver = Receiver(on_batch, "bench-1-1", "127.0.0.1", 0).start()
+    sender = Sender("127.0.0.1", receiver.port, "bench-1-1", batch_size=batch_size)
     if not sender.connected.wait(10):  # until then the sender queues a bounded backlog and drops the rest
         raise RuntimeError("the sender did not connect to the receiver within 10 s")
     batch = spout_batch(batch_size, tracked=True)

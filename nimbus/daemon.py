@@ -21,7 +21,7 @@ import structlog
 
 from nimbus import lifecycle, upgrade
 from nimbus.assign import AssignEvent, AssignFailed, TopologyAssigner
-from nimbus.codestore import CodeStore, Downloads, Inbox, MissingTopology
+from nimbus.codestore import CodeStore, Downloads, Inbox, MissingTopology, check_package
 from nimbus.leader import LeaderElection, TimerChoice, delayed_action_choice
 from nimbus.monitor import HeartbeatTracker
 from nimbus.replication import CodeReplication
@@ -71,6 +71,7 @@ class Nimbus:
         self.downloads = Downloads(self.clock, chunk_bytes=conf["nimbus.thrift.max_buffer_size"] // 2,
                                    session_expiry_secs=conf["nimbus.file.copy.expiration.secs"])
         self.tracker = HeartbeatTracker()
+        self._monitor_blind = False  # the last monitor cycle could not read ZooKeeper
         self._beats_lock = threading.Lock()
         self.assigner = TopologyAssigner(self.zk, self.clock, self.topology_source,
                                          code_dir=lambda tid: str(local / "stormdist" / tid))
@@ -249,6 +250,8 @@ class Nimbus:
         package = None
         try:
             package = self.inbox.claim(location) if location else None
+            if package is not None:
+                check_package(package, user_topology)
             normalized, topology_conf = topo.normalize(user_topology, without_submit_flags(submitted_conf), name=name)
             topology_conf["topology.id"] = topology_id
             system = topo.system_topology(normalized, {**self.conf, **topology_conf})
@@ -490,6 +493,8 @@ class Nimbus:
         """Store a code version from the upload at ``location`` (without one: the current version's package)."""
         package = self.inbox.claim(location) if location else None
         try:
+            if package is not None:
+                check_package(package, put["topology"])
             self.code.put(topology_id, package=package or self.code.package(topology_id), **put)
             self.replication.publish(topology_id)
         finally:
@@ -653,7 +658,10 @@ class Nimbus:
     # -- heartbeats and the monitor -------------------------------------------------------------
 
     def heartbeat(self, topology_id: str, beats: Mapping[int, TaskBeat]) -> None:
-        if not self.zk.exists(paths.topology(topology_id)) and topology_id not in self._ids_submitting():
+        """Take in a topology master's beats. A topology already beating is known without a ZooKeeper read, so
+        beats keep arriving through a ZooKeeper outage and nobody is judged dead on the time it was away."""
+        if (not self.tracker.knows(topology_id) and not self.zk.exists(paths.topology(topology_id))
+                and topology_id not in self._ids_submitting()):
             raise storm.NotAliveException(msg=topology_id)
         with self._beats_lock:
             self.tracker.record(topology_id, beats, int(self.clock.time()))
@@ -674,7 +682,16 @@ class Nimbus:
         if not self.is_leader:
             return
         now = int(self.clock.time())
-        alive = set(self.zk.children(paths.TOPOLOGIES))
+        try:
+            alive = set(self.zk.children(paths.TOPOLOGIES))
+        except Exception:
+            self._monitor_blind = True
+            raise
+        if self._monitor_blind:  # ZooKeeper was away: what could not be seen then counts against no task
+            self._monitor_blind = False
+            with self._beats_lock:
+                self.tracker.pardon(now)
+            log.info("monitor sees ZooKeeper again; every task has a full timeout from now")
         for topology_id in sorted(alive):
             try:
                 self._check_topology(topology_id, now)

@@ -67,6 +67,17 @@ class HeartbeatTracker:
                                task_timeout_secs=task_timeout_secs, launch_grace_secs=launch_grace_secs)
         return tuple(w for w in assignment.workers if dead.intersection(w.tasks))
 
+    def knows(self, topology_id: str) -> bool:
+        """Beats of ``topology_id`` were taken in (or restored) and it was not forgotten since: it is alive."""
+        return topology_id in self._seen
+
+    def pardon(self, now: int) -> None:
+        """Every task's last beat counts as seen at ``now``: after a time nimbus could not watch (ZooKeeper
+        unreachable), tasks get a full timeout to be heard again instead of being judged on nimbus's blindness."""
+        for seen in self._seen.values():
+            for task, last in seen.items():
+                seen[task] = _Seen(last.beat, now)
+
     def forget(self, topology_id: str) -> None:
         """Drop a removed topology."""
         self._seen.pop(topology_id, None)

@@ -28,7 +28,7 @@ from squall.thrift import client_host, storm
 from squall.zk import paths
 from squall.zk.records import (
     Assignment, LoggerLevel, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat, TaskError, TaskStats,
-    TopologyStatus, TopologyTasks,
+    TopologyStatus, TopologyTasks, ValueTooLarge,
 )
 
 log = structlog.get_logger(__name__)
@@ -113,6 +113,10 @@ def _refusals() -> Iterator[None]:
         raise storm.InvalidTopologyException(msg=str(exc)) from None
     except lifecycle.InvalidTransition as exc:
         raise _invalid_transition(exc) from None
+    except ValueTooLarge as exc:  # /tasks or /assignments of a topology with very many tasks
+        raise storm.InvalidTopologyException(
+            msg=f"topology too large for ZooKeeper: {exc.what} encodes to {exc.size} bytes, over the "
+                f"{exc.limit}-byte limit of a ZooKeeper value; lower its parallelism (tasks) or split it") from None
 
 
 class NimbusService:

@@ -241,6 +241,9 @@ KEYS: tuple[Key, ...] = (
         doc="A Thrift call must arrive whole (and its reply be read) within this long, however slowly it trickles."),
     Key("nimbus.thrift.max_buffer_size", "int", 1048576, origin="storm", minimum=1,
         doc="Largest Thrift frame nimbus accepts, in bytes; bounds memory per request (JStorm 16384000)."),
+    Key("nimbus.thrift.client.max_buffer_size", "int", 67108864, origin="squall", minimum=1,
+        doc="Largest Thrift reply a Squall client reads from nimbus, in bytes; getTopologyInfo of a 10,000-task "
+            "topology is ~5 MB (requests stay capped by nimbus.thrift.max_buffer_size)."),
     Key("storm.thrift.socket.timeout.ms", "int", 600000, origin="storm", minimum=1,
         doc="Client socket timeout for Thrift calls to nimbus; above nimbus.assign.timeout.secs so a submit can wait. "
             "Nimbus closes a connection idle this long between calls."),
@@ -294,6 +297,13 @@ KEYS: tuple[Key, ...] = (
         doc="Memory budget per worker in bytes, recorded in assignments for scheduling (JStorm)."),
     Key("worker.cpu.slot.num", "int", 1, origin="jstorm", minimum=1,
         doc="CPU weight per worker, recorded in assignments for scheduling (JStorm)."),
+    Key("worker.transfer.max.connections", "int", 1024, origin="squall", minimum=1,
+        doc="Connections a worker accepts from other workers; when full, a newcomer takes the place of one still "
+            "owing its handshake, else of the longest idle."),
+    Key("worker.transfer.handshake.timeout.secs", default=5, origin="squall", **_SECS,
+        doc="A connection to a worker must name its topology within this long, or it is closed."),
+    Key("worker.transfer.idle.timeout.secs", default=300, origin="squall", **_SECS,
+        doc="A worker closes a connection from another worker that sent nothing this long (the sender reconnects)."),
     Key("task.heartbeat.frequency.secs", default=3, origin="storm", **_SECS,
         doc="How often each task reports its heartbeat towards nimbus (JStorm 10)."),
     Key("task.refresh.poll.secs", default=10, origin="both", **_SECS,

@@ -30,7 +30,7 @@ def leader_address(conf: Mapping[str, Any], zk: ZkClient | None = None) -> tuple
 def nimbus_client(conf: Mapping[str, Any], zk: ZkClient | None = None) -> Iterator[TClient]:
     """A client connected to the leading nimbus, closed on exit."""
     host, port = leader_address(conf, zk)
-    with connect(host, port, _timeout(conf), max_frame_bytes=conf["nimbus.thrift.max_buffer_size"]) as client:
+    with connect(host, port, _timeout(conf), max_frame_bytes=conf["nimbus.thrift.client.max_buffer_size"]) as client:
         yield client
 
 

@@ -76,7 +76,7 @@ def check_package(package: Path, source: str, topology: str, loaded: Topology, *
     """Import the topology module of ``source`` and every component class of ``loaded`` from ``package``
     alone, in a fresh interpreter set up as a worker is; :class:`SubmitCheckError` if any import fails."""
     user_dir, module, _ = topology_module(source, topology)
-    request = {"modules": [module], "classes": _classes(loaded.build()[0])}
+    request = {"modules": [module], "classes": component_classes(loaded.build()[0])}
     with tempfile.TemporaryDirectory(prefix="squall-check-") as code:
         (Path(code) / CODE_FILES["code"]).symlink_to(Path(package).resolve())
         try:
@@ -118,7 +118,7 @@ def one_line(exc: BaseException, shown: Shown) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
-def _classes(topology: storm.StormTopology) -> list[tuple[str, str, str]]:
+def component_classes(topology: storm.StormTopology) -> list[tuple[str, str, str]]:
     """(what, module, class) of every Python class a worker imports to run ``topology``."""
     found = []
     for kind, specs in (("spout", topology.spouts), ("bolt", topology.bolts)):

@@ -44,6 +44,7 @@ from thriftpy2.transport import (
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
+    "DEFAULT_MAX_REPLY_BYTES",
     "DEFAULT_PORT",
     "DEFAULT_REQUEST_TIMEOUT_MS",
     "DEFAULT_TIMEOUT_MS",
@@ -72,7 +73,10 @@ IDL_PATH = Path(__file__).resolve().parent.parent / "idl" / "storm.thrift"
 storm = thriftpy2.load(str(IDL_PATH), module_name="squall_storm_thrift")
 
 DEFAULT_PORT = 6627  # nimbus.thrift.port
-DEFAULT_MAX_FRAME_BYTES = 1_048_576  # nimbus.thrift.max_buffer_size, Storm's default
+DEFAULT_MAX_FRAME_BYTES = 1_048_576  # nimbus.thrift.max_buffer_size, Storm's default: what nimbus reads
+#: nimbus.thrift.client.max_buffer_size: what a client reads. Replies may be far bigger than requests (the info
+#: of a 10,000-task topology with stats is ~5 MB); the cap still stops a non-Thrift peer's garbage length.
+DEFAULT_MAX_REPLY_BYTES = 64 * 1024 * 1024
 DEFAULT_TIMEOUT_MS = 7_000  # what streamparse uses for Nimbus calls
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000  # nimbus.thrift.request.timeout.ms: one whole call must arrive within it
 
@@ -145,7 +149,7 @@ class _FrameGuard:
             size = int.from_bytes(self._header, "big", signed=True)
             self._header.clear()
             if size <= 0 or size > self._max:
-                self._refused = _frame_refusal(size, self._max)
+                self._refused = _frame_refusal(size, self._max, "nimbus.thrift.client.max_buffer_size")
                 return start
             self._left = size
         return end
@@ -170,7 +174,8 @@ class BoundedFramedTransportFactory:
     """Framed transport that refuses frames declaring <= 0 or more than ``max_frame_bytes``.
 
     Storm's servers and clients cap frames at nimbus.thrift.max_buffer_size; thriftpy2 has no
-    cap at all. Use this in place of ``TFramedTransportFactory`` on both sides.
+    cap at all. Squall's clients use it in place of ``TFramedTransportFactory``, with their own
+    cap on replies (nimbus.thrift.client.max_buffer_size); nimbus reads requests itself.
     """
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
@@ -206,12 +211,13 @@ def open_client(
     timeout_ms: int | None = DEFAULT_TIMEOUT_MS,
     *,
     connect_timeout_ms: int | None = None,
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    max_frame_bytes: int = DEFAULT_MAX_REPLY_BYTES,
 ) -> TClient:
     """Open a Nimbus client (framed + binary) for long-lived use; the caller closes it.
 
     ``timeout_ms`` bounds each socket read or write; ``connect_timeout_ms`` (default: the same)
-    bounds the TCP connect. Raises ``TTransportException`` when the connection fails.
+    bounds the TCP connect; ``max_frame_bytes`` bounds the replies it reads
+    (``nimbus.thrift.client.max_buffer_size``). Raises ``TTransportException`` when the connection fails.
     """
     _check_timeout("timeout_ms", timeout_ms)
     _check_timeout("connect_timeout_ms", connect_timeout_ms)
@@ -234,7 +240,7 @@ def connect(
     timeout_ms: int | None = DEFAULT_TIMEOUT_MS,
     *,
     connect_timeout_ms: int | None = None,
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    max_frame_bytes: int = DEFAULT_MAX_REPLY_BYTES,
 ) -> Iterator[TClient]:
     """Context manager around :func:`open_client` that always closes the socket.
 
@@ -590,7 +596,8 @@ class ThriftServer:
             header = first + await reader.readexactly(3)
             size = int.from_bytes(header, "big", signed=True)
             if not 0 < size <= self.max_frame_bytes:
-                raise FrameSizeError(TTransportException.UNKNOWN, _frame_refusal(size, self.max_frame_bytes))
+                raise FrameSizeError(TTransportException.UNKNOWN,
+                                     _frame_refusal(size, self.max_frame_bytes, "nimbus.thrift.max_buffer_size"))
             return await reader.readexactly(size)
 
     def _call(self, request: bytes, peer: str) -> bytes:
@@ -618,9 +625,9 @@ class _BadRequest(Exception):
     """A frame that does not hold one well-formed call; its connection is closed."""
 
 
-def _frame_refusal(size: int, cap: int) -> str:
+def _frame_refusal(size: int, cap: int, setting: str) -> str:
     return (f"refused a Thrift frame of {size} bytes: frames must hold 1 to {cap} bytes "
-            "(nimbus.thrift.max_buffer_size); is the peer speaking framed transport?")
+            f"({setting}); is the peer speaking framed transport?")
 
 
 def _peer_name(writer: asyncio.StreamWriter) -> str:

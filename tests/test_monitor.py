@@ -190,3 +190,16 @@ def test_tasks_without_a_start_time_start_with_their_assignment() -> None:
     tracker = HeartbeatTracker()
     assert dead(tracker, START + GRACE, legacy) == frozenset()
     assert dead(tracker, START + GRACE + 1, legacy) == {1, 2, 3, 4}
+
+
+def test_a_pardon_gives_every_task_a_full_timeout_from_then_and_a_stale_beat_still_dies_after() -> None:
+    """After ZooKeeper was away (the monitor could not look), nobody is judged on that time: every task's beat
+    counts as seen at the pardon; one that stays silent a full timeout after it is dead as ever."""
+    tracker, now = HeartbeatTracker(), START + GRACE + 1
+    tracker.record(TOPO, beats(1), now)
+    assert dead(tracker, now + TIMEOUT + 30) == {1, 2, 3, 4}, "30 s unseen past the timeout: all dead"
+    assert tracker.knows(TOPO) and not tracker.knows("other-1-1")
+    tracker.pardon(now + TIMEOUT + 30)
+    assert dead(tracker, now + TIMEOUT + 30) == frozenset()
+    tracker.record(TOPO, beats(2, (1, 2)), now + TIMEOUT + 31)
+    assert dead(tracker, now + 2 * TIMEOUT + 31) == {3, 4}, "a task still silent a timeout after the pardon dies"

@@ -22,6 +22,7 @@ from streamparse.thrift import storm_thrift as storm_idl
 from streamparse.util import nimbus_storm_version, parse_version
 from thriftpy2.rpc import make_client
 from thriftpy2.thrift import TApplicationException
+from thriftpy2.transport import TTransportException
 from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.transport import TFramedTransportFactory
 
@@ -34,10 +35,12 @@ from squall.zk import paths
 from squall.zk.client import ZkClient
 from squall.zk.errors import record_task_error
 from squall.zk.records import (
-    Assignment, Blacklist, ComponentType, LoggerLevel, LoggerLevels, StormBase, SupervisorInfo, TaskError, TaskInfo,
-    TaskStats, TopologyTasks,
+    Assignment, Blacklist, ComponentType, LoggerLevel, LoggerLevels, StormBase, SupervisorInfo, TaskBeat, TaskError,
+    TaskInfo, TaskStats, TopologyTasks,
 )
 from support import wait_until
+from worker.layout import build_layout
+from worker.process import beat_requests
 
 MESSAGE_TIMEOUT = 30
 
@@ -653,3 +656,69 @@ def test_an_upload_flood_does_not_keep_storm_jar_out(cluster: Cluster, leader: N
     client.submitTopology("wc", location, json.dumps({"topology.workers": 2}), word_count())
     assert leader.code.package(client.getTopologyId("wc")).read_bytes() == package
     assert [p.name for p in leader.inbox.root.iterdir()] == [], "the idle uploads were dropped"
+
+
+def test_a_topology_too_large_for_a_zookeeper_value_is_refused_with_a_typed_error(cluster: Cluster,
+                                                                                   leader: Nimbus) -> None:
+    """30,000 tasks make a task list over ZooKeeper's value limit: the client gets InvalidTopologyException naming
+    the limit (it was an untyped TApplicationException), and nothing of the topology is left behind."""
+    with pytest.raises(storm.InvalidTopologyException, match=r"too large for ZooKeeper: .* over the 819200-byte limit"):
+        submit(cluster, leader, topology=word_count(split=30_000, count=1))
+    assert cluster.client(leader).getClusterInfo().topologies == []
+    for parent in paths.TOPOLOGY_SUBTREES + (paths.TOPOLOGIES,):
+        assert cluster.zk.children(parent) == [], parent
+    assert list(leader.code.ids()) == []
+
+
+def test_the_info_of_a_ten_thousand_task_topology_reaches_squalls_own_client(cluster: Cluster,
+                                                                             leader: Nimbus) -> None:
+    """A 10,000-task topology's beats, sent as its topology master sends them, all reach nimbus (in one
+    request they are ~4 MB, over nimbus.thrift.max_buffer_size, and nimbus refused them all), and
+    getTopologyInfo with every task's stats (~5 MB) reaches the client whole (it refused the frame)."""
+    topology_id = submit(cluster, leader, topology=word_count(split=9_990, count=8))
+    tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+    assert len(tasks.tasks) >= 10_000
+    conf = leader.code.conf(topology_id)
+    layout = build_layout(topology_id, leader.code.system_topology(topology_id), tasks, conf)
+    out = {"emitted": {"default": 7, "__ack_ack": 7}, "transferred": {"default": 7, "__ack_ack": 7}}
+    spout, bolt = TaskStats(**out, acked={"default": 7}), TaskStats(
+        **out, acked={"sentences:default": 7}, executed={"sentences:default": 7}, latency_ms={"sentences:default": 0.5})
+    beats = {t: TaskBeat(1, 5, spout if info.type is ComponentType.SPOUT else bolt) for t, info in tasks.tasks.items()}
+    requests = beat_requests(topology_id, layout, beats)
+    whole = storm.TopologyTaskHbInfo(topologyId=topology_id, topologyMasterId=0,
+                                     taskHbs={t: hb for r in requests for t, hb in r.taskHbs.items()})
+    with pytest.raises((TTransportException, ConnectionError)):  # what one request for every task met
+        cluster.client(leader).updateTaskHeartbeat(whole)
+    client = cluster.client(leader)
+    for request in requests:
+        client.updateTaskHeartbeat(request)
+    info = cluster.client(leader).getTopologyInfo(topology_id)
+    assert [e.executor_info.task_start for e in info.executors] == sorted(tasks.tasks)
+    bad = [(e.executor_info.task_start, e.component_id, e.stats) for e in info.executors
+           if e.stats is None or e.stats.emitted != {":all-time": {"default": 7, "__ack_ack": 7}}]
+    assert bad == []
+
+
+def test_a_package_without_the_topologys_module_is_refused_at_submit(cluster: Cluster, leader: Nimbus) -> None:
+    """A zip that holds no ``wc_bolts`` while the topology's bolt is ``wc_bolts.Split``: refused with a typed error
+    naming the module and the component (it was accepted, and every worker would crash-loop on the import);
+    the same topology with the module in its package is accepted."""
+    topology = word_count()
+    topology.bolts["split"].bolt_object = storm.ComponentObject(
+        python_object=storm.PythonComponent(module_name="wc_bolts", class_name="Split"))
+    client = cluster.client(leader)
+
+    def upload(package: bytes) -> str:
+        location = client.beginFileUpload()
+        client.uploadChunk(location, package)
+        client.finishFileUpload(location)
+        return location
+
+    with pytest.raises(storm.InvalidTopologyException, match="no module 'wc_bolts', which bolt 'split' is imported"):
+        client.submitTopology("wc", upload(zip_bytes()), json.dumps({"topology.workers": 2}), topology)
+    assert client.getClusterInfo().topologies == [] and list(leader.code.ids()) == []
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as package:
+        package.writestr("wc_bolts/__init__.py", "class Split: ...\n")
+    client.submitTopology("wc", upload(buffer.getvalue()), json.dumps({"topology.workers": 2}), topology)
+    assert client.getTopologyId("wc")

@@ -5,20 +5,25 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import msgpack
+import psutil
 import pytest
+from structlog.testing import capture_logs
 
 from squall.devzk import free_port
 from squall.dsl import Topology
 from support import wait_until
 from topologies import Numbers, Recorder
-from worker.layout import Placement
+from worker.layout import Placement, TopologyLayout
 from worker.local import compile_topology
 from worker.runtime import WorkerRuntime
 from worker.transport import Receiver, Sender
 from squall.tuple import Fields, Tuple
-from worker.wire import MAX_ROWS, Decoder, Entry, WireBatch, WireError, encode, runs_of_tuples
+from worker.wire import (
+    HELLO, MAX_ROWS, Decoder, Entry, Greeting, WireBatch, WireError, encode, hello, runs_of_tuples,
+)
 
 
 class Sink:
@@ -40,9 +45,13 @@ def sink() -> Sink:
 
 @pytest.fixture
 def receiver(sink: Sink) -> Iterator[Receiver]:
-    r = Receiver(sink, "127.0.0.1", 0).start()
+    r = Receiver(sink, TOPOLOGY, "127.0.0.1", 0).start()
     yield r
     r.stop()
+
+
+#: The topology the plain receiver serves and its senders name in their handshake.
+TOPOLOGY = "words-1-1700000000"
 
 
 def entry(i: int) -> Entry:
@@ -50,7 +59,7 @@ def entry(i: int) -> Entry:
 
 
 def test_every_entry_arrives_in_order_and_in_batches(receiver: Receiver, sink: Sink) -> None:
-    sender = Sender("127.0.0.1", receiver.port, batch_size=100)
+    sender = Sender("127.0.0.1", receiver.port, TOPOLOGY, batch_size=100)
     for i in range(20_000):
         sender.send([entry(i)])
     sender.close()
@@ -62,29 +71,54 @@ def test_every_entry_arrives_in_order_and_in_batches(receiver: Receiver, sink: S
 
 
 def test_a_lone_entry_is_flushed_without_waiting_for_a_full_batch(receiver: Receiver, sink: Sink) -> None:
-    sender = Sender("127.0.0.1", receiver.port, batch_size=100, flush_interval=0.001)
+    sender = Sender("127.0.0.1", receiver.port, TOPOLOGY, batch_size=100, flush_interval=0.001)
     sender.send([entry(1)])
     wait_until(lambda: len(sink.entries) == 1, what="the flush interval to ship a partial batch")
     sender.close()
 
 
+def greeted(port: int, topology_id: str = TOPOLOGY) -> socket.socket:
+    """A raw connection that has made its handshake for ``topology_id`` and been accepted."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.sendall(hello(topology_id))
+    assert Greeting().feed(sock.recv(4096)) == [HELLO, 1, None], "the handshake is accepted"
+    return sock
+
+
 def test_garbage_and_oversized_peers_lose_only_their_connection(sink: Sink) -> None:
-    receiver = Receiver(sink, "127.0.0.1", 0, max_message_bytes=4096).start()
+    receiver = Receiver(sink, TOPOLOGY, "127.0.0.1", 0, max_message_bytes=4096).start()
     try:
-        garbage = socket.create_connection(("127.0.0.1", receiver.port))
-        garbage.sendall(b"\xc1" * 64)  # 0xc1 is never valid msgpack
-        huge = socket.create_connection(("127.0.0.1", receiver.port))
-        huge.sendall(msgpack.packb([1, [[1, 1, "s", ["x" * 10_000], 1, []]]]))
-        for s in (garbage, huge):
-            s.settimeout(5)
-            assert s.recv(1) == b"", "the receiver hangs up on a bad peer"
+        unnamed = socket.create_connection(("127.0.0.1", receiver.port))
+        unnamed.sendall(b"\xc1" * 64)  # 0xc1 is never valid msgpack
+        garbage = greeted(receiver.port)
+        garbage.sendall(b"\xc1" * 64)
+        huge = greeted(receiver.port)
+        huge.sendall(msgpack.packb([1, 7, 3, "s", 1, [["x" * 10_000]], None, None, None]))
+        for s in (unnamed, garbage, huge):
+            assert closed_by_peer(s), "the receiver hangs up on a bad peer"
             s.close()
-        sender = Sender("127.0.0.1", receiver.port)
+        assert receiver.counts["bad_data"] == 3, receiver.counts
+        sender = Sender("127.0.0.1", receiver.port, TOPOLOGY)
         sender.send([entry(5)])
         sender.close()
         wait_until(lambda: [e.tuple_id for e in sink.entries] == [5], what="a good peer still served")
     finally:
         receiver.stop()
+
+
+def test_a_handshake_is_one_small_message_answered_before_anything_follows(receiver: Receiver) -> None:
+    early = socket.create_connection(("127.0.0.1", receiver.port))
+    early.sendall(hello(TOPOLOGY) + WireBatch(7, 3, "default", [("a",)]).encode())  # did not wait for the answer
+    big = socket.create_connection(("127.0.0.1", receiver.port))
+    big.sendall(msgpack.packb([HELLO, 1, "x" * 5000]))
+    old = socket.create_connection(("127.0.0.1", receiver.port))
+    old.sendall(msgpack.packb([HELLO, 2, TOPOLOGY]))
+    for s in (early, big, old):
+        assert closed_by_peer(s)
+    with pytest.raises(WireError, match="one Squall release"):
+        Greeting().feed(msgpack.packb([HELLO, 2, TOPOLOGY]))
+    with pytest.raises(WireError, match="before the handshake was answered"):
+        Greeting().feed(hello(TOPOLOGY) + b"\x90")
 
 
 def test_decoder_handles_split_messages_and_refuses_non_batches() -> None:
@@ -122,7 +156,7 @@ def test_a_sender_merges_runs_of_any_tracking_form_in_order(receiver: Receiver, 
     f = Fields(["n"])
     forms = [{}, {9: 41}, {9: 41, 10: 77}]
     sent = [Tuple((i,), f, "numbers", "default", 3, 41 if i % 3 else 0, forms[i % 3]) for i in range(300)]
-    sender = Sender("127.0.0.1", receiver.port, batch_size=100)
+    sender = Sender("127.0.0.1", receiver.port, TOPOLOGY, batch_size=100)
     for tup in sent:
         sender.send_runs(runs_of_tuples(7, [tup]))
     sender.close()
@@ -147,7 +181,7 @@ def test_a_malformed_run_is_refused_before_use(message: list, error: str) -> Non
 
 
 def test_a_sender_that_cannot_reach_its_peer_queues_a_bounded_backlog_and_discard_drops_it() -> None:
-    sender = Sender("127.0.0.1", free_port(), max_pending=10)  # nobody listens there
+    sender = Sender("127.0.0.1", free_port(), TOPOLOGY, max_pending=10)  # nobody listens there
     for i in range(25):
         sender.send([entry(i)])
     assert (sender.backlog, sender.dropped) == (10, 15), "at most max_pending wait for the peer, the rest drop"
@@ -159,8 +193,7 @@ def test_a_sender_that_cannot_reach_its_peer_queues_a_bounded_backlog_and_discar
 # -- a worker's peers follow its assignment -------------------------------------------------------
 
 
-def test_the_peer_wait_and_the_routes_follow_a_reassignment_away_from_a_dead_worker(receiver: Receiver,
-                                                                                    sink: Sink) -> None:
+def test_the_peer_wait_and_the_routes_follow_a_reassignment_away_from_a_dead_worker(sink: Sink) -> None:
     """Issue 18, in one process: a worker whose sink task sits on a dead slot waits for that slot and queues
     for it; once the sink moves to a live worker it waits for that one instead, drops what it held for the
     dead slot (never sent: reliable spouts would replay it) and routes new tuples to the live worker."""
@@ -169,6 +202,7 @@ def test_the_peer_wait_and_the_routes_follow_a_reassignment_away_from_a_dead_wor
     layout, conf = compile_topology(t, {"topology.acker.executors": 0, "topology.transfer.buffer.size": 10})
     (sink_task,) = layout.component_tasks["sink"]
     others = frozenset(layout.task_component) - {sink_task}
+    receiver = Receiver(sink, layout.topology_id, "127.0.0.1", 0).start()
     dead, live = ("127.0.0.1", free_port()), ("127.0.0.1", receiver.port)
     runtime = WorkerRuntime(layout, Placement(others, {sink_task: dead}), conf, report_error=lambda *_: None).start()
     stop, unreachable = threading.Event(), []
@@ -190,3 +224,154 @@ def test_the_peer_wait_and_the_routes_follow_a_reassignment_away_from_a_dead_wor
     finally:
         stop.set()
         runtime.stop()
+        receiver.stop()
+
+
+# -- a worker's receiver under hostile traffic (issue 20) -----------------------------------------
+
+#: Short receiver timeouts, so the tests watch them act within seconds.
+HOSTILE = {"topology.acker.executors": 0, "worker.transfer.handshake.timeout.secs": 1.0,
+           "worker.transfer.idle.timeout.secs": 2.0, "worker.transfer.max.connections": 256}
+
+
+class Pair:
+    """Two real WorkerRuntimes over loopback: ``source`` runs the spout (unreliable, endless), ``sink`` runs the
+    Recorder and the topology master and listens on ``port``: the worker under attack."""
+
+    def __init__(self, name: str = "hostile", **conf: object) -> None:
+        t = Topology(name)
+        t.bolt("sink", Recorder).shuffle(t.spout("numbers", Numbers, args=[10**9], kwargs={"reliable": False}))
+        self.layout, self.conf = compile_topology(t, {**HOSTILE, **conf})
+        (self.sink_task,) = self.layout.component_tasks["sink"]
+        (self.spout_task,) = self.layout.component_tasks["numbers"]
+        mine = frozenset({self.sink_task, *self.layout.component_tasks["__topology_master"]})
+        self.port = free_port()
+        self.sink = WorkerRuntime(self.layout, Placement(mine, {self.spout_task: ("127.0.0.1", free_port())}),
+                                  self.conf, report_error=lambda *_: None, listen=("127.0.0.1", self.port)).start()
+        self.source: WorkerRuntime | None = None
+
+    def start_source(self, layout: TopologyLayout | None = None) -> WorkerRuntime:
+        """A worker holding the spout whose routes point at the sink's port (of ``layout``'s topology if given)."""
+        layout = layout or self.layout
+        tasks = frozenset(layout.task_component)
+        mine = frozenset({self.spout_task})
+        self.source = WorkerRuntime(layout, Placement(mine, {t: ("127.0.0.1", self.port) for t in tasks - mine}),
+                                    self.conf, report_error=lambda *_: None).start()
+        self.source.set_active(True)
+        return self.source
+
+    def delivered(self) -> list[tuple[Any, ...]]:
+        return [values for _, stream, values in self.sink.executors[self.sink_task].bolt.seen if stream == "default"]
+
+    def stop(self) -> None:
+        for runtime in (self.source, self.sink):
+            if runtime is not None:
+                runtime.stop()
+
+
+@pytest.fixture
+def pair() -> Iterator[Pair]:
+    p = Pair()
+    yield p
+    p.stop()
+
+
+def closed_by_peer(sock: socket.socket, timeout: float = 10) -> bool:
+    """True once the other end has closed ``sock`` (reading whatever it sent first); False at the deadline."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+    return True
+
+
+def test_three_thousand_idle_connections_cost_no_thread_each_and_the_topology_keeps_flowing(pair: Pair) -> None:
+    """3,000 connections that never say a word: the worker's threads stay flat and its memory grows by little
+    (a thread per connection was +3,000 threads and ~+220 MB); its real peer keeps delivering, and the idle
+    ones are hung up on once the handshake deadline passes."""
+    me = psutil.Process()
+    source = pair.start_source()
+    wait_until(lambda: len(pair.delivered()) > 100, 10, "the topology flowing before the flood")
+    source.set_active(False)  # the sink keeps every tuple: measure the flood alone
+    threads, rss = me.num_threads(), me.memory_info().rss
+    flood = []
+    try:
+        for _ in range(3000):
+            flood.append(socket.create_connection(("127.0.0.1", pair.port)))
+        assert me.num_threads() - threads < 20, f"{me.num_threads() - threads} threads for 3,000 idle connections"
+        grew = (me.memory_info().rss - rss) / 2**20
+        assert grew < 40, f"3,000 idle connections grew the worker by {grew:.0f} MiB"
+        source.set_active(True)
+        flowing = len(pair.delivered())
+        wait_until(lambda: len(pair.delivered()) > flowing + 1000, 10, "the real peer delivering through the flood")
+        assert all(closed_by_peer(s) for s in flood[-50:]), "idle connections are hung up on"
+        wait_until(lambda: pair.sink.receiver.connections <= 2, 10, "only the real peer's connection left")
+    finally:
+        for s in flood:
+            s.close()
+
+
+def test_a_worker_of_another_topology_on_a_reused_port_delivers_nothing(pair: Pair) -> None:
+    """A stale worker whose routes name this port (its topology's worker used to run here) speaks the same
+    wire, with the same task ids and streams: it is refused at the handshake and nothing of it is delivered."""
+    t = Topology("other-topology")
+    t.bolt("sink", Recorder).shuffle(t.spout("numbers", Numbers, args=[10**9], kwargs={"reliable": False}))
+    other, _ = compile_topology(t, HOSTILE)
+    assert other.task_component == pair.layout.task_component and other.topology_id != pair.layout.topology_id
+    stranger = pair.start_source(other)
+    assert stranger.wait_for_peers(2, threading.Event()) == {("127.0.0.1", pair.port)}, \
+        "a worker of another topology is not a peer that listens"
+    sender = stranger.senders[("127.0.0.1", pair.port)]
+    wait_until(lambda: sender.refusal, 10, "the refusal reaching the stranger")
+    assert other.topology_id in sender.refusal
+    assert pair.delivered() == [], "nothing of another topology reaches user code"
+
+
+def test_bytes_without_a_handshake_reach_no_user_code(pair: Pair) -> None:
+    """A valid batch sent straight away, with no handshake naming the topology: refused, connection dropped."""
+    raw = socket.create_connection(("127.0.0.1", pair.port))
+    raw.sendall(WireBatch(pair.sink_task, pair.spout_task, "default", [("forged", -1)]).encode())
+    assert closed_by_peer(raw), "the connection is dropped"
+    pair.start_source()
+    wait_until(lambda: pair.delivered(), 10, "the real peer's tuples")
+    assert ("forged", -1) not in pair.delivered()
+
+
+def test_forged_runs_are_counted_and_never_reach_user_code(pair: Pair) -> None:
+    """Runs that pass the wire format but not the topology: an unknown source task, a stream its component
+    does not declare, rows wider than the stream's fields. Refused per run, counted by reason and logged
+    once per interval; the connection and the runs after them are served."""
+    peer = greeted(pair.port, pair.layout.topology_id)
+    forged = [WireBatch(pair.sink_task, 999, "default", [("a", 1)]),
+              WireBatch(pair.sink_task, pair.spout_task, "nope", [("b", 2), ("b", 3)]),
+              WireBatch(pair.sink_task, pair.spout_task, "default", [("c", 4, "extra")] * 3),
+              WireBatch(pair.sink_task, pair.spout_task, "default", [("d",)])]
+    with capture_logs() as logs:
+        peer.sendall(b"".join(run.encode() for run in forged))
+        peer.sendall(WireBatch(pair.sink_task, pair.spout_task, "default", [("valid", -1)]).encode())
+        wait_until(lambda: pair.delivered(), 10, "the valid run after the forged ones")
+    assert pair.delivered() == [("valid", -1)], "only the valid run reaches the bolt"
+    assert pair.sink.refused == {"unknown source task": 1, "undeclared stream": 2, "wrong width": 4}
+    assert [e["reason"] for e in logs if e["event"] == "refused tuples from another worker"] == \
+        ["unknown source task"], "logged once per interval, with how many were not"
+    peer.close()
+
+
+def test_an_idle_connection_is_closed_and_its_sender_reconnects_for_the_next_batch(sink: Sink) -> None:
+    receiver = Receiver(sink, TOPOLOGY, "127.0.0.1", 0, idle_timeout=0.3).start()
+    try:
+        sender = Sender("127.0.0.1", receiver.port, TOPOLOGY)
+        sender.send([entry(1)])
+        wait_until(lambda: len(sink.entries) == 1, what="the first batch")
+        wait_until(lambda: receiver.counts["timed_out"] == 1, 10, "the idle connection closed by the receiver")
+        assert receiver.connections == 0
+        sender.send([entry(2)])
+        wait_until(lambda: len(sink.entries) == 2, what="the batch after the idle timeout")
+        assert [e.tuple_id for e in sink.entries] == [1, 2] and sender.dropped == 0
+        sender.close()
+    finally:
+        receiver.stop()

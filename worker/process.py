@@ -250,15 +250,13 @@ class Worker:
         while True:
             beats = self._beats.take()
             layout = self.runtime.layout if self.runtime else None
-            master = layout.component_tasks.get(TOPOLOGY_MASTER, (0,)) if layout else (0,)
-            info = storm.TopologyTaskHbInfo(topologyId=self.topology_id, topologyMasterId=master[0],
-                                            taskHbs={task: _thrift_beat(b, layout, task) for task, b in beats.items()})
             try:
                 if client is None:
                     host, port = leader_address(conf, self.zk)
                     client = open_client(host, port, int(conf["storm.thrift.socket.timeout.ms"]),
-                                         max_frame_bytes=int(conf["nimbus.thrift.max_buffer_size"]))
-                client.updateTaskHeartbeat(info)
+                                         max_frame_bytes=int(conf["nimbus.thrift.client.max_buffer_size"]))
+                for request in beat_requests(self.topology_id, layout, beats):
+                    client.updateTaskHeartbeat(request)
             except storm.NotAliveException:
                 log.info("nimbus does not know this topology (being killed?)")
             except Exception as exc:
@@ -291,6 +289,24 @@ class _LatestOnly:
                 self._cond.wait()
             value, self._value = self._value, None
             return value
+
+
+#: Task beats per updateTaskHeartbeat call: a few hundred bytes each with stats, so a call stays far under
+#: nimbus.thrift.max_buffer_size (1 MiB) whatever the topology's size (10,000 tasks' beats are ~4 MB).
+BEATS_PER_REQUEST = 1000
+
+
+def beat_requests(topology_id: str, layout: TopologyLayout | None,
+                  beats: Mapping[int, TaskBeat]) -> list[Any]:
+    """The topology master's latest beats as updateTaskHeartbeat requests of at most :data:`BEATS_PER_REQUEST`
+    tasks each (one request for all of a large topology's tasks was over nimbus's request cap, so nimbus
+    refused every beat and judged every task dead)."""
+    master = layout.component_tasks.get(TOPOLOGY_MASTER, (0,)) if layout else (0,)
+    tasks = sorted(beats)
+    return [storm.TopologyTaskHbInfo(topologyId=topology_id, topologyMasterId=master[0],
+                                     taskHbs={task: _thrift_beat(beats[task], layout, task)
+                                              for task in tasks[start:start + BEATS_PER_REQUEST]})
+            for start in range(0, len(tasks), BEATS_PER_REQUEST)]
 
 
 def _thrift_beat(beat: TaskBeat, layout: TopologyLayout | None, task: int) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -23,11 +23,11 @@ from squall.tuple import Fields, TupleBatch
 from squall.zk.records import ComponentType
 from worker.acker import Acker
 from worker.executor import (
-    MAX_IDLE_SECS, BoltExecutor, Executor, ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor, Wake,
+    MAX_IDLE_SECS, BoltExecutor, ErrorThrottle, Executor, ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor, Wake,
 )
 from worker.layout import Address, Placement, TopologyLayout
 from worker.topology_master import TopologyMaster
-from worker.transport import Receiver, Sender
+from worker.transport import LOG_INTERVAL_SECS, Receiver, Sender
 from worker.wire import WireBatch
 
 log = structlog.get_logger(__name__)
@@ -155,10 +155,14 @@ class WorkerRuntime:
         self._senders_lock = threading.Lock()
         #: Notified when a sender reaches its peer or a refresh changes the peers (see :meth:`wait_for_peers`).
         self._peers_changed = threading.Condition()
-        self._incoming: dict[tuple[int, str], tuple[str, Fields] | None] = {}
+        #: (source task, stream) of runs from other workers → (source component, fields): only valid ones.
+        self._incoming: dict[tuple[int, str], tuple[str, Fields]] = {}
         self._active = False
         self._stopped = False
         self.dropped = 0  # tuples for tasks this worker cannot reach (stale routes; replayed by spouts)
+        #: Tuples from other workers refused before any task saw them, by reason (see :meth:`_on_remote_batch`).
+        self.refused: Counter[str] = Counter()
+        self._refusal_log = ErrorThrottle(1, LOG_INTERVAL_SECS)
         self._listen = listen
         self.receiver: Receiver | None = None
 
@@ -209,7 +213,11 @@ class WorkerRuntime:
         if self._listen and not self.failed.is_set():
             # Listen only now: peers activate their spouts once every worker listens, so no tuple
             # waits (and times out) in the queue of a task still preparing (a Spark session: ~15 s).
-            self.receiver = Receiver(self._on_remote_batch, *self._listen).start()
+            conf = self.conf
+            self.receiver = Receiver(self._on_remote_batch, self.layout.topology_id, *self._listen,
+                                     max_connections=int(conf["worker.transfer.max.connections"]),
+                                     handshake_timeout=float(conf["worker.transfer.handshake.timeout.secs"]),
+                                     idle_timeout=float(conf["worker.transfer.idle.timeout.secs"])).start()
         log.info("worker runtime started", topology_id=self.layout.topology_id, tasks=sorted(self.executors),
                  threads=len(self.threads), port=self.receiver.port if self.receiver else None)
         return self
@@ -334,33 +342,59 @@ class WorkerRuntime:
         with self._senders_lock:
             sender = self.senders.get(address)
             if sender is None and address in self.placement.peers:
-                sender = self.senders[address] = Sender(address[0], address[1], batch_size=self._batch,
+                sender = self.senders[address] = Sender(address[0], address[1], self.layout.topology_id,
+                                                        batch_size=self._batch,
                                                         flush_interval=self._flush_secs,
                                                         max_pending=self._send_capacity,
                                                         on_connected=self._notify_peers_changed)
             return sender
 
     def _on_remote_batch(self, batch: WireBatch) -> None:
-        """On a receiver thread: wait out backpressure, then hand the run's local task its tuples."""
+        """On the receiver thread: wait out backpressure, then hand the run's local task its tuples.
+
+        A run is checked before any task sees it, per run and not per row: its source task must be a task
+        of the topology, its stream one that task's component declares, and its rows (one width per run,
+        the decoder saw to that) exactly as wide as the stream's fields. Anything else is counted in
+        :attr:`refused` and logged at most once per interval, never delivered: a bolt reads the values it
+        declared, whoever is on the other end of the socket.
+        """
         while self.pressure.high and not self._stopped:
             self.pressure.relieved.wait(MAX_IDLE_SECS)
-        key = (batch.source, batch.stream)
-        origin = self._incoming.get(key, False)
-        if origin is False:
-            origin = self._incoming[key] = self._origin(batch.source, batch.stream)
+        origin = self._incoming.get((batch.source, batch.stream))
+        if origin is None:
+            origin = self._origin(batch)
+            if origin is None:
+                return
+        rows = batch.rows
+        if rows and len(rows[0]) != len(origin[1]):
+            self._refuse(batch, "wrong width", f"rows {len(rows[0])} wide, the stream declares {len(origin[1])} fields")
+            return
         inbox = self.inboxes.get(batch.target)
-        if origin is None or inbox is None:
+        if inbox is None:  # a task that left this worker (a stale route at the sender; replayed by spouts)
             self.dropped += len(batch)
             return
         inbox.put([batch.tuple_batch(*origin)])
 
-    def _origin(self, source: int, stream: str) -> tuple[str, Fields] | None:
-        component = self.layout.task_component.get(source)
-        fields = self.layout.fields(component, stream) if component else None
-        if fields is None:
-            log.warning("dropping tuples from an unknown task or stream", source_task=source, stream=stream)
+    def _origin(self, batch: WireBatch) -> tuple[str, Fields] | None:
+        """The source component and fields of a run's (source task, stream), remembered; None if there is none."""
+        component = self.layout.task_component.get(batch.source)
+        if component is None:
+            self._refuse(batch, "unknown source task", "no task of the topology has this id")
             return None
-        return component, fields
+        fields = self.layout.fields(component, batch.stream)
+        if fields is None:
+            self._refuse(batch, "undeclared stream", f"{component!r} declares no such stream")
+            return None
+        origin = self._incoming[(batch.source, batch.stream)] = (component, fields)
+        return origin
+
+    def _refuse(self, batch: WireBatch, reason: str, detail: str) -> None:
+        self.refused[reason] += len(batch)
+        if self._refusal_log.allow(time.monotonic()):
+            suppressed, self._refusal_log.suppressed = self._refusal_log.suppressed, 0
+            log.warning("refused tuples from another worker", reason=reason, detail=detail, source_task=batch.source,
+                        stream=batch.stream, target_task=batch.target, tuples=len(batch),
+                        refused_so_far=sum(self.refused.values()), other_refusals_not_logged=suppressed)
 
     def _fill(self) -> float:
         fill = max((i.size / i.capacity for i in list(self.inboxes.values())), default=0.0)

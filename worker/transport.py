@@ -8,14 +8,20 @@ costs only its own connection.
 
 from __future__ import annotations
 
+import contextlib
+import selectors
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 import structlog
 
-from worker.wire import MAX_MESSAGE_BYTES, Decoder, Entry, WireBatch, WireError, runs_of_entries
+from worker.executor import ErrorThrottle
+from worker.wire import (
+    MAX_MESSAGE_BYTES, Decoder, Entry, Greeting, WireBatch, WireError, answer, hello, runs_of_entries,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -23,83 +29,221 @@ OnBatch = Callable[[WireBatch], None]
 
 
 class Receiver:
-    """Accepts worker connections and hands every decoded run to ``on_batch`` (on the connection's thread):
-    a :class:`WireBatch`, whose iteration gives :class:`Entry` rows and whose columns the runtime reads."""
+    """Serves other workers' connections on one thread and hands every decoded run to ``on_batch``: a
+    :class:`WireBatch`, whose iteration gives :class:`Entry` rows and whose columns the runtime reads.
 
-    def __init__(self, on_batch: OnBatch, host: str = "0.0.0.0", port: int = 0,
+    One thread reads every connection (a selector), so a connection costs a socket and a small buffer,
+    not a thread: 3,000 idle connections were 3,000 threads and ~220 MB on a thread per connection
+    (issue 20). Decoding and ``on_batch`` hold the GIL either way, so one thread loses no throughput;
+    while ``on_batch`` waits (backpressure) every connection waits, as TCP flow control then tells the
+    senders. Bounds, each closing the connection that hits it:
+
+    * a connection must open with a handshake naming ``topology_id`` (:func:`worker.wire.hello`)
+      within ``handshake_timeout`` seconds; another topology's worker is told why and refused;
+    * a connection with no data for ``idle_timeout`` seconds is closed (a sender finds out before its
+      next write and reconnects);
+    * at most ``max_connections`` are open; when full, a newcomer takes the slot of the oldest
+      connection still owing its handshake, else of the longest idle one: a flood never locks a peer out;
+    * bytes that are not valid batches (:class:`WireError`) drop their connection, never the worker.
+
+    :attr:`counts` says how many connections ended each way.
+
+        receiver = Receiver(on_batch, "words-1-1700000000", "0.0.0.0", 6700).start()
+        receiver.stop()
+    """
+
+    def __init__(self, on_batch: OnBatch, topology_id: str, host: str = "0.0.0.0", port: int = 0, *,
+                 max_connections: int = 1024, handshake_timeout: float = 5.0, idle_timeout: float = 300.0,
                  max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
         self._on_batch = on_batch
+        self.topology_id = topology_id
         self._max = max_message_bytes
+        self._max_connections = max_connections
+        self._handshake_timeout = handshake_timeout
+        self._idle_timeout = idle_timeout
         self._listener = socket.create_server((host, port), reuse_port=False)
+        self._listener.setblocking(False)
         self.port = self._listener.getsockname()[1]
+        self._peers: dict[socket.socket, _Peer] = {}
+        self._selector = selectors.DefaultSelector()
+        self._wake_read, self._wake_write = socket.socketpair()
         self._closed = False
-        self._connections: set[socket.socket] = set()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._accept, name=f"transfer-accept-{self.port}", daemon=True)
+        #: Connections ended by cause: refused (bad or foreign handshake), bad_data, timed_out, evicted.
+        self.counts: Counter[str] = Counter()
+        self._log_throttle = ErrorThrottle(1, LOG_INTERVAL_SECS)
+        self._thread = threading.Thread(target=self._serve, name=f"transfer-recv-{self.port}", daemon=True)
+
+    @property
+    def connections(self) -> int:
+        """Connections open right now (with and without their handshake)."""
+        return len(self._peers)
 
     def start(self) -> "Receiver":
+        self._selector.register(self._listener, selectors.EVENT_READ, _ACCEPT)
+        self._selector.register(self._wake_read, selectors.EVENT_READ, _WAKE)
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        """Stop accepting, close every connection, end the thread."""
         self._closed = True
-        try:
-            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()  # wake accept()
-        except OSError:
-            pass
-        self._listener.close()
-        with self._lock:
-            for conn in list(self._connections):
-                try:
-                    conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+        self._wake_write.send(b"\0")
         self._thread.join(5)
 
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                if self._closed:
-                    return
-                continue
-            if self._closed:
-                conn.close()
-                return
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self._lock:
-                self._connections.add(conn)
-            threading.Thread(target=self._serve, args=(conn,), name="transfer-recv", daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        decoder = Decoder(self._max)
+    def _serve(self) -> None:
+        sweep_every = min(self._handshake_timeout, self._idle_timeout, 4.0) / 4
+        next_sweep = time.monotonic() + sweep_every
         try:
-            while chunk := conn.recv(1 << 16):
-                for batch in decoder.feed(chunk):
-                    self._on_batch(batch)
-        except WireError as exc:
-            log.warning("dropping worker connection: bad data", error=str(exc))
-        except OSError:
-            pass
+            while not self._closed:
+                for key, _ in self._selector.select(sweep_every):
+                    if key.data is _ACCEPT:
+                        self._accept()
+                    elif key.data is not _WAKE:
+                        self._read(key.data)
+                if (now := time.monotonic()) >= next_sweep:
+                    self._sweep(now)
+                    next_sweep = now + sweep_every
         finally:
-            with self._lock:
-                self._connections.discard(conn)
-            conn.close()
+            for peer in list(self._peers.values()):
+                self._close(peer)
+            self._selector.close()
+            self._listener.close()
+            self._wake_read.close()
+            self._wake_write.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, address = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # out of file descriptors, say: try again on the next event
+                self._note("could not accept a worker connection", error=str(exc))
+                return
+            if len(self._peers) >= self._max_connections:
+                self._make_room()
+            conn.setblocking(False)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            peer = self._peers[conn] = _Peer(conn, address)
+            self._selector.register(conn, selectors.EVENT_READ, peer)
+
+    def _make_room(self) -> None:
+        """Close the oldest connection still owing its handshake, else the longest idle one."""
+        peers = self._peers.values()
+        waiting = [p for p in peers if p.decoder is None] or list(peers)
+        victim = min(waiting, key=lambda p: p.active)
+        self.counts["evicted"] += 1
+        self._note("closed a worker connection to make room", peer=victim.name,
+                   limit=self._max_connections, greeted=victim.decoder is not None)
+        self._close(victim)
+
+    def _read(self, peer: "_Peer") -> None:
+        try:
+            data = peer.sock.recv(1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._close(peer)
+            return
+        peer.active = time.monotonic()
+        try:
+            if peer.decoder is None:
+                self._greet(peer, data)
+                return
+            for batch in peer.decoder.feed(data):
+                self._on_batch(batch)
+        except WireError as exc:
+            self.counts["bad_data"] += 1
+            self._note("dropping a worker connection: bad data", peer=peer.name, error=str(exc))
+            self._close(peer)
+        except Exception:
+            log.exception("dropping a worker connection: its batch could not be handed on", peer=peer.name)
+            self._close(peer)
+
+    def _greet(self, peer: "_Peer", data: bytes) -> None:
+        message = peer.greeting.feed(data)
+        if message is None:
+            return
+        topology_id = message[2]
+        if topology_id != self.topology_id:
+            self.counts["refused"] += 1
+            self._note("refused a connection from a worker of another topology", peer=peer.name,
+                       topology_id=topology_id)
+            with contextlib.suppress(OSError):
+                peer.sock.send(answer(f"this worker does not serve topology {topology_id!r}"))
+            self._close(peer)
+            return
+        try:
+            peer.sock.send(answer(None))  # a few bytes into an empty send buffer: never blocks
+        except OSError:
+            self._close(peer)
+            return
+        peer.decoder = Decoder(self._max)
+
+    def _sweep(self, now: float) -> None:
+        for peer in list(self._peers.values()):
+            limit = self._idle_timeout if peer.decoder is not None else self._handshake_timeout
+            if now - peer.active >= limit and not _has_data(peer.sock):
+                self.counts["timed_out"] += 1
+                self._note("closed an idle worker connection", peer=peer.name, greeted=peer.decoder is not None,
+                           secs=limit)
+                self._close(peer)
+
+    def _close(self, peer: "_Peer") -> None:
+        if self._peers.pop(peer.sock, None) is not None:
+            self._selector.unregister(peer.sock)
+        peer.sock.close()
+
+    def _note(self, event: str, **details: object) -> None:
+        """Log a connection event, at most once per interval: a flood makes thousands."""
+        if self._log_throttle.allow(time.monotonic()):
+            suppressed, self._log_throttle.suppressed = self._log_throttle.suppressed, 0
+            log.warning(event, port=self.port, similar_events_not_logged=suppressed, counts=dict(self.counts),
+                        **details)
+
+
+#: Selector keys of the listening socket and of the socket :meth:`Receiver.stop` wakes the thread with.
+_ACCEPT, _WAKE = object(), object()
+#: Connection events (refusals, timeouts, bad data) are logged at most once per this many seconds.
+LOG_INTERVAL_SECS = 10.0
+
+
+class _Peer:
+    """One connection as the receiver sees it: its handshake, then its decoder; when it last sent."""
+
+    __slots__ = ("sock", "name", "greeting", "decoder", "active")
+
+    def __init__(self, sock: socket.socket, address: tuple[str, int]) -> None:
+        self.sock = sock
+        self.name = f"{address[0]}:{address[1]}"
+        self.greeting = Greeting()
+        self.decoder: Decoder | None = None
+        self.active = time.monotonic()
+
+
+def _has_data(sock: socket.socket) -> bool:
+    """Bytes are waiting on ``sock`` (so it is not idle, whatever the clock says)."""
+    try:
+        return bool(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except OSError:
+        return False
 
 
 class Sender:
     """Batches tuples for one remote worker and writes them on one connection, one message per run of
     tuples with equal (target, source, stream) (see :mod:`worker.wire`).
 
-    It connects as soon as it is created, retrying until the peer listens (:attr:`connected` tells
-    when it has, and ``on_connected`` is called), so a worker can hold its spouts until every peer is
-    reachable. Until then it queues at most ``max_pending`` entries and drops the rest; a broken
+    It connects as soon as it is created, retrying until the peer listens and accepts the handshake
+    for ``topology_id`` (:attr:`connected` tells when it has, and ``on_connected`` is called; a peer of
+    another topology leaves the reason in :attr:`refusal`), so a worker can hold its spouts until every
+    peer is reachable. Until then it queues at most ``max_pending`` entries and drops the rest; a broken
     connection is re-opened on the next batch, and a batch that cannot be delivered is dropped. A
     dropped tuple is replayed by its spout after the message timeout, as in Storm; :attr:`dropped`
     counts them.
 
-        sender = Sender("10.0.0.7", 6701, batch_size=100)
+        sender = Sender("10.0.0.7", 6701, "words-1-1700000000", batch_size=100)
         sender.send([Entry(target_task, source_task, "default", values, tuple_id, anchors)])
         sender.send_runs([WireBatch(target_task, source_task, "default", rows)])   # the same, by columns
         sender.close()      # flush what is queued, then close
@@ -108,13 +252,19 @@ class Sender:
 
     #: Pause between attempts to reach a peer that is not listening yet.
     RETRY_SECS = 0.1
+    #: After this long without writing, check the peer has not hung up (an idle timeout) before writing.
+    CHECK_AFTER_SECS = 0.05
 
-    def __init__(self, host: str, port: int, *, batch_size: int = 100, flush_interval: float = 0.001,
-                 connect_timeout: float = 5.0, max_pending: int = 100_000,
+    def __init__(self, host: str, port: int, topology_id: str, *, batch_size: int = 100,
+                 flush_interval: float = 0.001, connect_timeout: float = 5.0, max_pending: int = 100_000,
                  on_connected: Callable[[], None] = lambda: None) -> None:
         self.address = (host, port)
+        self.topology_id = topology_id
         self.connected = threading.Event()
+        #: Why the peer last refused the handshake (it serves another topology, say); None if it never did.
+        self.refusal: str | None = None
         self.dropped = 0
+        self._last_write = 0.0
         self._on_connected = on_connected
         self._batch_size = batch_size
         self._flush_interval = flush_interval
@@ -199,15 +349,37 @@ class Sender:
             try:
                 self._connect()
                 return
+            except TransferRefused as exc:
+                if str(exc) != self.refusal:
+                    log.warning("a worker refused this worker's connection", address=self.address, reason=str(exc))
+                    self.refusal = str(exc)
             except OSError:
-                next_try = time.monotonic() + self.RETRY_SECS
+                pass
+            next_try = time.monotonic() + self.RETRY_SECS
             with self._cond:
                 while not self._closed and (wait := next_try - time.monotonic()) > 0:
                     self._cond.wait(wait)
 
     def _connect(self) -> None:
+        """Connect and handshake (within ``connect_timeout``); OSError, or :class:`TransferRefused`, if not."""
         sock = socket.create_connection(self.address, timeout=self._connect_timeout)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.sendall(hello(self.topology_id))
+            greeting, reply = Greeting(), None
+            while reply is None:
+                data = sock.recv(4096)
+                if not data:
+                    raise ConnectionError("the peer closed the connection during the handshake")
+                try:
+                    reply = greeting.feed(data)
+                except WireError as exc:
+                    raise TransferRefused(f"not a Squall worker: {exc}") from None
+            if reply[2] is not None:
+                raise TransferRefused(str(reply[2]))
+        except BaseException:
+            sock.close()
+            raise
         sock.settimeout(None)
         self._sock = sock
         self.connected.set()
@@ -215,6 +387,11 @@ class Sender:
 
     def _write(self, batch: list[WireBatch]) -> None:
         data = self._encode(batch)
+        now = time.monotonic()
+        if self._sock is not None and now - self._last_write > self.CHECK_AFTER_SECS and _hung_up(self._sock):
+            self._sock.close()  # the peer closed an idle connection: a write would vanish, so reconnect first
+            self._sock = None
+        self._last_write = now
         for attempt in (1, 2):
             try:
                 if self._sock is None:
@@ -255,3 +432,17 @@ class Sender:
                     log.error("dropping a tuple that cannot travel between workers", stream=run.stream,
                               source_task=run.source, error=str(exc))
         return b"".join(good)
+
+
+class TransferRefused(ConnectionError):
+    """The peer answered the handshake with a refusal (it runs another topology) or is no Squall worker."""
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    """The peer has closed ``sock`` (it sends nothing after the handshake, so readable means closed)."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True

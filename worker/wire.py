@@ -16,6 +16,12 @@ another format is refused by name, not misread.
 Messages follow each other on a TCP stream with no extra framing: msgpack delimits them, and the
 decoder refuses any message bigger than its buffer cap, so a peer cannot make a worker allocate
 without bound; shapes are checked before anything reads them.
+
+A connection opens with a handshake: the caller sends ``[HELLO, 1, topology_id]`` and waits for
+``[HELLO, 1, refusal]`` (refusal nil: accepted) before any batch, so a worker serves only workers of
+its own topology — a stale worker whose routes still name a port that another topology now uses is
+refused by name instead of feeding its tuples to the wrong tasks. Fields after the topology id are
+room for the credentials of authenticated transfer (a later release); this one ignores them.
 """
 
 from __future__ import annotations
@@ -30,6 +36,10 @@ import msgpack
 from squall.tuple import Fields, Tuple, TupleBatch
 
 VERSION = 1
+#: The first element of a handshake (see :func:`hello`): what a Squall worker connection opens with.
+HELLO = "squall-transfer"
+#: Largest handshake message: a topology id and, later, credentials.
+MAX_HELLO_BYTES = 4096
 #: Largest message a worker accepts (a batch of ``topology.transfer.batch.size`` tuples fits easily).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 #: Most rows in one message (a stream without fields has no columns to bound its row count).
@@ -229,6 +239,58 @@ _entry_key = itemgetter(0, 1, 2)
 def encode(entries: Sequence[Entry]) -> bytes:
     """Entries → bytes: one message per run of equal (target, source, stream)."""
     return b"".join(run.encode() for run in runs_of_entries(entries))
+
+
+def hello(topology_id: str) -> bytes:
+    """The message that opens a connection to another worker: which topology's worker is calling.
+
+        >>> Greeting().feed(hello("words-1-1700000000"))
+        ['squall-transfer', 1, 'words-1-1700000000']
+    """
+    return _packer.pack([HELLO, VERSION, topology_id])
+
+
+def answer(refusal: str | None) -> bytes:
+    """The receiver's reply to :func:`hello`: None accepts the connection, a string says why it is refused."""
+    return _packer.pack([HELLO, VERSION, refusal])
+
+
+class Greeting:
+    """Reads the one small message that opens a connection (a :func:`hello`, or its :func:`answer`).
+
+    Nothing may follow it until it is answered, so bytes after it are refused, not kept for later.
+
+        greeting = Greeting()
+        greeting.feed(data[:3])     # None: not whole yet
+        greeting.feed(data[3:])     # ['squall-transfer', 1, topology_id]
+    """
+
+    def __init__(self) -> None:
+        self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=MAX_HELLO_BYTES)
+        self._fed = 0
+
+    def feed(self, data: bytes) -> list[Any] | None:
+        """The message once it is whole (None until then); :class:`WireError` if it is not a greeting."""
+        try:
+            self._unpacker.feed(data)
+        except msgpack.BufferFull:
+            raise WireError(f"not a Squall worker handshake: more than {MAX_HELLO_BYTES} bytes") from None
+        self._fed += len(data)
+        try:
+            message = self._unpacker.unpack()
+        except msgpack.OutOfData:
+            return None
+        except (ValueError, msgpack.UnpackException) as exc:
+            raise WireError(f"not a Squall worker handshake: {exc}") from None
+        if not (type(message) is list and len(message) >= 3 and message[0] == HELLO):
+            raise WireError("not a Squall worker handshake: a worker connection opens with "
+                            f"[{HELLO!r}, version, topology id]")
+        if message[1] != VERSION:
+            raise WireError(f"a peer speaking transfer version {message[1]!r}, this worker speaks {VERSION}: "
+                            "run one Squall release on every worker of a topology")
+        if self._unpacker.tell() != self._fed:
+            raise WireError("data sent before the handshake was answered")
+        return message
 
 
 class Decoder:

@@ -30,6 +30,7 @@ class ValueTooLarge(RecordError):
             f"{what} encodes to {size} bytes, over the {limit}-byte ZooKeeper value limit; "
             "store big data outside ZooKeeper (code store) or split it"
         )
+        self.what = what
         self.size = size
         self.limit = limit
 
