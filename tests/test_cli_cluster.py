@@ -41,7 +41,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zk_address: str) -> Iterat
                "storm.zookeeper.root": root, "storm.zookeeper.session.timeout": 4000}
     with ExitStack() as stack:
         stack.callback(delete_tree, zk_address, root)  # last, once the daemons are gone
-        cluster = ProcessCluster(zk_conf, tmp_path_factory.mktemp("cli"), stack)
+        # The commands are tested, not failover: a task timeout a busy machine cannot trip (the fault tests keep 5 s).
+        cluster = ProcessCluster(zk_conf, tmp_path_factory.mktemp("cli"), stack, **{"nimbus.task.timeout.secs": 30})
         cluster.start_nimbus()
         cluster.start_supervisor("sup", [free_port() for _ in range(4)])
         cluster.wait_supervisors(1)
