@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from examples import weblogs
-from squall import sparksession
+from squall import sparkconnect, sparksession
 from squall.dsl import Topology
 from squall.clock import SimulatedClock
 from squall.spark import BATCH_CHECK_SECS, MicroBatch, SparkBolt, next_batch_size, output_rows, to_arrow
@@ -114,6 +114,18 @@ def test_session_settings_default_to_local_spark_sized_to_the_slot_and_pass_spar
     assert sparksession.where({**conf, "spark.master": "spark://m:7077"}) == ("master", "spark://m:7077")
     assert sparksession.where({**conf, "spark.master": "spark://m:7077", "spark.remote": "sc://c:15002"}) == \
         ("remote", "sc://c:15002")
+
+
+def test_the_connect_server_listens_on_localhost_at_its_port_and_takes_the_conf_s_spark_settings() -> None:
+    argv = sparkconnect.server_command(15099, "local[2]", {"spark.executor.memory": "1g", "spark.sql.ansi.enabled": True,
+                                                           "spark.batch.size": 5, "spark.remote": "sc://x:1"})
+    assert Path(argv[0]).name == "spark-submit" and Path(argv[0]).exists()
+    assert argv[argv.index("--class") + 1] == sparkconnect.SERVER_CLASS and argv[argv.index("--master") + 1] == "local[2]"
+    settings = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--conf"]
+    assert {"spark.connect.grpc.binding.address=127.0.0.1", "spark.connect.grpc.binding.port=15099",
+            "spark.connect.grpc.port.maxRetries=0", "spark.executor.memory=1g",
+            "spark.sql.ansi.enabled=true"} <= set(settings)
+    assert not [s for s in settings if s.startswith(("spark.batch.size", "spark.remote"))]
 
 
 def test_a_spark_bolt_gets_its_own_thread_and_batch_ticks_unless_its_declaration_says_otherwise() -> None:
