@@ -21,7 +21,7 @@ its result against the plain-Python answer before its numbers count.
    CPU-second, and the ratio of the medians.
 
     python bench/bench_spark.py [--lines 100000] [--sizes 1000,5000,20000] [--starts 3] [--rounds 3]
-                                [--master local[2]]
+                                [--master local[2]] [--batch 5000]
 
 ``--sizes ''`` or ``--starts 0`` or ``--rounds 0`` skips that part. Not a test: numbers depend on the
 machine. README's Performance section records them.
@@ -241,6 +241,8 @@ def main() -> None:
     parser.add_argument("--starts", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--master", default="local[2]", help="the Spark of parts 1 and 3 (default local[2])")
+    parser.add_argument("--batch", type=int, default=5000,
+                        help="part 3: lines per file (a micro-batch of Structured Streaming) and Squall's spark.batch.size")
     args = parser.parse_args()
     configure_logging(level="WARNING", stream=sys.stderr)
     print(f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -253,7 +255,7 @@ def main() -> None:
         if args.sizes:
             by_batch_size(args.lines, [int(s) for s in args.sizes.split(",")], tmp)
         if args.rounds:
-            same_input(args.lines, args.rounds, tmp, args.master)
+            same_input(args.lines, args.rounds, tmp, args.master, args.batch)
 
 
 if __name__ == "__main__":

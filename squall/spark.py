@@ -33,6 +33,7 @@ tasks of the worker. The session is shared by the worker's Spark tasks (:mod:`sq
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from abc import abstractmethod
@@ -111,40 +112,40 @@ def next_batch_size(limit: int, current: int, job_secs: float, arrivals_per_sec:
 
 
 class SparkJob:
-    """One batch through ``work`` on a thread of its own; once :attr:`done`, ``rows`` holds its result or
-    ``error`` what it raised, and ``seconds`` how long it took::
+    """One batch through Spark: :meth:`run` (on the job thread) fills ``rows`` with its result, or ``error``
+    with what it raised, and ``seconds`` with how long it took; :attr:`done` tells the task thread::
 
-        job = SparkJob(inputs, bolt.run_job, arrivals_per_sec=2_000.0)
+        job = SparkJob(inputs, arrivals_per_sec=2_000.0)
+        threading.Thread(target=job.run, args=(bolt.run_job,)).start()
         job.wait()
         rows = job.rows if job.error is None else []
     """
 
-    def __init__(self, inputs: list[Tuple], work: Callable[[list[Tuple]], list[tuple[Any, ...]]],
-                 arrivals_per_sec: float) -> None:
+    def __init__(self, inputs: list[Tuple], arrivals_per_sec: float) -> None:
         self.inputs, self.arrivals_per_sec = inputs, arrivals_per_sec
         self.rows: list[tuple[Any, ...]] = []
         self.error: Exception | None = None
         self.seconds = 0.0
-        # A daemon: a job still in Spark never keeps a stopping worker alive (its inputs were failed).
-        self._thread = threading.Thread(target=self._run, args=(work,), name="spark-job", daemon=True)
-        self._thread.start()
+        self._finished = threading.Event()
 
-    def _run(self, work: Callable[[list[Tuple]], list[tuple[Any, ...]]]) -> None:
+    def run(self, work: Callable[[list[Tuple]], list[tuple[Any, ...]]]) -> None:
+        """``work(inputs)``, recording its result or error and its time; then the job is done."""
         started = time.monotonic()
         try:
             self.rows = work(self.inputs)
         except Exception as exc:
             self.error = exc
         self.seconds = time.monotonic() - started
+        self._finished.set()
 
     @property
     def done(self) -> bool:
         """Whether the job has finished (its fields are then final)."""
-        return not self._thread.is_alive()
+        return self._finished.is_set()
 
     def wait(self) -> None:
         """Block until the job has finished."""
-        self._thread.join()
+        self._finished.wait()
 
 
 class SparkBolt(Bolt):
@@ -177,6 +178,11 @@ class SparkBolt(Bolt):
         self._limit = int(conf["spark.batch.size"])
         self._batch = MicroBatch(self._limit, int(conf["spark.batch.interval.ms"]) / 1000)
         self._job: SparkJob | None = None
+        # One long-lived job thread: in classic mode every Python thread that calls Spark gets a py4j connection
+        # and a JVM thread of its own (pinned threads), which a thread per job would churn. A daemon, so a job
+        # still in Spark never keeps a stopping worker alive.
+        self._jobs: queue.SimpleQueue[SparkJob | None] = queue.SimpleQueue()
+        threading.Thread(target=self._run_jobs, name=f"spark-jobs-{context.task_id}", daemon=True).start()
         self._fields = tuple(self.streams[self.output_stream].fields) if self.output_stream in self.streams else ()
         if not self._fields:
             raise ValueError(f"{type(self).__qualname__} emits on {self.output_stream!r}, which its outputs do "
@@ -211,6 +217,10 @@ class SparkBolt(Bolt):
         frame = self.spark.createDataFrame(to_arrow(inputs, self.input_types))
         return output_rows(self.transform(frame).toArrow(), self._fields)
 
+    def _run_jobs(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job.run(self.run_job)
+
     def _start(self, now: float) -> None:
         """The batch's job, once the one in flight (if any) has finished and been emitted or failed."""
         if self._job is not None:
@@ -218,7 +228,8 @@ class SparkBolt(Bolt):
             self._finish()
         batch = self._batch
         arrivals = len(batch.tuples) / max(now - batch.opened, 1e-3)
-        self._job = SparkJob(batch.take(), self.run_job, arrivals)
+        self._job = SparkJob(batch.take(), arrivals)
+        self._jobs.put(self._job)
 
     def _finish(self) -> None:
         """On the task thread: the finished job's rows emitted and its inputs acked, or its inputs failed."""
@@ -242,6 +253,7 @@ class SparkBolt(Bolt):
             self._job = None
         for tup in self._batch.take():
             self.fail(tup)
+        self._jobs.put(None)  # the job thread ends after the job in flight, if any
         sparksession.release()
 
 
