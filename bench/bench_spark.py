@@ -242,7 +242,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--master", default="local[2]", help="the Spark of parts 1 and 3 (default local[2])")
     parser.add_argument("--batch", type=int, default=5000,
-                        help="part 3: lines per file (a micro-batch of Structured Streaming) and Squall's spark.batch.size")
+                        help="part 3: lines per file (one Structured Streaming micro-batch), Squall's spark.batch.size")
     args = parser.parse_args()
     configure_logging(level="WARNING", stream=sys.stderr)
     print(f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "

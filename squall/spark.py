@@ -18,9 +18,9 @@ reliable spouts replay them: at-least-once.
 A job runs on a thread of its own (:class:`SparkJob`) while the bolt collects the next batch: at most
 one job is in flight, and a full batch waits for it (then backpressure holds the spouts). The finished
 job's emits, acks or fails happen on the bolt's task thread, at its next batch tick (every
-``BATCH_CHECK_SECS``) or when a full batch waits for it (the collector is not thread-safe). The batch size adapts to the measured job time
-(:func:`next_batch_size`): the tuples that arrive during one job, so the next batch fills about as the
-running job ends, never more than ``spark.batch.size``.
+``BATCH_CHECK_SECS``) or when a full batch waits for it (the collector is not thread-safe). The batch
+size adapts to the measured job time (:func:`next_batch_size`): the tuples that arrive during one job,
+so the next batch fills about as the running job ends, never more than ``spark.batch.size``.
 
 Anchoring each output to the whole batch is Storm's multi-anchoring: every output row carries the
 batch's spout roots, and its ack reaches the ackers for each of them. :meth:`~squall.component.Bolt.
@@ -124,7 +124,7 @@ class SparkJob:
     def __init__(self, inputs: list[Tuple], arrivals_per_sec: float) -> None:
         self.inputs, self.arrivals_per_sec = inputs, arrivals_per_sec
         self.rows: list[tuple[Any, ...]] = []
-        self.error: Exception | None = None
+        self.error: BaseException | None = None
         self.seconds = 0.0
         self._finished = threading.Event()
 
@@ -133,10 +133,11 @@ class SparkJob:
         started = time.monotonic()
         try:
             self.rows = work(self.inputs)
-        except Exception as exc:
+        except BaseException as exc:  # anything: a job that ends without rows must fail its inputs, never ack them
             self.error = exc
-        self.seconds = time.monotonic() - started
-        self._finished.set()
+        finally:
+            self.seconds = time.monotonic() - started
+            self._finished.set()
 
     @property
     def done(self) -> bool:

@@ -117,10 +117,12 @@ def test_session_settings_default_to_local_spark_sized_to_the_slot_and_pass_spar
 
 
 def test_the_connect_server_listens_on_localhost_at_its_port_and_takes_the_conf_s_spark_settings() -> None:
-    argv = sparkconnect.server_command(15099, "local[2]", {"spark.executor.memory": "1g", "spark.sql.ansi.enabled": True,
-                                                           "spark.batch.size": 5, "spark.remote": "sc://x:1"})
+    conf = {"spark.executor.memory": "1g", "spark.sql.ansi.enabled": True, "spark.batch.size": 5,
+            "spark.remote": "sc://x"}
+    argv = sparkconnect.server_command(15099, "local[2]", conf)
     assert Path(argv[0]).name == "spark-submit" and Path(argv[0]).exists()
-    assert argv[argv.index("--class") + 1] == sparkconnect.SERVER_CLASS and argv[argv.index("--master") + 1] == "local[2]"
+    assert argv[argv.index("--class") + 1] == sparkconnect.SERVER_CLASS
+    assert argv[argv.index("--master") + 1] == "local[2]"
     settings = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--conf"]
     assert {"spark.connect.grpc.binding.address=127.0.0.1", "spark.connect.grpc.binding.port=15099",
             "spark.connect.grpc.port.maxRetries=0", "spark.executor.memory=1g",

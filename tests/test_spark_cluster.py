@@ -138,5 +138,6 @@ def test_weblogs_on_a_spark_connect_server_is_exact_and_no_worker_runs_a_jvm(
         workers = cluster.workers("sup")
         assert len(workers) == 2 and all(running(w.pid) for w in workers)
         assert [p for w in workers for p in descendants(w.pid) if runs_java(p)] == []
-        ready = [event for path in cluster.root.glob("*/logs/*.log") for event in log_events(path, "spark session ready")]
+        logs = cluster.root.glob("*/logs/*.log")
+        ready = [event for path in logs for event in log_events(path, "spark session ready")]
         assert [event.get("remote") for event in ready] == [connect_server]  # one Spark worker, a Connect client
