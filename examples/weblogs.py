@@ -52,6 +52,10 @@ BAD_EVERY = 97
 
 LINE = re.compile(r'(?P<client>\S+) \S+ \S+ \[(?P<time>[^\]]+)\] "(?P<method>[A-Z]+) (?P<path>\S+) [^"]*" '
                   r'(?P<status>\d{3}) (?P<bytes>\d+|-)')
+#: The time of a log line, ``10/Oct/2026:13:55:36 +0000`` with optional milliseconds after the seconds.
+STAMP = re.compile(r"(\d{1,2})/([A-Z][a-z]{2})/(\d{4}):(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))? ([+-])(\d{2})(\d{2})$")
+MONTHS = {name: i for i, name in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
+                                             "Dec"), 1)}
 
 
 def log_line(i: int) -> str:
@@ -73,11 +77,17 @@ def parse(line: str) -> tuple[int, str, str, str, int, int]:
     if match is None:
         raise ValueError("not in combined log format")
     text = match["time"]
-    pattern = "%d/%b/%Y:%H:%M:%S.%f %z" if "." in text.split(" ")[0] else "%d/%b/%Y:%H:%M:%S %z"
-    try:
-        ts_ms = int(datetime.strptime(text, pattern).timestamp() * 1000)
-    except ValueError:
+    stamp = STAMP.match(text)
+    try:  # strptime would do, at 5x the cost of the rest of the line: this is the pipeline's per-line hot path
+        if stamp is None:
+            raise ValueError
+        day, month, year, hour, minute, second, fraction, sign, tz_hours, tz_minutes = stamp.groups()
+        utc = datetime(int(year), MONTHS[month], int(day), int(hour), int(minute), int(second), tzinfo=timezone.utc)
+    except (ValueError, KeyError):
         raise ValueError(f"bad timestamp {text!r}") from None
+    offset_ms = (int(tz_hours) * 60 + int(tz_minutes)) * 60_000 * (1 if sign == "+" else -1)
+    millis = int(fraction.ljust(3, "0")[:3]) if fraction else 0
+    ts_ms = (int(utc.timestamp()) * 1000) + millis - offset_ms
     page = "/" + match["path"].lstrip("/").split("/", 1)[0].split("?", 1)[0]
     size = 0 if match["bytes"] == "-" else int(match["bytes"])
     return ts_ms, match["client"], match["method"], page, int(match["status"]), size

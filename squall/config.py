@@ -389,10 +389,11 @@ KEYS: tuple[Key, ...] = (
         doc="Spark master for workers hosting Spark bolts; null means local[N] inside the worker, N = this "
             "host's cores / its slots (at least 1)."),
     Key("spark.remote", "str", None, origin="spark", nullable=True,
-        doc="Spark Connect URL (sc://host:port); when set, Spark bolts use it instead of spark.master "
-            "(needs pyspark[connect])."),
+        doc="Spark Connect URL (sc://host:port: `storm spark-connect` on the host, or a Spark cluster's endpoint); "
+            "when set, Spark bolts use it instead of spark.master and their worker runs no JVM."),
     Key("spark.batch.size", "int", 10000, origin="squall", minimum=1,
-        doc="A Spark bolt runs its job when this many tuples wait (each job costs ~0.3 s: batch big)."),
+        doc="The most tuples a Spark bolt's batch holds; below it the size follows the job time (about the "
+            "tuples that arrive during one job)."),
     Key("spark.batch.interval.ms", "int", 500, origin="squall", minimum=1,
         doc="... or when the oldest waiting tuple is this old, whichever comes first."),
 )

@@ -6,29 +6,38 @@
         def transform(self, batch: DataFrame) -> DataFrame:
             return batch.groupBy("page").agg(F.count("*").alias("hits"))
 
-A Spark bolt gathers its inputs into a batch, which closes at ``spark.batch.size`` tuples or when its
-oldest tuple is ``spark.batch.interval.ms`` old, whichever comes first. The batch goes into Spark as an
-Arrow table (columns = the input stream's fields, types inferred or given by ``input_types``);
-``transform`` returns a DataFrame whose columns include the output stream's fields. Its rows are
-emitted on ``output_stream``, each anchored to every input of the batch, and then the inputs are acked
-together. If ``transform`` (or reading its result) raises, nothing is emitted, the error goes to
-``/taskerrors`` and every input of the batch is failed, so reliable spouts replay them: at-least-once.
+A Spark bolt gathers its inputs into a batch, which closes when it holds the batch size (see below)
+or when its oldest tuple is ``spark.batch.interval.ms`` old, whichever comes first. The batch goes into
+Spark as an Arrow table (columns = the input stream's fields, types inferred or given by
+``input_types``); ``transform`` returns a DataFrame whose columns include the output stream's fields,
+read back as an Arrow table. Its rows are emitted on ``output_stream``, each anchored to every input of
+the batch, and then the inputs are acked together. If ``transform`` (or reading its result) raises,
+nothing is emitted, the error goes to ``/taskerrors`` and every input of the batch is failed, so
+reliable spouts replay them: at-least-once.
+
+A job runs on a thread of its own (:class:`SparkJob`) while the bolt collects the next batch: at most
+one job is in flight, and a full batch waits for it (then backpressure holds the spouts). The finished
+job's emits, acks or fails happen on the bolt's task thread, at its next batch tick (every
+``BATCH_CHECK_SECS``) or when a full batch waits for it (the collector is not thread-safe). The batch
+size adapts to the measured job time (:func:`next_batch_size`): the tuples that arrive during one job,
+so the next batch fills about as the running job ends, never more than ``spark.batch.size``.
 
 Anchoring each output to the whole batch is Storm's multi-anchoring: every output row carries the
 batch's spout roots, and its ack reaches the ackers for each of them. :meth:`~squall.component.Bolt.
 emit_batch` and bulk acks keep that work in C, but it still grows with rows x batch: Spark bolts that
 aggregate emit few rows per batch, which is what they are for; keep per-tuple work in plain bolts.
 
-Jobs run on the bolt's task thread (``component_conf`` gives it its own), so a job never holds up
-other tasks of the worker; while a job runs, new input waits in the receive queue and backpressure
-holds the spouts. The session is shared by the worker's Spark tasks (:mod:`squall.sparksession`).
+The bolt has a task thread of its own (``component_conf``), so waiting for a job never holds up other
+tasks of the worker. The session is shared by the worker's Spark tasks (:mod:`squall.sparksession`).
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from abc import abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -41,7 +50,7 @@ if TYPE_CHECKING:
     import pyarrow
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["MicroBatch", "SparkBolt", "output_rows", "to_arrow"]
+__all__ = ["MicroBatch", "SparkBolt", "SparkJob", "next_batch_size", "output_rows", "to_arrow"]
 
 #: How often a Spark bolt checks whether its batch is old enough to run (its tick tuple period).
 BATCH_CHECK_SECS = 0.05
@@ -54,28 +63,90 @@ class MicroBatch:
         batch = MicroBatch(size=500, interval_secs=1.0)
         if batch.add(tup, time.monotonic()) or batch.due(time.monotonic()):
             self.flush(batch.take())
+
+    ``size`` may change between batches (a Spark bolt adapts it to its job time).
     """
 
     def __init__(self, size: int, interval_secs: float) -> None:
         self.size, self.interval = size, interval_secs
         self.tuples: list[Tuple] = []
-        self._opened = 0.0
+        self.opened = 0.0  # when the first of ``tuples`` came
 
     def add(self, tup: Tuple, now: float) -> bool:
         """Add ``tup`` (``now`` opens the batch if it is the first); True when the batch is full."""
         if not self.tuples:
-            self._opened = now
+            self.opened = now
         self.tuples.append(tup)
+        return len(self.tuples) >= self.size
+
+    @property
+    def full(self) -> bool:
+        """Whether the batch holds ``size`` tuples (or more, after ``size`` shrank)."""
         return len(self.tuples) >= self.size
 
     def due(self, now: float) -> bool:
         """Whether the batch has tuples and its oldest is ``interval_secs`` old."""
-        return bool(self.tuples) and now - self._opened >= self.interval
+        return bool(self.tuples) and now - self.opened >= self.interval
 
     def take(self) -> list[Tuple]:
         """The batch's tuples, leaving it empty."""
         tuples, self.tuples = self.tuples, []
         return tuples
+
+
+def next_batch_size(limit: int, current: int, job_secs: float, arrivals_per_sec: float) -> int:
+    """The size of the batch after a job that took ``job_secs`` on a batch that was collected at
+    ``arrivals_per_sec`` tuples a second: halfway from ``current`` to the tuples that arrive during one such
+    job, within 1..``limit`` (``spark.batch.size``)::
+
+        next_batch_size(10_000, 10_000, job_secs=0.5, arrivals_per_sec=4_000)   # 6_000: toward 2_000
+
+    Why: with a job running while the next batch is collected, the batch that fills just as the job ends
+    keeps both busy and adds no wait; a larger one waits for input (latency), a smaller one waits for the
+    job (the bolt blocks). Job time grows with the batch, so the size settles where a job lasts as long as
+    collecting its successor, or at ``limit`` when Spark cannot keep up (big batches amortise each job's
+    fixed cost best). Halfway, so one slow job does not halve the next batch.
+    """
+    target = arrivals_per_sec * job_secs
+    return max(1, min(limit, round((current + target) / 2)))
+
+
+class SparkJob:
+    """One batch through Spark: :meth:`run` (on the job thread) fills ``rows`` with its result, or ``error``
+    with what it raised, and ``seconds`` with how long it took; :attr:`done` tells the task thread::
+
+        job = SparkJob(inputs, arrivals_per_sec=2_000.0)
+        threading.Thread(target=job.run, args=(bolt.run_job,)).start()
+        job.wait()
+        rows = job.rows if job.error is None else []
+    """
+
+    def __init__(self, inputs: list[Tuple], arrivals_per_sec: float) -> None:
+        self.inputs, self.arrivals_per_sec = inputs, arrivals_per_sec
+        self.rows: list[tuple[Any, ...]] = []
+        self.error: BaseException | None = None
+        self.seconds = 0.0
+        self._finished = threading.Event()
+
+    def run(self, work: Callable[[list[Tuple]], list[tuple[Any, ...]]]) -> None:
+        """``work(inputs)``, recording its result or error and its time; then the job is done."""
+        started = time.monotonic()
+        try:
+            self.rows = work(self.inputs)
+        except BaseException as exc:  # anything: a job that ends without rows must fail its inputs, never ack them
+            self.error = exc
+        finally:
+            self.seconds = time.monotonic() - started
+            self._finished.set()
+
+    @property
+    def done(self) -> bool:
+        """Whether the job has finished (its fields are then final)."""
+        return self._finished.is_set()
+
+    def wait(self) -> None:
+        """Block until the job has finished."""
+        self._finished.wait()
 
 
 class SparkBolt(Bolt):
@@ -90,6 +161,7 @@ class SparkBolt(Bolt):
 
     Override :meth:`prepare_spark` to load reference tables once; if you override ``prepare`` or
     ``cleanup``, call ``super()``'s. Inputs are acked, or failed, together with their batch.
+    ``transform`` runs on the job's thread: it must not emit, ack or fail (the bolt does, with its result).
     """
 
     auto_ack = False
@@ -104,7 +176,14 @@ class SparkBolt(Bolt):
     def prepare(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
         """Read the batch settings, join (or start) the worker's SparkSession, then :meth:`prepare_spark`."""
         conf = {**default_config(), **conf}  # a worker's conf has every key; a unit test's only what it sets
-        self._batch = MicroBatch(int(conf["spark.batch.size"]), int(conf["spark.batch.interval.ms"]) / 1000)
+        self._limit = int(conf["spark.batch.size"])
+        self._batch = MicroBatch(self._limit, int(conf["spark.batch.interval.ms"]) / 1000)
+        self._job: SparkJob | None = None
+        # One long-lived job thread: in classic mode every Python thread that calls Spark gets a py4j connection
+        # and a JVM thread of its own (pinned threads), which a thread per job would churn. A daemon, so a job
+        # still in Spark never keeps a stopping worker alive.
+        self._jobs: queue.SimpleQueue[SparkJob | None] = queue.SimpleQueue()
+        threading.Thread(target=self._run_jobs, name=f"spark-jobs-{context.task_id}", daemon=True).start()
         self._fields = tuple(self.streams[self.output_stream].fields) if self.output_stream in self.streams else ()
         if not self._fields:
             raise ValueError(f"{type(self).__qualname__} emits on {self.output_stream!r}, which its outputs do "
@@ -120,35 +199,62 @@ class SparkBolt(Bolt):
         """The batch's result; its columns must include the output stream's fields."""
 
     def execute(self, tup: Tuple) -> None:
-        """Add ``tup`` to the batch and run it once full; ticks run a batch that is old enough."""
+        """Add ``tup`` to the batch and start its job once full; ticks finish a done job and start the next."""
         now = time.monotonic()
+        batch = self._batch
         if tup.is_tick:
-            if self._batch.due(now):
-                self.run_batch(self._batch.take())
+            if self._job is not None and self._job.done:
+                self._finish()
+            if self._job is None and (batch.full or batch.due(now)):
+                self._start(now)
             return
-        if self._batch.tuples and tup.fields != self._batch.tuples[0].fields:
-            self.run_batch(self._batch.take())  # one schema per batch: a stream with other fields starts a new one
-        if self._batch.add(tup, now):
-            self.run_batch(self._batch.take())
+        if batch.tuples and tup.fields != batch.tuples[0].fields:
+            self._start(now)  # one schema per batch: a stream with other fields starts a new one
+        if batch.add(tup, now):
+            self._start(now)
 
-    def run_batch(self, inputs: list[Tuple]) -> None:
-        """One job: the inputs through ``transform``; emit and ack all, or fail all."""
-        try:
-            frame = self.spark.createDataFrame(to_arrow(inputs, self.input_types))
-            rows = output_rows(self.transform(frame).toArrow(), self._fields)
-        except Exception as exc:
-            self.report_error(exc)
-            for tup in inputs:
+    def run_job(self, inputs: list[Tuple]) -> list[tuple[Any, ...]]:
+        """One job's work, on its thread: the inputs into Spark as Arrow, ``transform``, the rows out by Arrow."""
+        frame = self.spark.createDataFrame(to_arrow(inputs, self.input_types))
+        return output_rows(self.transform(frame).toArrow(), self._fields)
+
+    def _run_jobs(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job.run(self.run_job)
+
+    def _start(self, now: float) -> None:
+        """The batch's job, once the one in flight (if any) has finished and been emitted or failed."""
+        if self._job is not None:
+            self._job.wait()
+            self._finish()
+        batch = self._batch
+        arrivals = len(batch.tuples) / max(now - batch.opened, 1e-3)
+        self._job = SparkJob(batch.take(), arrivals)
+        self._jobs.put(self._job)
+
+    def _finish(self) -> None:
+        """On the task thread: the finished job's rows emitted and its inputs acked, or its inputs failed."""
+        job, self._job = self._job, None
+        assert job is not None
+        self._batch.size = next_batch_size(self._limit, self._batch.size, job.seconds, job.arrivals_per_sec)
+        if job.error is not None:
+            self.report_error(job.error)
+            for tup in job.inputs:
                 self.fail(tup)
             return
-        self.emit_batch(rows, self.output_stream, anchors=inputs)
-        for tup in inputs:
+        self.emit_batch(job.rows, self.output_stream, anchors=job.inputs)
+        for tup in job.inputs:
             self.ack(tup)
 
     def cleanup(self) -> None:
-        """Fail what is still batched (replayed now, not after the timeout) and release the session."""
+        """Fail what is in flight or batched (replayed now, not after the timeout) and release the session."""
+        if self._job is not None:
+            for tup in self._job.inputs:
+                self.fail(tup)
+            self._job = None
         for tup in self._batch.take():
-            self.fail(tup)  # replayed now rather than after the message timeout
+            self.fail(tup)
+        self._jobs.put(None)  # the job thread ends after the job in flight, if any
         sparksession.release()
 
 

@@ -10,6 +10,11 @@ Where Spark runs: ``spark.remote`` (Spark Connect) if set, else ``spark.master``
 ``local[N]`` in the worker with N = this host's cores / its supervisor slots. Every other ``spark.*``
 key of the topology conf is passed to the builder, over these defaults: UI off, Arrow on, shuffle
 partitions = N (Spark's 200 would make every micro-batch job run 200 tasks), logs at WARN.
+
+Under Spark Connect (``sc://host:port``: a server on the host, see :mod:`squall.sparkconnect`, or a Spark
+cluster's endpoint) the worker runs no JVM and its session starts in about a second; the builder's SQL
+settings become the remote session's, static ones (UI, app name) are the server's business. The session
+then has no ``sparkContext`` and no RDDs: Spark bolts only use DataFrames, in and out as Arrow tables.
 """
 
 from __future__ import annotations

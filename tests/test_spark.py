@@ -14,12 +14,13 @@ import pyarrow as pa
 import pytest
 
 from examples import weblogs
-from squall import sparksession
+from squall import sparkconnect, sparksession
 from squall.dsl import Topology
-from squall.spark import BATCH_CHECK_SECS, MicroBatch, SparkBolt, output_rows, to_arrow
+from squall.clock import SimulatedClock
+from squall.spark import BATCH_CHECK_SECS, MicroBatch, SparkBolt, next_batch_size, output_rows, to_arrow
 from squall.testing import make_tuple, run_bolt, run_spout
 from support import wait_until
-from topologies import KeySums, Numbers, Recorder
+from topologies import GATES, KeySums, Numbers, Recorder
 from worker.local import LocalTopology
 
 
@@ -33,6 +34,43 @@ def test_a_batch_closes_at_its_size_or_when_its_oldest_tuple_is_old_enough() -> 
     assert batch.add(make_tuple([3], ["n"]), now=100.45)
     assert [t["n"] for t in batch.take()] == [1, 2, 3]
     assert not batch.due(200.0) and batch.take() == []
+
+
+def test_the_next_batch_is_halfway_to_what_arrives_during_one_job_within_one_and_the_limit() -> None:
+    assert next_batch_size(10_000, 10_000, job_secs=0.5, arrivals_per_sec=4_000) == 6_000
+    assert next_batch_size(10_000, 2_000, job_secs=2.0, arrivals_per_sec=9_000) == 10_000  # Spark behind: the limit
+    assert next_batch_size(10_000, 1, job_secs=0.0, arrivals_per_sec=0.0) == 1
+
+
+def adapt(clock: SimulatedClock, arrivals_per_sec: float, fixed_secs: float, secs_per_row: float,
+          limit: int = 20_000, rounds: int = 30) -> tuple[int, float, float]:
+    """A Spark bolt's batches on simulated time: tuples arrive at a steady rate, a job takes fixed + per-row
+    time and runs while the next batch fills, which starts when it is full and the job is done. The last
+    round's (batch size, job seconds, seconds to collect the batch)."""
+    batch, size, job_ends = MicroBatch(limit, interval_secs=3600), limit, clock.monotonic()
+    for _ in range(rounds):
+        batch.size = size
+        while not batch.add(make_tuple([0], ["n"]), clock.monotonic()):
+            clock.advance(1 / arrivals_per_sec)
+        collected = clock.monotonic() - batch.opened
+        clock.advance(max(0.0, job_ends - clock.monotonic()))  # a full batch waits for the running job
+        inputs = batch.take()
+        job_secs = fixed_secs + secs_per_row * len(inputs)
+        job_ends = clock.monotonic() + job_secs
+        size = next_batch_size(limit, size, job_secs, len(inputs) / collected)
+    return size, job_secs, collected
+
+
+def test_batches_settle_where_a_job_lasts_as_long_as_collecting_the_next_batch() -> None:
+    size, job_secs, collected = adapt(SimulatedClock(), arrivals_per_sec=4_000, fixed_secs=0.3, secs_per_row=5e-5)
+    assert 1_450 <= size <= 1_550  # from 20,000: the fixed point of n = 4,000/s x (0.3 s + 5e-5 s x n) is 1,500
+    assert job_secs == pytest.approx(collected, rel=0.05)
+
+
+def test_batches_grow_to_the_limit_when_spark_cannot_keep_up() -> None:
+    size, job_secs, collected = adapt(SimulatedClock(), arrivals_per_sec=4_000, fixed_secs=0.3, secs_per_row=3e-4,
+                                      limit=5_000)
+    assert size == 5_000 and job_secs > collected
 
 
 def test_inputs_become_arrow_columns_named_by_their_fields() -> None:
@@ -76,6 +114,20 @@ def test_session_settings_default_to_local_spark_sized_to_the_slot_and_pass_spar
     assert sparksession.where({**conf, "spark.master": "spark://m:7077"}) == ("master", "spark://m:7077")
     assert sparksession.where({**conf, "spark.master": "spark://m:7077", "spark.remote": "sc://c:15002"}) == \
         ("remote", "sc://c:15002")
+
+
+def test_the_connect_server_listens_on_localhost_at_its_port_and_takes_the_conf_s_spark_settings() -> None:
+    conf = {"spark.executor.memory": "1g", "spark.sql.ansi.enabled": True, "spark.batch.size": 5,
+            "spark.remote": "sc://x"}
+    argv = sparkconnect.server_command(15099, "local[2]", conf)
+    assert Path(argv[0]).name == "spark-submit" and Path(argv[0]).exists()
+    assert argv[argv.index("--class") + 1] == sparkconnect.SERVER_CLASS
+    assert argv[argv.index("--master") + 1] == "local[2]"
+    settings = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--conf"]
+    assert {"spark.connect.grpc.binding.address=127.0.0.1", "spark.connect.grpc.binding.port=15099",
+            "spark.connect.grpc.port.maxRetries=0", "spark.executor.memory=1g",
+            "spark.sql.ansi.enabled=true"} <= set(settings)
+    assert not [s for s in settings if s.startswith(("spark.batch.size", "spark.remote"))]
 
 
 def test_a_spark_bolt_gets_its_own_thread_and_batch_ticks_unless_its_declaration_says_otherwise() -> None:
@@ -138,10 +190,10 @@ def warm_spark() -> Iterator[None]:
     sparksession.release()
 
 
-def sums_topology(count: int, fail_batches: int = 0) -> Topology:
+def sums_topology(count: int, fail_batches: int = 0, gate: str | None = None) -> Topology:
     t = Topology("sums")
     numbers = t.spout("numbers", Numbers, args=[count, 7])
-    sums = t.bolt("sums", KeySums, args=[fail_batches]).shuffle(numbers)
+    sums = t.bolt("sums", KeySums, args=[fail_batches, gate]).shuffle(numbers)
     t.bolt("sink", Recorder).shuffle(sums)
     return t
 
@@ -196,3 +248,22 @@ def test_a_batch_closes_on_its_interval_when_input_stops(warm_spark: None) -> No
         wait_until(lambda: len(local.component("numbers").acked) == 10, timeout=60, what="the partial batch run")
         assert summed(local.component("sink").seen) == reference(10)
         assert time.monotonic() - started >= FAST["spark.batch.interval.ms"] / 1000
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_bolt_collects_the_next_batch_while_a_job_runs_and_runs_one_job_at_a_time(warm_spark: None) -> None:
+    batch = FAST["spark.batch.size"]
+    GATES.pop("first-job", None)
+    with LocalTopology(sums_topology(3 * batch, gate="first-job"), FAST) as local:
+        bolt, numbers = local.tasks("sums")[0], local.component("numbers")
+        # Past the first batch while its job is held: the bolt keeps taking input (a synchronous job would
+        # block it on the batch's last tuple, at or below ``batch`` executed).
+        wait_until(lambda: local.component("sums").batches == 1, timeout=60, what="the first job in transform")
+        wait_until(lambda: bolt.stats.executed > batch, timeout=60, what="input taken while the first job runs")
+        wait_until(lambda: bolt.stats.executed >= 2 * batch - 100, timeout=60, what="the next batch collected")
+        assert local.component("sums").batches == 1 and numbers.acked == []  # one job in flight, none finished
+        GATES["first-job"].set()
+        wait_until(lambda: len(numbers.acked) == 3 * batch, timeout=120, what="every number acked through Spark")
+        assert summed(local.component("sink").seen) == reference(3 * batch)
+        assert numbers.failed == [] and local.errors == []

@@ -1,9 +1,13 @@
 """The example pipeline (examples/weblogs.py) end to end on a process cluster: nimbus, a supervisor and two
-real worker processes, one of which starts Spark. Marked ``spark``: the worker's JVM takes ~15 s."""
+real worker processes, one of which starts Spark in its own JVM, or (``spark.remote``) uses a Spark Connect
+server that ``storm spark-connect`` runs on the host. Marked ``spark``: a JVM takes ~15 s to start."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -12,10 +16,12 @@ import pytest
 
 from examples import weblogs
 from processcluster import ProcessCluster
+from squall.devzk import free_port
+from squall.sparkconnect import serving
 from squall.zk import paths
 from squall.zk.records import TopologyTasks
 from supervisor.processes import running
-from support import log_events, wait_until
+from support import REPO, log_events, wait_until
 
 LINES = 4000
 
@@ -85,3 +91,53 @@ def test_weblogs_pipeline_runs_end_to_end_and_only_the_spark_worker_starts_a_jvm
         # Nothing was restarted: the slow Spark start tripped no timeout.
         assert {w.worker_id for w in cluster.workers("sup")} == {w.worker_id for w in workers}
         assert len(log_events(cluster.log_file("sup"), "worker launched")) == 2
+
+
+@pytest.fixture(scope="module")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Spark Connect server, started as a user would (``storm spark-connect``), stopped by its pid."""
+    port, log = free_port(), tmp_path_factory.mktemp("spark-connect") / "server.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen([sys.executable, "-m", "squall.cli", "-c", "spark.log.level=WARN", "spark-connect",
+                                   "--port", str(port), "--master", "local[1]"], cwd=REPO, stdout=out,
+                                  stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: serving(port) or server.poll() is not None, 180, "the Spark Connect server's port")
+        assert server.poll() is None, log.read_text()[-3000:]
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_weblogs_on_a_spark_connect_server_is_exact_and_no_worker_runs_a_jvm(
+        zk_conf: dict[str, Any], tmp_path: Path, connect_server: str) -> None:
+    out = tmp_path / "out"
+    expected = weblogs.expected_totals(weblogs.log_line(i) for i in range(LINES))
+    with ExitStack() as stack:
+        # spark.remote in the cluster conf, as a host's storm.yaml sets it for every topology.
+        cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **{
+            "spark.remote": connect_server, "nimbus.task.launch.secs": 120, "topology.message.timeout.secs": 120})
+        cluster.start_nimbus()
+        cluster.start_supervisor("sup")
+        cluster.wait_supervisors(1)
+        cluster.submit(weblogs.topology(str(out), lines=LINES))
+
+        def totals_complete() -> bool:
+            got = weblogs.window_totals(out)
+            return sum(t["requests"] for t in got.values()) >= sum(t["requests"] for t in expected.values())
+
+        wait_until(totals_complete, timeout=240, what="every valid line counted in the window results")
+        assert weblogs.window_totals(out) == expected
+        workers = cluster.workers("sup")
+        assert len(workers) == 2 and all(running(w.pid) for w in workers)
+        assert [p for w in workers for p in descendants(w.pid) if runs_java(p)] == []
+        logs = cluster.root.glob("*/logs/*.log")
+        ready = [event for path in logs for event in log_events(path, "spark session ready")]
+        assert [event.get("remote") for event in ready] == [connect_server]  # one Spark worker, a Connect client

@@ -327,16 +327,20 @@ class BrokenPrepare(Bolt):
 
 class KeySums(SparkBolt):
     """Per key of the batch: how many tuples and the sum of ``n`` (in Spark); the first ``fail_batches``
-    batches raise inside ``transform``."""
+    batches raise inside ``transform``; with a ``gate`` name, the first batch's ``transform`` waits until
+    the test opens ``GATES[gate]``."""
 
     outputs = ["key", "count", "total"]
 
-    def __init__(self, fail_batches: int = 0) -> None:
+    def __init__(self, fail_batches: int = 0, gate: str | None = None) -> None:
         self.fail_batches = fail_batches
         self.batches = 0
+        self.gate = None if gate is None else GATES.setdefault(gate, threading.Event())
 
     def transform(self, batch: Any) -> Any:
         self.batches += 1
+        if self.gate is not None and self.batches == 1:
+            self.gate.wait()
         if self.batches <= self.fail_batches:
             raise RuntimeError(f"injected failure in batch {self.batches}")
         return self.spark.sql("SELECT key, COUNT(*) AS count, SUM(n) AS total FROM {batch} GROUP BY key", batch=batch)

@@ -27,6 +27,7 @@ from squall.config import ConfigError
 from squall.devcluster import run_dev_cluster, stop_dev_cluster
 from squall.devzk import LocalZooKeeper, ZooKeeperUnavailable
 from squall.logs import configure_logging
+from squall.sparkconnect import DEFAULT_PORT, server_command
 from squall.thrift import NimbusUnavailable, storm
 
 log = structlog.get_logger(__name__)
@@ -77,6 +78,15 @@ def _daemon(module: str) -> Command:
     return run
 
 
+def spark_connect(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    """``storm spark-connect [--port N] [--master M]``: this host's Spark Connect server in the foreground
+    (see :mod:`squall.sparkconnect`); the conf's ``spark.*`` keys are its settings."""
+    argv = server_command(args.port, args.master, conf)
+    print(f"Spark Connect server starting: spark.remote is sc://localhost:{args.port}; Ctrl-C stops it", flush=True)
+    os.execv(argv[0], argv)
+    return 1  # not reached
+
+
 def local(_conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     """``storm local FILE [--local-ttl N]``: the topology in one process (see :mod:`worker.local`)."""
     argv = [sys.executable, "-m", "worker.local", *(["--config", args.config] if args.config else [])]
@@ -95,6 +105,8 @@ COMMANDS: dict[str, tuple[Command, str]] = {
                                  "`storm dev-cluster stop` stops it from another shell"),
     "nimbus": (_daemon("nimbus"), "run the nimbus daemon in the foreground"),
     "supervisor": (_daemon("supervisor"), "run the supervisor daemon in the foreground (its workers outlive it)"),
+    "spark-connect": (spark_connect, "run a Spark Connect server on this host for Spark bolts (spark.remote) until "
+                                     "Ctrl-C"),
     "local": (local, "run a topology file in this process for development: storm local FILE [--local-ttl N]"),
 }
 
@@ -108,6 +120,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         if name == "local":
             sub.add_argument("rest", nargs=argparse.REMAINDER, help="FILE [--local-ttl N] [--topology NAME]")
+        elif name == "spark-connect":
+            sub.add_argument("--port", type=positive, default=DEFAULT_PORT, help=f"(default {DEFAULT_PORT})")
+            sub.add_argument("--master", default="local[*]", help="where its jobs run (default local[*])")
         elif name == "dev-cluster":
             sub.add_argument("action", nargs="?", choices=["start", "stop"], default="start")
             sub.add_argument("--supervisors", type=positive, default=2, metavar="N",
