@@ -691,49 +691,33 @@ class SpoutExecutor(Executor):
         out = self._check_rows(rows, stream, direct_task)
         if msg_ids is not None and len(msg_ids) != len(rows):
             raise ValueError(f"emit_many of {len(rows)} rows with {len(msg_ids)} msg_ids: give one per row")
+        tracked = msg_ids is not None and self._n_ackers
+        targets = (direct_task,) if direct_task is not None else out.constant
+        if tracked and (targets is None or len(targets) != 1):  # a tree per row over several targets: per row
+            for values, msg_id in zip(rows, msg_ids):  # type: ignore[arg-type]
+                self.emit(values, stream, (), direct_task, msg_id)
+            return
         self.stats.emitted += len(rows)
         out.emitted += len(rows)
-        if msg_ids is None or not self._n_ackers:
+        if not tracked:
             self._emit_plain(rows, stream, out, direct_task)
             if msg_ids is not None:
                 self._acked_at_emit.extend(msg_ids)
                 if self._keyed_outputs:
                     self.stats.acked_by[stream] += len(rows)
             return
-        now, owner = self._now, self._root_owner
-        targets = (direct_task,) if direct_task is not None else out.constant
-        if targets is not None and len(targets) == 1:  # one target for every row: columns in C
-            roots = list(islice(self._roots, len(rows)))
-            edges = _edges(len(rows))
-            batch = self._last.get(targets[0])
-            if batch is None or batch.key is not out.keys[ROOTS]:
-                batch = self._open(targets[0], stream, out, ROOTS)
-            batch.rows.extend(rows)
-            batch.ids.extend(edges)  # type: ignore[union-attr]
-            batch.roots.extend(roots)  # type: ignore[union-attr]
-            self._acks.roots[owner].extend(roots)
-            self._acks.values[owner].extend(edges)  # one edge per root: the init XOR is the edge
-            self.pending.entries.update(zip(roots, [(msg_id, now, stream, now) for msg_id in msg_ids]))
-            return
-        roots, key, last = self._roots, out.keys[ROOTS], self._last
-        route = out.route if targets is None else (lambda _values: targets)
-        entries, init_roots, xors = self.pending.entries, [], []
-        for values, msg_id in zip(rows, msg_ids):
-            root, xor = next(roots), 0
-            for target in route(values):
-                edge = _bits(64) or 1
-                xor = xor ^ edge if xor else edge
-                batch = last.get(target)
-                if batch is None or batch.key is not key:
-                    batch = self._open(target, stream, out, ROOTS)
-                batch.rows.append(values)
-                batch.ids.append(edge)  # type: ignore[union-attr]
-                batch.roots.append(root)  # type: ignore[union-attr]
-            init_roots.append(root)
-            xors.append(xor)
-            entries[root] = (msg_id, now, stream, now)
-        self._acks.roots[owner].extend(init_roots)
-        self._acks.values[owner].extend(xors)
+        now, owner, (target,) = self._now, self._root_owner, targets  # one target for every row: columns in C
+        roots = list(islice(self._roots, len(rows)))
+        edges = _edges(len(rows))
+        batch = self._last.get(target)
+        if batch is None or batch.key is not out.keys[ROOTS]:
+            batch = self._open(target, stream, out, ROOTS)
+        batch.rows.extend(rows)
+        batch.ids.extend(edges)  # type: ignore[union-attr]
+        batch.roots.extend(roots)  # type: ignore[union-attr]
+        self._acks.roots[owner].extend(roots)
+        self._acks.values[owner].extend(edges)  # one edge per root: the init XOR is the edge
+        self.pending.entries.update(zip(roots, [(msg_id, now, stream, now) for msg_id in msg_ids]))  # type: ignore[union-attr]
 
     def refresh(self, layout: TopologyLayout, placement: Placement) -> None:
         """Routes as every executor, and where this task's root ids start (the ackers may have moved).
