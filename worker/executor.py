@@ -85,9 +85,6 @@ class Wake:
     def clear(self) -> None:
         self._lock.acquire(False)
 
-    def is_set(self) -> bool:
-        return not self._lock.locked()
-
     def wait(self, timeout: float) -> bool:
         """Until set or ``timeout`` seconds; stays set (until :meth:`clear`)."""
         if self._lock.acquire(True, timeout):
@@ -469,27 +466,28 @@ class Executor:
                            [] if form == ROOTS else None, [] if form == ANCHORS else None, out.keys[form])
         return self._outbox.add(target, batch)
 
+    def _batch_for(self, target: int, stream: str, out: StreamOut, form: int) -> TupleBatch:
+        """The batch ``target`` got last this round if it is this stream's in ``form``, else a new one (per-row
+        loops inline this lookup: a call per row costs more than the append)."""
+        batch = self._last.get(target)
+        if batch is None or batch.key is not out.keys[form]:
+            batch = self._open(target, stream, out, form)
+        return batch
+
     def _emit_plain(self, rows: list[tuple[Any, ...]], stream: str, out: StreamOut, direct_task: int | None) -> None:
         """Untracked ``rows`` to their targets: whole when the targets do not depend on the values."""
-        last, key = self._last, out.keys[PLAIN]
         targets = out.constant if direct_task is None else (direct_task,)
         if targets is not None:
             for target in targets:
-                batch = last.get(target)
-                if batch is None or batch.key is not key:
-                    batch = self._open(target, stream, out, PLAIN)
-                batch.rows.extend(rows)
+                self._batch_for(target, stream, out, PLAIN).rows.extend(rows)
             return
         if out.split is not None:  # shuffle: consecutive rows to each target, as many as per-row calls give it
             start = 0
             for (target,), count in out.split(len(rows)):
-                batch = last.get(target)
-                if batch is None or batch.key is not key:
-                    batch = self._open(target, stream, out, PLAIN)
-                batch.rows.extend(rows[start:start + count])
+                self._batch_for(target, stream, out, PLAIN).rows.extend(rows[start:start + count])
                 start += count
             return
-        route = out.route
+        last, key, route = self._last, out.keys[PLAIN], out.route
         for values in rows:
             for target in route(values):
                 batch = last.get(target)
@@ -709,9 +707,7 @@ class SpoutExecutor(Executor):
         now, owner, (target,) = self._now, self._root_owner, targets  # one target for every row: columns in C
         roots = list(islice(self._roots, len(rows)))
         edges = _edges(len(rows))
-        batch = self._last.get(target)
-        if batch is None or batch.key is not out.keys[ROOTS]:
-            batch = self._open(target, stream, out, ROOTS)
+        batch = self._batch_for(target, stream, out, ROOTS)
         batch.rows.extend(rows)
         batch.ids.extend(edges)  # type: ignore[union-attr]
         batch.roots.extend(roots)  # type: ignore[union-attr]
@@ -983,22 +979,19 @@ class BoltExecutor(Executor):
         xor = inputs._xor
         if xor is None:
             xor = inputs._xor = [0] * len(inputs)
-        in_roots, last, route, constant = inputs.roots, self._last, out.route, out.constant
+        last, route, constant = self._last, out.route, out.constant
         plain, tracked = out.keys[PLAIN], out.keys[ROOTS]
-        roots = [in_roots[i] for i in positions]
+        roots = [inputs.roots[i] for i in positions]
         if constant is not None and len(constant) == 1 and 0 not in roots:  # one target, every input tracked
             edges = _edges(len(rows))
             for i, edge in zip(positions, edges):
                 xor[i] ^= edge
-            batch = last.get(constant[0])
-            if batch is None or batch.key is not tracked:
-                batch = self._open(constant[0], stream, out, ROOTS)
+            batch = self._batch_for(constant[0], stream, out, ROOTS)
             batch.rows.extend(rows)
             batch.ids.extend(edges)  # type: ignore[union-attr]
             batch.roots.extend(roots)  # type: ignore[union-attr]
             return
-        for values, i in zip(rows, positions):
-            root = in_roots[i]
+        for values, i, root in zip(rows, positions, roots):
             for target in route(values) if constant is None else constant:
                 batch = last.get(target)
                 if not root:  # an untracked input
