@@ -16,11 +16,10 @@ import pytest
 
 from processcluster import ProcessCluster
 from squall.devzk import free_port
-from squall.dsl import Topology
 from squall.zk import paths
 from squall.zk.records import StormBase
 from support import wait_until
-from topologies import Numbers, Recorder
+from topologies import recorded_numbers
 
 #: Long enough that waiting out the dead nimbus's session would show: the issue saw ~20 s of "NotLeader".
 SESSION_MS = 20_000
@@ -30,10 +29,7 @@ SESSION_MS = 20_000
 def test_a_rebalance_due_while_nimbus_restarts_runs_once_the_restarted_nimbus_leads(
         zk_conf: dict[str, Any], tmp_path: Path) -> None:
     records = tmp_path / "records"
-    records.mkdir()
-    t = Topology("failover", {"topology.workers": 2})
-    numbers = t.spout("numbers", Numbers, args=[10_000_000, 20], kwargs={"record_dir": str(records)})
-    t.bolt("sink", Recorder, args=[str(records)], parallelism=2).fields(numbers, "key")
+    t = recorded_numbers("failover", records, workers=2, sinks=2)
     with ExitStack() as stack:
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **{
             "nimbus.thrift.port": free_port(), "storm.zookeeper.session.timeout": SESSION_MS})

@@ -14,11 +14,10 @@ import pytest
 
 from processcluster import ProcessCluster
 from squall.devzk import free_port
-from squall.dsl import Topology
 from squall.zk import paths
 from squall.zk.records import CodeHolder
 from support import wait_until
-from topologies import Numbers, Recorder, read_records
+from topologies import read_records, recorded_numbers
 
 PENDING = 200
 
@@ -27,10 +26,7 @@ PENDING = 200
 def test_the_follower_takes_over_a_lost_leader_host_and_a_new_supervisor_runs_its_code(
         zk_conf: dict[str, Any], tmp_path: Path) -> None:
     records = tmp_path / "records"
-    records.mkdir()
-    t = Topology("ha", {"topology.workers": 1, "topology.max.spout.pending": PENDING})
-    numbers = t.spout("numbers", Numbers, args=[10_000_000, 20], kwargs={"record_dir": str(records)})
-    t.bolt("sink", Recorder, args=[str(records)]).fields(numbers, "key")
+    t = recorded_numbers("ha", records, workers=1, conf={"topology.max.spout.pending": PENDING})
     with ExitStack() as stack:
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **{
             "topology.min.replication.count": 2, "topology.max.replication.wait.time.sec": 60})

@@ -15,10 +15,9 @@ import pytest
 
 from netns import HostNetwork, NamespacesRefused
 from processcluster import ProcessCluster
-from squall.dsl import Topology
 from supervisor.processes import running
 from support import wait_until
-from topologies import Numbers, Recorder, read_records
+from topologies import read_records, recorded_numbers
 
 PENDING = 200
 
@@ -27,10 +26,7 @@ PENDING = 200
 def test_a_host_cut_off_then_healed_loses_its_tasks_to_the_other_and_leaves_no_duplicate_worker(
         zk_conf: dict[str, Any], tmp_path: Path) -> None:
     records = tmp_path / "records"
-    records.mkdir()
-    t = Topology("partition", {"topology.workers": 2, "topology.max.spout.pending": PENDING})
-    numbers = t.spout("numbers", Numbers, args=[10_000_000, 20], kwargs={"record_dir": str(records)})
-    t.bolt("sink", Recorder, args=[str(records)], parallelism=2).fields(numbers, "key")
+    t = recorded_numbers("partition", records, workers=2, sinks=2, conf={"topology.max.spout.pending": PENDING})
     with ExitStack() as stack:
         try:
             net = stack.enter_context(HostNetwork(["a", "b"]))

@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from processcluster import ProcessCluster
-from squall.dsl import Topology
 from squall.thrift import storm
 from squall.topology import component_tasks
 from squall.zk import paths
 from squall.zk.records import TopologyTasks
 from support import log_events, wait_until
-from topologies import Numbers, Recorder, read_records
+from topologies import read_records, recorded_numbers
 
 #: topology.max.spout.pending: bounds how far emitted numbers run ahead of those recorded.
 PENDING = 200
@@ -36,10 +35,7 @@ def refreshes(cluster: ProcessCluster) -> list[int]:
 def test_rebalance_grows_and_shrinks_a_bolt_keeping_fields_grouping_and_losing_nothing(
         zk_conf: dict[str, Any], tmp_path: Path) -> None:
     records = tmp_path / "records"
-    records.mkdir()
-    t = Topology("rescale", {"topology.workers": 2, "topology.max.spout.pending": PENDING})
-    numbers = t.spout("numbers", Numbers, args=[10_000_000, 20], kwargs={"record_dir": str(records)})
-    t.bolt("sink", Recorder, args=[str(records)], parallelism=2).fields(numbers, "key")
+    t = recorded_numbers("rescale", records, workers=2, sinks=2, conf={"topology.max.spout.pending": PENDING})
     with ExitStack() as stack:
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack)
         cluster.start_nimbus()

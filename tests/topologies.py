@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from squall.component import Bolt, Spout, Stream
+from squall.dsl import Topology
 from squall.spark import SparkBolt
 from squall.tuple import Tuple, TupleBatch
 
@@ -406,3 +407,14 @@ class Interleave(Bolt):
         self.emit([key, 3 * n], "first")
         self.emit([key, 3 * n + 1], "second")
         self.emit([key, 3 * n + 2], "first")
+
+
+def recorded_numbers(name: str, records: Path, *, workers: int, sinks: int = 1,
+                     conf: dict[str, Any] | None = None) -> Topology:
+    """``numbers`` (reliable Numbers over 20 keys) → ``sink`` (Recorder, fields grouping on the key), both writing
+    under ``records`` (made here): what the process-cluster fault tests count lost and replayed messages with."""
+    records.mkdir(exist_ok=True)
+    t = Topology(name, {"topology.workers": workers, **(conf or {})})
+    numbers = t.spout("numbers", Numbers, args=[10_000_000, 20], kwargs={"record_dir": str(records)})
+    t.bolt("sink", Recorder, args=[str(records)], parallelism=sinks).fields(numbers, "key")
+    return t
