@@ -106,6 +106,24 @@ def test_garbage_and_oversized_peers_lose_only_their_connection(sink: Sink) -> N
         receiver.stop()
 
 
+def test_a_receiver_that_dies_reports_it_and_still_stops_cleanly(sink: Sink) -> None:
+    """A receiver whose loop fails cannot take more batches: the worker is told (it exits and its
+    supervisor restarts it) rather than heartbeating deaf, and stopping it afterwards raises nothing."""
+    fatal: list[BaseException] = []
+    receiver = Receiver(sink, TOPOLOGY, "127.0.0.1", 0, handshake_timeout=0.2, on_fatal=fatal.append)
+
+    def broken_sweep(now: float) -> None:
+        raise RuntimeError("sweep failed")
+
+    receiver._sweep = broken_sweep  # type: ignore[method-assign]
+    receiver.start()
+    wait_until(lambda: fatal, 10, "the receiver reporting its failure")
+    assert [str(e) for e in fatal] == ["sweep failed"]
+    receiver.stop()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", receiver.port), timeout=2)
+
+
 def test_a_handshake_is_one_small_message_answered_before_anything_follows(receiver: Receiver) -> None:
     early = socket.create_connection(("127.0.0.1", receiver.port))
     early.sendall(hello(TOPOLOGY) + WireBatch(7, 3, "default", [("a",)]).encode())  # did not wait for the answer

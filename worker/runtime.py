@@ -217,7 +217,8 @@ class WorkerRuntime:
             self.receiver = Receiver(self._on_remote_batch, self.layout.topology_id, *self._listen,
                                      max_connections=int(conf["worker.transfer.max.connections"]),
                                      handshake_timeout=float(conf["worker.transfer.handshake.timeout.secs"]),
-                                     idle_timeout=float(conf["worker.transfer.idle.timeout.secs"])).start()
+                                     idle_timeout=float(conf["worker.transfer.idle.timeout.secs"]),
+                                     on_fatal=self._fatal).start()
         log.info("worker runtime started", topology_id=self.layout.topology_id, tasks=sorted(self.executors),
                  threads=len(self.threads), port=self.receiver.port if self.receiver else None)
         return self

@@ -54,8 +54,10 @@ class Receiver:
 
     def __init__(self, on_batch: OnBatch, topology_id: str, host: str = "0.0.0.0", port: int = 0, *,
                  max_connections: int = 1024, handshake_timeout: float = 5.0, idle_timeout: float = 300.0,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
+                 max_message_bytes: int = MAX_MESSAGE_BYTES,
+                 on_fatal: Callable[[BaseException], None] | None = None) -> None:
         self._on_batch = on_batch
+        self._on_fatal = on_fatal
         self.topology_id = topology_id
         self._max = max_message_bytes
         self._max_connections = max_connections
@@ -87,7 +89,8 @@ class Receiver:
     def stop(self) -> None:
         """Stop accepting, close every connection, end the thread."""
         self._closed = True
-        self._wake_write.send(b"\0")
+        with contextlib.suppress(OSError):  # the thread has already ended (and closed its end)
+            self._wake_write.send(b"\0")
         self._thread.join(5)
 
     def _serve(self) -> None:
@@ -103,6 +106,10 @@ class Receiver:
                 if (now := time.monotonic()) >= next_sweep:
                     self._sweep(now)
                     next_sweep = now + sweep_every
+        except Exception as exc:  # a worker that cannot receive must not keep heartbeating: let it restart
+            log.exception("the transfer receiver stopped", port=self.port)
+            if self._on_fatal is not None:
+                self._on_fatal(exc)
         finally:
             for peer in list(self._peers.values()):
                 self._close(peer)
