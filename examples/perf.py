@@ -71,7 +71,8 @@ def const_null(*, grouping: str = "local_or_shuffle", ackers: int = 0, workers: 
 
 class BatchConstSpout(Spout):
     """``ConstSpout`` with the batch API: ``next_batch`` emits ``max_rows`` copies in one ``emit_many``, reliable
-    (consecutive msg ids) when the topology has ackers, as Bytewax's batched source is compared unreliable."""
+    when the topology has ackers (each batch one tree, its msg id a counter, as a Trident batch), as Bytewax's
+    batched source is compared unreliable."""
 
     outputs = ["str"]
 
@@ -86,9 +87,8 @@ class BatchConstSpout(Spout):
         self.next_batch(1)
 
     def next_batch(self, max_rows: int) -> None:
-        ids = range(self.msg_id + 1, self.msg_id + 1 + max_rows) if self.reliable else None
-        self.msg_id += max_rows
-        self.emit_many([self.row] * max_rows, msg_ids=ids)
+        self.msg_id += 1
+        self.emit_many([self.row] * max_rows, msg_id=self.msg_id if self.reliable else None)
 
 
 class BatchIdBolt(Bolt):
@@ -114,14 +114,18 @@ class BatchDevNullBolt(Bolt):
 
 
 class BatchSentenceSpout(wordcount.SentenceSpout):
-    """``SentenceSpout`` with the batch API: ``next_batch`` emits up to ``max_rows`` sentences in one call."""
+    """``SentenceSpout`` with the batch API: ``next_batch`` emits up to ``max_rows`` sentences in one call, as one
+    tree (its msg id: the sentences' numbers, all replayed if it fails)."""
 
     def next_batch(self, max_rows: int) -> None:
         ids = [self.replays.popleft() for _ in range(min(max_rows, len(self.replays)))]
         ids += islice(self.fresh, max_rows - len(ids))
         if ids:
             sentences = wordcount.SENTENCES
-            self.emit_many([(sentences[i % len(sentences)],) for i in ids], msg_ids=ids)
+            self.emit_many([(sentences[i % len(sentences)],) for i in ids], msg_id=tuple(ids))
+
+    def fail(self, msg_id: tuple[int, ...]) -> None:
+        self.replays.extend(msg_id)
 
 
 class BatchSplitSentence(wordcount.SplitSentence):

@@ -83,12 +83,14 @@ class Recorder:
         return [] if direct_task is None else [direct_task]
 
     def emit_many(self, rows: list[tuple[Any, ...]], stream: str, direct_task: int | None,
-                  msg_ids: Sequence[Any] | None) -> None:
-        """Record one emit per row, with its msg id."""
+                  msg_ids: Sequence[Any] | None, msg_id: Any = None) -> None:
+        """Record one emit per row, with its msg id (the batch's ``msg_id`` on every row)."""
         if msg_ids is not None and len(msg_ids) != len(rows):
             raise ValueError(f"emit_many of {len(rows)} rows with {len(msg_ids)} msg_ids: give one per row")
+        if msg_id is not None and msg_ids is not None:
+            raise TypeError("emit_many takes msg_ids (a tree per row) or msg_id (one tree for the batch), not both")
         for i, values in enumerate(rows):
-            self.emit(values, stream, (), direct_task, None if msg_ids is None else msg_ids[i])
+            self.emit(values, stream, (), direct_task, msg_id if msg_ids is None else msg_ids[i])
 
     def emit_batch(self, rows: Sequence[tuple[Any, ...]], stream: str, anchors: tuple[Tuple, ...]) -> None:
         """Record one emit per row, each anchored to all of ``anchors``."""
@@ -267,8 +269,11 @@ class SpoutRun:
         return self._new_since(start)
 
     def _new_since(self, start: int) -> list[Emit]:
-        new = self.emitted[start:]
-        self.pending.extend(e.msg_id for e in new if e.msg_id is not None)
+        new, last = self.emitted[start:], None
+        for e in new:  # a batch's one msg_id (emit_many(..., msg_id=)) is on each of its rows: pending once
+            if e.msg_id is not None and e.msg_id is not last:
+                self.pending.append(e.msg_id)
+            last = e.msg_id
         return new
 
     def ack(self, msg_id: Any) -> None:

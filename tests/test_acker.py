@@ -73,6 +73,17 @@ def test_spout_pending_caps_in_flight_and_times_out() -> None:
     assert SpoutPending(max_pending=None, timeout_secs=30).can_emit()
 
 
+def test_spout_pending_counts_a_batch_trees_rows_against_the_cap_until_it_completes_or_expires() -> None:
+    pending = SpoutPending(max_pending=1000, timeout_secs=30)
+    pending.sent(1, "batch-a", now=0, rows=600)
+    pending.sent(2, "one", now=0)
+    assert len(pending) == 601 and pending.can_emit()
+    pending.sent(3, "batch-b", now=5, rows=399)
+    assert len(pending) == 1000 and not pending.can_emit(), "the cap counts tuples, not trees"
+    assert pending.complete_many([1, 9]) == [("batch-a", 0.0, "default", 0.0)] and len(pending) == 400
+    assert pending.expire(now=36) == [("one", "default"), ("batch-b", "default")] and len(pending) == 0
+
+
 def test_reset_timeout_restarts_a_trees_timer_at_the_acker_and_names_the_spout_to_forward_to() -> None:
     acker = AckerState(timeout_secs=30)
     held, other = 1, 2

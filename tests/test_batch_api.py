@@ -150,6 +150,55 @@ def test_a_failing_execute_batch_fails_its_inputs_and_their_replays_complete() -
         assert seen == set(range(0, count, 2))  # the even ones, each at least once
 
 
+def test_a_batch_emitted_as_one_tree_is_acked_once_when_every_row_is_done() -> None:
+    """``emit_many(rows, msg_id=...)``: one tree per batch, through a batch bolt and a per-tuple one, across
+    two acker tasks; the spout hears ack(msg_id) once per batch, counts its rows as emitted and the batch
+    once as acked, and max.spout.pending still counts rows."""
+    count = 6000
+    t = Topology("trees", conf={"topology.acker.executors": 2, "topology.max.spout.pending": 700})
+    numbers = t.spout("numbers", BatchNumbers, args=[count], kwargs={"one_tree": True}, parallelism=2)
+    forward = t.bolt("forward", BatchForward, parallelism=2).shuffle(numbers)
+    t.bolt("sink", Recorder, parallelism=2).fields(forward, "key")
+    with _run(t) as local:
+        spouts = [e.spout for e in local.tasks("numbers")]
+        wait_until(lambda: sorted(n for s in spouts for n in s.acked) == list(range(count)), 30,
+                   "every batch acked")
+        trees = [tree for s in spouts for tree in s.trees_acked]
+        assert len(trees) < count / 10, "batches, not rows, were the trees"
+        assert sorted(n for tree in trees for n in tree) == list(range(count)), "each batch acked exactly once"
+        assert not any(s.trees_failed for s in spouts)
+        assert max(max(s.asked) for s in spouts) <= 700, "next_batch never asked past max.spout.pending rows"
+        stats = [e.stats for e in local.tasks("numbers")]
+        assert (sum(s.emitted for s in stats), sum(s.acked for s in stats)) == (count, len(trees))
+        seen = sorted(values[1] for e in local.tasks("sink") for _, _, values in e.bolt.seen)
+        assert seen == list(range(count))
+
+
+def test_one_failed_row_fails_its_whole_batch_once_and_the_replayed_batch_completes() -> None:
+    count = 2000
+    t = Topology("tree-booms", conf={"topology.acker.executors": 1})
+    numbers = t.spout("numbers", BatchNumbers, args=[count], kwargs={"one_tree": True})
+    boom = t.bolt("boom", BatchBoom, args=[100]).shuffle(numbers)
+    t.bolt("sink", Recorder).global_(boom)
+    with _run(t) as local:
+        spout = local.component("numbers")
+        wait_until(lambda: sorted(spout.acked) == list(range(count)), 30, "every number acked, once")
+        assert spout.trees_failed, "a boom failed its batch"
+        for tree in spout.trees_failed:
+            assert any(n % 100 == 0 for n in tree), f"only batches holding a boom failed, got {tree}"
+        assert len(set(spout.trees_failed)) == len(spout.trees_failed), "each failed batch heard fail once"
+
+
+def test_run_spout_keeps_a_batch_msg_id_pending_once_and_replays_the_batch_on_fail() -> None:
+    run = run_spout(BatchNumbers, calls=0, args=[10], kwargs={"one_tree": True})
+    first = run.next_batch(3)
+    assert [e.msg_id for e in first] == [(0, 1, 2)] * 3 and run.pending == [(0, 1, 2)]
+    run.fail((0, 1, 2))
+    assert [e.values[1] for e in run.next_batch(4)] == [0, 1, 2, 3]
+    with pytest.raises(TypeError, match="not both"):
+        run.spout.emit_many([("k", 1)], msg_ids=[1], msg_id=1)
+
+
 def test_a_per_tuple_bolt_emitting_on_two_streams_keeps_their_order_at_a_common_target() -> None:
     t = Topology("order", conf={"topology.acker.executors": 0})
     numbers = t.spout("numbers", Numbers, args=[300], kwargs={"reliable": False})

@@ -349,7 +349,14 @@ class KeySums(SparkBolt):
 
 class BatchNumbers(Numbers):
     """``Numbers`` through the batch API: ``next_batch`` emits up to ``max_rows`` numbers (replays first) with
-    one ``emit_many``; ``max_rows`` asked for are kept in ``asked``."""
+    one ``emit_many``; ``max_rows`` asked for are kept in ``asked``. With ``one_tree`` each batch is one tree
+    (msg id: the tuple of its numbers, kept in ``trees_acked``/``trees_failed``); else each number its own."""
+
+    def __init__(self, *args: Any, one_tree: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.one_tree = one_tree
+        self.trees_acked: list[tuple[int, ...]] = []
+        self.trees_failed: list[tuple[int, ...]] = []
 
     def open(self, conf: Any, context: Any) -> None:
         super().open(conf, context)
@@ -360,7 +367,24 @@ class BatchNumbers(Numbers):
         ns = [self.replays.popleft() for _ in range(min(max_rows, len(self.replays)))]
         ns += [n for _, n in zip(range(max_rows - len(ns)), self.fresh)]
         if ns:
-            self.emit_many([(f"k{n % self.keys}", n) for n in ns], msg_ids=ns if self.reliable else None)
+            rows = [(f"k{n % self.keys}", n) for n in ns]
+            if self.one_tree and self.reliable:
+                self.emit_many(rows, msg_id=tuple(ns))
+            else:
+                self.emit_many(rows, msg_ids=ns if self.reliable else None)
+
+    def ack(self, msg_id: Any) -> None:
+        if not self.one_tree:
+            return super().ack(msg_id)
+        self.trees_acked.append(msg_id)
+        self.acked.extend(msg_id)
+
+    def fail(self, msg_id: Any) -> None:
+        if not self.one_tree:
+            return super().fail(msg_id)
+        self.trees_failed.append(msg_id)
+        self.failed.extend(msg_id)
+        self.replays.extend(msg_id)
 
 
 class BatchForward(Bolt):

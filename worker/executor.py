@@ -22,9 +22,11 @@ import threading
 import time
 import traceback
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from itertools import count, islice
+from functools import reduce
+from itertools import count, islice, repeat
+from operator import xor
 from typing import Any, TypeVar
 
 import structlog
@@ -475,25 +477,32 @@ class Executor:
         return batch
 
     def _emit_plain(self, rows: list[tuple[Any, ...]], stream: str, out: StreamOut, direct_task: int | None) -> None:
-        """Untracked ``rows`` to their targets: whole when the targets do not depend on the values."""
+        """Untracked ``rows`` to their targets."""
+        for target, part in self._parts(rows, out, direct_task):
+            self._batch_for(target, stream, out, PLAIN).rows.extend(part)
+
+    def _parts(self, rows: list[tuple[Any, ...]], out: StreamOut,
+               direct_task: int | None) -> Iterable[tuple[int, list[tuple[Any, ...]]]]:
+        """``rows`` by target task, in order within each: whole when the targets do not depend on the values."""
         targets = out.constant if direct_task is None else (direct_task,)
         if targets is not None:
-            for target in targets:
-                self._batch_for(target, stream, out, PLAIN).rows.extend(rows)
-            return
+            return [(target, rows) for target in targets]
         if out.split is not None:  # shuffle: consecutive rows to each target, as many as per-row calls give it
-            start = 0
+            parts, start = [], 0
             for (target,), count in out.split(len(rows)):
-                self._batch_for(target, stream, out, PLAIN).rows.extend(rows[start:start + count])
+                parts.append((target, rows[start:start + count]))
                 start += count
-            return
-        last, key, route = self._last, out.keys[PLAIN], out.route
+            return parts
+        by_target: dict[int, list[tuple[Any, ...]]] = {}
+        route = out.route
         for values in rows:
             for target in route(values):
-                batch = last.get(target)
-                if batch is None or batch.key is not key:
-                    batch = self._open(target, stream, out, PLAIN)
-                batch.rows.append(values)
+                part = by_target.get(target)
+                if part is None:
+                    by_target[target] = [values]
+                else:
+                    part.append(values)
+        return by_target.items()
 
     # -- timers, heartbeats, errors --------------------------------------------------------------
 
@@ -684,25 +693,32 @@ class SpoutExecutor(Executor):
         return targets
 
     def emit_many(self, rows: list[tuple[Any, ...]], stream: str, direct_task: int | None,
-                  msg_ids: Sequence[Any] | None) -> None:
-        """``emit`` of every row, checked once and routed in bulk; ``msg_ids[i]`` (if given) is row i's."""
+                  msg_ids: Sequence[Any] | None, msg_id: Any = None) -> None:
+        """``emit`` of every row, checked once and routed in bulk; ``msg_ids[i]`` (if given) is row i's, or
+        ``msg_id`` is the whole batch's (one tree)."""
         out = self._check_rows(rows, stream, direct_task)
         if msg_ids is not None and len(msg_ids) != len(rows):
             raise ValueError(f"emit_many of {len(rows)} rows with {len(msg_ids)} msg_ids: give one per row")
-        tracked = msg_ids is not None and self._n_ackers
+        if msg_id is not None and msg_ids is not None:
+            raise TypeError("emit_many takes msg_ids (a tree per row) or msg_id (one tree for the batch), not both")
+        tracked = (msg_ids is not None or msg_id is not None) and self._n_ackers
         targets = (direct_task,) if direct_task is not None else out.constant
-        if tracked and (targets is None or len(targets) != 1):  # a tree per row over several targets: per row
-            for values, msg_id in zip(rows, msg_ids):  # type: ignore[arg-type]
-                self.emit(values, stream, (), direct_task, msg_id)
+        if tracked and msg_id is None and (targets is None or len(targets) != 1):  # a tree per row, per row
+            for values, row_id in zip(rows, msg_ids):  # type: ignore[arg-type]
+                self.emit(values, stream, (), direct_task, row_id)
             return
         self.stats.emitted += len(rows)
         out.emitted += len(rows)
         if not tracked:
             self._emit_plain(rows, stream, out, direct_task)
-            if msg_ids is not None:
-                self._acked_at_emit.extend(msg_ids)
+            acked = msg_ids if msg_id is None else (msg_id,)
+            if acked is not None:  # no ackers: acked as soon as emitted (Storm)
+                self._acked_at_emit.extend(acked)
                 if self._keyed_outputs:
-                    self.stats.acked_by[stream] += len(rows)
+                    self.stats.acked_by[stream] += len(acked)
+            return
+        if msg_id is not None:
+            self._emit_tree(rows, stream, out, direct_task, msg_id)
             return
         now, owner, (target,) = self._now, self._root_owner, targets  # one target for every row: columns in C
         roots = list(islice(self._roots, len(rows)))
@@ -713,7 +729,24 @@ class SpoutExecutor(Executor):
         batch.roots.extend(roots)  # type: ignore[union-attr]
         self._acks.roots[owner].extend(roots)
         self._acks.values[owner].extend(edges)  # one edge per root: the init XOR is the edge
-        self.pending.entries.update(zip(roots, [(msg_id, now, stream, now) for msg_id in msg_ids]))  # type: ignore[union-attr]
+        self.pending.entries.update(zip(roots, [(row_id, now, stream, now) for row_id in msg_ids]))  # type: ignore[union-attr]
+
+    def _emit_tree(self, rows: list[tuple[Any, ...]], stream: str, out: StreamOut, direct_task: int | None,
+                   msg_id: Any) -> None:
+        """``rows`` as one tuple tree: one root and one pending entry for the batch, an edge per row and target.
+        The acker gets one init, and a bolt that settles the batch whole sends one ack (``_settle_columns``)."""
+        root, init = next(self._roots), 0
+        for target, part in self._parts(rows, out, direct_task):
+            edges = _edges(len(part))
+            batch = self._batch_for(target, stream, out, ROOTS)
+            batch.rows.extend(part)
+            batch.ids.extend(edges)  # type: ignore[union-attr]
+            batch.roots.extend(repeat(root, len(part)))  # type: ignore[union-attr]
+            init ^= reduce(xor, edges, 0)
+        owner = self._root_owner
+        self._acks.roots[owner].append(root)
+        self._acks.values[owner].append(init)  # 0 (sent nowhere): the acker acks it at once
+        self.pending.sent(root, msg_id, self._now, stream, len(rows))
 
     def refresh(self, layout: TopologyLayout, placement: Placement) -> None:
         """Routes as every executor, and where this task's root ids start (the ackers may have moved).
@@ -761,7 +794,7 @@ class SpoutExecutor(Executor):
         cap, entries, before = pending.max_pending, pending.entries, stats.emitted
         try:
             if self._next_batch is not None:
-                self._next_batch(self._burst if cap is None else min(self._burst, cap - len(entries)))
+                self._next_batch(self._burst if cap is None else min(self._burst, cap - len(pending)))
                 idle = stats.emitted == before
             else:
                 next_tuple = self.spout.next_tuple
@@ -771,7 +804,7 @@ class SpoutExecutor(Executor):
                     if stats.emitted == before:
                         idle = True
                         break
-                    if cap is not None and len(entries) >= cap:
+                    if cap is not None and len(entries) + pending.extra >= cap:
                         break
         except Exception as exc:
             self._user_code_failed(exc)
@@ -1117,17 +1150,22 @@ class BoltExecutor(Executor):
     def _settle_columns(self, batch: TupleBatch, failed: bool) -> None:
         """Ack or fail every row of a batch no view was made of, from its columns: each tracked row has one
         root, whose edge is its id, and what was anchored to it is in ``batch._xor``, so no Tuple is needed."""
-        rows, stats, n, acks = len(batch.rows), self.stats, self._n_ackers, self._acks
+        rows, stats, n, acks, roots = len(batch.rows), self.stats, self._n_ackers, self._acks, batch.roots
+        one = (roots[0] if roots and roots[0] and roots[0] == roots[-1] and roots.count(roots[0]) == rows  # type: ignore[index,union-attr]
+               else None)
         if failed:
             stats.failed += rows
-            for root in batch.roots:  # type: ignore[union-attr]
+            for root in (one,) if one else roots:  # type: ignore[union-attr]
                 if root:
                     acks.fails[root % n].append(root)
         else:
             stats.acked += rows
-            xor = batch._xor  # what was emitted anchored to each row (emit_each)
-            values = batch.ids if xor is None else list(map(int.__xor__, batch.ids, xor))  # type: ignore[arg-type]
-            if n == 1 and 0 not in batch.ids:  # type: ignore[operator]
+            anchored = batch._xor  # what was emitted anchored to each row (emit_each)
+            values = batch.ids if anchored is None else list(map(xor, batch.ids, anchored))  # type: ignore[arg-type]
+            if one:  # one tree (a spout batch's): its rows' acks XOR into one
+                acks.roots[one % n].append(one)
+                acks.values[one % n].append(reduce(xor, values, 0))
+            elif n == 1 and 0 not in batch.ids:  # type: ignore[operator]
                 acks.roots[0].extend(batch.roots)  # type: ignore[arg-type]
                 acks.values[0].extend(values)
             else:

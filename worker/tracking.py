@@ -243,7 +243,17 @@ _NOTHING: tuple[Completion, ...] = ()
 
 
 class SpoutPending:
-    """A spout task's messages in flight: the ``max.spout.pending`` cap and the message timeout."""
+    """A spout task's messages in flight: the ``max.spout.pending`` cap and the message timeout.
+
+    One entry per message id (tree). The cap counts tuples, as Storm's does: a tree of one emit is one,
+    and a batch's tree (``emit_many(rows, msg_id=...)``) counts its rows, so a batch spout cannot put
+    ``max.spout.pending`` batches in flight::
+
+        pending = SpoutPending(max_pending=1000, timeout_secs=30)
+        pending.sent(root, "offset-17", now)              # one tuple
+        pending.sent(other, "file-3", now, rows=500)      # one tree of 500 tuples
+        len(pending)                                      # 501
+    """
 
     def __init__(self, max_pending: int | None, timeout_secs: float) -> None:
         self.max_pending = max_pending
@@ -252,24 +262,37 @@ class SpoutPending:
         #: insertion order (a reset re-inserts) is timer order, which expire relies on. The spout executor's
         #: emit adds to it directly (it is :meth:`sent` without a call, on the per-tuple path).
         self.entries: dict[int, tuple[Any, float, str, float]] = {}
+        #: Tuples in flight beyond one per entry: the batch trees' rows - 1, kept in :attr:`_rows` by root.
+        self.extra = 0
+        self._rows: dict[int, int] = {}
 
     def __len__(self) -> int:
-        return len(self.entries)
+        """Tuples in flight (what the cap counts)."""
+        return len(self.entries) + self.extra
 
     def can_emit(self) -> bool:
         """Whether ``next_tuple`` may be called: below the cap (None: no cap)."""
-        return self.max_pending is None or len(self.entries) < self.max_pending
+        return self.max_pending is None or len(self.entries) + self.extra < self.max_pending
 
-    def sent(self, root: int, msg_id: Any, now: float, stream: str = "default") -> None:
+    def sent(self, root: int, msg_id: Any, now: float, stream: str = "default", rows: int = 1) -> None:
+        """``root``'s tree is in flight: one message id for ``rows`` tuples."""
         self.entries[root] = (msg_id, now, stream, now)
+        if rows > 1:
+            self._rows[root] = rows
+            self.extra += rows - 1
 
     def complete(self, root: int) -> tuple[Any, float, str, float] | None:
         """(msg id, emit time, stream, timer start) of a finished tree, or None if unknown (already timed out:
         Storm ignores it)."""
-        return self.entries.pop(root, None)
+        entry = self.entries.pop(root, None)
+        if self._rows and entry is not None:
+            self._forget_rows(root)
+        return entry
 
     def complete_many(self, roots: list[int]) -> list[tuple[Any, float, str, float]]:
         """:meth:`complete` of each root, leaving out the unknown ones."""
+        if self._rows:
+            return [entry for entry in map(self.complete, roots) if entry is not None]
         pop = self.entries.pop
         return [entry for entry in map(pop, roots, repeat(None)) if entry is not None]
 
@@ -288,5 +311,10 @@ class SpoutPending:
             if started >= cutoff:
                 break
             del pending[root]
+            if self._rows:
+                self._forget_rows(root)
             expired.append((msg_id, stream))
         return expired
+
+    def _forget_rows(self, root: int) -> None:
+        self.extra -= self._rows.pop(root, 1) - 1
