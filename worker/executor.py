@@ -489,9 +489,9 @@ class Executor:
             return [(target, rows) for target in targets]
         if out.split is not None:  # shuffle: consecutive rows to each target, as many as per-row calls give it
             parts, start = [], 0
-            for (target,), count in out.split(len(rows)):
-                parts.append((target, rows[start:start + count]))
-                start += count
+            for (target,), size in out.split(len(rows)):
+                parts.append((target, rows[start:start + size]))
+                start += size
             return parts
         by_target: dict[int, list[tuple[Any, ...]]] = {}
         route = out.route
