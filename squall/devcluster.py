@@ -34,7 +34,7 @@ from supervisor.processes import WorkerProcesses, WorkerRecord
 T = TypeVar("T")
 
 #: Squall's top-level packages (pyproject's), which the processes it starts import.
-SQUALL_PACKAGES = ("idl", "nimbus", "squall", "supervisor", "worker")
+SQUALL_PACKAGES = ("idl", "nimbus", "squall", "supervisor", "ui", "worker")
 
 
 def squall_import_path(directory: Path) -> str:
