@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import doctest
 from typing import Any
 
 import pytest
 
+import ui.app
+import ui.shapes
 from squall.stats import to_executor_stats
 from squall.thrift import storm
 from squall.zk.records import TaskStats
@@ -178,3 +181,9 @@ def test_rebalance_bodies_and_wait_times() -> None:
     assert wait_secs("30") == 30
     with pytest.raises(BadRequest, match="wait-time must be whole seconds >= 0, got '-1'"):
         wait_secs("-1")
+
+
+@pytest.mark.parametrize("module", [ui.shapes, ui.app], ids=lambda m: m.__name__)
+def test_the_examples_in_the_docstrings_hold(module: Any) -> None:
+    result = doctest.testmod(module)
+    assert result.attempted and not result.failed

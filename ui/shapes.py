@@ -157,7 +157,7 @@ def topology_summary(cluster: Any) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Counts:
+class _Counts:
     """One executor's counts in one window, system streams included (views filter them).
 
     ``acked``, ``failed``, ``latency_ms`` are keyed by output stream for a spout (complete latency) and by
@@ -173,7 +173,7 @@ class Counts:
     process_ms: Mapping[StatKey, float]
 
 
-def counts(stats: Any, window: str) -> Counts | None:
+def _counts(stats: Any, window: str) -> _Counts | None:
     """The counts of one ``ExecutorStats`` in ``window``; None before the executor's first stats."""
     if stats is None or stats.specific is None:
         return None
@@ -185,9 +185,9 @@ def counts(stats: Any, window: str) -> Counts | None:
     emitted, transferred = pick(stats.emitted), pick(stats.transferred)
     if stats.specific.spout is not None:
         s = stats.specific.spout
-        return Counts(emitted, transferred, pick(s.acked), pick(s.failed), {}, pick(s.complete_ms_avg), {})
+        return _Counts(emitted, transferred, pick(s.acked), pick(s.failed), {}, pick(s.complete_ms_avg), {})
     b = stats.specific.bolt
-    return Counts(emitted, transferred, pick(b.acked, True), pick(b.failed, True), pick(b.executed, True),
+    return _Counts(emitted, transferred, pick(b.acked, True), pick(b.failed, True), pick(b.executed, True),
                   pick(b.execute_ms_avg, True), pick(b.process_ms_avg, True))
 
 
@@ -206,39 +206,39 @@ def _weighted(pairs: Iterable[tuple[float, int]]) -> float:
     return sum(value * w for value, w in pairs) / weight if weight else 0.0
 
 
-def _latency(parts: Iterable[Counts], latencies: str, weights: str, sys: bool) -> float:
+def _latency(parts: Iterable[_Counts], latencies: str, weights: str, sys: bool) -> float:
     return _weighted((latency, getattr(c, weights).get(key, 0))
                      for c in parts for key, latency in getattr(c, latencies).items() if _shown(key, sys))
 
 
-def capacity(executor: Any, c: Counts) -> float:
+def _capacity(executor: Any, c: _Counts) -> float:
     """The share of its uptime an executor spent executing (every input, ticks too: they take its time)."""
     busy_ms = sum(n * c.latency_ms.get(key, 0.0) for key, n in c.executed.items())
     return busy_ms / (executor.uptime_secs * 1000) if executor.uptime_secs > 0 else 0.0
 
 
 @dataclass(frozen=True)
-class Executed:
+class _Executed:
     """An executor and its counts in the window asked for (None before its first stats)."""
 
     summary: Any
-    counts: Counts | None
+    counts: _Counts | None
 
 
-def _reported(parts: Iterable[Executed]) -> list[Counts]:
+def _reported(parts: Iterable[_Executed]) -> list[_Counts]:
     return [p.counts for p in parts if p.counts is not None]
 
 
-def _sum(reported: Iterable[Counts], stat: str, sys: bool) -> int:
+def _sum(reported: Iterable[_Counts], stat: str, sys: bool) -> int:
     """One stat (``emitted``, ``acked``, ...) added up over executors and their shown streams or inputs."""
     return sum(_total(getattr(c, stat), sys) for c in reported)
 
 
-def _tasks(parts: Iterable[Executed]) -> int:
+def _tasks(parts: Iterable[_Executed]) -> int:
     return sum(p.summary.executor_info.task_end - p.summary.executor_info.task_start + 1 for p in parts)
 
 
-def _stats_row(parts: list[Executed], spout: bool, sys: bool) -> dict[str, Any]:
+def _stats_row(parts: list[_Executed], spout: bool, sys: bool) -> dict[str, Any]:
     """The counts Storm shows for a group of one component's executors (one, or all of them)."""
     reported = _reported(parts)
     row: dict[str, Any] = {stat: _sum(reported, stat, sys) for stat in ("emitted", "transferred", "acked", "failed")}
@@ -249,7 +249,7 @@ def _stats_row(parts: list[Executed], spout: bool, sys: bool) -> dict[str, Any]:
             "executed": _sum(reported, "executed", sys),
             "executeLatency": float_str(_latency(reported, "latency_ms", "executed", sys)),
             "processLatency": float_str(_latency(reported, "process_ms", "acked", sys)),
-            "capacity": float_str(max((capacity(p.summary, p.counts) for p in parts if p.counts is not None),
+            "capacity": float_str(max((_capacity(p.summary, p.counts) for p in parts if p.counts is not None),
                                       default=0.0)),
         })
     return row
@@ -260,10 +260,10 @@ def component_kinds(topology: Any) -> dict[str, str]:
     return {**{c: "spout" for c in topology.spouts}, **{c: "bolt" for c in topology.bolts}}
 
 
-def _by_component(info: Any, window: str) -> dict[str, list[Executed]]:
-    grouped: dict[str, list[Executed]] = {}
+def _by_component(info: Any, window: str) -> dict[str, list[_Executed]]:
+    grouped: dict[str, list[_Executed]] = {}
     for e in info.executors:
-        grouped.setdefault(e.component_id, []).append(Executed(e, counts(e.stats, window)))
+        grouped.setdefault(e.component_id, []).append(_Executed(e, _counts(e.stats, window)))
     return grouped
 
 
@@ -321,7 +321,7 @@ def topology_page(info: Any, topology: Any, conf: Mapping[str, Any], *, now_secs
     }
 
 
-def _component_row(component: str, parts: list[Executed], kind: str, info: Any, sys: bool,
+def _component_row(component: str, parts: list[_Executed], kind: str, info: Any, sys: bool,
                    now_secs: int) -> dict[str, Any]:
     """A line of the topology page's spouts or bolts table."""
     ids = ({"spoutId": component, "encodedSpoutId": encoded(component)} if kind == "spout"
@@ -386,7 +386,7 @@ def component_page(info: Any, topology: Any, component: str, *, now_secs: int, w
     return page
 
 
-def _executor_row(part: Executed, spout: bool, sys: bool) -> dict[str, Any]:
+def _executor_row(part: _Executed, spout: bool, sys: bool) -> dict[str, Any]:
     e = part.summary
     ident = f"[{e.executor_info.task_start}-{e.executor_info.task_end}]"
     return {"id": ident, "encodedId": encoded(ident), "host": e.host, "port": e.port,
@@ -394,7 +394,7 @@ def _executor_row(part: Executed, spout: bool, sys: bool) -> dict[str, Any]:
             **_stats_row([part], spout, sys)}
 
 
-def _output_stats(reported: list[Counts], spout: bool, sys: bool) -> list[dict[str, Any]]:
+def _output_stats(reported: list[_Counts], spout: bool, sys: bool) -> list[dict[str, Any]]:
     """One row per output stream: emitted and transferred; a spout's also what its trees did."""
     streams = sorted({s for c in reported for s in (*c.emitted, *c.transferred, *(c.acked if spout else ()))
                       if _shown(s, sys)})
@@ -411,7 +411,7 @@ def _output_stats(reported: list[Counts], spout: bool, sys: bool) -> list[dict[s
     return rows
 
 
-def _input_stats(reported: list[Counts], sys: bool) -> list[dict[str, Any]]:
+def _input_stats(reported: list[_Counts], sys: bool) -> list[dict[str, Any]]:
     """One row per input (component, stream) of a bolt."""
     inputs = sorted({k for c in reported for k in (*c.executed, *c.acked, *c.failed) if _shown(k, sys)})
     rows = []

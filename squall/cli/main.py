@@ -101,7 +101,7 @@ HANDS_OVER = {"nimbus", "supervisor", "ui", "local"}
 
 COMMANDS: dict[str, tuple[Command, str]] = {
     "dev-zookeeper": (dev_zookeeper, "run a standalone ZooKeeper for development (port: storm.zookeeper.port)"),
-    "dev-cluster": (dev_cluster, "run ZooKeeper, nimbus and supervisors on this machine until Ctrl-C; "
+    "dev-cluster": (dev_cluster, "run ZooKeeper, nimbus, supervisors and the UI on this machine until Ctrl-C; "
                                  "`storm dev-cluster stop` stops it from another shell"),
     "nimbus": (_daemon("nimbus"), "run the nimbus daemon in the foreground"),
     "supervisor": (_daemon("supervisor"), "run the supervisor daemon in the foreground (its workers outlive it)"),
