@@ -181,6 +181,10 @@ def test_actions_reach_nimbus_and_unknown_ids_are_404(cluster: MiniCluster) -> N
         refused = valid(ui.post(f"/api/v1/topology/{topology_id}/rebalance/0",
                                 json={"rebalanceOptions": {"numWorkers": 0}}), rebalance)
         assert refused["error"] == "400 Bad Request" and "numWorkers" in refused["errorMessage"]
+        nimbus_refused = valid(ui.post(f"/api/v1/topology/{topology_id}/rebalance/0",
+                                       json={"rebalanceOptions": {"executors": {"nope": 2}}}), rebalance)
+        assert nimbus_refused["error"] == "400 Bad Request" and "nope" in nimbus_refused["errorMessage"], \
+            "nimbus's InvalidTopologyException, its message passed on"
         valid(ui.post(f"/api/v1/topology/{topology_id}/rebalance/0", json={"rebalanceOptions": {"numWorkers": 3}}),
               rebalance)
         wait_until(lambda: len(cluster.assignment(topology_id).workers) == 3, 30, "the rebalance to 3 workers")
