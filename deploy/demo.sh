@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# A job end to end on a dev cluster on this machine (ZooKeeper, nimbus, two supervisors), then kill,
+# A job end to end on a dev cluster on this machine (ZooKeeper, nimbus, two supervisors, the UI), then kill,
 # stop, and nothing left running. Ctrl-C at any point stops everything too.
 #   demo.sh wordcount   (`make demo`)      the word count with `storm jar`, `storm list`, counts as they grow
 #   demo.sh weblogs     (`make pipeline`)  the access-log pipeline with its Spark bolt, results checked
-# Ports: storm.zookeeper.port 2181, nimbus.thrift.port 6627, slots from 6700 (set SQUALL_DEMO_ZK_PORT
-# and SQUALL_DEMO_NIMBUS_PORT to move the first two).
+# Ports: storm.zookeeper.port 2181, nimbus.thrift.port 6627, ui.port 8080, slots from 6700 (set
+# SQUALL_DEMO_ZK_PORT, SQUALL_DEMO_NIMBUS_PORT and SQUALL_DEMO_UI_PORT to move the first three).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +13,8 @@ seconds="${SQUALL_DEMO_SECONDS:-20}"
 lines="${SQUALL_DEMO_LINES:-20000}"
 local_dir="$(mktemp -d)"
 storm=(storm -c storm.local.dir="\"$local_dir\"" -c storm.zookeeper.port="${SQUALL_DEMO_ZK_PORT:-2181}"
-       -c nimbus.thrift.port="${SQUALL_DEMO_NIMBUS_PORT:-6627}" -c squall.log.format=console)
+       -c nimbus.thrift.port="${SQUALL_DEMO_NIMBUS_PORT:-6627}" -c ui.port="${SQUALL_DEMO_UI_PORT:-8080}"
+       -c squall.log.format=console)
 cluster_pid=""
 
 cleanup() {
@@ -56,6 +57,12 @@ wordcount() {
 
   step "storm list"
   "${storm[@]}" list
+
+  step "Storm's UI REST API: GET http://127.0.0.1:${SQUALL_DEMO_UI_PORT:-8080}/api/v1/topology/summary"
+  python - "http://127.0.0.1:${SQUALL_DEMO_UI_PORT:-8080}/api/v1/topology/summary" <<'PY'
+import json, sys, urllib.request
+print(json.dumps(json.load(urllib.request.urlopen(sys.argv[1], timeout=30)), indent=2))
+PY
 
   step "storm kill wordcount -w 1"
   "${storm[@]}" kill wordcount -w 1

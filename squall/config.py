@@ -290,6 +290,14 @@ KEYS: tuple[Key, ...] = (
         doc="A worker whose local heartbeat is older than this is killed and relaunched (JStorm 240)."),
     Key("supervisor.worker.shutdown.sleep.secs", default=3, origin="storm", **_SECS,
         doc="Pause after signalling a worker before checking it is gone (JStorm 1)."),
+    # UI daemon (storm ui) ------------------------------------------------------------------------------
+    Key("ui.host", "str", "0.0.0.0", origin="storm",
+        doc="Address the UI daemon binds: 0.0.0.0 is every interface (Storm 2.x's default), 127.0.0.1 this host only."),
+    Key("ui.port", "int", 8080, origin="storm", minimum=0, maximum=65535,
+        doc="The UI daemon's HTTP port for Storm's REST API (/api/v1/...), where streamparse's `sparse stats` "
+            "looks; 0 binds a free port."),
+    Key("ui.nimbus.timeout.secs", default=10, origin="squall", **_SECS,
+        doc="How long the UI waits on nimbus (finding the leader, connecting, each reply) before it answers 503."),
     # Worker and task ----------------------------------------------------------------------------------
     Key("worker.heartbeat.frequency.secs", default=1, origin="storm", **_SECS,
         doc="How often a worker writes its local heartbeat for the supervisor (JStorm 2)."),

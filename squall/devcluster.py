@@ -1,5 +1,5 @@
-"""A cluster of daemon processes on this machine: optionally a ZooKeeper, then ``storm nimbus`` and
-``storm supervisor`` processes, each with its own local dir, config file and log under one root.
+"""A cluster of daemon processes on this machine: optionally a ZooKeeper, then ``storm nimbus``,
+``storm supervisor`` and ``storm ui`` processes, each with its own local dir, config file and log under one root.
 
 ``storm dev-cluster``, the start-up benchmark and the multi-process tests all drive daemons through
 this. :meth:`DevCluster.stop` ends every process it started — daemons, the workers their supervisors
@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,7 +35,7 @@ from supervisor.processes import WorkerProcesses, WorkerRecord
 T = TypeVar("T")
 
 #: Squall's top-level packages (pyproject's), which the processes it starts import.
-SQUALL_PACKAGES = ("idl", "nimbus", "squall", "supervisor", "worker")
+SQUALL_PACKAGES = ("idl", "nimbus", "squall", "supervisor", "ui", "worker")
 
 
 def squall_import_path(directory: Path) -> str:
@@ -81,6 +82,7 @@ class DevCluster:
         self.nimbus_ports: dict[str, int] = {}  # nimbus name → its Thrift port
         self.hosts: dict[str, str] = {}  # daemon name → its storm.local.hostname, when not the cluster's
         self.prefixes: dict[str, Sequence[str]] = {}  # daemon name → what its command runs under (ip netns exec …)
+        self.ui_port: int | None = None
         self._zk: ZkClient | None = None
 
     # -- processes --------------------------------------------------------------------------------
@@ -101,7 +103,14 @@ class DevCluster:
             extra["nimbus.thrift.port"] = self.nimbus_ports[name]
         if name in self.hosts:
             extra["storm.local.hostname"] = self.hosts[name]
+        if name == "ui":
+            extra.update({"ui.port": self.ui_port, "nimbus.seeds": self.nimbus_seeds()})
         return {**self.conf, "storm.local.dir": str(self.root / name), **extra}
+
+    def nimbus_seeds(self) -> list[str]:
+        """Every nimbus of the cluster as ``host:port``, for a client's ``nimbus.seeds``."""
+        host = self.conf.get("storm.local.hostname") or "127.0.0.1"
+        return [f"{host}:{port}" for port in self.nimbus_ports.values()]
 
     def start_nimbus(self, name: str = "nimbus", timeout: float = 60, *, lead: bool = True) -> subprocess.Popen[bytes]:
         """Start a nimbus and return once it leads (a killed leader's node lasts until its session expires), or,
@@ -115,6 +124,18 @@ class DevCluster:
         wait_for(lambda: self._alive(name) and joined(), timeout,
                  f"{name} to {'lead' if lead else 'follow'} (log: {self.log_file(name)})")
         return process
+
+    def start_ui(self, timeout: float = 60) -> subprocess.Popen[bytes]:
+        """Start ``storm ui`` in front of the cluster's nimbuses, on ``ui.port`` (0: a free port); returns once it
+        answers HTTP."""
+        self.ui_port = int(self.conf["ui.port"]) or free_port()
+        process = self._start("ui", "ui")
+        wait_for(lambda: self._alive("ui") and _answers(f"{self.ui_url()}/api/v1/openapi.json"), timeout,
+                 f"the UI to answer (log: {self.log_file('ui')})")
+        return process
+
+    def ui_url(self) -> str:
+        return f"http://127.0.0.1:{self.ui_port}"
 
     def start_supervisor(self, name: str, ports: Sequence[int] = (), *, host: str | None = None,
                          prefix: Sequence[str] = ()) -> subprocess.Popen[bytes]:
@@ -235,7 +256,7 @@ def dev_cluster_root(conf: Mapping[str, Any]) -> Path:
 
 
 def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = sys.stdout) -> int:
-    """ZooKeeper, nimbus and ``supervisors`` supervisors in the foreground, until Ctrl-C, SIGTERM
+    """ZooKeeper, nimbus, ``supervisors`` supervisors and the UI in the foreground, until Ctrl-C, SIGTERM
     (``storm dev-cluster stop``) or one of them dies; then every process it started is stopped."""
     root = dev_cluster_root(conf)
     pid_file = root / PID_FILE
@@ -253,6 +274,7 @@ def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = 
         for i, name in enumerate(names):
             cluster.start_supervisor(name, [p + i * len(slots) for p in slots])
         cluster.wait_supervisors(supervisors)
+        cluster.start_ui()
         for name, process in cluster.daemons.items():
             threading.Thread(target=lambda p=process: (p.wait(), died.set()), name=f"watch-{name}",
                              daemon=True).start()
@@ -260,10 +282,10 @@ def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = 
         print(f"  {'zookeeper':<14} {zookeeper.connect_string:<22} pid {zookeeper.process.pid}", file=out)
         for name, process in cluster.daemons.items():
             where = (f"127.0.0.1:{cluster.nimbus_ports[name]}" if name in cluster.nimbus_ports
-                     else f"slots {_ranges(cluster.ports[name])}")
+                     else cluster.ui_url() if name == "ui" else f"slots {_ranges(cluster.ports[name])}")
             print(f"  {name:<14} {where:<22} pid {process.pid:<8} log {cluster.log_file(name)}", file=out)
-        print("Workers log to <daemon dir>/logs/. Try `storm list`; Ctrl-C or `storm dev-cluster stop` ends it.",
-              file=out, flush=True)
+        print(f"Workers log to <daemon dir>/logs/. Try `storm list`, or {cluster.ui_url()}/api/v1/topology/summary; "
+              "Ctrl-C or `storm dev-cluster stop` ends it.", file=out, flush=True)
         died.wait()
         dead = [name for name, p in cluster.daemons.items() if p.poll() is not None]
         print(f"{', '.join(dead)} exited; stopping the dev cluster. Last log lines:\n{cluster.tail(dead[0])}",
@@ -291,6 +313,14 @@ def stop_dev_cluster(conf: Mapping[str, Any], *, timeout: float = 60, out: TextI
     wait_for(lambda: _running_dev_cluster(pid_file) != pid, timeout, f"the dev cluster (pid {pid}) to stop")
     print("dev cluster stopped", file=out)
     return 0
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return response.status == 200
+    except OSError:  # refused while it starts (URLError is an OSError)
+        return False
 
 
 def _running_dev_cluster(pid_file: Path) -> int | None:

@@ -23,6 +23,15 @@ def quote(value: object) -> str:
     return json.dumps(text if len(text) <= 80 else text[:80] + "…", ensure_ascii=False)
 
 
+def is_system(ident: str) -> bool:
+    """Whether a component or stream id is a system one (``__acker``, ``__tick``), which views leave out.
+
+    >>> is_system("__acker"), is_system("split")
+    (True, False)
+    """
+    return ident.startswith(RESERVED_PREFIX)
+
+
 def id_problem(text: str) -> str | None:
     """Why ``text`` is not a safe name or id, or None when it is."""
     if not isinstance(text, str):

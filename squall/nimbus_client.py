@@ -16,21 +16,33 @@ from squall.zk.client import ZkClient
 from squall.zk.records import CodeHolder, NimbusMaster
 
 
-def leader_address(conf: Mapping[str, Any], zk: ZkClient | None = None) -> tuple[str, int]:
+def leader_address(conf: Mapping[str, Any], zk: ZkClient | None = None,
+                   timeout_ms: int | None = None) -> tuple[str, int]:
     """The leader's (host, port): from ``/nimbus_master`` when a ZooKeeper client is at hand
-    (daemons have one; it needs no round trip to a nimbus), else by asking ``nimbus.seeds``."""
+    (daemons have one; it needs no round trip to a nimbus), else by asking ``nimbus.seeds``, each
+    within ``timeout_ms`` (default: ``storm.thrift.socket.timeout.ms``, at most 10 s)."""
     if zk is not None:
         master = zk.read(paths.NIMBUS_MASTER, NimbusMaster)
         if master is not None:
             return master.host, master.port
-    return find_leader(conf["nimbus.seeds"], conf["nimbus.thrift.port"], _timeout(conf, cap_ms=10_000))
+    return find_leader(conf["nimbus.seeds"], conf["nimbus.thrift.port"], timeout_ms or _timeout(conf, cap_ms=10_000))
 
 
 @contextlib.contextmanager
-def nimbus_client(conf: Mapping[str, Any], zk: ZkClient | None = None) -> Iterator[TClient]:
-    """A client connected to the leading nimbus, closed on exit."""
-    host, port = leader_address(conf, zk)
-    with connect(host, port, _timeout(conf), max_frame_bytes=conf["nimbus.thrift.client.max_buffer_size"]) as client:
+def nimbus_client(conf: Mapping[str, Any], zk: ZkClient | None = None, *,
+                  timeout_ms: int | None = None) -> Iterator[TClient]:
+    """A client connected to the leading nimbus, closed on exit.
+
+    ``timeout_ms`` bounds finding the leader, connecting and each reply; the default,
+    ``storm.thrift.socket.timeout.ms``, lets a submit wait for its assignment. The UI, which must answer
+    while nimbus hangs, passes its own (``ui.nimbus.timeout.secs``)::
+
+        with nimbus_client(conf, timeout_ms=2000) as nimbus:
+            nimbus.getClusterInfo()
+    """
+    host, port = leader_address(conf, zk, timeout_ms)
+    with connect(host, port, timeout_ms or _timeout(conf),
+                 max_frame_bytes=conf["nimbus.thrift.client.max_buffer_size"]) as client:
         yield client
 
 

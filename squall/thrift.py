@@ -58,6 +58,7 @@ __all__ = [
     "connect",
     "find_leader",
     "from_bytes",
+    "listening_socket",
     "make_server",
     "open_client",
     "storm",
@@ -372,12 +373,13 @@ def _internal_error(api: str, exc: BaseException) -> TApplicationException:
     )
 
 
-def _listening_socket(host: str, port: int) -> socket.socket:
-    """A bound, listening socket without SO_REUSEPORT.
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A bound, listening, non-blocking socket without SO_REUSEPORT, for a server's event loop.
 
     thriftpy2 sets SO_REUSEPORT, which lets a second nimbus on the same host bind the same port and
-    silently share connections with the first. Binding here, at construction, also reports port 0's
-    pick and any bind error to the caller instead of to a background thread.
+    silently share connections with the first. Binding here, when a server is built (nimbus's Thrift
+    server, the UI's HTTP server), also reports port 0's pick and any bind error to the caller instead
+    of to a background thread.
     """
     family = socket.AF_INET6 if ":" in (host or "") else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -663,6 +665,6 @@ def make_server(
         if value < 1:
             raise ValueError(f"{label} must be at least 1, got {value}")
     processor = _GuardedProcessor(service or storm.Nimbus, handler, _BINARY)
-    return ThriftServer(processor, _listening_socket(host, port), max_frame_bytes=max_frame_bytes,
+    return ThriftServer(processor, listening_socket(host, port), max_frame_bytes=max_frame_bytes,
                         idle_timeout_ms=client_timeout_ms, request_timeout_ms=request_timeout_ms, threads=threads,
                         max_connections=max_connections, name=name)

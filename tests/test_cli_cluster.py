@@ -15,6 +15,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from processcluster import REPO, ProcessCluster
@@ -344,7 +345,7 @@ def test_dev_cluster_runs_with_the_default_config_from_any_directory_and_stops_f
     try:
         wait_until(lambda: "Ctrl-C" in out.read_text() or process.poll() is not None, 90, "the dev cluster up")
         table = [line for line in out.read_text().splitlines() if " pid " in line]
-        assert [line.split()[0] for line in table] == ["zookeeper", "nimbus", "supervisor-1", "supervisor-2"], \
+        assert [line.split()[0] for line in table] == ["zookeeper", "nimbus", "supervisor-1", "supervisor-2", "ui"], \
             out.read_text()
         pids = [int(line.split(" pid ")[1].split()[0]) for line in table]
         root = here / "storm-local" / "dev-cluster"
@@ -357,6 +358,9 @@ def test_dev_cluster_runs_with_the_default_config_from_any_directory_and_stops_f
         pids += [record["pid"] for record in records()]
         listed = storm(["storm", "list"])
         assert listed.stdout.splitlines()[2].split()[:2] == ["wordcount", "ACTIVE"], listed.stderr
+        ui = {line.split()[0]: line.split()[1] for line in table}["ui"]
+        (shown,) = httpx.get(f"{ui}/api/v1/topology/summary", timeout=30).json()["topologies"]
+        assert (shown["name"], shown["status"]) == ("wordcount", "ACTIVE"), "the UI it started shows the same"
 
         stopped = storm(["storm", "dev-cluster", "stop"])
         assert (stopped.returncode, stopped.stdout) == (0, "dev cluster stopped\n"), stopped.stderr

@@ -26,7 +26,7 @@ COMPOSE_FILE = REPO / "docker-compose.yml"
 DOCKER_CONF = REPO / "deploy" / "docker" / "storm.yaml"
 CLUSTER_CONF = REPO / "deploy" / "storm-cluster.yaml"
 ZOO_CFG = REPO / "deploy" / "zoo.cfg"
-SERVICES = ("zookeeper", "nimbus", "supervisor-1", "supervisor-2")
+SERVICES = ("zookeeper", "nimbus", "supervisor-1", "supervisor-2", "ui")
 SUPERVISORS = ("supervisor-1", "supervisor-2")
 
 
@@ -78,10 +78,17 @@ def test_nimbus_publishes_its_thrift_port(services: dict[str, Any]) -> None:
     assert ("6627", 6627) in ports
 
 
+def test_the_ui_publishes_storms_ui_port_and_reads_the_docker_conf(services: dict[str, Any]) -> None:
+    ui = services["ui"]
+    assert {(str(p["published"]), int(p["target"])) for p in ui["ports"]} == {("8080", 8080)}
+    assert ui["command"] == ["ui"] and load_config(DOCKER_CONF, env={})["ui.port"] == 8080
+    assert mounts(ui)["/etc/squall/storm.yaml"] == (str(DOCKER_CONF), True), "nimbus.seeds from the docker conf"
+
+
 def test_start_order_waits_for_health(services: dict[str, Any]) -> None:
     # depends_on with conditions: the long form survives `config` as a mapping
     assert services["nimbus"]["depends_on"]["zookeeper"]["condition"] == "service_healthy"
-    for name in SUPERVISORS:
+    for name in (*SUPERVISORS, "ui"):
         assert services[name]["depends_on"]["nimbus"]["condition"] == "service_healthy"
 
 

@@ -30,7 +30,7 @@ from operator import attrgetter
 from typing import Any
 
 from squall.cli.options import positive
-from squall.names import RESERVED_PREFIX
+from squall.names import is_system
 from squall.nimbus_client import nimbus_client
 from squall.stats import ALL_TIME
 
@@ -105,15 +105,11 @@ class StreamRow:
                                    self.count, self.throughput)))
 
 
-def _system(name: str) -> bool:
-    return name.startswith(RESERVED_PREFIX)
-
-
 def _user_input(key: Any) -> bool:
     """A bolt input (``GlobalStreamId``) or spout stream (``str``) that is not a system one (ticks, acks)."""
     if isinstance(key, str):
-        return not _system(key)
-    return not (_system(key.componentId) or _system(key.streamId))
+        return not is_system(key)
+    return not (is_system(key.componentId) or is_system(key.streamId))
 
 
 def _all_time(windows: Mapping[str, Mapping[Any, int]] | None) -> Mapping[Any, int]:
@@ -126,7 +122,7 @@ def snapshot(info: Any, time_secs: float) -> Snapshot:
     tasks = {}
     for executor in info.executors:
         component = executor.component_id
-        if _system(component):
+        if is_system(component):
             continue
         parallelism[component] = parallelism.get(component, 0) + 1
         stats = executor.stats
@@ -151,7 +147,7 @@ def _rate(grown: int, secs: float) -> float:
 
 
 def _emitted(counts: TaskCounts) -> int:
-    return sum(n for stream, n in counts.emitted.items() if not _system(stream))
+    return sum(n for stream, n in counts.emitted.items() if not is_system(stream))
 
 
 #: The table's counted columns: emitted (user streams), acked, failed.

@@ -1,0 +1,429 @@
+"""Storm's UI REST API JSON, shaped from nimbus's Thrift structs: pure functions, no I/O.
+
+Field names and shapes are Storm 2.x's (its ``STORM-UI-REST-API.md`` and UI helpers), so tools written
+against Storm's UI (streamparse's ``sparse stats``, ``worker_uptime``, ``slot_usage``) read Squall's. How
+the numbers are made follows Storm too:
+
+* a component's emitted and transferred counts add up its executors' output streams, its acked, failed
+  and executed counts its spout streams or bolt inputs; latencies are averages weighted by what they time
+  (complete latency by acked trees, execute latency by executed tuples), printed as Storm prints them,
+  ``"%.3f"`` strings;
+* the topology's emitted and transferred add up every shown component, its acked, failed and complete
+  latency are the spouts' (a tree counts once, where it started);
+* a bolt's capacity is the share of the time its busiest executor spent executing
+  (executed × execute latency / time): Storm takes the last 10 minutes, Squall's one window is
+  ``:all-time``, so the time is the executor's uptime;
+* ``sys=False`` (Storm's ``sys=0``) leaves out system components (``__acker``) and system streams or
+  inputs (``__ack_ack``, ``__tick``).
+
+Squall keeps one stats window today, Storm's ``:all-time`` (:data:`WINDOWS`); the 10 min, 3 h and 1 day
+windows come later. What Squall does not know is left out rather than invented: resources
+(``schedulerDisplayResource`` is false, as in Storm's default), the supervisor of a worker, and a
+topology's replication count. Log links (``workerLogLink``, ``errorWorkerLogLink``, ``nimbusLogLink``,
+``logLink``) are empty strings, Storm's value for "no link", until the logviewer exists.
+"""
+
+from __future__ import annotations
+
+import http
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Union
+from urllib.parse import quote
+
+from squall import STORM_VERSION
+from squall.names import is_system
+from squall.stats import ALL_TIME
+
+#: The stats windows nimbus keeps (Storm's window keys); a request for another is refused.
+WINDOWS = (ALL_TIME,)
+#: Storm's sampling percentage shown when topology debug is off.
+DEFAULT_SAMPLING_PCT = 10
+#: Storm cuts a component's last error to this many characters on the topology page.
+LAST_ERROR_CHARS = 200
+NO_LINK = ""
+
+#: A stats key: a spout's output stream, or a bolt's input as (component, stream).
+StatKey = Union[str, tuple[str, str]]
+
+
+class UnknownComponent(LookupError):
+    """The topology has no component of that id; the message names those it has."""
+
+
+def pretty_uptime(secs: int) -> str:
+    """Storm's duration text: every unit from the largest non-zero one down to seconds.
+
+    >>> pretty_uptime(3725), pretty_uptime(600), pretty_uptime(86400), pretty_uptime(0)
+    ('1h 2m 5s', '10m 0s', '1d 0h 0m 0s', '0s')
+    """
+    parts: list[str] = []
+    for unit, size in (("s", 60), ("m", 60), ("h", 24)):
+        if parts and secs <= 0:
+            break
+        parts.append(f"{secs % size}{unit}")
+        secs //= size
+    else:
+        if secs > 0:
+            parts.append(f"{secs}d")
+    return " ".join(reversed(parts))
+
+
+def window_hint(window: str) -> str:
+    """Storm's label for a window: ``"All time"`` or its length as :func:`pretty_uptime` writes it.
+
+    >>> window_hint(":all-time"), window_hint("10800")
+    ('All time', '3h 0m 0s')
+    """
+    return "All time" if window == ALL_TIME else pretty_uptime(int(window))
+
+
+def float_str(value: float) -> str:
+    """Latencies and capacity as Storm sends them: a string with three decimals."""
+    return f"{value:.3f}"
+
+
+def encoded(ident: str) -> str:
+    """An id as one URL path segment (Storm's ``encodedId``)."""
+    return quote(ident, safe="")
+
+
+def error_body(status: int, message: str) -> dict[str, str]:
+    """Storm's error JSON: ``{"error": "404 Not Found", "errorMessage": "..."}``.
+
+    >>> error_body(503, "nimbus is down")
+    {'error': '503 Service Unavailable', 'errorMessage': 'nimbus is down'}
+    """
+    return {"error": f"{status} {http.HTTPStatus(status).phrase}", "errorMessage": message}
+
+
+def operation_body(topology_id: str, operation: str) -> dict[str, str]:
+    """What Storm answers to an action that nimbus accepted."""
+    return {"topologyOperation": operation, "topologyId": topology_id, "status": "success"}
+
+
+# -- cluster pages --------------------------------------------------------------------------------
+
+
+def cluster_summary(cluster: Any) -> dict[str, Any]:
+    """``/api/v1/cluster/summary`` from a ``ClusterSummary``; ``nimbusUptime`` is Storm 1.x's key, which
+    streamparse's ``sparse stats`` still shows."""
+    slots = sum(s.num_workers for s in cluster.supervisors)
+    used = sum(s.num_used_workers for s in cluster.supervisors)
+    uptime = cluster.nimbus_uptime_secs or 0
+    return {
+        "stormVersion": STORM_VERSION, "user": None,
+        "supervisors": len(cluster.supervisors), "topologies": len(cluster.topologies),
+        "slotsTotal": slots, "slotsUsed": used, "slotsFree": slots - used,
+        "executorsTotal": sum(t.num_executors for t in cluster.topologies),
+        "tasksTotal": sum(t.num_tasks for t in cluster.topologies),
+        "nimbusUptime": pretty_uptime(uptime), "nimbusUptimeSeconds": uptime,
+        "schedulerDisplayResource": False,
+    }
+
+
+def supervisor_summary(cluster: Any, blacklist: Iterable[str] = ()) -> dict[str, Any]:
+    """``/api/v1/supervisor/summary``: every supervisor with its slots; ``blacklisted`` when nimbus keeps new
+    workers off its host."""
+    banned = set(blacklist)
+    return {"supervisors": [{
+        "id": s.supervisor_id, "host": s.host, "uptime": pretty_uptime(s.uptime_secs), "uptimeSeconds": s.uptime_secs,
+        "slotsTotal": s.num_workers, "slotsUsed": s.num_used_workers,
+        "slotsFree": max(0, s.num_workers - s.num_used_workers), "version": s.version,
+        "blacklisted": s.host in banned, "logLink": NO_LINK,
+    } for s in cluster.supervisors], "schedulerDisplayResource": False}
+
+
+def nimbus_summary(cluster: Any) -> dict[str, Any]:
+    """``/api/v1/nimbus/summary``: every nimbus that registered, the leader first."""
+    return {"nimbuses": [{
+        "host": n.host, "port": n.port, "status": "Leader" if n.isLeader else "Not a Leader", "version": n.version,
+        "nimbusUpTime": pretty_uptime(n.uptime_secs), "nimbusUpTimeSeconds": n.uptime_secs,
+        "nimbusLogLink": NO_LINK,
+    } for n in cluster.nimbuses]}
+
+
+def topology_summary(cluster: Any) -> dict[str, Any]:
+    """``/api/v1/topology/summary``: one entry per topology nimbus knows, as Storm's topology table."""
+    return {"topologies": [{
+        "id": t.id, "encodedId": encoded(t.id), "name": t.name, "owner": t.owner, "status": t.status,
+        "uptime": pretty_uptime(t.uptime_secs), "uptimeSeconds": t.uptime_secs,
+        "tasksTotal": t.num_tasks, "workersTotal": t.num_workers, "executorsTotal": t.num_executors,
+        "schedulerInfo": t.sched_status,
+    } for t in cluster.topologies], "schedulerDisplayResource": False}
+
+
+# -- stats ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Counts:
+    """One executor's counts in one window, system streams included (views filter them).
+
+    ``acked``, ``failed``, ``latency_ms`` are keyed by output stream for a spout (complete latency) and by
+    input ``(component, stream)`` for a bolt (execute latency); ``executed`` and ``process_ms`` are a bolt's.
+    """
+
+    emitted: Mapping[str, int]
+    transferred: Mapping[str, int]
+    acked: Mapping[StatKey, int]
+    failed: Mapping[StatKey, int]
+    executed: Mapping[StatKey, int]
+    latency_ms: Mapping[StatKey, float]
+    process_ms: Mapping[StatKey, float]
+
+
+def _counts(stats: Any, window: str) -> _Counts | None:
+    """The counts of one ``ExecutorStats`` in ``window``; None before the executor's first stats."""
+    if stats is None or stats.specific is None:
+        return None
+
+    def pick(windows: Any, input_keys: bool = False) -> dict[Any, Any]:
+        values = (windows or {}).get(window) or {}
+        return {(k.componentId, k.streamId) if input_keys else k: v for k, v in values.items()}
+
+    emitted, transferred = pick(stats.emitted), pick(stats.transferred)
+    if stats.specific.spout is not None:
+        s = stats.specific.spout
+        return _Counts(emitted, transferred, pick(s.acked), pick(s.failed), {}, pick(s.complete_ms_avg), {})
+    b = stats.specific.bolt
+    return _Counts(emitted, transferred, pick(b.acked, True), pick(b.failed, True), pick(b.executed, True),
+                  pick(b.execute_ms_avg, True), pick(b.process_ms_avg, True))
+
+
+def _shown(key: StatKey, sys: bool) -> bool:
+    return sys or not any(is_system(part) for part in ((key,) if isinstance(key, str) else key))
+
+
+def _total(values: Mapping[Any, int], sys: bool) -> int:
+    return sum(n for key, n in values.items() if _shown(key, sys))
+
+
+def _weighted(pairs: Iterable[tuple[float, int]]) -> float:
+    """The average of latencies weighted by the counts they were measured over (0 when nothing was)."""
+    pairs = list(pairs)
+    weight = sum(w for _, w in pairs)
+    return sum(value * w for value, w in pairs) / weight if weight else 0.0
+
+
+def _latency(parts: Iterable[_Counts], latencies: str, weights: str, sys: bool) -> float:
+    return _weighted((latency, getattr(c, weights).get(key, 0))
+                     for c in parts for key, latency in getattr(c, latencies).items() if _shown(key, sys))
+
+
+def _capacity(executor: Any, c: _Counts) -> float:
+    """The share of its uptime an executor spent executing (every input, ticks too: they take its time)."""
+    busy_ms = sum(n * c.latency_ms.get(key, 0.0) for key, n in c.executed.items())
+    return busy_ms / (executor.uptime_secs * 1000) if executor.uptime_secs > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class _Executed:
+    """An executor and its counts in the window asked for (None before its first stats)."""
+
+    summary: Any
+    counts: _Counts | None
+
+
+def _reported(parts: Iterable[_Executed]) -> list[_Counts]:
+    return [p.counts for p in parts if p.counts is not None]
+
+
+def _sum(reported: Iterable[_Counts], stat: str, sys: bool) -> int:
+    """One stat (``emitted``, ``acked``, ...) added up over executors and their shown streams or inputs."""
+    return sum(_total(getattr(c, stat), sys) for c in reported)
+
+
+def _tasks(parts: Iterable[_Executed]) -> int:
+    return sum(p.summary.executor_info.task_end - p.summary.executor_info.task_start + 1 for p in parts)
+
+
+def _stats_row(parts: list[_Executed], spout: bool, sys: bool) -> dict[str, Any]:
+    """The counts Storm shows for a group of one component's executors (one, or all of them)."""
+    reported = _reported(parts)
+    row: dict[str, Any] = {stat: _sum(reported, stat, sys) for stat in ("emitted", "transferred", "acked", "failed")}
+    if spout:
+        row["completeLatency"] = float_str(_latency(reported, "latency_ms", "acked", sys))
+    else:
+        row.update({
+            "executed": _sum(reported, "executed", sys),
+            "executeLatency": float_str(_latency(reported, "latency_ms", "executed", sys)),
+            "processLatency": float_str(_latency(reported, "process_ms", "acked", sys)),
+            "capacity": float_str(max((_capacity(p.summary, p.counts) for p in parts if p.counts is not None),
+                                      default=0.0)),
+        })
+    return row
+
+
+def component_kinds(topology: Any) -> dict[str, str]:
+    """Component id → ``"spout"`` or ``"bolt"``, system components included (nimbus's ``getTopology``)."""
+    return {**{c: "spout" for c in topology.spouts}, **{c: "bolt" for c in topology.bolts}}
+
+
+def _by_component(info: Any, window: str) -> dict[str, list[_Executed]]:
+    grouped: dict[str, list[_Executed]] = {}
+    for e in info.executors:
+        grouped.setdefault(e.component_id, []).append(_Executed(e, _counts(e.stats, window)))
+    return grouped
+
+
+def _error(error: Any, now_secs: int, *, last: bool) -> dict[str, Any]:
+    text = error.error[:LAST_ERROR_CHARS] if last else error.error
+    return {"lastError" if last else "error": text, "errorTime": error.error_time_secs,
+            "errorHost": error.host or "", "errorPort": error.port, "errorWorkerLogLink": NO_LINK,
+            "errorLapsedSecs": max(0, now_secs - error.error_time_secs)}
+
+
+def _last_error(errors: list[Any], now_secs: int) -> dict[str, Any]:
+    """Storm's last-error fields of a component: the newest error, or empty values when there is none."""
+    if not errors:
+        return {"lastError": "", "errorTime": None, "errorHost": "", "errorPort": None,
+                "errorWorkerLogLink": NO_LINK, "errorLapsedSecs": None}
+    return _error(max(errors, key=lambda e: e.error_time_secs), now_secs, last=True)
+
+
+def _window_fields(window: str) -> dict[str, str]:
+    return {"window": window, "windowPretty": window_hint(window)}
+
+
+# -- topology page ----------------------------------------------------------------------------------
+
+
+def topology_page(info: Any, topology: Any, conf: Mapping[str, Any], *, now_secs: int, window: str = ALL_TIME,
+                  sys: bool = False) -> dict[str, Any]:
+    """``/api/v1/topology/<id>`` from nimbus's ``TopologyInfo``, the running topology (system components
+    included) and its conf.
+
+    Every component of the topology is listed, with zero counts until its executors report.
+    """
+    kinds = component_kinds(topology)
+    grouped = _by_component(info, window)
+    shown = sorted(c for c in kinds if sys or not is_system(c))
+    spouts = [c for c in shown if kinds[c] == "spout"]
+    every_part = [p for parts in grouped.values() for p in parts]
+    shown_counts = _reported(p for c in shown for p in grouped.get(c, []))
+    trees = _stats_row([p for c in spouts for p in grouped.get(c, [])], True, sys)  # a tree counts where it began
+    return {
+        "id": info.id, "encodedId": encoded(info.id), "name": info.name, "owner": info.owner, "user": None,
+        "status": info.status, "uptime": pretty_uptime(info.uptime_secs), "uptimeSeconds": info.uptime_secs,
+        "tasksTotal": _tasks(every_part), "executorsTotal": len(info.executors),
+        "workersTotal": len({(e.host, e.port) for e in info.executors}), "schedulerInfo": info.sched_status,
+        "msgTimeout": conf.get("topology.message.timeout.secs"), "window": window, "windowHint": window_hint(window),
+        "topologyStats": [{**_window_fields(window), "emitted": _sum(shown_counts, "emitted", sys),
+                           "transferred": _sum(shown_counts, "transferred", sys), "acked": trees["acked"],
+                           "failed": trees["failed"], "completeLatency": trees["completeLatency"]}],
+        "spouts": [_component_row(c, grouped.get(c, []), "spout", info, sys, now_secs) for c in spouts],
+        "bolts": [_component_row(c, grouped.get(c, []), "bolt", info, sys, now_secs) for c in shown
+                  if kinds[c] == "bolt"],
+        "workers": _workers(info),
+        "configuration": dict(conf), "debug": False, "samplingPct": DEFAULT_SAMPLING_PCT,
+        "schedulerDisplayResource": False,
+    }
+
+
+def _component_row(component: str, parts: list[_Executed], kind: str, info: Any, sys: bool,
+                   now_secs: int) -> dict[str, Any]:
+    """A line of the topology page's spouts or bolts table."""
+    ids = ({"spoutId": component, "encodedSpoutId": encoded(component)} if kind == "spout"
+           else {"boltId": component, "encodedBoltId": encoded(component)})
+    return {**ids, "executors": len(parts), "tasks": _tasks(parts), **_stats_row(parts, kind == "spout", sys),
+            **_last_error(list((info.errors or {}).get(component, [])), now_secs)}
+
+
+def _workers(info: Any) -> list[dict[str, Any]]:
+    """One entry per worker (host, port) running the topology's executors; its uptime is its oldest task's."""
+    workers: dict[tuple[str, int], list[Any]] = {}
+    for e in info.executors:
+        workers.setdefault((e.host, e.port), []).append(e)
+    result = []
+    for (host, port), executors in sorted(workers.items()):
+        per_component: dict[str, int] = {}
+        for e in executors:
+            per_component[e.component_id] = per_component.get(e.component_id, 0) + 1
+        uptime = max(e.uptime_secs for e in executors)
+        result.append({"host": host, "port": port, "topologyId": info.id, "topologyName": info.name,
+                       "executorsTotal": len(executors), "componentNumTasks": per_component,
+                       "uptime": pretty_uptime(uptime), "uptimeSeconds": uptime, "workerLogLink": NO_LINK})
+    return result
+
+
+# -- component page ---------------------------------------------------------------------------------
+
+
+def component_page(info: Any, topology: Any, component: str, *, now_secs: int, window: str = ALL_TIME,
+                   sys: bool = False) -> dict[str, Any]:
+    """``/api/v1/topology/<id>/component/<component>``: the component's stats in the window, per stream
+    (and per input for a bolt), per executor, and its errors, oldest first.
+
+    Raises :class:`UnknownComponent` naming the topology's components when it has no ``component``.
+    """
+    kinds = component_kinds(topology)
+    if component not in kinds:
+        raise UnknownComponent(f"topology {info.id} has no component {component!r}; its components are "
+                               f"{', '.join(sorted(c for c in kinds if not is_system(c)))}")
+    kind = kinds[component]
+    parts = _by_component(info, window).get(component, [])
+    reported = _reported(parts)
+    errors = sorted((info.errors or {}).get(component, []), key=lambda e: e.error_time_secs)
+    page: dict[str, Any] = {
+        "id": component, "encodedId": encoded(component), "name": info.name, "topologyId": info.id,
+        "encodedTopologyId": encoded(info.id), "topologyStatus": info.status, "componentType": kind, "user": None,
+        "executors": len(parts), "tasks": _tasks(parts),
+        "window": window, "windowHint": window_hint(window), "debug": False, "samplingPct": DEFAULT_SAMPLING_PCT,
+        "profilingAndDebuggingCapable": False, "profileActionEnabled": False, "profilerActive": [],
+        "schedulerDisplayResource": False,
+        "componentErrors": [_error(e, now_secs, last=False) for e in errors],
+        "executorStats": [_executor_row(p, kind == "spout", sys) for p in
+                          sorted(parts, key=lambda p: p.summary.executor_info.task_start)],
+        "outputStats": _output_stats(reported, kind == "spout", sys),
+    }
+    summary = {**_window_fields(window), **_stats_row(parts, kind == "spout", sys)}
+    if kind == "spout":
+        page["spoutSummary"] = [{**summary, "lastError": _last_error(errors, now_secs)["lastError"]}]
+    else:
+        page["boltStats"] = [summary]
+        page["inputStats"] = _input_stats(reported, sys)
+    return page
+
+
+def _executor_row(part: _Executed, spout: bool, sys: bool) -> dict[str, Any]:
+    e = part.summary
+    ident = f"[{e.executor_info.task_start}-{e.executor_info.task_end}]"
+    return {"id": ident, "encodedId": encoded(ident), "host": e.host, "port": e.port,
+            "uptime": pretty_uptime(e.uptime_secs), "uptimeSeconds": e.uptime_secs, "workerLogLink": NO_LINK,
+            **_stats_row([part], spout, sys)}
+
+
+def _output_stats(reported: list[_Counts], spout: bool, sys: bool) -> list[dict[str, Any]]:
+    """One row per output stream: emitted and transferred; a spout's also what its trees did."""
+    streams = sorted({s for c in reported for s in (*c.emitted, *c.transferred, *(c.acked if spout else ()))
+                      if _shown(s, sys)})
+    rows = []
+    for stream in streams:
+        row: dict[str, Any] = {"stream": stream, "emitted": sum(c.emitted.get(stream, 0) for c in reported),
+                               "transferred": sum(c.transferred.get(stream, 0) for c in reported)}
+        if spout:
+            row.update({"acked": sum(c.acked.get(stream, 0) for c in reported),
+                        "failed": sum(c.failed.get(stream, 0) for c in reported),
+                        "completeLatency": float_str(_weighted((c.latency_ms.get(stream, 0.0),
+                                                                c.acked.get(stream, 0)) for c in reported))})
+        rows.append(row)
+    return rows
+
+
+def _input_stats(reported: list[_Counts], sys: bool) -> list[dict[str, Any]]:
+    """One row per input (component, stream) of a bolt."""
+    inputs = sorted({k for c in reported for k in (*c.executed, *c.acked, *c.failed) if _shown(k, sys)})
+    rows = []
+    for component, stream in inputs:
+        key = (component, stream)
+        rows.append({
+            "component": component, "encodedComponentId": encoded(component), "stream": stream,
+            "executed": sum(c.executed.get(key, 0) for c in reported),
+            "acked": sum(c.acked.get(key, 0) for c in reported), "failed": sum(c.failed.get(key, 0) for c in reported),
+            "executeLatency": float_str(_weighted((c.latency_ms.get(key, 0.0), c.executed.get(key, 0))
+                                                  for c in reported)),
+            "processLatency": float_str(_weighted((c.process_ms.get(key, 0.0), c.acked.get(key, 0))
+                                                  for c in reported)),
+        })
+    return rows
