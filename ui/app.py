@@ -9,7 +9,6 @@ pool, so a slow nimbus holds a thread, never the event loop.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -26,69 +25,10 @@ from squall.clock import Clock, RealClock
 from squall.thrift import storm
 from ui import shapes
 from ui.openapi import document
+from ui.params import BadRequest, rebalance_options, wait_secs, window_and_sys
 from ui.source import NimbusSource, NimbusUnreachable
 
 log = structlog.get_logger(__name__)
-
-#: Storm's ``sys`` parameter: these values include system components and streams.
-SYS_ON = ("1", "true")
-
-
-class BadRequest(ValueError):
-    """A parameter or body the API cannot use; the message says which and what it takes."""
-
-
-def window_and_sys(request: Request) -> tuple[str, bool]:
-    """The ``window`` (default ``:all-time``) and ``sys`` (default off) query parameters."""
-    window = request.query_params.get("window", shapes.ALL_TIME)
-    if window not in shapes.WINDOWS:
-        raise BadRequest(f"window {window!r} is not kept; nimbus keeps {', '.join(shapes.WINDOWS)} "
-                         "(the 600, 10800 and 86400 windows are not there yet)")
-    return window, request.query_params.get("sys", "0").lower() in SYS_ON
-
-
-def wait_secs(text: str) -> int:
-    """A ``wait-time`` path segment: whole seconds, 0 or more."""
-    if not text.isdigit():
-        raise BadRequest(f"wait-time must be whole seconds >= 0, got {text!r}")
-    return int(text)
-
-
-def rebalance_options(wait: int, body: bytes) -> Any:
-    """Storm's rebalance body, ``{"rebalanceOptions": {"numWorkers": 2, "executors": {"count": 4}}}`` (all
-    optional; an executor count may be a numeric string, as in Storm's example), as ``RebalanceOptions``.
-
-    >>> rebalance_options(5, b'{"rebalanceOptions": {"executors": {"count": "4"}}}').num_executors
-    {'count': 4}
-    """
-    try:
-        request = json.loads(body) if body.strip() else {}
-    except ValueError as exc:
-        raise BadRequest(f"the body is not JSON: {exc}") from None
-    options = request.get("rebalanceOptions", {}) if isinstance(request, dict) else None
-    if not isinstance(options, dict):
-        raise BadRequest('expected {"rebalanceOptions": {"numWorkers": N, "executors": {"component": N}}}')
-    unknown = sorted(set(options) - {"numWorkers", "executors"})
-    if unknown:
-        raise BadRequest(f"unknown rebalanceOptions {', '.join(unknown)}; give numWorkers and/or executors")
-    workers = options.get("numWorkers")
-    if workers is not None:
-        workers = _count(workers, "numWorkers")
-    executors = options.get("executors")
-    if executors is not None:
-        if not isinstance(executors, dict):
-            raise BadRequest('executors must be an object of component to count, e.g. {"count": 4}')
-        executors = {str(c): _count(n, f"executors.{c}") for c, n in executors.items()}
-    return storm.RebalanceOptions(wait_secs=wait, num_workers=workers, num_executors=executors or None)
-
-
-def _count(value: Any, what: str) -> int:
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BadRequest(f"{what} must be a whole number >= 1, got {value!r}")
-    return value
-
 
 def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
                clock: Clock | None = None) -> Starlette:
@@ -121,13 +61,13 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
         return JSONResponse(shapes.topology_summary(await ask(source.cluster)))
 
     async def topology_page(request: Request) -> JSONResponse:
-        window, sys = window_and_sys(request)
+        window, sys = window_and_sys(request.query_params)
         parts = await ask(source.topology, request.path_params["id"])
         return JSONResponse(shapes.topology_page(parts.info, parts.topology, parts.conf, now_secs=now(),
                                                  window=window, sys=sys))
 
     async def component_page(request: Request) -> JSONResponse:
-        window, sys = window_and_sys(request)
+        window, sys = window_and_sys(request.query_params)
         parts = await ask(source.topology, request.path_params["id"])
         return JSONResponse(shapes.component_page(parts.info, parts.topology, request.path_params["component"],
                                                   now_secs=now(), window=window, sys=sys))
