@@ -33,6 +33,19 @@ def window_and_sys(query: Mapping[str, str]) -> tuple[str, bool]:
     return window, query.get("sys", "0").lower() in SYS_ON
 
 
+def supervisor_query(query: Mapping[str, str]) -> dict[str, str]:
+    """Which supervisor a supervisor page is about: Storm's ``id`` or ``host`` parameter (``id`` wins).
+
+    >>> supervisor_query({"host": "h1"})
+    {'host': 'h1'}
+    """
+    if query.get("id"):
+        return {"supervisor_id": query["id"]}
+    if query.get("host"):
+        return {"host": query["host"]}
+    raise BadRequest("give the supervisor's id (?id=ID, as /api/v1/supervisor/summary lists them) or ?host=HOST")
+
+
 def wait_secs(text: str) -> int:
     """A ``wait-time`` path segment: whole seconds, 0 or more."""
     if not text.isdigit():
