@@ -149,6 +149,16 @@ def test_a_person_sees_the_word_count_in_the_browser_and_deactivates_it(
 
         chromium.find_element(By.LINK_TEXT, "wordcount").click()
         wait_until(lambda: chromium.title.startswith("wordcount"), 30, "back on the topology page")
+        chromium.find_element(By.ID, "rebalance").click()
+        asked = wait_until(lambda: confirmation(chromium), 10, "the page to ask for the rebalance's wait")
+        assert asked == 'Rebalance topology "wordcount"? Seconds nimbus waits first:'
+        chromium.switch_to.alert.send_keys("soon")
+        chromium.switch_to.alert.accept()
+        wait_until(lambda: confirmation(chromium), 10, "the page to ask for a worker count")
+        chromium.switch_to.alert.accept()
+        wait_until(lambda: "refused" in text(chromium, "#action-result"), 30, "the REST API's refusal shown")
+        assert text(chromium, "#action-result") == "Rebalance refused: wait-time must be whole seconds >= 0, got 'soon'"
+
         chromium.find_element(By.ID, "deactivate").click()
         asked = wait_until(lambda: confirmation(chromium), 10, "the page to ask before deactivating")
         assert asked == 'Deactivate topology "wordcount"?'

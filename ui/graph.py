@@ -27,7 +27,10 @@ LOOP_DEPTH = 60  # how far below the boxes an edge back to an earlier layer (a c
 
 @dataclass(frozen=True)
 class Component:
-    """A box of the graph: ``capacity`` is a bolt's (None for a spout)."""
+    """A box of the graph: ``capacity`` is a bolt's (None for a spout)::
+
+        Component("split", "bolt", capacity=0.12)
+    """
 
     id: str
     kind: str
@@ -36,7 +39,11 @@ class Component:
 
 @dataclass(frozen=True)
 class Flow:
-    """Tuples from ``source``'s ``stream`` that ``target`` executed, over ``seconds`` of the window."""
+    """Tuples from ``source``'s ``stream`` that ``target`` executed, over ``seconds`` of the window.
+
+    >>> Flow("sentences", "split", "default", tuples=600, seconds=60.0).rate
+    10.0
+    """
 
     source: str
     target: str
@@ -51,6 +58,8 @@ class Flow:
 
 @dataclass(frozen=True)
 class Box:
+    """A component's box: its top-left corner and its fill colour (:func:`capacity_fill`)."""
+
     component: Component
     x: float
     y: float
