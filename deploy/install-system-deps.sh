@@ -2,7 +2,8 @@
 # Installs what Squall needs from Debian when it is missing, and says what and why before it does: Java (ZooKeeper,
 # Spark), the zookeeper package (a real ZooKeeper for `storm dev-zookeeper`, `storm dev-cluster` and the tests) and
 # python3-venv; with --for-tests also docker-compose (tests/test_deploy.py validates docker-compose.yml with it; no
-# Docker engine needed) and iproute2 (tests/test_partition_cluster.py's network namespaces).
+# Docker engine needed), iproute2 (tests/test_partition_cluster.py's network namespaces) and chromium with
+# chromium-driver (tests/test_ui_browser.py drives the UI's pages in headless Chromium; no browser is downloaded).
 # SQUALL_NO_INSTALL=1 lists what is missing and stops (exit 1) instead of installing.
 # Safe to run repeatedly: nothing is printed or installed when nothing is missing.
 set -euo pipefail
@@ -19,6 +20,10 @@ if [ "${1:-}" = "--for-tests" ]; then
     || need docker-compose "the tests validate docker-compose.yml with it (no Docker engine needed)"
   command -v ip >/dev/null 2>&1 \
     || need iproute2 "the partition test puts supervisor hosts in network namespaces (ip netns)"
+  command -v chromium >/dev/null 2>&1 \
+    || need chromium "headless Chromium: the UI test clicks through the pages in it"
+  command -v chromedriver >/dev/null 2>&1 \
+    || need chromium-driver "the WebDriver through which the UI test (selenium) drives Chromium"
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 

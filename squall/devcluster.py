@@ -284,7 +284,8 @@ def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = 
             where = (f"127.0.0.1:{cluster.nimbus_ports[name]}" if name in cluster.nimbus_ports
                      else cluster.ui_url() if name == "ui" else f"slots {_ranges(cluster.ports[name])}")
             print(f"  {name:<14} {where:<22} pid {process.pid:<8} log {cluster.log_file(name)}", file=out)
-        print(f"Workers log to <daemon dir>/logs/. Try `storm list`, or {cluster.ui_url()}/api/v1/topology/summary; "
+        print(f"Workers log to <daemon dir>/logs/. Try `storm list`, the UI at {cluster.ui_url()}/ or its REST API "
+              f"({cluster.ui_url()}/api/v1/topology/summary); "
               "Ctrl-C or `storm dev-cluster stop` ends it.", file=out, flush=True)
         died.wait()
         dead = [name for name, p in cluster.daemons.items() if p.poll() is not None]

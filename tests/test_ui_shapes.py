@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-import ui.app
+import ui.params
 import ui.shapes
 from squall.stats import to_executor_stats
 from squall.thrift import storm
 from squall.zk.records import TaskStats
-from ui.app import BadRequest, rebalance_options, wait_secs
+from ui.params import BadRequest, rebalance_options, wait_secs
 from ui.shapes import (
     UnknownComponent, cluster_summary, component_page, error_body, nimbus_summary, pretty_uptime,
     supervisor_summary, topology_page, topology_summary,
@@ -183,7 +183,7 @@ def test_rebalance_bodies_and_wait_times() -> None:
         wait_secs("-1")
 
 
-@pytest.mark.parametrize("module", [ui.shapes, ui.app], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [ui.shapes, ui.params], ids=lambda m: m.__name__)
 def test_the_examples_in_the_docstrings_hold(module: Any) -> None:
     result = doctest.testmod(module)
     assert result.attempted and not result.failed

@@ -1,6 +1,7 @@
-"""The UI daemon (``storm ui``): Storm's UI REST API (``/api/v1/...``) over what nimbus reports.
+"""The UI daemon (``storm ui``): Storm's UI REST API (``/api/v1/...``) and HTML pages over what nimbus reports.
 
 :mod:`ui.source` asks nimbus over Thrift, :mod:`ui.shapes` turns its structs into Storm's JSON,
-:mod:`ui.app` routes HTTP requests between the two, :mod:`ui.openapi` describes the API and
-:mod:`ui.server` serves it (``python -m ui``, what ``storm ui`` runs).
+:mod:`ui.pages` renders pages from that JSON (templates/, static/; the topology's picture is laid out by
+:mod:`ui.graph`), :mod:`ui.params` reads request parameters, :mod:`ui.app` routes HTTP requests,
+:mod:`ui.openapi` describes the API and :mod:`ui.server` serves it (``python -m ui``, what ``storm ui`` runs).
 """

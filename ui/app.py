@@ -1,7 +1,9 @@
 """The UI's HTTP routes: Storm's UI REST API v1 on Starlette, each route a thin step from request to
-:mod:`ui.source` (nimbus) to :mod:`ui.shapes` (Storm's JSON).
+:mod:`ui.source` (nimbus) to :mod:`ui.shapes` (Storm's JSON), and the HTML pages (:mod:`ui.pages`) made
+from the same JSON.
 
-Errors are JSON in Storm's shape (``{"error": "404 Not Found", "errorMessage": ...}``): an unknown
+API errors are JSON in Storm's shape (``{"error": "404 Not Found", "errorMessage": ...}``), a page's an
+HTML page with the same status and message: an unknown
 topology or component is 404, a bad parameter or a request nimbus refuses as invalid 400, nimbus down or
 too slow 503 (the daemon keeps serving), any other failure 500. Nimbus is called on Starlette's thread
 pool, so a slow nimbus holds a thread, never the event loop.
@@ -9,7 +11,6 @@ pool, so a slow nimbus holds a thread, never the event loop.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,77 +19,18 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from thriftpy2.thrift import TApplicationException
 
 from squall.clock import Clock, RealClock
 from squall.thrift import storm
-from ui import shapes
+from ui import pages, shapes
 from ui.openapi import document
+from ui.params import BadRequest, rebalance_options, supervisor_query, wait_secs, window_and_sys
 from ui.source import NimbusSource, NimbusUnreachable
 
 log = structlog.get_logger(__name__)
-
-#: Storm's ``sys`` parameter: these values include system components and streams.
-SYS_ON = ("1", "true")
-
-
-class BadRequest(ValueError):
-    """A parameter or body the API cannot use; the message says which and what it takes."""
-
-
-def window_and_sys(request: Request) -> tuple[str, bool]:
-    """The ``window`` (default ``:all-time``) and ``sys`` (default off) query parameters."""
-    window = request.query_params.get("window", shapes.ALL_TIME)
-    if window not in shapes.WINDOWS:
-        raise BadRequest(f"window {window!r} is not kept; nimbus keeps {', '.join(shapes.WINDOWS)} "
-                         "(the 600, 10800 and 86400 windows are not there yet)")
-    return window, request.query_params.get("sys", "0").lower() in SYS_ON
-
-
-def wait_secs(text: str) -> int:
-    """A ``wait-time`` path segment: whole seconds, 0 or more."""
-    if not text.isdigit():
-        raise BadRequest(f"wait-time must be whole seconds >= 0, got {text!r}")
-    return int(text)
-
-
-def rebalance_options(wait: int, body: bytes) -> Any:
-    """Storm's rebalance body, ``{"rebalanceOptions": {"numWorkers": 2, "executors": {"count": 4}}}`` (all
-    optional; an executor count may be a numeric string, as in Storm's example), as ``RebalanceOptions``.
-
-    >>> rebalance_options(5, b'{"rebalanceOptions": {"executors": {"count": "4"}}}').num_executors
-    {'count': 4}
-    """
-    try:
-        request = json.loads(body) if body.strip() else {}
-    except ValueError as exc:
-        raise BadRequest(f"the body is not JSON: {exc}") from None
-    options = request.get("rebalanceOptions", {}) if isinstance(request, dict) else None
-    if not isinstance(options, dict):
-        raise BadRequest('expected {"rebalanceOptions": {"numWorkers": N, "executors": {"component": N}}}')
-    unknown = sorted(set(options) - {"numWorkers", "executors"})
-    if unknown:
-        raise BadRequest(f"unknown rebalanceOptions {', '.join(unknown)}; give numWorkers and/or executors")
-    workers = options.get("numWorkers")
-    if workers is not None:
-        workers = _count(workers, "numWorkers")
-    executors = options.get("executors")
-    if executors is not None:
-        if not isinstance(executors, dict):
-            raise BadRequest('executors must be an object of component to count, e.g. {"count": 4}')
-        executors = {str(c): _count(n, f"executors.{c}") for c, n in executors.items()}
-    return storm.RebalanceOptions(wait_secs=wait, num_workers=workers, num_executors=executors or None)
-
-
-def _count(value: Any, what: str) -> int:
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BadRequest(f"{what} must be a whole number >= 1, got {value!r}")
-    return value
-
 
 def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
                clock: Clock | None = None) -> Starlette:
@@ -117,17 +59,22 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
     async def supervisor_summary(_request: Request) -> JSONResponse:
         return JSONResponse(shapes.supervisor_summary(*await ask(source.cluster_and_blacklist)))
 
+    async def supervisor_page(request: Request) -> JSONResponse:
+        query = supervisor_query(request.query_params)
+        cluster, blacklist, infos = await ask(source.cluster_with_topologies)
+        return JSONResponse(shapes.supervisor_page(cluster, blacklist, infos, **query))
+
     async def topology_summary(_request: Request) -> JSONResponse:
         return JSONResponse(shapes.topology_summary(await ask(source.cluster)))
 
     async def topology_page(request: Request) -> JSONResponse:
-        window, sys = window_and_sys(request)
+        window, sys = window_and_sys(request.query_params)
         parts = await ask(source.topology, request.path_params["id"])
         return JSONResponse(shapes.topology_page(parts.info, parts.topology, parts.conf, now_secs=now(),
                                                  window=window, sys=sys))
 
     async def component_page(request: Request) -> JSONResponse:
-        window, sys = window_and_sys(request)
+        window, sys = window_and_sys(request.query_params)
         parts = await ask(source.topology, request.path_params["id"])
         return JSONResponse(shapes.component_page(parts.info, parts.topology, request.path_params["component"],
                                                   now_secs=now(), window=window, sys=sys))
@@ -149,6 +96,7 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
         Route("/api/v1/cluster/summary", cluster_summary),
         Route("/api/v1/nimbus/summary", nimbus_summary),
         Route("/api/v1/supervisor/summary", supervisor_summary),
+        Route("/api/v1/supervisor", supervisor_page),
         Route("/api/v1/topology/summary", topology_summary),
         Route("/api/v1/topology/{id}", topology_page),
         Route("/api/v1/topology/{id}/component/{component}", component_page),
@@ -157,6 +105,7 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
         Route("/api/v1/topology/{id}/rebalance/{wait_time}", action("rebalance", _rebalance), methods=["POST"]),
         Route("/api/v1/topology/{id}/kill/{wait_time}", action("kill", _kill), methods=["POST"]),
         Route("/api/v1/openapi.json", lambda _request: JSONResponse(openapi)),
+        *pages.routes(source, ask, now),
     ]
     return Starlette(routes=routes, exception_handlers=_ERRORS)
 
@@ -183,21 +132,29 @@ def _kill(request: Request, _body: bytes) -> NimbusCall:
     return lambda nimbus, name: nimbus.killTopologyWithOpts(name, options)
 
 
+def _answer(request: Request, status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
+    """A failure as the caller reads it: Storm's error JSON under ``/api/``, an error page elsewhere."""
+    if request.url.path.startswith("/api/"):
+        return JSONResponse(shapes.error_body(status, message), status_code=status, headers=headers)
+    return pages.error_page(status, message)
+
+
 def _failure(status: int, message: Callable[[Any], str] = str) -> Callable[[Request, Exception], Any]:
-    def handle(_request: Request, exc: Exception) -> JSONResponse:
+    def handle(request: Request, exc: Exception) -> Response:
         if status >= 500:
             log.warning("ui request failed", status=status, error=f"{type(exc).__name__}: {exc}")
-        return JSONResponse(shapes.error_body(status, message(exc)), status_code=status)
+        return _answer(request, status, message(exc))
     return handle
 
 
-def _http_error(request: Request, exc: Exception) -> JSONResponse:
-    """The router's own refusals (no such path, wrong method) in Storm's shape, saying where the API is."""
+def _http_error(request: Request, exc: Exception) -> Response:
+    """The router's own refusals (no such path, wrong method), saying where the API and the pages are."""
     assert isinstance(exc, HTTPException)
-    message = {404: f"{request.url.path} is not part of the API; see /api/v1/openapi.json",
-               405: f"{request.method} is not allowed on {request.url.path}; see /api/v1/openapi.json"}
-    return JSONResponse(shapes.error_body(exc.status_code, message.get(exc.status_code, exc.detail)),
-                        status_code=exc.status_code, headers=exc.headers)
+    path = request.url.path
+    where = "see /api/v1/openapi.json" if path.startswith("/api/") else "the cluster's page is /"
+    message = {404: f"{path} is not part of the UI; {where}",
+               405: f"{request.method} is not allowed on {path}; {where}"}
+    return _answer(request, exc.status_code, message.get(exc.status_code, exc.detail), exc.headers)
 
 
 #: Exception → HTTP status. Storm answers 500 to nearly everything; these say what happened.
@@ -205,6 +162,7 @@ _ERRORS: dict[Any, Callable[[Request, Exception], Any]] = {
     HTTPException: _http_error,
     storm.NotAliveException: _failure(404, lambda e: f"no topology with id {e.msg}"),
     shapes.UnknownComponent: _failure(404),
+    shapes.UnknownSupervisor: _failure(404),
     BadRequest: _failure(400),
     storm.InvalidTopologyException: _failure(400, lambda e: e.msg),
     storm.AuthorizationException: _failure(401, lambda e: e.msg),

@@ -57,9 +57,11 @@ SCHEMAS: dict[str, Any] = {
     "NimbusSummary": obj(nimbuses=array(obj(
         host=STRING, port=INTEGER, status={"enum": ["Leader", "Not a Leader"]}, version=STRING,
         nimbusUpTime=STRING, nimbusUpTimeSeconds=INTEGER, nimbusLogLink=STRING))),
-    "SupervisorSummary": obj(schedulerDisplayResource=BOOLEAN, supervisors=array(obj(
-        id=STRING, host=STRING, **UPTIME, slotsTotal=INTEGER, slotsUsed=INTEGER, slotsFree=INTEGER, version=STRING,
-        blacklisted=BOOLEAN, logLink=STRING))),
+    "SupervisorRow": obj(id=STRING, host=STRING, **UPTIME, slotsTotal=INTEGER, slotsUsed=INTEGER, slotsFree=INTEGER,
+                         version=STRING, blacklisted=BOOLEAN, logLink=STRING),
+    "SupervisorSummary": obj(schedulerDisplayResource=BOOLEAN, supervisors=array(ref("SupervisorRow"))),
+    "Supervisor": obj(schedulerDisplayResource=BOOLEAN, sharedHost=BOOLEAN,
+                      supervisors=array(ref("SupervisorRow")), workers=array(ref("Worker"))),
     "TopologySummary": obj(schedulerDisplayResource=BOOLEAN, topologies=array(obj(
         id=STRING, encodedId=STRING, name=STRING, owner=nullable(STRING), status=STRING, **UPTIME,
         tasksTotal=INTEGER, workersTotal=INTEGER, executorsTotal=INTEGER, schedulerInfo=nullable(STRING)))),
@@ -147,6 +149,16 @@ PATHS: dict[str, Any] = {
     "/api/v1/cluster/summary": _get("slots, executors and tasks across the cluster", "ClusterSummary"),
     "/api/v1/nimbus/summary": _get("every nimbus, the leader first", "NimbusSummary"),
     "/api/v1/supervisor/summary": _get("every supervisor and its slots", "SupervisorSummary"),
+    "/api/v1/supervisor": {"get": {
+        "summary": "a supervisor and the workers on its host",
+        "parameters": [{"name": "id", "in": "query", "schema": STRING, "description": "the supervisor's id"},
+                       {"name": "host", "in": "query", "schema": STRING,
+                        "description": "instead of id: the supervisors on this host"}],
+        "responses": {"200": {"description": "the supervisor(s) and the workers on their host",
+                              "content": {"application/json": {"schema": ref("Supervisor")}}},
+                      "400": _error("neither id nor host given"),
+                      "404": _error("no supervisor has that id or runs on that host"),
+                      "503": _error("nimbus is down, leaderless or too slow")}}},
     "/api/v1/topology/summary": _get("every topology", "TopologySummary"),
     "/api/v1/topology/{id}": _get("a topology: its stats, components and workers", "Topology",
                                   [TOPOLOGY_ID, *STATS_QUERY], missing="no topology has that id"),

@@ -134,6 +134,33 @@ def supervisor_summary(cluster: Any, blacklist: Iterable[str] = ()) -> dict[str,
     } for s in cluster.supervisors], "schedulerDisplayResource": False}
 
 
+class UnknownSupervisor(LookupError):
+    """No supervisor has that id (or runs on that host); the message names those there are."""
+
+
+def supervisor_page(cluster: Any, blacklist: Iterable[str], infos: Iterable[Any], *, supervisor_id: str = "",
+                    host: str = "") -> dict[str, Any]:
+    """``/api/v1/supervisor?id=ID`` (or ``?host=HOST``): the supervisor(s) and the workers on their host, from
+    the ``ClusterSummary`` and every running topology's ``TopologyInfo``.
+
+    Nimbus's Thrift API says on which host and port a worker runs, not which supervisor runs it, so workers
+    are matched by host: where several supervisors share a host (a dev cluster), each one's page lists the
+    workers of all of them, and ``sharedHost`` says so. Raises :class:`UnknownSupervisor` naming the
+    supervisors when none matches.
+    """
+    rows = supervisor_summary(cluster, blacklist)["supervisors"]
+    chosen = [s for s in rows if (s["id"] == supervisor_id if supervisor_id else s["host"] == host)]
+    if not chosen:
+        wanted = f"id {supervisor_id!r}" if supervisor_id else f"host {host!r}"
+        known = ", ".join(f"{s['id']} ({s['host']})" for s in rows) or "none"
+        raise UnknownSupervisor(f"no supervisor has {wanted}; the supervisors are {known}")
+    hosts = {s["host"] for s in chosen}
+    return {"supervisors": chosen,
+            "workers": [w for info in infos for w in _workers(info) if w["host"] in hosts],
+            "sharedHost": any(s["host"] in hosts for s in rows if s not in chosen),
+            "schedulerDisplayResource": False}
+
+
 def nimbus_summary(cluster: Any) -> dict[str, Any]:
     """``/api/v1/nimbus/summary``: every nimbus that registered, the leader first."""
     return {"nimbuses": [{

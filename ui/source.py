@@ -66,6 +66,17 @@ class NimbusSource:
         with self._nimbus() as nimbus:
             return nimbus.getClusterInfo(), nimbus.getBlacklist()
 
+    def cluster_with_topologies(self) -> tuple[Any, list[str], list[Any]]:
+        """The ``ClusterSummary``, the blacklist and every topology's ``TopologyInfo`` (one killed meanwhile
+        is left out): where workers run, for a supervisor's page."""
+        with self._nimbus() as nimbus:
+            cluster, blacklist = nimbus.getClusterInfo(), nimbus.getBlacklist()
+            infos = []
+            for topology in cluster.topologies:
+                with contextlib.suppress(storm.NotAliveException):
+                    infos.append(nimbus.getTopologyInfo(topology.id))
+            return cluster, blacklist, infos
+
     def nimbus_conf(self) -> dict[str, Any]:
         """The leader's conf, secrets masked."""
         with self._nimbus() as nimbus:

@@ -105,7 +105,8 @@ COMMANDS: dict[str, tuple[Command, str]] = {
                                  "`storm dev-cluster stop` stops it from another shell"),
     "nimbus": (_daemon("nimbus"), "run the nimbus daemon in the foreground"),
     "supervisor": (_daemon("supervisor"), "run the supervisor daemon in the foreground (its workers outlive it)"),
-    "ui": (_daemon("ui"), "run the UI daemon in the foreground: Storm's UI REST API (/api/v1/...) on ui.host:ui.port"),
+    "ui": (_daemon("ui"), "run the UI daemon in the foreground: the UI's pages (/) and Storm's UI REST API "
+                          "(/api/v1/...) on ui.host:ui.port"),
     "spark-connect": (spark_connect, "run a Spark Connect server on this host for Spark bolts (spark.remote) until "
                                      "Ctrl-C"),
     "local": (local, "run a topology file in this process for development: storm local FILE [--local-ttl N]"),

@@ -1,0 +1,173 @@
+"""``storm ui``'s pages in headless Chromium (Debian's ``chromium`` and ``chromium-driver``, driven by
+selenium; deploy/install-system-deps.sh --for-tests installs them, nothing downloads a browser) against a
+real cluster running the word count: a person's path through the UI, clicking as a person does.
+
+Screenshots of the cluster, topology and component pages are written to ``screenshots/`` under the test's
+tmp path and, when ``SQUALL_SCREENSHOTS`` names a directory, there too (docs/ui-*.png are from such a run).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import (
+    NoAlertPresentException, NoSuchElementException, StaleElementReferenceException,
+)
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+from examples import wordcount
+from minicluster import MiniCluster
+from support import wait_until
+from test_ui import cluster, storm_list, ui_in_front_of, valid  # noqa: F401  (cluster: the fixture)
+
+#: Chromium without what a test has no use for: no sandbox (tests may run as root), no network of its own
+#: (updates, sync, safe browsing), one renderer process, a fixed window for same-sized screenshots.
+CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--disable-default-apps", "--disable-extensions", "--no-first-run", "--renderer-process-limit=1",
+                  "--window-size=1280,900", "--hide-scrollbars")
+
+
+@pytest.fixture
+def chromium(tmp_path: Path) -> Iterator[webdriver.Chrome]:
+    """Headless Chromium from the system's packages (selenium is given both paths, so its Selenium Manager,
+    which would download a browser, never runs)."""
+    browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (browser and driver):
+        pytest.fail("headless Chromium is not installed: run deploy/install-system-deps.sh --for-tests (make test "
+                    "does), which installs Debian's chromium and chromium-driver")
+    options = Options()
+    options.binary_location = browser
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(flag)
+    chrome = webdriver.Chrome(service=Service(executable_path=driver, log_output=str(tmp_path / "chromedriver.log")),
+                              options=options)
+    chrome.set_page_load_timeout(60)
+    try:
+        yield chrome
+    finally:
+        chrome.quit()
+
+
+def screenshot(chrome: webdriver.Chrome, tmp_path: Path, name: str) -> Path:
+    """The whole page, beyond the window, as ``NAME.png`` for a person to look at (Chromium's DevTools
+    capture: selenium's own screenshot stops at the window's edge)."""
+    size = chrome.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    shot = chrome.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": {
+        "x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}})
+    places = [tmp_path / "screenshots"] + ([Path(os.environ["SQUALL_SCREENSHOTS"])]
+                                           if os.environ.get("SQUALL_SCREENSHOTS") else [])
+    for place in places:
+        place.mkdir(parents=True, exist_ok=True)
+        (place / f"{name}.png").write_bytes(base64.b64decode(shot["data"]))
+    return places[0] / f"{name}.png"
+
+
+def text(chrome: webdriver.Chrome, css: str) -> str:
+    """The element's text; "" while the page is (re)loading and it is not there."""
+    try:
+        return chrome.find_element(By.CSS_SELECTOR, css).text
+    except (NoSuchElementException, StaleElementReferenceException):
+        return ""
+
+
+def confirmation(chrome: webdriver.Chrome) -> str | None:
+    """The text of the dialog the page opened, if one is open."""
+    try:
+        return chrome.switch_to.alert.text
+    except NoAlertPresentException:
+        return None
+
+
+@pytest.mark.slow
+def test_a_person_sees_the_word_count_in_the_browser_and_deactivates_it(
+        cluster: MiniCluster, chromium: webdriver.Chrome, tmp_path: Path) -> None:  # noqa: F811
+    rounds = 200
+    sentences = rounds * len(wordcount.SENTENCES)
+    topology_id = cluster.submit(wordcount.topology(rounds, workers=2))
+    workers = cluster.start_workers(topology_id)
+    with ui_in_front_of(cluster.conf, cluster.nimbus.port) as api:
+        api_page = f"/api/v1/topology/{topology_id}"
+        wait_until(lambda: valid(api.get(api_page), "/api/v1/topology/{id}")["topologyStats"][0]["acked"] == sentences,
+                   90, "every sentence acked, as the REST API says")
+        ui = str(api.base_url).rstrip("/")
+
+        chromium.get(f"{ui}/")
+        assert chromium.title == "Cluster · Squall UI"
+        rows = chromium.find_elements(By.CSS_SELECTOR, "#topologies tr")
+        assert [cell.text for cell in rows[1].find_elements(By.TAG_NAME, "td")][:4] == [
+            "wordcount", topology_id, "", "ACTIVE"], "the cluster page lists the running word count"
+        assert len(chromium.find_elements(By.CSS_SELECTOR, "#supervisors tr")) == 1 + len(cluster.supervisor_ids)
+        screenshot(chromium, tmp_path, "cluster")
+
+        chromium.find_element(By.LINK_TEXT, cluster.supervisor_ids[0]).click()
+        wait_until(lambda: chromium.title.startswith("Supervisor"), 30, "the supervisor's page")
+        ports = [r.find_elements(By.TAG_NAME, "td")[1].text for r in
+                 chromium.find_elements(By.CSS_SELECTOR, "#supervisor-workers tr")[1:]]
+        assert sorted(ports) == sorted(str(w.port) for w in workers), "every supervisor here shares 127.0.0.1"
+        api_supervisor = valid(api.get("/api/v1/supervisor", params={"id": cluster.supervisor_ids[0]}),
+                               "/api/v1/supervisor")
+        assert api_supervisor["sharedHost"] and len(api_supervisor["workers"]) == len(workers)
+        chromium.find_element(By.LINK_TEXT, "Cluster").click()
+        wait_until(lambda: chromium.title.startswith("Cluster"), 30, "back on the cluster page")
+
+        chromium.find_element(By.LINK_TEXT, "wordcount").click()
+        wait_until(lambda: chromium.title.startswith("wordcount"), 30, "the topology page")
+        graph = chromium.find_element(By.ID, "topology-graph")
+        assert graph.is_displayed() and graph.size["width"] > 300 and graph.size["height"] > 50
+        nodes = {n.get_attribute("data-component") for n in graph.find_elements(By.CSS_SELECTOR, "a.node")}
+        assert nodes == {"sentences", "split", "count"}
+        edges = {(e.get_attribute("data-source"), e.get_attribute("data-target")): e
+                 for e in graph.find_elements(By.CSS_SELECTOR, "g.edge")}
+        assert set(edges) == {("sentences", "split"), ("split", "count")}
+        for edge in edges.values():
+            assert float(edge.get_attribute("data-rate")) > 0, "tuples flowed on every edge"
+            label = edge.find_element(By.CSS_SELECTOR, "text.rate")
+            assert label.is_displayed() and label.text.endswith("/s") and label.text != "0/s", label.text
+        bolts = {r.find_elements(By.TAG_NAME, "td")[0].text: r for r in
+                 chromium.find_elements(By.CSS_SELECTOR, "#bolts tr")[1:]}
+        assert set(bolts) == {"split", "count"}
+        assert text(chromium, "#topology-status") == "ACTIVE"
+        screenshot(chromium, tmp_path, "topology")
+
+        graph.find_element(By.CSS_SELECTOR, 'a.node[data-component="split"]').click()
+        wait_until(lambda: chromium.title.startswith("split"), 30, "the split bolt's page, from its box in the graph")
+        executors = [[cell.text for cell in r.find_elements(By.TAG_NAME, "td")]
+                     for r in chromium.find_elements(By.CSS_SELECTOR, "#executors tr")[1:]]
+        assert len(executors) == 4 and {e[1] for e in executors} <= {f"127.0.0.1:{w.port}" for w in workers}
+        assert sum(int(e[7]) for e in executors) == sentences, "each executor's executed sentences add up"
+        assert not chromium.find_elements(By.CSS_SELECTOR, "#executors a"), "no log link before the logviewer"
+        screenshot(chromium, tmp_path, "component")
+
+        chromium.find_element(By.LINK_TEXT, "wordcount").click()
+        wait_until(lambda: chromium.title.startswith("wordcount"), 30, "back on the topology page")
+        chromium.find_element(By.ID, "rebalance").click()
+        asked = wait_until(lambda: confirmation(chromium), 10, "the page to ask for the rebalance's wait")
+        assert asked == 'Rebalance topology "wordcount"? Seconds nimbus waits first:'
+        chromium.switch_to.alert.send_keys("soon")
+        chromium.switch_to.alert.accept()
+        wait_until(lambda: confirmation(chromium), 10, "the page to ask for a worker count")
+        chromium.switch_to.alert.accept()
+        wait_until(lambda: "refused" in text(chromium, "#action-result"), 30, "the REST API's refusal shown")
+        assert text(chromium, "#action-result") == "Rebalance refused: wait-time must be whole seconds >= 0, got 'soon'"
+
+        chromium.find_element(By.ID, "deactivate").click()
+        asked = wait_until(lambda: confirmation(chromium), 10, "the page to ask before deactivating")
+        assert asked == 'Deactivate topology "wordcount"?'
+        chromium.switch_to.alert.dismiss()
+        assert storm_list(cluster.nimbus.port) == ["wordcount", "ACTIVE"], "declined: nothing happens"
+
+        chromium.find_element(By.ID, "deactivate").click()
+        wait_until(lambda: confirmation(chromium), 10, "the confirmation again")
+        chromium.switch_to.alert.accept()
+        wait_until(lambda: text(chromium, "#topology-status") == "INACTIVE", 30, "the reloaded page to show INACTIVE")
+        assert storm_list(cluster.nimbus.port) == ["wordcount", "INACTIVE"]
+        assert chromium.find_element(By.ID, "deactivate").get_attribute("disabled") is not None

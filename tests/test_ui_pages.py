@@ -1,0 +1,289 @@
+"""The UI's HTML pages and the topology graph's layout, on nimbus's structs built here (the pages in a real
+browser against a running word count are in test_ui_browser.py).
+
+The pages are requested over Starlette's TestClient from the real app, whose nimbus is
+:class:`StructSource`: it answers the UI's questions with fixed Thrift structs, as nimbus would."""
+
+from __future__ import annotations
+
+import doctest
+import re
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+import ui.graph
+import ui.pages
+from squall import STORM_VERSION
+from squall.stats import to_executor_stats
+from squall.thrift import storm
+from squall.zk.records import TaskStats
+from test_ui import valid
+from ui.app import create_app
+from ui.graph import Component, Flow, layers, layout, topology_drawing
+from ui.shapes import UnknownSupervisor, component_page, supervisor_page, topology_page
+from ui.source import TopologyParts
+
+NOW = 1_700_000_000
+UPTIME = 100
+HOSTILE = "<script>alert(1)</script>"  # a component id from a Thrift client that never checked it
+
+
+def stream(component: str, name: str = "default") -> Any:
+    return storm.GlobalStreamId(componentId=component, streamId=name)
+
+
+def common(*inputs: Any) -> Any:
+    return storm.ComponentCommon(inputs={i: storm.Grouping(shuffle=storm.NullStruct()) for i in inputs}, streams={})
+
+
+def bolt(*inputs: Any) -> Any:
+    return storm.Bolt(bolt_object=storm.ComponentObject(), common=common(*inputs))
+
+
+def running_topology() -> Any:
+    """sentences → split → count, a hostile-named bolt on split, and the acker (a system component)."""
+    return storm.StormTopology(
+        spouts={"sentences": storm.SpoutSpec(spout_object=storm.ComponentObject(), common=common())},
+        bolts={"split": bolt(stream("sentences")), "count": bolt(stream("split")), HOSTILE: bolt(stream("split")),
+               "__acker": bolt(stream("sentences", "__ack_init"), stream("split", "__ack_ack"))},
+        state_spouts={})
+
+
+def executor(task: int, component: str, stats: TaskStats, *, spout: bool = False, port: int = 6700) -> Any:
+    return storm.ExecutorSummary(
+        executor_info=storm.ExecutorInfo(task_start=task, task_end=task), component_id=component, host="h1",
+        port=port, uptime_secs=UPTIME, stats=to_executor_stats(stats, spout=spout))
+
+
+def running_info(status: str = "ACTIVE") -> Any:
+    """100 s in: 500 sentences, split into 3000 words (4 ms each: capacity 0.12), counted at 1 ms each."""
+    return storm.TopologyInfo(
+        id="wc-1-1", name="wc", uptime_secs=UPTIME, status=status, executors=[
+            executor(1, "sentences", TaskStats(emitted={"default": 500}, transferred={"default": 500},
+                                               acked={"default": 500}, latency_ms={"default": 9.0}), spout=True),
+            executor(2, "split", TaskStats(emitted={"default": 3000}, transferred={"default": 3000},
+                                           acked={"sentences:default": 500}, executed={"sentences:default": 500},
+                                           latency_ms={"sentences:default": 24.0}), port=6701),
+            executor(3, "count", TaskStats(executed={"split:default": 3000}, acked={"split:default": 3000},
+                                           latency_ms={"split:default": 1.0})),
+            executor(4, HOSTILE, TaskStats(executed={"split:default": 10}, latency_ms={"split:default": 1.0})),
+        ],
+        errors={"count": [storm.ErrorInfo(error="ValueError: <b>not a word</b>\n  at count", error_time_secs=NOW - 30,
+                                          host="h1", port=6700)]})
+
+
+def cluster_summary() -> Any:
+    return storm.ClusterSummary(
+        supervisors=[storm.SupervisorSummary(host="h1", uptime_secs=300, num_workers=4, num_used_workers=2,
+                                             supervisor_id="sup-1", version="0.1.0"),
+                     storm.SupervisorSummary(host="h2", uptime_secs=300, num_workers=4, num_used_workers=0,
+                                             supervisor_id="sup-2", version="0.1.0")],
+        topologies=[storm.TopologySummary(id="wc-1-1", name="wc", num_tasks=4, num_executors=4, num_workers=2,
+                                          uptime_secs=UPTIME, status="ACTIVE")],
+        nimbuses=[storm.NimbusSummary(host="n1", port=6627, uptime_secs=400, isLeader=True, version="0.1.0")],
+        nimbus_uptime_secs=400)
+
+
+class StructSource:
+    """The UI's nimbus, answering with the structs above (``NotAliveException`` for another topology id)."""
+
+    def cluster_and_blacklist(self) -> tuple[Any, list[str]]:
+        return cluster_summary(), []
+
+    def cluster_with_topologies(self) -> tuple[Any, list[str], list[Any]]:
+        return cluster_summary(), [], [running_info()]
+
+    def topology(self, topology_id: str) -> TopologyParts:
+        if topology_id != "wc-1-1":
+            raise storm.NotAliveException(msg=topology_id)
+        return TopologyParts(running_info(), running_topology(), {"topology.message.timeout.secs": 30})
+
+
+class FixedClock:
+    def time(self) -> float:
+        return float(NOW)
+
+
+@pytest.fixture
+def browser() -> TestClient:
+    app = create_app({"ui.nimbus.timeout.secs": 1}, source=StructSource(), clock=FixedClock())  # type: ignore[arg-type]
+    return TestClient(app)
+
+
+def rows(html: str, table_id: str) -> list[list[str]]:
+    """The text of each cell of a table of the page, row by row (header row included)."""
+    table = re.search(rf'<table[^>]*id="{table_id}".*?</table>', html, re.S)
+    assert table, f"no table {table_id}"
+    return [[re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", cell)).strip()
+             for cell in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
+            for row in re.findall(r"<tr>(.*?)</tr>", table.group(0), re.S)]
+
+
+# -- the graph's layout -----------------------------------------------------------------------------------
+
+
+def test_layers_put_each_bolt_right_of_its_furthest_input_and_survive_cycles() -> None:
+    spout, a, b, c = Component("s", "spout"), Component("a", "bolt"), Component("b", "bolt"), Component("c", "bolt")
+    diamond = [Flow("s", "a", "default", 1, 1), Flow("s", "b", "default", 1, 1), Flow("a", "c", "default", 1, 1),
+               Flow("b", "c", "default", 1, 1), Flow("a", "b", "default", 1, 1)]
+    assert layers([spout, a, b, c], diamond) == {"s": 0, "a": 1, "b": 2, "c": 3}
+    cycle = [Flow("s", "a", "default", 1, 1), Flow("a", "b", "default", 1, 1), Flow("b", "a", "back", 1, 1),
+             Flow("b", "b", "self", 1, 1)]
+    assert layers([spout, a, b], cycle) == {"s": 0, "a": 1, "b": 2}
+
+
+def test_layout_boxes_do_not_overlap_and_edges_run_between_them_labelled_with_their_rates() -> None:
+    components = [Component("s", "spout"), *(Component(f"b{i}", "bolt", i / 4) for i in range(5))]
+    flows = [Flow("s", f"b{i}", "default", 60 * i, 60.0) for i in range(4)] + [Flow("b1", "b4", "words", 3, 60.0),
+                                                                              Flow("b4", "b1", "back", 0, 60.0)]
+    drawing = layout(components, flows)
+    boxes = {b.component.id: b for b in drawing.boxes}
+    for one in drawing.boxes:
+        assert 0 <= one.x and one.x + drawing.node_width <= drawing.width
+        assert 0 <= one.y and one.y + drawing.node_height <= drawing.height
+        for other in drawing.boxes:
+            if other is not one:
+                assert (abs(one.x - other.x) >= drawing.node_width or abs(one.y - other.y) >= drawing.node_height)
+    assert boxes["s"].x < boxes["b0"].x < boxes["b4"].x
+    labels = {(a.flow.source, a.flow.target): a.label for a in drawing.arrows}
+    assert labels[("s", "b3")] == "3.0/s" and labels[("s", "b0")] == "0/s" and labels[("b1", "b4")] == "words 0.05/s"
+    widths = {a.flow.target: a.width for a in drawing.arrows if a.flow.source == "s"}
+    assert widths["b3"] == 6.0 and widths["b0"] == 1.5, "the busiest edge is the widest"
+    assert boxes["b0"].fill == "hsl(120, 65%, 78%)" and boxes["b4"].fill == "hsl(0, 65%, 78%)"
+    back = next(a for a in drawing.arrows if a.flow.stream == "back")
+    assert back.label_y > boxes["b1"].y + drawing.node_height, "an edge back to an earlier column runs below"
+
+
+def test_the_topology_drawing_is_made_from_the_rest_apis_data() -> None:
+    info, topology = running_info(), running_topology()
+    page = topology_page(info, topology, {}, now_secs=NOW)
+    inputs = {b["boltId"]: component_page(info, topology, b["boltId"], now_secs=NOW)["inputStats"]
+              for b in page["bolts"]}
+    drawing = topology_drawing(page, topology, inputs)
+    assert sorted(b.component.id for b in drawing.boxes) == sorted([HOSTILE, "count", "sentences", "split"])
+    assert {(a.flow.source, a.flow.target): a.flow.rate for a in drawing.arrows} == {
+        ("sentences", "split"): 5.0, ("split", "count"): 30.0, ("split", HOSTILE): 0.1}, \
+        "executed by the target per second of uptime; the acker's edges are left out"
+    split = next(b for b in drawing.boxes if b.component.id == "split")
+    assert split.component.capacity == 0.12, "500 executed × 24 ms over 100 s"
+    with_system = topology_page(info, topology, {}, now_secs=NOW, sys=True)
+    assert ("split", "__acker") in {(a.flow.source, a.flow.target) for a in topology_drawing(
+        with_system, topology, {}, sys=True).arrows}
+
+
+@pytest.mark.parametrize("module", [ui.graph, ui.pages], ids=lambda m: m.__name__)
+def test_the_examples_in_the_docstrings_hold(module: Any) -> None:
+    result = doctest.testmod(module)
+    assert result.attempted and not result.failed
+
+
+# -- the pages ----------------------------------------------------------------------------------------------
+
+
+def test_the_cluster_page_lists_nimbuses_supervisors_and_topologies(browser: TestClient) -> None:
+    page = browser.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert rows(page.text, "cluster-summary")[1] == [STORM_VERSION, "2", "2", "6", "8", "4", "4", "6m 40s"]
+    assert rows(page.text, "topologies")[1][:6] == ["wc", "wc-1-1", "", "ACTIVE", "1m 40s", "2"]
+    assert '<a href="/topology/wc-1-1">wc</a>' in page.text
+    assert [r[:6] for r in rows(page.text, "supervisors")[1:]] == [["sup-1", "h1", "5m 0s", "4", "2", "2"],
+                                                                   ["sup-2", "h2", "5m 0s", "4", "0", "4"]]
+    assert rows(page.text, "nimbuses")[1][:3] == ["n1", "6627", "Leader"]
+
+
+def test_the_topology_page_shows_stats_graph_errors_and_actions_with_names_escaped(browser: TestClient) -> None:
+    page = browser.get("/topology/wc-1-1").text
+    assert rows(page, "topology-summary")[1][:6] == ["wc", "wc-1-1", "", "ACTIVE", "1m 40s", "2"]
+    assert rows(page, "topology-stats")[1] == ["All time", "3500", "3500", "9.000", "500", "0"]
+    bolts = {r[0]: r for r in rows(page, "bolts")[1:]}
+    assert bolts["split"][5:8] == ["0.120", "24.000", "500"], "capacity, execute latency, executed"
+    assert "__acker" not in bolts, "system components only with ?sys=1"
+    assert "__acker" in {r[0] for r in rows(browser.get("/topology/wc-1-1?sys=1").text, "bolts")[1:]}
+
+    edges = re.findall(r'<g class="edge" data-source="([^"]*)" data-target="([^"]*)" data-stream="default" '
+                       r'data-rate="([^"]*)">', page)
+    assert sorted(edges) == sorted([("sentences", "split", "5.0"), ("split", "count", "30.0"),
+                                    ("split", "&lt;script&gt;alert(1)&lt;/script&gt;", "0.1")])
+    assert '<text class="rate"' in page and ">30/s</text>" in page
+    assert 'data-component="count" href="/topology/wc-1-1/component/count"' in page
+
+    assert HOSTILE not in page and "<b>not a word</b>" not in page, "user input is escaped everywhere"
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "/component/%3Cscript%3Ealert%281%29%3C%2Fscript%3E" in page, "and its links are one encoded segment"
+    (error,) = rows(page, "errors")[1:]
+    assert error[:3] == ["count", "2023-11-14 22:12:50 UTC (30 s ago)", "h1:6700"]
+    assert error[3].startswith("ValueError: &lt;b&gt;not a word&lt;/b&gt;")
+
+    buttons = {name: "disabled" in tag for tag, name in re.findall(r'(<button type="button" id="(\w+)"[^>]*>)', page)}
+    assert buttons == {"activate": True, "deactivate": False, "rebalance": False, "kill": False}, \
+        "activate is off while the topology is active"
+    assert 'data-topology-id="wc-1-1" data-topology-name="wc" data-wait-default="30"' in page
+
+
+def test_the_component_page_shows_executors_with_host_port_and_errors_with_time(browser: TestClient) -> None:
+    page = browser.get("/topology/wc-1-1/component/count").text
+    assert rows(page, "component-summary")[1] == ["count", "wc", "ACTIVE", "1", "1"]
+    assert rows(page, "input-stats")[1][:3] == ["split", "default", "3000"]
+    (executor_row,) = rows(page, "executors")[1:]
+    assert executor_row[:3] == ["[3-3]", "h1:6700", "1m 40s"]
+    assert '<a href="">' not in page, "no log link until the logviewer gives one (Storm's empty workerLogLink)"
+    (error,) = rows(page, "component-errors")[1:]
+    assert error[:2] == ["2023-11-14 22:12:50 UTC 30 s ago", "h1:6700"]
+    spout = browser.get("/topology/wc-1-1/component/sentences").text
+    assert rows(spout, "component-stats")[1] == ["All time", "500", "500", "9.000", "500", "0"]
+    hostile = browser.get("/topology/wc-1-1/component/%3Cscript%3Ealert%281%29%3C%2Fscript%3E")
+    assert hostile.status_code == 200 and HOSTILE not in hostile.text
+
+
+def test_the_supervisor_page_lists_the_workers_on_its_host(browser: TestClient) -> None:
+    page = browser.get("/supervisor/sup-1").text
+    assert rows(page, "supervisor-summary")[1][:2] == ["sup-1", "h1"]
+    assert [r[:4] for r in rows(page, "supervisor-workers")[1:]] == [["wc", "6700", "1m 40s", "3"],
+                                                                     ["wc", "6701", "1m 40s", "1"]]
+    assert "No worker runs on this host." in browser.get("/supervisor/sup-2").text
+    api = "/api/v1/supervisor"
+    assert [w["port"] for w in valid(browser.get(api, params={"id": "sup-1"}), api)["workers"]] == [6700, 6701]
+    assert valid(browser.get(api, params={"host": "h2"}), api)["supervisors"][0]["id"] == "sup-2"
+    assert "give the supervisor's id" in valid(browser.get(api), api)["errorMessage"]
+    assert valid(browser.get(api, params={"id": "sup-9"}), api)["error"] == "404 Not Found"
+
+
+def test_a_page_that_cannot_be_made_is_an_html_error_page_and_the_api_keeps_json(browser: TestClient) -> None:
+    for path, status, message in (
+            ("/topology/nosuch-1-1", 404, "no topology with id nosuch-1-1"),
+            ("/topology/wc-1-1/component/nope", 404, "its components are &lt;script&gt;"),
+            ("/topology/wc-1-1?window=600", 400, "window &#39;600&#39; is not kept"),
+            ("/supervisor/sup-9", 404, "no supervisor has id &#39;sup-9&#39;; the supervisors are sup-1 (h1), sup-2"),
+            ("/nowhere", 404, "/nowhere is not part of the UI; the cluster&#39;s page is /")):
+        page = browser.get(path)
+        assert (page.status_code, page.headers["content-type"]) == (status, "text/html; charset=utf-8"), path
+        assert message in page.text, page.text
+    api = browser.get("/api/v1/topology/nosuch-1-1")
+    assert (api.status_code, api.json()["error"]) == (404, "404 Not Found")
+    assert browser.get("/api/v1/nowhere").json()["errorMessage"] == "/api/v1/nowhere is not part of the UI; see " \
+                                                                    "/api/v1/openapi.json"
+
+
+def test_the_static_script_and_style_are_served(browser: TestClient) -> None:
+    script = browser.get("/static/ui.js")
+    assert script.status_code == 200 and "window.confirm" in script.text and "textContent" in script.text
+    assert browser.get("/static/ui.css").status_code == 200
+
+
+# -- the supervisor page's JSON -----------------------------------------------------------------------------
+
+
+def test_the_supervisor_api_matches_workers_by_host_and_says_when_the_host_is_shared() -> None:
+    cluster = cluster_summary()
+    cluster.supervisors.append(storm.SupervisorSummary(host="h1", uptime_secs=1, num_workers=1, num_used_workers=0,
+                                                       supervisor_id="sup-3"))
+    page = supervisor_page(cluster, ["h1"], [running_info()], supervisor_id="sup-1")
+    assert ([s["id"] for s in page["supervisors"]], page["sharedHost"]) == (["sup-1"], True)
+    assert page["supervisors"][0]["blacklisted"] is True
+    assert [(w["port"], w["topologyName"]) for w in page["workers"]] == [(6700, "wc"), (6701, "wc")]
+    by_host = supervisor_page(cluster, [], [running_info()], host="h1")
+    assert ([s["id"] for s in by_host["supervisors"]], by_host["sharedHost"]) == (["sup-1", "sup-3"], False)
+    with pytest.raises(UnknownSupervisor, match="no supervisor has host 'h9'"):
+        supervisor_page(cluster, [], [], host="h9")

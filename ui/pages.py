@@ -1,0 +1,110 @@
+"""The UI's HTML pages: cluster (``/``), topology, component and supervisor, rendered on the server with
+Jinja2 from the very dicts the REST API serves (:mod:`ui.shapes`), so a page and ``/api/v1/...`` never
+disagree. The action buttons POST to the REST API (``ui/static/ui.js``); nothing needs a build step.
+
+Autoescape is on for every template: component and topology names are user input.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ui import graph, shapes
+from ui.params import SYS_ON, window_and_sys
+from ui.source import NimbusSource
+
+#: How a page asks nimbus: ``await ask(source.cluster)`` runs the call on a worker thread.
+Ask = Callable[..., Awaitable[Any]]
+
+TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("ui", "templates"), autoescape=True,
+                               undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+
+
+def when(epoch_secs: int | None) -> str:
+    """An error's time as people read it, in UTC.
+
+    >>> when(1700000000), when(None)
+    ('2023-11-14 22:13:20 UTC', '')
+    """
+    if epoch_secs is None:
+        return ""
+    return datetime.datetime.fromtimestamp(epoch_secs, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+TEMPLATES.filters["when"] = when
+TEMPLATES.filters["rate"] = graph.rate_text
+TEMPLATES.filters["encoded"] = shapes.encoded
+
+
+def render(template: str, **context: Any) -> str:
+    """One page's HTML::
+
+        render("error.html", status="404 Not Found", message="no topology with id wc-1-1")
+    """
+    return TEMPLATES.get_template(template).render(**context)
+
+
+def error_page(status: int, message: str) -> HTMLResponse:
+    """A failed page: what went wrong, in the status's words, with the way back to the cluster page."""
+    return HTMLResponse(render("error.html", status=shapes.error_body(status, message)["error"], message=message),
+                        status_code=status)
+
+
+def topology_view(parts: Any, *, now_secs: int, window: str, sys: bool) -> dict[str, Any]:
+    """What the topology page shows: the REST API's topology page and its picture (made from each bolt's
+    ``inputStats``, as ``/api/v1/topology/ID/component/BOLT`` serves them)."""
+    page = shapes.topology_page(parts.info, parts.topology, parts.conf, now_secs=now_secs, window=window, sys=sys)
+    inputs = {b["boltId"]: shapes.component_page(parts.info, parts.topology, b["boltId"], now_secs=now_secs,
+                                                 window=window, sys=sys)["inputStats"] for b in page["bolts"]}
+    return {"topology": page, "drawing": graph.topology_drawing(page, parts.topology, inputs, sys=sys),
+            "errors": [{"component": row.get("spoutId", row.get("boltId")), **row}
+                       for row in (*page["spouts"], *page["bolts"]) if row["lastError"]]}
+
+
+def routes(source: NimbusSource, ask: Ask, now: Callable[[], int]) -> list[BaseRoute]:
+    """The pages' routes and their static files, for :func:`ui.app.create_app`."""
+
+    def page(template: str, make: Callable[[Request], Awaitable[Mapping[str, Any]]]) -> Callable[..., Any]:
+        async def serve(request: Request) -> HTMLResponse:
+            shows_system = request.query_params.get("sys", "0").lower() in SYS_ON  # for its show/hide link
+            return HTMLResponse(render(template, **await make(request), sys=shows_system))
+        return serve
+
+    async def cluster(_request: Request) -> Mapping[str, Any]:
+        summary, blacklist = await ask(source.cluster_and_blacklist)
+        return {"cluster": shapes.cluster_summary(summary), "nimbuses": shapes.nimbus_summary(summary)["nimbuses"],
+                "supervisors": shapes.supervisor_summary(summary, blacklist)["supervisors"],
+                "topologies": shapes.topology_summary(summary)["topologies"]}
+
+    async def topology(request: Request) -> Mapping[str, Any]:
+        window, sys = window_and_sys(request.query_params)
+        parts = await ask(source.topology, request.path_params["id"])
+        return topology_view(parts, now_secs=now(), window=window, sys=sys)
+
+    async def component(request: Request) -> Mapping[str, Any]:
+        window, sys = window_and_sys(request.query_params)
+        parts = await ask(source.topology, request.path_params["id"])
+        return {"component": shapes.component_page(parts.info, parts.topology, request.path_params["component"],
+                                                   now_secs=now(), window=window, sys=sys)}
+
+    async def supervisor(request: Request) -> Mapping[str, Any]:
+        summary, blacklist, infos = await ask(source.cluster_with_topologies)
+        return {"page": shapes.supervisor_page(summary, blacklist, infos, supervisor_id=request.path_params["id"])}
+
+    return [
+        Route("/", page("cluster.html", cluster), include_in_schema=False),
+        Route("/topology/{id}", page("topology.html", topology), include_in_schema=False),
+        Route("/topology/{id}/component/{component:path}", page("component.html", component),
+              include_in_schema=False),
+        Route("/supervisor/{id:path}", page("supervisor.html", supervisor), include_in_schema=False),
+        Mount("/static", StaticFiles(packages=[("ui", "static")]), name="static"),
+    ]
+
