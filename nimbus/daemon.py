@@ -21,9 +21,10 @@ import structlog
 
 from nimbus import lifecycle, upgrade
 from nimbus.assign import AssignEvent, AssignFailed, TopologyAssigner
-from nimbus.codestore import CodeStore, Downloads, Inbox, MissingTopology, check_package
+from nimbus.codestore import CodeStore, Downloads, Inbox, MissingTopology
 from nimbus.leader import LeaderElection, TimerChoice, delayed_action_choice
 from nimbus.monitor import HeartbeatTracker
+from nimbus.namedclasses import check_named_classes
 from nimbus.replication import CodeReplication
 from nimbus.scheduler import AssignType, Component
 from nimbus.scheduler.model import scheduler_components
@@ -240,44 +241,50 @@ class Nimbus:
         submitted_conf = self._submitted_conf(json_conf)
         merged = {**self.conf, **submitted_conf} if isinstance(submitted_conf, dict) else submitted_conf
         topo.validate_topology(name, user_topology, merged)  # also refuses a conf that is not an object
-        if replace:
-            self._remove_for_replacement(self.find_id(name))
-        with self._lock:
-            if name in self.alive_names() or name in self._submitting:
-                raise storm.AlreadyAliveException(msg=f"topology {name!r} is already alive")
-            topology_id = topo.topology_id(name, next(self._counter), self.clock.time())
-            self._submitting[name] = topology_id
-        package = None
+        replaced = self.find_id(name) if replace else None
+        package = self.inbox.claim(location) if location else None
         try:
-            package = self.inbox.claim(location) if location else None
-            if package is not None:
-                check_package(package, user_topology)
-            normalized, topology_conf = topo.normalize(user_topology, without_submit_flags(submitted_conf), name=name)
-            topology_conf["topology.id"] = topology_id
-            system = topo.system_topology(normalized, {**self.conf, **topology_conf})
-            tasks = topo.make_tasks(system)
-            self.code.put(topology_id, package=package, conf=topology_conf, topology=normalized, system=system)
-            self.zk.write(paths.tasks(topology_id), tasks)
-            self.zk.write(paths.taskbeats(topology_id), TaskHeartbeats(topo.topology_master_task(tasks) or 0))
-            self.zk.create(paths.task_errors_root(topology_id))
-            self.zk.create(paths.upgrading_workers(topology_id))
-            self.zk.create(paths.upgraded_workers(topology_id))
-            self._await_replicas(topology_id, topology_conf)
-            self._assign(AssignEvent(topology_id, name))
-            self.require_leader()  # demoted while waiting: the new leader will clean up, not us
-            now = int(self.clock.time())
-            workers = int(self.merged_conf(topology_id)["topology.workers"])
-            self.zk.write(paths.topology(topology_id), StormBase(name, initial_status, now, workers))
-        except Exception:
-            self._remove_state(topology_id)
-            raise
+            check_named_classes(package, user_topology)  # before the topology it replaces is removed
+            if replaced is not None:
+                self._remove_for_replacement(replaced)
+            with self._lock:
+                if name in self.alive_names() or name in self._submitting:
+                    raise storm.AlreadyAliveException(msg=f"topology {name!r} is already alive")
+                topology_id = topo.topology_id(name, next(self._counter), self.clock.time())
+                self._submitting[name] = topology_id
+            try:
+                self._store_and_start(topology_id, name, package, user_topology, submitted_conf, initial_status)
+            except Exception:
+                self._remove_state(topology_id)
+                raise
+            finally:
+                with self._lock:
+                    self._submitting.pop(name, None)
         finally:
             if package is not None:
                 package.unlink(missing_ok=True)  # the code store has its own copy
-            with self._lock:
-                self._submitting.pop(name, None)
-        log.info("topology submitted", topology_id=topology_id, tasks=len(tasks.tasks))
         return topology_id
+
+    def _store_and_start(self, topology_id: str, name: str, package: Path | None, user_topology: Any,
+                         submitted_conf: Mapping[str, Any], initial_status: TopologyStatus) -> None:
+        """Submit's steps once the topology is checked: code, ``/tasks``, replicas, assignment, ``/topology`` last."""
+        normalized, topology_conf = topo.normalize(user_topology, without_submit_flags(submitted_conf), name=name)
+        topology_conf["topology.id"] = topology_id
+        system = topo.system_topology(normalized, {**self.conf, **topology_conf})
+        tasks = topo.make_tasks(system)
+        self.code.put(topology_id, package=package, conf=topology_conf, topology=normalized, system=system)
+        self.zk.write(paths.tasks(topology_id), tasks)
+        self.zk.write(paths.taskbeats(topology_id), TaskHeartbeats(topo.topology_master_task(tasks) or 0))
+        self.zk.create(paths.task_errors_root(topology_id))
+        self.zk.create(paths.upgrading_workers(topology_id))
+        self.zk.create(paths.upgraded_workers(topology_id))
+        self._await_replicas(topology_id, topology_conf)
+        self._assign(AssignEvent(topology_id, name))
+        self.require_leader()  # demoted while waiting: the new leader will clean up, not us
+        now = int(self.clock.time())
+        workers = int(self.merged_conf(topology_id)["topology.workers"])
+        self.zk.write(paths.topology(topology_id), StormBase(name, initial_status, now, workers))
+        log.info("topology submitted", topology_id=topology_id, tasks=len(tasks.tasks))
 
     def restart(self, name: str, json_conf: str) -> str:
         """Resubmit the running topology's current code under a new id, ``json_conf`` merged into its conf."""
@@ -493,9 +500,9 @@ class Nimbus:
         """Store a code version from the upload at ``location`` (without one: the current version's package)."""
         package = self.inbox.claim(location) if location else None
         try:
-            if package is not None:
-                check_package(package, put["topology"])
-            self.code.put(topology_id, package=package or self.code.package(topology_id), **put)
+            stored = package or self.code.package(topology_id)
+            check_named_classes(stored, put["topology"])
+            self.code.put(topology_id, package=stored, **put)
             self.replication.publish(topology_id)
         finally:
             if package is not None:

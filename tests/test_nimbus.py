@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import threading
 import time
 import zipfile
@@ -397,7 +398,14 @@ def test_every_validation_rule_reaches_a_thrift_client(cluster: Cluster, leader:
     with pytest.raises(storm.InvalidTopologyException, match="topology name"):
         client.submitTopology("bad/name", "", "{}", valid_topology())
     assert cluster.zk.children(paths.TOPOLOGIES) == [] and client.getClusterInfo().topologies == []
-    client.submitTopology("wc", "", json.dumps({"topology.workers": 2}), valid_topology())  # still serving
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as package:  # the package of the Python bolts that every rule names
+        package.writestr("wordcount/__init__.py", "")
+        package.writestr("wordcount/bolts.py", "class Split: ...\nclass Count: ...\n")
+    location = client.beginFileUpload()
+    client.uploadChunk(location, buffer.getvalue())
+    client.finishFileUpload(location)
+    client.submitTopology("wc", location, json.dumps({"topology.workers": 2}), valid_topology())  # still serving
 
 
 def test_pending_rebalance_survives_a_nimbus_restart(cluster: Cluster, leader: Nimbus) -> None:
@@ -722,3 +730,64 @@ def test_a_package_without_the_topologys_module_is_refused_at_submit(cluster: Cl
         package.writestr("wc_bolts/__init__.py", "class Split: ...\n")
     client.submitTopology("wc", upload(buffer.getvalue()), json.dumps({"topology.workers": 2}), topology)
     assert client.getTopologyId("wc")
+
+
+def python(module: str, name: str, *args: Any) -> Any:
+    return storm.ComponentObject(python_object=storm.PythonComponent(module, name, args_json=json.dumps(list(args))))
+
+
+def test_a_topology_naming_anything_but_a_component_class_is_refused_at_submit(cluster: Cluster,
+                                                                              leader: Nimbus) -> None:
+    """The issue's attack and its variants, over Thrift: a spout that names ``os.system`` with a command (no
+    package at all), a spout that names ``subprocess.Popen``, a package module that only imports ``system``,
+    a custom grouping naming ``os.system``, a spout class named as a bolt. Each is an InvalidTopologyException
+    naming the component and what the name is, and nothing is stored. Installed component classes and a
+    package's own classes are still accepted."""
+    client = cluster.client(leader)
+
+    def upload(files: dict[str, str]) -> str:
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as package:
+            for name, text in files.items():
+                package.writestr(name, text)
+        location = client.beginFileUpload()
+        client.uploadChunk(location, buffer.getvalue())
+        client.finishFileUpload(location)
+        return location
+
+    def with_spout(obj: Any) -> Any:
+        topology = word_count()
+        topology.spouts["sentences"].spout_object = obj
+        return topology
+
+    custom = word_count()
+    custom.bolts["split"].common.inputs = {storm.GlobalStreamId("sentences", "default"): storm.Grouping(
+        custom_serialized=json.dumps({"module": "os", "class": "system", "args": ["id"]}).encode())}
+    spout_as_bolt = word_count()
+    spout_as_bolt.bolts["split"].bolt_object = python("examples.wordcount", "SentenceSpout")
+    refused = [
+        (with_spout(python("os", "system", "id > proof.txt")), "",
+         "spout 'sentences' names os.system, a builtin function, not a Spout subclass"),
+        (with_spout(python("subprocess", "Popen", ["id"])), "",
+         "spout 'sentences' names subprocess.Popen, the class subprocess.Popen, not a Spout subclass"),
+        (with_spout(python("wc", "system", "id")), upload({"wc.py": "from os import system\n"}),
+         "spout 'sentences' names wc.system, which wc.py in the package does not define with a class statement"),
+        (custom, "", "the custom grouping of bolt 'split' names os.system, a builtin function, not a class with "
+                     "a choose_tasks"),
+        (spout_as_bolt, "", "bolt 'split' names examples.wordcount.SentenceSpout, the class "
+                            "examples.wordcount.SentenceSpout, not a Bolt subclass"),
+    ]
+    for topology, location, message in refused:
+        with pytest.raises(storm.InvalidTopologyException, match=re.escape(message)):
+            client.submitTopology("wc", location, json.dumps({"topology.workers": 2}), topology)
+    assert client.getClusterInfo().topologies == [] and list(leader.code.ids()) == []
+
+    accepted = with_spout(python("wc", "Sentences"))
+    accepted.bolts["split"].bolt_object = python("examples.wordcount", "SplitSentence")
+    package = upload({"wc.py": "import os\nif os:\n    class Sentences: ...\n"})
+    client.submitTopology("wc", package, json.dumps({"topology.workers": 2}), accepted)
+    running = client.getTopologyId("wc")
+    with pytest.raises(storm.InvalidTopologyException, match="names os.system"):  # as a hot deploy of it
+        client.submitTopology("wc", "", json.dumps({"topology.workers": 2, "topology.hot.deploy.enable": True}),
+                              refused[0][0])
+    assert client.getTopologyId("wc") == running, "a refused replacement leaves the running topology alone"
