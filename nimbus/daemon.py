@@ -93,7 +93,8 @@ class Nimbus:
 
         self.zk.start()
         self.assigner.start()
-        self.server = make_server((handler_factory or NimbusService)(self), "0.0.0.0", self.conf["nimbus.thrift.port"],
+        self.server = make_server((handler_factory or NimbusService)(self), self.conf["nimbus.thrift.bind.address"],
+                                  self.conf["nimbus.thrift.port"],
                                   max_frame_bytes=self.conf["nimbus.thrift.max_buffer_size"],
                                   client_timeout_ms=self.conf["storm.thrift.socket.timeout.ms"],
                                   request_timeout_ms=self.conf["nimbus.thrift.request.timeout.ms"],

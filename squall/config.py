@@ -233,6 +233,9 @@ KEYS: tuple[Key, ...] = (
         doc="Nimbus hosts clients try, in order, to find the leader (Storm 1.x+; 0.9 and JStorm used nimbus.host)."),
     Key("nimbus.thrift.port", "int", 6627, origin="storm", minimum=0, maximum=65535,
         doc="Nimbus Thrift port (framed binary); Storm's 6627 so Storm clients work (JStorm 8627); 0 binds a free port."),
+    Key("nimbus.thrift.bind.address", "str", "0.0.0.0", origin="squall",
+        doc="Address nimbus's Thrift server listens on: 0.0.0.0 every IPv4 interface, 127.0.0.1 this host only, "
+            "or one interface's address. Storm has no such key (its nimbus binds every interface)."),
     Key("nimbus.thrift.threads", "int", 64, origin="both", minimum=1,
         doc="Threads running Thrift calls in nimbus; a connection holds one only while its call runs."),
     Key("nimbus.thrift.max.connections", "int", 512, origin="squall", minimum=1,
@@ -297,6 +300,10 @@ KEYS: tuple[Key, ...] = (
         doc="Memory budget per worker in bytes, recorded in assignments for scheduling (JStorm)."),
     Key("worker.cpu.slot.num", "int", 1, origin="jstorm", minimum=1,
         doc="CPU weight per worker, recorded in assignments for scheduling (JStorm)."),
+    Key("worker.transfer.bind.address", "str", "0.0.0.0", origin="squall",
+        doc="Address workers listen on for other workers' tuples, from the supervisor's conf (a topology's conf "
+            "cannot move it): 0.0.0.0 every IPv4 interface, or the address storm.local.hostname resolves to. "
+            "Storm has no such key (its Netty server binds every interface)."),
     Key("worker.transfer.max.connections", "int", 1024, origin="squall", minimum=1,
         doc="Connections a worker accepts from other workers; when full, a newcomer takes the place of one still "
             "owing its handshake, else of the longest idle."),

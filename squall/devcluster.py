@@ -234,6 +234,11 @@ def dev_cluster_root(conf: Mapping[str, Any]) -> Path:
     return Path(conf["storm.local.dir"]) / "dev-cluster"
 
 
+#: A dev cluster without storm.local.hostname is one host on loopback: its daemons register and listen there only.
+LOOPBACK = {"storm.local.hostname": "127.0.0.1", "nimbus.thrift.bind.address": "127.0.0.1",
+            "worker.transfer.bind.address": "127.0.0.1"}
+
+
 def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = sys.stdout) -> int:
     """ZooKeeper, nimbus and ``supervisors`` supervisors in the foreground, until Ctrl-C, SIGTERM
     (``storm dev-cluster stop``) or one of them dies; then every process it started is stopped."""
@@ -243,7 +248,7 @@ def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = 
         print(f"a dev cluster already runs from {root} (pid {other}); `storm dev-cluster stop` stops it", file=out)
         return 1
     slots = [int(p) for p in conf["supervisor.slots.ports"]]
-    cluster = DevCluster(root, {**conf, "storm.local.hostname": conf.get("storm.local.hostname") or "127.0.0.1"})
+    cluster = DevCluster(root, {**conf, **(LOOPBACK if not conf.get("storm.local.hostname") else {})})
     died = threading.Event()
     write_atomically(pid_file, str(os.getpid()).encode())
     try:

@@ -39,7 +39,7 @@ from squall.zk.records import (
     Assignment, Blacklist, ComponentType, LoggerLevel, LoggerLevels, StormBase, SupervisorInfo, TaskBeat, TaskError,
     TaskInfo, TaskStats, TopologyTasks,
 )
-from support import wait_until
+from support import listening, other_address, wait_until
 from worker.layout import build_layout
 from worker.process import beat_requests
 
@@ -83,6 +83,7 @@ class Cluster:
 
     def __init__(self, zk_conf: dict[str, Any], tmp: Path, stack: ExitStack) -> None:
         self.conf = zk_conf | {"nimbus.thrift.port": 0, "storm.local.hostname": "127.0.0.1",
+                               "nimbus.thrift.bind.address": "127.0.0.1",
                                "topology.message.timeout.secs": MESSAGE_TIMEOUT,
                                "nimbus.task.timeout.secs": 30, "nimbus.task.launch.secs": 60,
                                "nimbus.monitor.freq.secs": 10, "nimbus.assign.timeout.secs": 60}
@@ -525,6 +526,22 @@ def test_garbage_on_the_port_does_not_stop_nimbus_answering(cluster: Cluster, le
     finally:
         for s in (silent, huge, noise):
             s.close()
+
+
+def test_nimbus_listens_on_its_bind_address_only(cluster: Cluster, leader: Nimbus) -> None:
+    """``nimbus.thrift.bind.address: 127.0.0.1`` (the tests' conf): nimbus listens on loopback, and a client that
+    comes through this host's other address is refused; the default listens on every interface."""
+    import os
+    import socket
+
+    assert ("127.0.0.1", leader.port) in listening(os.getpid())
+    assert ("0.0.0.0", leader.port) not in listening(os.getpid())
+    if (outside := other_address()) is not None:
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((outside, leader.port), timeout=5).close()
+    cluster.conf["nimbus.thrift.bind.address"] = "0.0.0.0"
+    everywhere = cluster.nimbus("n2")
+    assert ("0.0.0.0", everywhere.port) in listening(os.getpid())
 
 
 def holds(n: Nimbus, topology_id: str, version: int, leader: Nimbus) -> bool:

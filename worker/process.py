@@ -94,7 +94,7 @@ class Worker:
             self._assignment_ms = assignment.timestamp_ms
             self.runtime = WorkerRuntime(layout, placement, conf, report_error=self._report_error,
                                          report_beats=self._beats.offer, on_fatal=self._fatal,
-                                         listen=("0.0.0.0", self.port))
+                                         listen=(self.cluster_conf["worker.transfer.bind.address"], self.port))
             # Watch before any wait (tasks preparing, peers not listening yet): a reassignment that moves a
             # dead peer away must reach this worker at once, not at the next poll.
             self.zk.watch_data(paths.topology(self.topology_id), StormBase, self._on_status)
