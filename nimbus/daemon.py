@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import secrets
 import socket
 import threading
 import time
@@ -32,7 +33,7 @@ from squall import topology as topo
 from squall.clock import Clock, Periodic, RealClock, Timer
 from squall.thrift import ThriftServer, make_server, storm
 from squall.zk import paths
-from squall.zk.client import ZkClient
+from squall.zk.client import ZkClient, topology_acl
 from squall.zk.errors import record_task_error
 from squall.zk.records import (
     Assignment, AssignmentType, Blacklist, ErrorLevel, GrayUpgradeConf, LoggerLevel, LoggerLevels, StormBase,
@@ -271,12 +272,13 @@ class Nimbus:
         """Submit's steps once the topology is checked: code, ``/tasks``, replicas, assignment, ``/topology`` last."""
         normalized, topology_conf = topo.normalize(user_topology, without_submit_flags(submitted_conf), name=name)
         topology_conf["topology.id"] = topology_id
+        topology_conf.update(self._zk_credential(topology_id, topology_conf))
         system = topo.system_topology(normalized, {**self.conf, **topology_conf})
         tasks = topo.make_tasks(system)
         self.code.put(topology_id, package=package, conf=topology_conf, topology=normalized, system=system)
         self.zk.write(paths.tasks(topology_id), tasks)
         self.zk.write(paths.taskbeats(topology_id), TaskHeartbeats(topo.topology_master_task(tasks) or 0))
-        self.zk.create(paths.task_errors_root(topology_id))
+        self.zk.create(paths.task_errors_root(topology_id), acl=topology_acl(self.conf, topology_conf))
         self.zk.create(paths.upgrading_workers(topology_id))
         self.zk.create(paths.upgraded_workers(topology_id))
         self._await_replicas(topology_id, topology_conf)
@@ -325,6 +327,22 @@ class Nimbus:
                 time.sleep(0.05)  # other processes' doings, seen in ZooKeeper: nothing to wait on
         log.info("topology removed for its replacement", topology_id=topology_id,
                  workers_stopped=not slots, waited_secs=round(time.monotonic() - started, 3))
+
+    def _zk_credential(self, topology_id: str, topology_conf: Mapping[str, Any]) -> dict[str, str]:
+        """The topology's own ZooKeeper credential (Storm's ``storm.zookeeper.topology.auth.*``) when the daemons
+        authenticate to ZooKeeper: the one it came with or kept from its earlier version, else a new one. Its
+        workers use it instead of the daemons' credential, which they never get."""
+        if not self.conf.get("storm.zookeeper.auth.payload"):
+            return {}
+        try:
+            earlier = self.code.conf(topology_id)
+        except MissingTopology:
+            earlier = {}
+        keys = ("storm.zookeeper.topology.auth.scheme", "storm.zookeeper.topology.auth.payload")
+        for source in (topology_conf, earlier):
+            if source.get(keys[1]):
+                return {key: source[key] for key in keys}
+        return {keys[0]: "digest", keys[1]: f"{topology_id}:{secrets.token_urlsafe(24)}"}
 
     def _await_replicas(self, topology_id: str, topology_conf: Mapping[str, Any]) -> None:
         """Publish the new code, then wait for ``topology.min.replication.count`` nimbuses to hold it, at most
@@ -479,6 +497,7 @@ class Nimbus:
             normalized, topology_conf = topo.normalize(user_topology, {
                 **without_submit_flags(submitted), "topology.workers": old_conf["topology.workers"]}, name=name)
             topology_conf["topology.id"] = topology_id
+            topology_conf.update(self._zk_credential(topology_id, topology_conf))
             system = topo.system_topology(normalized, {**self.conf, **topology_conf})
             self._check_workers_known(topology_id, request)
             changed = upgrade.shape_differences(upgrade.shape(self.code.system_topology(topology_id)),

@@ -26,6 +26,7 @@ import structlog
 
 from squall.cli.options import common_options, load_or_exit
 from squall.clock import RealClock
+from squall.config import without_secrets
 from squall.local_state import (
     CODE_FILES, code_dir, fetched_for, heartbeat_file, put_code_on_path, write_heartbeat,
 )
@@ -63,7 +64,7 @@ class Worker:
         self.host = host or conf.get("storm.local.hostname") or "localhost"
         self.done = threading.Event()
         self.exit_code = 0
-        self.zk = ZkClient(conf)
+        self.zk: ZkClient
         self.clock = RealClock()
         self.log_levels = LogLevelOverrides(self.clock)  # storm set_log_level
         self.runtime: WorkerRuntime | None = None
@@ -83,6 +84,7 @@ class Worker:
     def run(self) -> int:
         """Run until unassigned, stopped or failed; the exit status for the process."""
         conf = self._load_code()
+        self.zk = ZkClient(self._stored_conf())  # with the topology's own ZooKeeper credential, if it has one
         self.zk.start()
         self.zk.watch_data(paths.log_config(self.topology_id), LoggerLevels, self.log_levels.apply)
         try:
@@ -139,7 +141,11 @@ class Worker:
         return self._conf()
 
     def _conf(self) -> dict[str, Any]:
-        """The topology conf over the cluster conf; after ``update_topology``, the updated version's conf."""
+        """The conf the tasks see: the topology conf over the cluster conf (after ``update_topology``, the
+        updated version's), without secrets (the topology's ZooKeeper credential is for this process's session)."""
+        return without_secrets(self._stored_conf())
+
+    def _stored_conf(self) -> dict[str, Any]:
         return {**self.cluster_conf, **json.loads(self._conf_file.read_text())}
 
     def _read_layout(self, conf: Mapping[str, Any]) -> tuple[TopologyLayout, Placement, Assignment]:
