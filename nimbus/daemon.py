@@ -31,7 +31,9 @@ from nimbus.scheduler import AssignType, Component
 from nimbus.scheduler.model import scheduler_components
 from squall import topology as topo
 from squall.clock import Clock, Periodic, RealClock, Timer
+from squall.config import ConfigError
 from squall.thrift import ThriftServer, make_server, storm
+from squall.tls import server_context
 from squall.zk import paths
 from squall.zk.client import ZkClient, topology_acl
 from squall.zk.errors import record_task_error
@@ -78,6 +80,7 @@ class Nimbus:
         self.assigner = TopologyAssigner(self.zk, self.clock, self.topology_source,
                                          code_dir=lambda tid: str(local / "stormdist" / tid))
         self.server: ThriftServer | None = None
+        self.tls_server: ThriftServer | None = None
         self.election: LeaderElection | None = None
         self.replication: CodeReplication | None = None
         self._lock = threading.RLock()  # one topology change at a time
@@ -94,31 +97,46 @@ class Nimbus:
 
         self.zk.start()
         self.assigner.start()
-        self.server = make_server((handler_factory or NimbusService)(self), self.conf["nimbus.thrift.bind.address"],
-                                  self.conf["nimbus.thrift.port"],
-                                  max_frame_bytes=self.conf["nimbus.thrift.max_buffer_size"],
-                                  client_timeout_ms=self.conf["storm.thrift.socket.timeout.ms"],
-                                  request_timeout_ms=self.conf["nimbus.thrift.request.timeout.ms"],
-                                  threads=self.conf["nimbus.thrift.threads"],
-                                  max_connections=self.conf["nimbus.thrift.max.connections"]).start()
-        self._port = self.server.port
+        self.server, self.tls_server = self._serve((handler_factory or NimbusService)(self))
+        self._port = (self.server or self.tls_server).port  # the plain one's, else (TLS only) the TLS one's
+        tls_port = self.tls_server.port if self.tls_server is not None else 0
         self.replication = CodeReplication(self.zk, self.code, self.conf, self.clock, self.host, self._port,
-                                           is_elected=lambda: self.election is not None and self.election.is_leader
-                                           ).start()
+                                           is_elected=lambda: self.election is not None and self.election.is_leader,
+                                           tls_port=tls_port).start()
         self.election = LeaderElection(self.zk, self.host, self._port, self.clock,
-                                       on_elected=self._lead, on_demoted=self._follow).start()
-        log.info("nimbus started", host=self.host, port=self.server.port)
+                                       on_elected=self._lead, on_demoted=self._follow, tls_port=tls_port).start()
+        log.info("nimbus started", host=self.host, port=self._port, tls_port=tls_port or None)
         return self
+
+    def _serve(self, service: object) -> tuple[ThriftServer | None, ThriftServer | None]:
+        """The plain Thrift listener (``nimbus.thrift.port``, unless ``nimbus.thrift.tls.server.only``) and the
+        mutual-TLS one (``nimbus.thrift.tls.port``, when set), serving the same calls."""
+        conf = self.conf
+        tls_port, tls_only = conf["nimbus.thrift.tls.port"], conf["nimbus.thrift.tls.server.only"]
+        if tls_only and tls_port is None:
+            raise ConfigError("nimbus.thrift.tls.server.only is true but nimbus.thrift.tls.port is not set: "
+                              "nimbus would serve nothing")
+        serving = dict(max_frame_bytes=conf["nimbus.thrift.max_buffer_size"],
+                       client_timeout_ms=conf["storm.thrift.socket.timeout.ms"],
+                       request_timeout_ms=conf["nimbus.thrift.request.timeout.ms"],
+                       threads=conf["nimbus.thrift.threads"], max_connections=conf["nimbus.thrift.max.connections"])
+        bind = conf["nimbus.thrift.bind.address"]
+        tls = (make_server(service, bind, tls_port, name="nimbus-thrift-tls", ssl_context=server_context(conf),
+                           **serving).start() if tls_port is not None else None)
+        plain = None if tls_only else make_server(service, bind, conf["nimbus.thrift.port"], **serving).start()
+        return plain, tls
 
     def stop(self) -> None:
         """Step down, stop serving, disconnect; calling it twice is harmless."""
-        election, server, self.election, self.server = self.election, self.server, None, None
+        election, servers = self.election, (self.server, self.tls_server)
+        self.election, self.server, self.tls_server = None, None, None
         if election is None:
             return
         self._follow()
         election.stop()
-        if server is not None:
-            server.stop()
+        for server in servers:
+            if server is not None:
+                server.stop()
         if self.replication is not None:
             self.replication.stop()
         self.assigner.stop()

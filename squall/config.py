@@ -255,6 +255,30 @@ KEYS: tuple[Key, ...] = (
     Key("nimbus.thrift.client.max_buffer_size", "int", 67108864, origin="squall", minimum=1,
         doc="Largest Thrift reply a Squall client reads from nimbus, in bytes; getTopologyInfo of a 10,000-task "
             "topology is ~5 MB (requests stay capped by nimbus.thrift.max_buffer_size)."),
+    # Thrift over mutual TLS (Storm 2.7's keys; files are PEM, not Java keystores) ----------------------
+    Key("nimbus.thrift.tls.port", "int", None, origin="storm", nullable=True, minimum=0, maximum=65535,
+        doc="Port of nimbus's TLS listener (mutual TLS: clients must present a certificate the truststore "
+            "trusts); null means none (Storm 2.7 suggests 6067). 0 binds a free port."),
+    Key("nimbus.thrift.tls.server.only", "bool", False, origin="storm",
+        doc="Serve only the TLS listener: the plain nimbus.thrift.port is not opened (the secure profile). "
+            "Storm 1.x clients such as streamparse speak plain Thrift only."),
+    Key("nimbus.thrift.tls.server.keystore.path", "str", None, origin="storm", nullable=True,
+        doc="PEM file with nimbus's certificate (chain) and private key, for its TLS listener; the certificate "
+            "must name the host clients connect to (subjectAltName)."),
+    Key("nimbus.thrift.tls.server.keystore.password", "str", None, origin="storm", nullable=True, secret=True,
+        doc="Password of the private key in nimbus.thrift.tls.server.keystore.path, if it is encrypted."),
+    Key("nimbus.thrift.tls.server.truststore.path", "str", None, origin="storm", nullable=True,
+        doc="PEM file of the CA certificates client certificates must chain to."),
+    Key("nimbus.thrift.client.use.tls", "bool", False, origin="storm",
+        doc="Squall's clients (storm CLI, Python client, supervisors, workers, other nimbuses) reach nimbus "
+            "through its TLS listener with the client certificate below."),
+    Key("nimbus.thrift.tls.client.keystore.path", "str", None, origin="storm", nullable=True,
+        doc="PEM file with this client's certificate (chain) and private key; the certificate's subject common "
+            "name is the principal nimbus sees."),
+    Key("nimbus.thrift.tls.client.keystore.password", "str", None, origin="storm", nullable=True, secret=True,
+        doc="Password of the private key in nimbus.thrift.tls.client.keystore.path, if it is encrypted."),
+    Key("nimbus.thrift.tls.client.truststore.path", "str", None, origin="storm", nullable=True,
+        doc="PEM file of the CA certificates nimbus's certificate must chain to."),
     Key("storm.thrift.socket.timeout.ms", "int", 600000, origin="storm", minimum=1,
         doc="Client socket timeout for Thrift calls to nimbus; above nimbus.assign.timeout.secs so a submit can wait. "
             "Nimbus closes a connection idle this long between calls."),

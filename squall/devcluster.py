@@ -25,7 +25,9 @@ from thriftpy2.thrift import TClient
 import squall
 from squall.devzk import LocalZooKeeper, free_port
 from squall.local_state import workers_dir, write_atomically
+from squall.nimbus_client import port_for
 from squall.thrift import connect
+from squall.tls import client_context
 from squall.zk import paths
 from squall.zk.client import ZkClient
 from squall.zk.records import NimbusMaster
@@ -79,6 +81,7 @@ class DevCluster:
         self.daemons: dict[str, subprocess.Popen[bytes]] = {}
         self.ports: dict[str, list[int]] = {}  # supervisor name → its slots
         self.nimbus_ports: dict[str, int] = {}  # nimbus name → its Thrift port
+        self.tls_ports: dict[str, int] = {}  # nimbus name → its TLS listener's port, when it has one
         self.hosts: dict[str, str] = {}  # daemon name → its storm.local.hostname, when not the cluster's
         self.prefixes: dict[str, Sequence[str]] = {}  # daemon name → what its command runs under (ip netns exec …)
         self._zk: ZkClient | None = None
@@ -99,6 +102,8 @@ class DevCluster:
             extra["supervisor.slots.ports"] = self.ports[name]
         if name in self.nimbus_ports:
             extra["nimbus.thrift.port"] = self.nimbus_ports[name]
+        if name in self.tls_ports:
+            extra["nimbus.thrift.tls.port"] = self.tls_ports[name]
         if name in self.hosts:
             extra["storm.local.hostname"] = self.hosts[name]
         return {**self.conf, "storm.local.dir": str(self.root / name), **extra}
@@ -108,6 +113,10 @@ class DevCluster:
         with ``lead=False``, once it has joined as a follower."""
         port = int(self.conf["nimbus.thrift.port"]) or free_port()  # 0: a new port each life, told apart
         self.nimbus_ports[name] = port
+        if self.conf.get("nimbus.thrift.tls.port") is not None:
+            self.tls_ports[name] = int(self.conf["nimbus.thrift.tls.port"]) or free_port()
+            if self.conf.get("nimbus.thrift.tls.server.only"):
+                port = self.tls_ports[name]  # the only port it serves, and the one it is known by
         process = self._start(name, "nimbus")
         host = self.conf.get("storm.local.hostname") or "127.0.0.1"
         joined = ((lambda: self.leader_port() == port) if lead
@@ -209,7 +218,8 @@ class DevCluster:
         master = self.zk.read(paths.NIMBUS_MASTER, NimbusMaster)
         if master is None:
             raise RuntimeError("no nimbus leads")
-        with connect(master.host, master.port, timeout_ms) as client:
+        port = port_for(self.conf, master.host, master.port, master.tls_port)
+        with connect(master.host, port, timeout_ms, tls=client_context(self.conf)) as client:
             yield client
 
     def log_file(self, name: str) -> Path:

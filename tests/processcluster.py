@@ -49,9 +49,10 @@ class ProcessCluster(DevCluster):
         return {"nimbus.seeds": [f"127.0.0.1:{self.nimbus_ports['nimbus']}"], "squall.log.format": "json",
                 **{k: self.conf[k] for k in ("storm.zookeeper.servers", "storm.zookeeper.port", "storm.zookeeper.root")}}
 
-    def cli(self, *argv: str) -> int:
-        """``storm ARGV`` against this cluster, in this process."""
-        options = [arg for key, value in self.client_conf().items() for arg in ("-c", f"{key}={json.dumps(value)}")]
+    def cli(self, *argv: str, conf: dict[str, Any] | None = None) -> int:
+        """``storm ARGV`` against this cluster, in this process (``conf``: what to set beside the client conf)."""
+        options = [arg for key, value in {**self.client_conf(), **(conf or {})}.items()
+                   for arg in ("-c", f"{key}={json.dumps(value)}")]
         return main(options + list(argv))
 
     def assignment(self, topology_id: str) -> Assignment | None:

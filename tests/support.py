@@ -136,3 +136,22 @@ def other_address() -> str | None:
     """An IPv4 address of this host that is not loopback, if it has one: what a client on another host uses."""
     return next((a.address for addresses in psutil.net_if_addrs().values() for a in addresses
                  if a.family == socket.AF_INET and not a.address.startswith("127.")), None)
+
+
+def make_certs(directory: Path, *clients: str) -> Path:
+    """A CA in ``directory`` (``ca.pem``) and, by ``deploy/make-certs.sh``, ``nimbus.pem`` (a nimbus certificate
+    for 127.0.0.1 and localhost) and ``<client>.pem`` for each client principal."""
+    script = REPO / "deploy" / "make-certs.sh"
+    for argv in (["ca"], ["nimbus", "nimbus", "localhost", "127.0.0.1"], *(["client", c] for c in clients)):
+        subprocess.run([str(script), str(directory), *argv], check=True, capture_output=True, timeout=60)
+    return directory
+
+
+def tls_conf(certs: Path, client: str, *, server: str = "nimbus") -> dict[str, Any]:
+    """The conf keys of mutual TLS with the certificates of :func:`make_certs`: nimbus serves with ``server``'s,
+    clients present ``client``'s."""
+    return {"nimbus.thrift.tls.server.keystore.path": str(certs / f"{server}.pem"),
+            "nimbus.thrift.tls.server.truststore.path": str(certs / "ca.pem"),
+            "nimbus.thrift.client.use.tls": True,
+            "nimbus.thrift.tls.client.keystore.path": str(certs / f"{client}.pem"),
+            "nimbus.thrift.tls.client.truststore.path": str(certs / "ca.pem")}

@@ -39,7 +39,7 @@ from squall.zk.records import (
     Assignment, Blacklist, ComponentType, LoggerLevel, LoggerLevels, StormBase, SupervisorInfo, TaskBeat, TaskError,
     TaskInfo, TaskStats, TopologyTasks,
 )
-from support import listening, other_address, wait_until
+from support import listening, make_certs, other_address, tls_conf, wait_until
 from worker.layout import build_layout
 from worker.process import beat_requests
 
@@ -542,6 +542,31 @@ def test_nimbus_listens_on_its_bind_address_only(cluster: Cluster, leader: Nimbu
     cluster.conf["nimbus.thrift.bind.address"] = "0.0.0.0"
     everywhere = cluster.nimbus("n2")
     assert ("0.0.0.0", everywhere.port) in listening(os.getpid())
+
+
+def test_a_tls_listener_beside_the_plain_port_leaves_storm_1_clients_working(cluster: Cluster,
+                                                                            tmp_path: Path) -> None:
+    """``nimbus.thrift.tls.port`` without ``server.only``: a Storm 1.x client (streamparse's IDL and transport)
+    still lists topologies on the plain port, while Squall's client with a certificate uses the TLS port, found
+    through ZooKeeper and getLeader; both listeners serve the same nimbus."""
+    from squall.nimbus_client import leader_address, nimbus_client
+
+    certs = make_certs(tmp_path / "certs", "alice")
+    cluster.conf.update(tls_conf(certs, "alice"), **{"nimbus.thrift.tls.port": 0})
+    n = cluster.nimbus()
+    wait_until(lambda: n.is_leader, what="nimbus to lead")
+    storm_1 = make_client(storm_idl.Nimbus, "127.0.0.1", n.port, proto_factory=TBinaryProtocolFactory(),
+                          trans_factory=TFramedTransportFactory(), timeout=5000)
+    try:
+        assert storm_1.getClusterInfo().topologies == []
+        assert storm_1.getLeader().port == n.port
+    finally:
+        storm_1.close()
+    tls_port = n.tls_server.port
+    assert tls_port != n.port and leader_address(cluster.conf, cluster.zk) == ("127.0.0.1", tls_port)
+    with nimbus_client({**cluster.conf, "nimbus.seeds": [f"127.0.0.1:{tls_port}"]}) as client:
+        assert client.getLeader().tlsPort == tls_port
+        assert [s.tlsPort for s in client.getClusterInfo().nimbuses] == [tls_port]
 
 
 def holds(n: Nimbus, topology_id: str, version: int, leader: Nimbus) -> bool:

@@ -35,6 +35,7 @@ from squall.logs import configure_logging
 from squall.nimbus_client import leader_address
 from squall.stats import to_executor_stats
 from squall.thrift import from_bytes, open_client, storm
+from squall.tls import client_context
 from squall.topology import TOPOLOGY_MASTER, system_topology
 from squall.zk import paths
 from squall.zk.client import ZkClient
@@ -260,7 +261,8 @@ class Worker:
                 if client is None:
                     host, port = leader_address(conf, self.zk)
                     client = open_client(host, port, int(conf["storm.thrift.socket.timeout.ms"]),
-                                         max_frame_bytes=int(conf["nimbus.thrift.client.max_buffer_size"]))
+                                         max_frame_bytes=int(conf["nimbus.thrift.client.max_buffer_size"]),
+                                         tls=client_context(conf))
                 for request in beat_requests(self.topology_id, layout, beats):
                     client.updateTaskHeartbeat(request)
             except storm.NotAliveException:
