@@ -222,6 +222,8 @@ struct NimbusSummary {
   3: required i32 uptime_secs;
   4: required bool isLeader;
   5: required string version;
+  // Storm 2.7's: the port of nimbus's TLS listener (nimbus.thrift.tls.port), unset when it has none.
+  6: optional i32 tlsPort;
 }
 
 struct ClusterSummary {

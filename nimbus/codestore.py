@@ -8,7 +8,6 @@ these directories. Uploads are size-bounded and sessions expire on the injected 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import re
 import secrets
@@ -23,7 +22,6 @@ from typing import Any, BinaryIO
 
 from squall.clock import Clock
 from squall.local_state import CODE_FILES
-from squall.submitcheck import component_classes
 from squall.thrift import from_bytes, storm, to_bytes
 
 _TOPOLOGY_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}-\d+-\d+$")
@@ -36,25 +34,6 @@ class UploadError(Exception):
 
     Its text names the upload by file name only, never by a path on nimbus's disk: clients see it.
     """
-
-
-def check_package(package: Path, topology: Any) -> None:
-    """Refuse a package a worker could not load ``topology`` from: every module its Python components (and
-    custom groupings) are imported from must be in the zip, or come with Squall's own environment.
-
-    Without this a package lacking the topology's module was accepted and every worker crash-looped on
-    the import. Names only are checked (nimbus never runs user code); ``storm jar`` imports them first.
-
-        check_package(Path("wc.zip"), topology)   # UploadError naming the missing module and component
-    """
-    with zipfile.ZipFile(package) as archive:
-        names = archive.namelist()
-    tops = {name.split("/", 1)[0].split(".", 1)[0] for name in names}
-    for what, module, _class in component_classes(topology):
-        top = module.partition(".")[0]
-        if top and top not in tops and importlib.util.find_spec(top) is None:
-            raise UploadError(f"the package has no module {module!r}, which {what} is imported from; "
-                              "package the topology's sources with it (storm jar does)")
 
 
 class DownloadError(Exception):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import secrets
 import socket
 import threading
 import time
@@ -21,17 +22,20 @@ import structlog
 
 from nimbus import lifecycle, upgrade
 from nimbus.assign import AssignEvent, AssignFailed, TopologyAssigner
-from nimbus.codestore import CodeStore, Downloads, Inbox, MissingTopology, check_package
+from nimbus.codestore import CodeStore, Downloads, Inbox, MissingTopology
 from nimbus.leader import LeaderElection, TimerChoice, delayed_action_choice
 from nimbus.monitor import HeartbeatTracker
+from nimbus.namedclasses import check_named_classes
 from nimbus.replication import CodeReplication
 from nimbus.scheduler import AssignType, Component
 from nimbus.scheduler.model import scheduler_components
 from squall import topology as topo
 from squall.clock import Clock, Periodic, RealClock, Timer
+from squall.config import ConfigError
 from squall.thrift import ThriftServer, make_server, storm
+from squall.tls import server_context
 from squall.zk import paths
-from squall.zk.client import ZkClient
+from squall.zk.client import ZkClient, topology_acl
 from squall.zk.errors import record_task_error
 from squall.zk.records import (
     Assignment, AssignmentType, Blacklist, ErrorLevel, GrayUpgradeConf, LoggerLevel, LoggerLevels, StormBase,
@@ -76,6 +80,7 @@ class Nimbus:
         self.assigner = TopologyAssigner(self.zk, self.clock, self.topology_source,
                                          code_dir=lambda tid: str(local / "stormdist" / tid))
         self.server: ThriftServer | None = None
+        self.tls_server: ThriftServer | None = None
         self.election: LeaderElection | None = None
         self.replication: CodeReplication | None = None
         self._lock = threading.RLock()  # one topology change at a time
@@ -92,30 +97,46 @@ class Nimbus:
 
         self.zk.start()
         self.assigner.start()
-        self.server = make_server((handler_factory or NimbusService)(self), "0.0.0.0", self.conf["nimbus.thrift.port"],
-                                  max_frame_bytes=self.conf["nimbus.thrift.max_buffer_size"],
-                                  client_timeout_ms=self.conf["storm.thrift.socket.timeout.ms"],
-                                  request_timeout_ms=self.conf["nimbus.thrift.request.timeout.ms"],
-                                  threads=self.conf["nimbus.thrift.threads"],
-                                  max_connections=self.conf["nimbus.thrift.max.connections"]).start()
-        self._port = self.server.port
+        self.server, self.tls_server = self._serve((handler_factory or NimbusService)(self))
+        self._port = (self.server or self.tls_server).port  # the plain one's, else (TLS only) the TLS one's
+        tls_port = self.tls_server.port if self.tls_server is not None else 0
         self.replication = CodeReplication(self.zk, self.code, self.conf, self.clock, self.host, self._port,
-                                           is_elected=lambda: self.election is not None and self.election.is_leader
-                                           ).start()
+                                           is_elected=lambda: self.election is not None and self.election.is_leader,
+                                           tls_port=tls_port).start()
         self.election = LeaderElection(self.zk, self.host, self._port, self.clock,
-                                       on_elected=self._lead, on_demoted=self._follow).start()
-        log.info("nimbus started", host=self.host, port=self.server.port)
+                                       on_elected=self._lead, on_demoted=self._follow, tls_port=tls_port).start()
+        log.info("nimbus started", host=self.host, port=self._port, tls_port=tls_port or None)
         return self
+
+    def _serve(self, service: object) -> tuple[ThriftServer | None, ThriftServer | None]:
+        """The plain Thrift listener (``nimbus.thrift.port``, unless ``nimbus.thrift.tls.server.only``) and the
+        mutual-TLS one (``nimbus.thrift.tls.port``, when set), serving the same calls."""
+        conf = self.conf
+        tls_port, tls_only = conf["nimbus.thrift.tls.port"], conf["nimbus.thrift.tls.server.only"]
+        if tls_only and tls_port is None:
+            raise ConfigError("nimbus.thrift.tls.server.only is true but nimbus.thrift.tls.port is not set: "
+                              "nimbus would serve nothing")
+        serving = dict(max_frame_bytes=conf["nimbus.thrift.max_buffer_size"],
+                       client_timeout_ms=conf["storm.thrift.socket.timeout.ms"],
+                       request_timeout_ms=conf["nimbus.thrift.request.timeout.ms"],
+                       threads=conf["nimbus.thrift.threads"], max_connections=conf["nimbus.thrift.max.connections"])
+        bind = conf["nimbus.thrift.bind.address"]
+        tls = (make_server(service, bind, tls_port, name="nimbus-thrift-tls", ssl_context=server_context(conf),
+                           **serving).start() if tls_port is not None else None)
+        plain = None if tls_only else make_server(service, bind, conf["nimbus.thrift.port"], **serving).start()
+        return plain, tls
 
     def stop(self) -> None:
         """Step down, stop serving, disconnect; calling it twice is harmless."""
-        election, server, self.election, self.server = self.election, self.server, None, None
+        election, servers = self.election, (self.server, self.tls_server)
+        self.election, self.server, self.tls_server = None, None, None
         if election is None:
             return
         self._follow()
         election.stop()
-        if server is not None:
-            server.stop()
+        for server in servers:
+            if server is not None:
+                server.stop()
         if self.replication is not None:
             self.replication.stop()
         self.assigner.stop()
@@ -240,44 +261,51 @@ class Nimbus:
         submitted_conf = self._submitted_conf(json_conf)
         merged = {**self.conf, **submitted_conf} if isinstance(submitted_conf, dict) else submitted_conf
         topo.validate_topology(name, user_topology, merged)  # also refuses a conf that is not an object
-        if replace:
-            self._remove_for_replacement(self.find_id(name))
-        with self._lock:
-            if name in self.alive_names() or name in self._submitting:
-                raise storm.AlreadyAliveException(msg=f"topology {name!r} is already alive")
-            topology_id = topo.topology_id(name, next(self._counter), self.clock.time())
-            self._submitting[name] = topology_id
-        package = None
+        replaced = self.find_id(name) if replace else None
+        package = self.inbox.claim(location) if location else None
         try:
-            package = self.inbox.claim(location) if location else None
-            if package is not None:
-                check_package(package, user_topology)
-            normalized, topology_conf = topo.normalize(user_topology, without_submit_flags(submitted_conf), name=name)
-            topology_conf["topology.id"] = topology_id
-            system = topo.system_topology(normalized, {**self.conf, **topology_conf})
-            tasks = topo.make_tasks(system)
-            self.code.put(topology_id, package=package, conf=topology_conf, topology=normalized, system=system)
-            self.zk.write(paths.tasks(topology_id), tasks)
-            self.zk.write(paths.taskbeats(topology_id), TaskHeartbeats(topo.topology_master_task(tasks) or 0))
-            self.zk.create(paths.task_errors_root(topology_id))
-            self.zk.create(paths.upgrading_workers(topology_id))
-            self.zk.create(paths.upgraded_workers(topology_id))
-            self._await_replicas(topology_id, topology_conf)
-            self._assign(AssignEvent(topology_id, name))
-            self.require_leader()  # demoted while waiting: the new leader will clean up, not us
-            now = int(self.clock.time())
-            workers = int(self.merged_conf(topology_id)["topology.workers"])
-            self.zk.write(paths.topology(topology_id), StormBase(name, initial_status, now, workers))
-        except Exception:
-            self._remove_state(topology_id)
-            raise
+            check_named_classes(package, user_topology)  # before the topology it replaces is removed
+            if replaced is not None:
+                self._remove_for_replacement(replaced)
+            with self._lock:
+                if name in self.alive_names() or name in self._submitting:
+                    raise storm.AlreadyAliveException(msg=f"topology {name!r} is already alive")
+                topology_id = topo.topology_id(name, next(self._counter), self.clock.time())
+                self._submitting[name] = topology_id
+            try:
+                self._store_and_start(topology_id, name, package, user_topology, submitted_conf, initial_status)
+            except Exception:
+                self._remove_state(topology_id)
+                raise
+            finally:
+                with self._lock:
+                    self._submitting.pop(name, None)
         finally:
             if package is not None:
                 package.unlink(missing_ok=True)  # the code store has its own copy
-            with self._lock:
-                self._submitting.pop(name, None)
-        log.info("topology submitted", topology_id=topology_id, tasks=len(tasks.tasks))
         return topology_id
+
+    def _store_and_start(self, topology_id: str, name: str, package: Path | None, user_topology: Any,
+                         submitted_conf: Mapping[str, Any], initial_status: TopologyStatus) -> None:
+        """Submit's steps once the topology is checked: code, ``/tasks``, replicas, assignment, ``/topology`` last."""
+        normalized, topology_conf = topo.normalize(user_topology, without_submit_flags(submitted_conf), name=name)
+        topology_conf["topology.id"] = topology_id
+        topology_conf.update(self._zk_credential(topology_id, topology_conf))
+        system = topo.system_topology(normalized, {**self.conf, **topology_conf})
+        tasks = topo.make_tasks(system)
+        self.code.put(topology_id, package=package, conf=topology_conf, topology=normalized, system=system)
+        self.zk.write(paths.tasks(topology_id), tasks)
+        self.zk.write(paths.taskbeats(topology_id), TaskHeartbeats(topo.topology_master_task(tasks) or 0))
+        self.zk.create(paths.task_errors_root(topology_id), acl=topology_acl(self.conf, topology_conf))
+        self.zk.create(paths.upgrading_workers(topology_id))
+        self.zk.create(paths.upgraded_workers(topology_id))
+        self._await_replicas(topology_id, topology_conf)
+        self._assign(AssignEvent(topology_id, name))
+        self.require_leader()  # demoted while waiting: the new leader will clean up, not us
+        now = int(self.clock.time())
+        workers = int(self.merged_conf(topology_id)["topology.workers"])
+        self.zk.write(paths.topology(topology_id), StormBase(name, initial_status, now, workers))
+        log.info("topology submitted", topology_id=topology_id, tasks=len(tasks.tasks))
 
     def restart(self, name: str, json_conf: str) -> str:
         """Resubmit the running topology's current code under a new id, ``json_conf`` merged into its conf."""
@@ -317,6 +345,22 @@ class Nimbus:
                 time.sleep(0.05)  # other processes' doings, seen in ZooKeeper: nothing to wait on
         log.info("topology removed for its replacement", topology_id=topology_id,
                  workers_stopped=not slots, waited_secs=round(time.monotonic() - started, 3))
+
+    def _zk_credential(self, topology_id: str, topology_conf: Mapping[str, Any]) -> dict[str, str]:
+        """The topology's own ZooKeeper credential (Storm's ``storm.zookeeper.topology.auth.*``) when the daemons
+        authenticate to ZooKeeper: the one it came with or kept from its earlier version, else a new one. Its
+        workers use it instead of the daemons' credential, which they never get."""
+        if not self.conf.get("storm.zookeeper.auth.payload"):
+            return {}
+        try:
+            earlier = self.code.conf(topology_id)
+        except MissingTopology:
+            earlier = {}
+        keys = ("storm.zookeeper.topology.auth.scheme", "storm.zookeeper.topology.auth.payload")
+        for source in (topology_conf, earlier):
+            if source.get(keys[1]):
+                return {key: source[key] for key in keys}
+        return {keys[0]: "digest", keys[1]: f"{topology_id}:{secrets.token_urlsafe(24)}"}
 
     def _await_replicas(self, topology_id: str, topology_conf: Mapping[str, Any]) -> None:
         """Publish the new code, then wait for ``topology.min.replication.count`` nimbuses to hold it, at most
@@ -471,6 +515,7 @@ class Nimbus:
             normalized, topology_conf = topo.normalize(user_topology, {
                 **without_submit_flags(submitted), "topology.workers": old_conf["topology.workers"]}, name=name)
             topology_conf["topology.id"] = topology_id
+            topology_conf.update(self._zk_credential(topology_id, topology_conf))
             system = topo.system_topology(normalized, {**self.conf, **topology_conf})
             self._check_workers_known(topology_id, request)
             changed = upgrade.shape_differences(upgrade.shape(self.code.system_topology(topology_id)),
@@ -493,9 +538,9 @@ class Nimbus:
         """Store a code version from the upload at ``location`` (without one: the current version's package)."""
         package = self.inbox.claim(location) if location else None
         try:
-            if package is not None:
-                check_package(package, put["topology"])
-            self.code.put(topology_id, package=package or self.code.package(topology_id), **put)
+            stored = package or self.code.package(topology_id)
+            check_named_classes(stored, put["topology"])
+            self.code.put(topology_id, package=stored, **put)
             self.replication.publish(topology_id)
         finally:
             if package is not None:

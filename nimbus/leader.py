@@ -62,9 +62,9 @@ class LeaderElection:
     """Calls ``on_elected`` (on its own thread) when this nimbus becomes leader, ``on_demoted`` when it stops."""
 
     def __init__(self, zk: ZkClient, host: str, port: int, clock: Clock,
-                 on_elected: Callable[[], None], on_demoted: Callable[[], None]) -> None:
+                 on_elected: Callable[[], None], on_demoted: Callable[[], None], *, tls_port: int = 0) -> None:
         self._zk = zk
-        self.host, self.port = host, port
+        self.host, self.port, self.tls_port = host, port, tls_port
         self._clock = clock
         self._started_at = clock.time()
         self._on_elected = on_elected
@@ -87,9 +87,12 @@ class LeaderElection:
 
     def start(self) -> "LeaderElection":
         self._zk.add_state_listener(self._on_state)
-        self._zk.register_ephemeral(paths.nimbus_slave(self.host_port), NimbusSlave(self.host, self.port))
+        self._zk.register_ephemeral(paths.nimbus_slave(self.host_port), self._as_follower())
         self._zk.watch_data(paths.NIMBUS_MASTER, NimbusMaster, self._on_master)
         return self
+
+    def _as_follower(self) -> NimbusSlave:
+        return NimbusSlave(self.host, self.port, tls_port=self.tls_port)
 
     def stop(self) -> None:
         """Step down so a follower takes over at once instead of after our session timeout."""
@@ -123,7 +126,7 @@ class LeaderElection:
         with self._lock:
             if self._stopped or self._leading:
                 return
-            record = NimbusMaster(self.host, self.port, int(self._clock.time()))
+            record = NimbusMaster(self.host, self.port, int(self._clock.time()), tls_port=self.tls_port)
             if not self._zk.create_ephemeral(paths.NIMBUS_MASTER, record):
                 return
             self._leading = True
@@ -141,4 +144,4 @@ class LeaderElection:
             log.warning("lost nimbus leadership with the ZooKeeper session", leader=self.host_port)
             self._on_demoted()
         if not stopped:
-            self._zk.register_ephemeral(paths.nimbus_slave(self.host_port), NimbusSlave(self.host, self.port))
+            self._zk.register_ephemeral(paths.nimbus_slave(self.host_port), self._as_follower())

@@ -58,10 +58,11 @@ def nimbus_summaries(master: NimbusMaster | None, slaves: Iterable[NimbusSlave],
     result = []
     if master is not None:
         result.append(storm.NimbusSummary(host=master.host, port=master.port, isLeader=True, version=STORM_VERSION,
-                                          uptime_secs=max(0, now_secs - master.since_secs)))
+                                          uptime_secs=max(0, now_secs - master.since_secs),
+                                          tlsPort=master.tls_port or None))
     for slave in sorted(slaves, key=lambda s: (s.host, s.port)):
         result.append(storm.NimbusSummary(host=slave.host, port=slave.port, isLeader=False, version=STORM_VERSION,
-                                          uptime_secs=slave.uptime_secs))
+                                          uptime_secs=slave.uptime_secs, tlsPort=slave.tls_port or None))
     return result
 
 

@@ -26,7 +26,7 @@ import structlog
 
 from nimbus.codestore import ARTIFACTS, CodeStore, files_digest
 from squall.clock import Clock, Periodic
-from squall.nimbus_client import fetch_artifact, nimbus_at
+from squall.nimbus_client import fetch_artifact, nimbus_at, port_for
 from squall.zk import paths
 from squall.zk.client import Watch, ZkClient
 from squall.zk.records import CodeHolder, CodeManifest
@@ -49,12 +49,12 @@ class CodeReplication:
     """
 
     def __init__(self, zk: ZkClient, code: CodeStore, conf: Mapping[str, Any], clock: Clock, host: str, port: int,
-                 *, is_elected: Callable[[], bool]) -> None:
+                 *, is_elected: Callable[[], bool], tls_port: int = 0) -> None:
         self._zk = zk
         self._code = code
         self._conf = conf
         self._clock = clock
-        self.host, self.port = host, port
+        self.host, self.port, self.tls_port = host, port, tls_port
         self._is_elected = is_elected
         self._wake = threading.Event()
         self._stopped = False
@@ -124,7 +124,8 @@ class CodeReplication:
                 held[topology_id] = {v: self._code.digest(topology_id, v) for v in self._code.versions(topology_id)}
             except (KeyError, OSError):  # removed meanwhile
                 continue
-        self._zk.register_ephemeral(paths.code_holder(self.host_port), CodeHolder(self.host, self.port, held))
+        self._zk.register_ephemeral(paths.code_holder(self.host_port),
+                                    CodeHolder(self.host, self.port, held, self.tls_port))
 
     def sync(self, *, leading: bool) -> list[str]:
         """Copy every published version this nimbus lacks or holds differently; a follower also drops what is
@@ -168,7 +169,8 @@ class CodeReplication:
         limit = int(self._conf["nimbus.max.upload.bytes"])
         for holder in sources:
             def write(staging: Path, holder: CodeHolder = holder) -> None:
-                with nimbus_at(self._conf, holder.host, holder.port) as nimbus:
+                port = port_for(self._conf, holder.host, holder.port, holder.tls_port)
+                with nimbus_at(self._conf, holder.host, port) as nimbus:
                     for artifact, name in ARTIFACTS.items():
                         fetch_artifact(nimbus, topology_id, f"v{version}/{artifact}", staging / name, limit)
                 if files_digest(staging) != digest:

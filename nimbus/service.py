@@ -357,7 +357,7 @@ class NimbusService:
         return self.nimbus.find_id(topologyName)
 
     def getTopologyConf(self, id: str) -> str:
-        return json.dumps(self._stored(id, self.nimbus.code.conf), sort_keys=True)
+        return json.dumps(redact(self._stored(id, self.nimbus.code.conf)), sort_keys=True)
 
     def getTopology(self, id: str) -> Any:
         return self._stored(id, self.nimbus.code.system_topology)

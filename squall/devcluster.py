@@ -26,7 +26,9 @@ from thriftpy2.thrift import TClient
 import squall
 from squall.devzk import LocalZooKeeper, free_port
 from squall.local_state import workers_dir, write_atomically
+from squall.nimbus_client import port_for
 from squall.thrift import connect
+from squall.tls import client_context
 from squall.zk import paths
 from squall.zk.client import ZkClient
 from squall.zk.records import NimbusMaster
@@ -80,6 +82,7 @@ class DevCluster:
         self.daemons: dict[str, subprocess.Popen[bytes]] = {}
         self.ports: dict[str, list[int]] = {}  # supervisor name → its slots
         self.nimbus_ports: dict[str, int] = {}  # nimbus name → its Thrift port
+        self.tls_ports: dict[str, int] = {}  # nimbus name → its TLS listener's port, when it has one
         self.hosts: dict[str, str] = {}  # daemon name → its storm.local.hostname, when not the cluster's
         self.prefixes: dict[str, Sequence[str]] = {}  # daemon name → what its command runs under (ip netns exec …)
         self.ui_port: int | None = None
@@ -101,6 +104,8 @@ class DevCluster:
             extra["supervisor.slots.ports"] = self.ports[name]
         if name in self.nimbus_ports:
             extra["nimbus.thrift.port"] = self.nimbus_ports[name]
+        if name in self.tls_ports:
+            extra["nimbus.thrift.tls.port"] = self.tls_ports[name]
         if name in self.hosts:
             extra["storm.local.hostname"] = self.hosts[name]
         if name == "ui":
@@ -117,6 +122,10 @@ class DevCluster:
         with ``lead=False``, once it has joined as a follower."""
         port = int(self.conf["nimbus.thrift.port"]) or free_port()  # 0: a new port each life, told apart
         self.nimbus_ports[name] = port
+        if self.conf.get("nimbus.thrift.tls.port") is not None:
+            self.tls_ports[name] = int(self.conf["nimbus.thrift.tls.port"]) or free_port()
+            if self.conf.get("nimbus.thrift.tls.server.only"):
+                port = self.tls_ports[name]  # the only port it serves, and the one it is known by
         process = self._start(name, "nimbus")
         host = self.conf.get("storm.local.hostname") or "127.0.0.1"
         joined = ((lambda: self.leader_port() == port) if lead
@@ -230,7 +239,8 @@ class DevCluster:
         master = self.zk.read(paths.NIMBUS_MASTER, NimbusMaster)
         if master is None:
             raise RuntimeError("no nimbus leads")
-        with connect(master.host, master.port, timeout_ms) as client:
+        port = port_for(self.conf, master.host, master.port, master.tls_port)
+        with connect(master.host, port, timeout_ms, tls=client_context(self.conf)) as client:
             yield client
 
     def log_file(self, name: str) -> Path:
@@ -255,6 +265,11 @@ def dev_cluster_root(conf: Mapping[str, Any]) -> Path:
     return Path(conf["storm.local.dir"]) / "dev-cluster"
 
 
+#: A dev cluster without storm.local.hostname is one host on loopback: its daemons register and listen there only.
+LOOPBACK = {"storm.local.hostname": "127.0.0.1", "nimbus.thrift.bind.address": "127.0.0.1",
+            "worker.transfer.bind.address": "127.0.0.1"}
+
+
 def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = sys.stdout) -> int:
     """ZooKeeper, nimbus, ``supervisors`` supervisors and the UI in the foreground, until Ctrl-C, SIGTERM
     (``storm dev-cluster stop``) or one of them dies; then every process it started is stopped."""
@@ -264,7 +279,7 @@ def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = 
         print(f"a dev cluster already runs from {root} (pid {other}); `storm dev-cluster stop` stops it", file=out)
         return 1
     slots = [int(p) for p in conf["supervisor.slots.ports"]]
-    cluster = DevCluster(root, {**conf, "storm.local.hostname": conf.get("storm.local.hostname") or "127.0.0.1"})
+    cluster = DevCluster(root, {**conf, **(LOOPBACK if not conf.get("storm.local.hostname") else {})})
     died = threading.Event()
     write_atomically(pid_file, str(os.getpid()).encode())
     try:

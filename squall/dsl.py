@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from squall.classcheck import is_grouping_class
 from squall.component import Bolt, Component, Outputs, Spout, Stream, parse_outputs
 from squall.config import ConfigError, validate_conf
 from squall.names import RESERVED_PREFIX, id_problem
@@ -151,7 +152,7 @@ class BoltRef(ComponentRef):
         """A Python class ``grouper(*args)`` with ``choose_tasks(values) -> list[int]`` (and optionally
         ``prepare(output_fields, target_tasks)``) picks the tasks; ``args`` must be JSON."""
         label = f"bolt {self.id!r}: custom grouping {getattr(grouper, '__qualname__', grouper)!r}"
-        if not (isinstance(grouper, type) and callable(getattr(grouper, "choose_tasks", None))):
+        if not is_grouping_class(grouper):
             raise TopologyError(f"{label} must be a class with a choose_tasks(values) method")
         module, name = _import_path(label, grouper)
         _check_args(label, grouper, args, {})

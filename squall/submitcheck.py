@@ -26,11 +26,12 @@ import subprocess
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import squall
+from squall.classcheck import Kind, NotAComponentClass, resolve
 from squall.dsl import Topology, load_topology, topology_module
 from squall.local_state import CODE_FILES, put_code_on_path
 from squall.thrift import storm
@@ -79,23 +80,40 @@ def check_package(package: Path, source: str, topology: str, loaded: Topology, *
     request = {"modules": [module], "classes": component_classes(loaded.build()[0])}
     with tempfile.TemporaryDirectory(prefix="squall-check-") as code:
         (Path(code) / CODE_FILES["code"]).symlink_to(Path(package).resolve())
-        try:
-            done = subprocess.run([sys.executable, "-m", __name__], input=json.dumps(request), capture_output=True,
-                                  text=True, cwd=code, env=_worker_env(user_dir), timeout=timeout_secs)
-        except subprocess.TimeoutExpired:
-            raise SubmitCheckError(f"importing {module} from the package took more than {timeout_secs:g}s: "
-                                   "does it do work at import time? Move that into open() or prepare()") from None
-    try:
-        result = json.loads(done.stdout)
-    except ValueError:
-        last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-        raise SubmitCheckError(f"importing {module} from the package failed: {last}", done.stderr) from None
+        result = import_as_a_worker(request, Path(code), env=_worker_env(user_dir), timeout_secs=timeout_secs,
+                                    what=f"{module} from the package")
     if "missing" in result:
         name, by = result["missing"], result["imported_by"]
         raise SubmitCheckError(f"module {name!r} is imported by {by} but not in the package: add it with "
                                f"--include {_where(name) or 'PATH'}", result["traceback"])
     if "line" in result:
         raise SubmitCheckError(result["line"], result["traceback"])
+
+
+def import_as_a_worker(request: Mapping[str, Any], code: Path, *, env: Mapping[str, str], timeout_secs: float,
+                       what: str) -> dict[str, Any]:
+    """Import ``request["modules"]`` and resolve ``request["classes"]`` ((label, module, class, kind) each, see
+    :func:`component_classes`) in a fresh interpreter whose working directory is the code directory
+    ``code``, as a worker would; its answer: ``{}`` when all went well, ``missing``/``imported_by`` for a
+    module not found, else ``line`` (and ``traceback``). A child that hangs or dies is a
+    :class:`SubmitCheckError` (``what`` names what it imported, for the message).
+
+        import_as_a_worker({"modules": [], "classes": [("spout 's'", "os", "system", "spout")]}, Path(tmp),
+                           env={"PATH": "/usr/bin"}, timeout_secs=20, what="the installed classes")
+        # {"line": "spout 's' names os.system, a builtin function, not a Spout subclass: ...", ...}
+    """
+    try:
+        done = subprocess.run([sys.executable, "-m", __name__], input=json.dumps(request), capture_output=True,
+                              text=True, cwd=code, env=dict(env), timeout=timeout_secs)
+    except subprocess.TimeoutExpired:
+        raise SubmitCheckError(f"importing {what} took more than {timeout_secs:g}s: does it do work at import "
+                               "time? Move that into open() or prepare()") from None
+    try:
+        answer: dict[str, Any] = json.loads(done.stdout)
+        return answer
+    except ValueError:
+        last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        raise SubmitCheckError(f"importing {what} failed: {last}", done.stderr) from None
 
 
 def one_line(exc: BaseException, shown: Shown) -> str:
@@ -118,18 +136,21 @@ def one_line(exc: BaseException, shown: Shown) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
-def component_classes(topology: storm.StormTopology) -> list[tuple[str, str, str]]:
-    """(what, module, class) of every Python class a worker imports to run ``topology``."""
-    found = []
-    for kind, specs in (("spout", topology.spouts), ("bolt", topology.bolts)):
+def component_classes(topology: storm.StormTopology) -> list[tuple[str, str, str, Kind]]:
+    """(label, module, class, kind) of every Python class a worker imports to run ``topology`` (a validated
+    one: custom groupings are JSON, see :func:`squall.topology.validate_topology`)."""
+    found: list[tuple[str, str, str, Kind]] = []
+    kinds: tuple[tuple[Kind, Any], ...] = (("spout", topology.spouts), ("bolt", topology.bolts))
+    for kind, specs in kinds:
         for cid, spec in sorted(specs.items()):
             python = (spec.spout_object if kind == "spout" else spec.bolt_object).python_object
             if python is not None:
-                found.append((f"{kind} {cid!r}", python.module_name, python.class_name))
+                found.append((f"{kind} {cid!r}", python.module_name, python.class_name, kind))
             for grouping in spec.common.inputs.values():
                 if grouping.custom_serialized:
                     custom = json.loads(grouping.custom_serialized)
-                    found.append((f"the custom grouping of {kind} {cid!r}", custom["module"], custom["class"]))
+                    found.append((f"the custom grouping of {kind} {cid!r}", custom["module"], custom["class"],
+                                  "custom grouping"))
     return found
 
 
@@ -201,9 +222,10 @@ def _import_as_a_worker(request: dict[str, Any]) -> dict[str, Any]:
         for module in request["modules"]:
             label = module
             importlib.import_module(module)
-        for label, module, name in request["classes"]:
-            if not isinstance(getattr(importlib.import_module(module), name, None), type):
-                return {"line": f"{label}: the package's {module} has no class {name}", "traceback": ""}
+        for label, module, name, kind in request["classes"]:
+            resolve(module, name, kind, label)
+    except NotAComponentClass as exc:
+        return {"line": str(exc), "traceback": ""}
     except Exception as exc:  # user code may raise anything at import
         if isinstance(exc, ModuleNotFoundError) and exc.name:
             frames = traceback.extract_tb(exc.__traceback__)

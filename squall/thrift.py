@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import contextvars
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -39,8 +40,11 @@ from thriftpy2.transport import (
     TFramedTransportFactory,
     TMemoryBuffer,
     TSocket,
+    TSSLSocket,
     TTransportException,
 )
+
+from squall.tls import principal as tls_principal
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
@@ -54,6 +58,7 @@ __all__ = [
     "NimbusUnavailable",
     "ThriftServer",
     "client_host",
+    "client_principal",
     "pick_eviction",
     "connect",
     "find_leader",
@@ -213,21 +218,20 @@ def open_client(
     *,
     connect_timeout_ms: int | None = None,
     max_frame_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+    tls: ssl.SSLContext | None = None,
 ) -> TClient:
     """Open a Nimbus client (framed + binary) for long-lived use; the caller closes it.
 
     ``timeout_ms`` bounds each socket read or write; ``connect_timeout_ms`` (default: the same)
     bounds the TCP connect; ``max_frame_bytes`` bounds the replies it reads
-    (``nimbus.thrift.client.max_buffer_size``). Raises ``TTransportException`` when the connection fails.
+    (``nimbus.thrift.client.max_buffer_size``); ``tls`` (:func:`squall.tls.client_context`) speaks TLS to
+    nimbus's TLS listener. Raises ``TTransportException`` when the connection fails.
     """
     _check_timeout("timeout_ms", timeout_ms)
     _check_timeout("connect_timeout_ms", connect_timeout_ms)
-    sock = TSocket(
-        host,
-        port,
-        socket_timeout=timeout_ms,
-        connect_timeout=connect_timeout_ms if connect_timeout_ms is not None else timeout_ms,
-    )
+    timeouts = {"socket_timeout": timeout_ms,
+                "connect_timeout": connect_timeout_ms if connect_timeout_ms is not None else timeout_ms}
+    sock = TSocket(host, port, **timeouts) if tls is None else TSSLSocket(host, port, ssl_context=tls, **timeouts)
     trans = BoundedFramedTransportFactory(max_frame_bytes).get_transport(sock)
     proto = TBinaryProtocolFactory().get_protocol(trans)
     trans.open()
@@ -242,6 +246,7 @@ def connect(
     *,
     connect_timeout_ms: int | None = None,
     max_frame_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+    tls: ssl.SSLContext | None = None,
 ) -> Iterator[TClient]:
     """Context manager around :func:`open_client` that always closes the socket.
 
@@ -253,6 +258,7 @@ def connect(
         timeout_ms,
         connect_timeout_ms=connect_timeout_ms,
         max_frame_bytes=max_frame_bytes,
+        tls=tls,
     )
     try:
         yield client
@@ -285,28 +291,32 @@ def _split_seed(seed: str, default_port: int) -> tuple[str, int]:
 
 
 def find_leader(
-    seeds: Sequence[str], port: int = DEFAULT_PORT, timeout_ms: int = DEFAULT_TIMEOUT_MS
+    seeds: Sequence[str], port: int = DEFAULT_PORT, timeout_ms: int = DEFAULT_TIMEOUT_MS, *,
+    tls: ssl.SSLContext | None = None,
 ) -> tuple[str, int]:
     """Ask each seed in turn for ``getLeader()`` and return the leader's (host, port).
 
     Any nimbus, leader or not, knows who leads, so the first seed that answers is enough. Seeds
-    are hosts (using ``port``) or ``host:port``. Raises :class:`NimbusUnavailable` naming every
-    seed and why it failed when none answers with a leader.
+    are hosts (using ``port``) or ``host:port``. With ``tls``, seeds are asked through TLS and the
+    port returned is the leader's TLS port. Raises :class:`NimbusUnavailable` naming every seed and
+    why it failed when none answers with a leader.
     """
     errors: dict[str, str] = {}
     for seed in seeds:
         host, seed_port = _split_seed(seed, port)
         try:
-            with connect(host, seed_port, timeout_ms) as client:
+            with connect(host, seed_port, timeout_ms, tls=tls) as client:
                 leader = client.getLeader()
         except Exception as exc:  # any failure just means "try the next seed"
             errors[seed] = _describe(exc)
             log.debug("nimbus seed did not answer getLeader", seed=seed, error=errors[seed])
             continue
-        if leader is None or not leader.host or not leader.port:
-            errors[seed] = "answered without a leader"
+        leader_port = (leader.tlsPort if tls is not None else leader.port) if leader is not None else None
+        if leader is None or not leader.host or not leader_port:
+            errors[seed] = "answered without a leader" if leader is None or not leader.host or tls is None \
+                else "the leader has no TLS listener (nimbus.thrift.tls.port)"
             continue
-        return leader.host, leader.port
+        return leader.host, leader_port
     raise NimbusUnavailable(seeds, errors)
 
 
@@ -454,6 +464,10 @@ class ThriftServer:
       whole into memory and decoded with a protocol that cannot read past it: a message declaring a
       2 GB string cannot make nimbus set aside more than one frame, however many frames follow.
 
+    With ``ssl_context`` (:func:`squall.tls.server_context`) it serves mutual TLS: the handshake runs on the
+    event loop, within the request timeout, and a client without a certificate the context trusts never
+    gets a frame read; a call's handler learns who made it from :func:`client_principal`.
+
     Example::
 
         server = make_server(handler, "127.0.0.1", 0).start()
@@ -464,8 +478,9 @@ class ThriftServer:
 
     def __init__(self, processor: "_GuardedProcessor", listener: socket.socket, *, max_frame_bytes: int,
                  idle_timeout_ms: int | None, request_timeout_ms: int, threads: int, max_connections: int,
-                 name: str = "thrift") -> None:
+                 name: str = "thrift", ssl_context: ssl.SSLContext | None = None) -> None:
         self.processor = processor
+        self.ssl_context = ssl_context
         self.name = name
         self.max_frame_bytes = max_frame_bytes
         self.max_connections = max_connections
@@ -562,10 +577,11 @@ class ThriftServer:
         connection.task = asyncio.current_task()
         self._connections.add(connection)
         try:
+            principal = await self._handshake(writer, connection) if self.ssl_context is not None else ""
             while not self._stopped:
                 request = await self._read_request(reader, connection)
                 connection.enter(_Connection.PROCESSING)
-                reply = await self._loop.run_in_executor(self._pool, self._call, request, peer)
+                reply = await self._loop.run_in_executor(self._pool, self._call, request, peer, principal)
                 if reply:
                     writer.write(len(reply).to_bytes(4, "big") + reply)
                     async with asyncio.timeout(self._request_secs):
@@ -579,9 +595,19 @@ class ThriftServer:
             log.info("thrift connection timed out", server=self.name, peer=peer, was=connection.phase)
         except _BadRequest as exc:
             log.warning("thrift request refused", server=self.name, peer=peer, reason=str(exc))
+        except ssl.SSLError as exc:
+            log.warning("thrift TLS handshake refused", server=self.name, peer=peer, reason=exc.reason or str(exc))
         finally:
             self._connections.discard(connection)
             writer.transport.abort()
+
+    async def _handshake(self, writer: asyncio.StreamWriter, connection: _Connection) -> str:
+        """TLS on a new connection, within the request timeout (it counts as sending, for eviction); the
+        principal of the client certificate it verified."""
+        connection.enter(_Connection.READING)
+        await writer.start_tls(self.ssl_context, ssl_handshake_timeout=self._request_secs)
+        connection.enter(_Connection.IDLE)
+        return tls_principal(writer.get_extra_info("peercert"))
 
     def _drop(self, connection: _Connection) -> None:
         self._connections.discard(connection)
@@ -602,25 +628,33 @@ class ThriftServer:
                                      _frame_refusal(size, self.max_frame_bytes, "nimbus.thrift.max_buffer_size"))
             return await reader.readexactly(size)
 
-    def _call(self, request: bytes, peer: str) -> bytes:
+    def _call(self, request: bytes, peer: str, principal: str) -> bytes:
         """Run one call on a pool thread: decode from ``request`` alone, return the encoded reply (b"": oneway)."""
         out = TMemoryBuffer()
-        token = _CLIENT_HOST.set(peer.rpartition(":")[0])
+        tokens = _CLIENT_HOST.set(peer.rpartition(":")[0]), _CLIENT_PRINCIPAL.set(principal)
         try:
             self.processor.process(_SafeBinaryProtocol(TMemoryBuffer(request)), _SafeBinaryProtocol(out))
         except (TTransportException, TProtocolException, struct.error, EOFError, UnicodeDecodeError) as exc:
             raise _BadRequest(f"not a whole Thrift call in one frame: {_describe(exc)}") from None
         finally:
-            _CLIENT_HOST.reset(token)
+            _CLIENT_HOST.reset(tokens[0])
+            _CLIENT_PRINCIPAL.reset(tokens[1])
         return out.getvalue()
 
 
 _CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("thrift_client_host", default="")
+_CLIENT_PRINCIPAL: contextvars.ContextVar[str] = contextvars.ContextVar("thrift_client_principal", default="")
 
 
 def client_host() -> str:
     """Inside a handler call: the host of the client that made it ("" outside a call), for per-client limits."""
     return _CLIENT_HOST.get()
+
+
+def client_principal() -> str:
+    """Inside a handler call: who made it, as its TLS certificate names it (:func:`squall.tls.principal`); ""
+    on the plain listener (no authentication) and outside a call."""
+    return _CLIENT_PRINCIPAL.get()
 
 
 class _BadRequest(Exception):
@@ -649,13 +683,14 @@ def make_server(
     name: str = "nimbus-thrift",
     threads: int = 64,
     max_connections: int = 512,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> ThriftServer:
     """Build a framed + binary server for ``handler`` (bound now, serving after ``start()``).
 
     ``port=0`` picks a free port (see ``server.port``). ``client_timeout_ms`` closes connections idle
     that long between calls; ``request_timeout_ms`` bounds the arrival of one whole call; ``threads``
-    calls run at once; ``max_connections`` are open at once (see :class:`ThriftServer`).
-    Stop with ``server.stop()``.
+    calls run at once; ``max_connections`` are open at once; ``ssl_context`` serves mutual TLS
+    (see :class:`ThriftServer`). Stop with ``server.stop()``.
     """
     _check_timeout("client_timeout_ms", client_timeout_ms)
     _check_timeout("request_timeout_ms", request_timeout_ms)
@@ -667,4 +702,4 @@ def make_server(
     processor = _GuardedProcessor(service or storm.Nimbus, handler, _BINARY)
     return ThriftServer(processor, listening_socket(host, port), max_frame_bytes=max_frame_bytes,
                         idle_timeout_ms=client_timeout_ms, request_timeout_ms=request_timeout_ms, threads=threads,
-                        max_connections=max_connections, name=name)
+                        max_connections=max_connections, name=name, ssl_context=ssl_context)

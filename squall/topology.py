@@ -190,8 +190,7 @@ def _check_object(label: str, obj: Any) -> None:
             raise _invalid(f"{label} shell component has no execution_command")
         return
     py = obj.python_object
-    module = py.module_name
-    if not (isinstance(module, str) and all(part.isidentifier() for part in module.split("."))):
+    if not _is_module_path(py.module_name):
         raise _invalid(f"{label} python_object.module_name {quote(py.module_name)} is not an importable module path")
     if not (isinstance(py.class_name, str) and py.class_name.isidentifier()):
         raise _invalid(f"{label} python_object.class_name {quote(py.class_name)} is not a Python identifier")
@@ -239,10 +238,26 @@ def _check_groupings(topology: storm.StormTopology) -> None:
                     )
                 if kind == "partial_key" and not names:
                     raise _invalid(f"{label}: the partial_key grouping of {where} names no fields")
+            if kind == "custom_serialized":
+                _check_custom(label, where, grouping.custom_serialized)
             if kind == "direct" and not info.direct:
                 raise _invalid(f"{label} uses direct grouping on {where}, which is not declared direct")
             if kind != "direct" and info.direct:
                 raise _invalid(f"{label} uses {kind} grouping on {where}, which is direct: use direct grouping")
+
+
+def _check_custom(label: str, where: str, spec: bytes) -> None:
+    """A custom grouping is a Python class named in JSON (``worker.grouping.custom_grouping_spec``), never
+    serialized objects (Storm's Java groupings), so every reader can tell what it names."""
+    try:
+        decoded = json.loads(spec)
+    except ValueError:  # UnicodeDecodeError included
+        decoded = None
+    if not (isinstance(decoded, dict) and _is_module_path(decoded.get("module"))
+            and isinstance(decoded.get("class"), str) and decoded["class"].isidentifier()
+            and isinstance(decoded.get("args", []), list)):
+        raise _invalid(f'{label}: the custom grouping of {where} must be JSON {{"module": ..., "class": ..., '
+                       '"args": [...]} naming a Python grouping class (serialized Java groupings cannot run here)')
 
 
 def _check_conf(topology: storm.StormTopology, conf: Mapping[str, Any]) -> None:
@@ -459,6 +474,10 @@ def _set_members(union: Any) -> list[str]:
     if union is None:
         return []
     return [spec[1] for _, spec in sorted(union.thrift_spec.items()) if getattr(union, spec[1]) is not None]
+
+
+def _is_module_path(module: Any) -> bool:
+    return isinstance(module, str) and all(part.isidentifier() for part in module.split("."))
 
 
 def _hint(common: storm.ComponentCommon) -> int:

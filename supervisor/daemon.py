@@ -25,6 +25,8 @@ from typing import Any
 import structlog
 
 from squall import __version__
+from squall.config import without_secrets
+from squall.environment import user_code_environment
 from squall.local_state import code_dir, stormdist_dir, workers_dir, write_atomically
 from squall.zk import paths
 from squall.zk.client import Watch, ZkClient
@@ -239,7 +241,8 @@ class Supervisor:
         record = self.processes.launch(
             worker_id, argv, port=port, topology_id=spec.topology_id, tasks=spec.tasks, version=spec.version,
             log_file=self.log_dir / f"{spec.topology_id}-worker-{port}.log",
-            cwd=code_dir(self.conf, spec.topology_id, spec.version), on_exit=self.request_sync)
+            cwd=code_dir(self.conf, spec.topology_id, spec.version), on_exit=self.request_sync,
+            env=user_code_environment(os.environ, self.conf["supervisor.worker.env.allow"]))
         log.info("worker launched", topology_id=spec.topology_id, port=port, worker_id=worker_id, pid=record.pid,
                  version=spec.version)
 
@@ -262,8 +265,9 @@ class Supervisor:
                 log.exception("could not store a worker problem in ZooKeeper", task=task)
 
     def _write_worker_conf(self) -> None:
-        """The workers' config: this daemon's, as JSON (YAML reads it), readable by this user only."""
-        data = json.dumps(self.conf, sort_keys=True, default=str).encode()
+        """The workers' config: this daemon's without its secrets (a worker's ZooKeeper credential is its
+        topology's own), as JSON (YAML reads it), readable by this user only."""
+        data = json.dumps(without_secrets(self.conf), sort_keys=True, default=str).encode()
         self._worker_conf.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._worker_conf.with_name(f".{self._worker_conf.name}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 #: Timings shortened for tests (every key is a documented config key).
 FAST = {
     "nimbus.thrift.port": 0, "storm.local.hostname": "127.0.0.1", "squall.log.format": "json",
+    "nimbus.thrift.bind.address": "127.0.0.1", "worker.transfer.bind.address": "127.0.0.1",
     "task.heartbeat.frequency.secs": 0.5, "worker.heartbeat.frequency.secs": 0.5, "task.refresh.poll.secs": 1,
     "nimbus.monitor.freq.secs": 1, "nimbus.task.timeout.secs": 30, "nimbus.task.launch.secs": 60,
     "topology.message.timeout.secs": 5,

@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 #: Timings shortened for tests (every key is a documented config key).
 FAST = {
     "nimbus.thrift.port": 0, "storm.local.hostname": "127.0.0.1", "squall.log.format": "json",
+    "nimbus.thrift.bind.address": "127.0.0.1", "worker.transfer.bind.address": "127.0.0.1",
     "task.heartbeat.frequency.secs": 0.5, "worker.heartbeat.frequency.secs": 0.5, "task.refresh.poll.secs": 1,
     "nimbus.monitor.freq.secs": 1, "nimbus.task.timeout.secs": 5, "nimbus.task.launch.secs": 20,
     "topology.message.timeout.secs": 5, "supervisor.monitor.frequency.secs": 1,
@@ -48,9 +49,10 @@ class ProcessCluster(DevCluster):
         return {"nimbus.seeds": [f"127.0.0.1:{self.nimbus_ports['nimbus']}"], "squall.log.format": "json",
                 **{k: self.conf[k] for k in ("storm.zookeeper.servers", "storm.zookeeper.port", "storm.zookeeper.root")}}
 
-    def cli(self, *argv: str) -> int:
-        """``storm ARGV`` against this cluster, in this process."""
-        options = [arg for key, value in self.client_conf().items() for arg in ("-c", f"{key}={json.dumps(value)}")]
+    def cli(self, *argv: str, conf: dict[str, Any] | None = None) -> int:
+        """``storm ARGV`` against this cluster, in this process (``conf``: what to set beside the client conf)."""
+        options = [arg for key, value in {**self.client_conf(), **(conf or {})}.items()
+                   for arg in ("-c", f"{key}={json.dumps(value)}")]
         return main(options + list(argv))
 
     def assignment(self, topology_id: str) -> Assignment | None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import psutil
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
@@ -108,7 +110,7 @@ def start_nimbus(conf: dict[str, Any], local_dir: Path, **extra: Any) -> subproc
         "storm.zookeeper.root": conf["storm.zookeeper.root"],
         "storm.zookeeper.session.timeout": conf["storm.zookeeper.session.timeout"],
         "storm.local.dir": str(local_dir), "storm.local.hostname": "127.0.0.1", "nimbus.thrift.port": 0,
-        "squall.log.format": "json", **extra,
+        "nimbus.thrift.bind.address": "127.0.0.1", "squall.log.format": "json", **extra,
     }
     argv = [sys.executable, "-m", "squall.cli"]
     for key, value in overrides.items():
@@ -123,3 +125,34 @@ def listening_port(log_file: Path) -> int | None:
         if line.startswith("{") and (entry := json.loads(line)).get("event") == "nimbus started":
             return int(entry["port"])
     return None
+
+
+def listening(pid: int) -> set[tuple[str, int]]:
+    """The (address, port) pairs process ``pid`` listens on over TCP, as ``ss -ltnp`` shows them."""
+    return {(c.laddr.ip, c.laddr.port) for c in psutil.Process(pid).net_connections(kind="tcp")
+            if c.status == psutil.CONN_LISTEN}
+
+
+def other_address() -> str | None:
+    """An IPv4 address of this host that is not loopback, if it has one: what a client on another host uses."""
+    return next((a.address for addresses in psutil.net_if_addrs().values() for a in addresses
+                 if a.family == socket.AF_INET and not a.address.startswith("127.")), None)
+
+
+def make_certs(directory: Path, *clients: str) -> Path:
+    """A CA in ``directory`` (``ca.pem``) and, by ``deploy/make-certs.sh``, ``nimbus.pem`` (a nimbus certificate
+    for 127.0.0.1 and localhost) and ``<client>.pem`` for each client principal."""
+    script = REPO / "deploy" / "make-certs.sh"
+    for argv in (["ca"], ["nimbus", "nimbus", "localhost", "127.0.0.1"], *(["client", c] for c in clients)):
+        subprocess.run([str(script), str(directory), *argv], check=True, capture_output=True, timeout=60)
+    return directory
+
+
+def tls_conf(certs: Path, client: str, *, server: str = "nimbus") -> dict[str, Any]:
+    """The conf keys of mutual TLS with the certificates of :func:`make_certs`: nimbus serves with ``server``'s,
+    clients present ``client``'s."""
+    return {"nimbus.thrift.tls.server.keystore.path": str(certs / f"{server}.pem"),
+            "nimbus.thrift.tls.server.truststore.path": str(certs / "ca.pem"),
+            "nimbus.thrift.client.use.tls": True,
+            "nimbus.thrift.tls.client.keystore.path": str(certs / f"{client}.pem"),
+            "nimbus.thrift.tls.client.truststore.path": str(certs / "ca.pem")}

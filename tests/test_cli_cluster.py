@@ -27,7 +27,7 @@ from squall.dsl import Topology
 from squall.zk import paths
 from squall.zk.records import Assignment, StormBase
 from supervisor.processes import running
-from support import delete_tree, dev_cluster_env, wait_until
+from support import delete_tree, dev_cluster_env, listening, wait_until
 from topologies import BrokenPrepare, Forward, Numbers
 
 WORDCOUNT = str(REPO / "examples" / "wordcount.py")
@@ -356,6 +356,11 @@ def test_dev_cluster_runs_with_the_default_config_from_any_directory_and_stops_f
         records = lambda: [json.loads(f.read_text()) for f in root.glob("supervisor-*/workers/*/worker.json")]  # noqa: E731
         wait_until(lambda: len(records()) == 2, 60, "the word count's two workers running")
         pids += [record["pid"] for record in records()]
+        # A one-host dev cluster listens on loopback only: nimbus, and each worker once its tasks started.
+        assert {address for address, _ in listening(pids[1])} == {"127.0.0.1"}
+        for record in records():
+            wait_until(lambda: listening(record["pid"]), 60, "the worker listening")
+            assert listening(record["pid"]) == {("127.0.0.1", record["port"])}
         listed = storm(["storm", "list"])
         assert listed.stdout.splitlines()[2].split()[:2] == ["wordcount", "ACTIVE"], listed.stderr
         ui = {line.split()[0]: line.split()[1] for line in table}["ui"]

@@ -155,3 +155,17 @@ def test_bad_subscriptions_are_refused() -> None:
         grouper(storm.Grouping(custom_serialized=b"\x80\x04pickle"))
     with pytest.raises(GroupingError, match="Java custom_object"):
         grouper(storm.Grouping(custom_object=storm.JavaObject("a.B", [])))
+
+
+@pytest.mark.parametrize("module, name, what", [
+    ("os", "system", "a builtin function"),
+    ("subprocess", "Popen", "the class subprocess.Popen"),
+])
+def test_a_custom_grouping_naming_anything_but_a_grouping_class_is_never_called(tmp_path, module, name, what) -> None:
+    """The JSON of a custom grouping names a callable that is not a grouping class (``os.system`` with a command,
+    ``subprocess.Popen`` with an argv): refused with the reason, and the callable was not called."""
+    proof = tmp_path / "proof"
+    args = f"touch {proof}" if name == "system" else ["touch", str(proof)]
+    with pytest.raises(GroupingError, match=f"names {module}.{name}, {what}, not a class with a choose_tasks"):
+        grouper(storm.Grouping(custom_serialized=custom_grouping_spec(module, name, args)))
+    assert not proof.exists()

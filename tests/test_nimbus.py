@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import threading
 import time
 import zipfile
@@ -38,7 +39,7 @@ from squall.zk.records import (
     Assignment, Blacklist, ComponentType, LoggerLevel, LoggerLevels, StormBase, SupervisorInfo, TaskBeat, TaskError,
     TaskInfo, TaskStats, TopologyTasks,
 )
-from support import wait_until
+from support import listening, make_certs, other_address, tls_conf, wait_until
 from worker.layout import build_layout
 from worker.process import beat_requests
 
@@ -82,6 +83,7 @@ class Cluster:
 
     def __init__(self, zk_conf: dict[str, Any], tmp: Path, stack: ExitStack) -> None:
         self.conf = zk_conf | {"nimbus.thrift.port": 0, "storm.local.hostname": "127.0.0.1",
+                               "nimbus.thrift.bind.address": "127.0.0.1",
                                "topology.message.timeout.secs": MESSAGE_TIMEOUT,
                                "nimbus.task.timeout.secs": 30, "nimbus.task.launch.secs": 60,
                                "nimbus.monitor.freq.secs": 10, "nimbus.assign.timeout.secs": 60}
@@ -397,7 +399,14 @@ def test_every_validation_rule_reaches_a_thrift_client(cluster: Cluster, leader:
     with pytest.raises(storm.InvalidTopologyException, match="topology name"):
         client.submitTopology("bad/name", "", "{}", valid_topology())
     assert cluster.zk.children(paths.TOPOLOGIES) == [] and client.getClusterInfo().topologies == []
-    client.submitTopology("wc", "", json.dumps({"topology.workers": 2}), valid_topology())  # still serving
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as package:  # the package of the Python bolts that every rule names
+        package.writestr("wordcount/__init__.py", "")
+        package.writestr("wordcount/bolts.py", "class Split: ...\nclass Count: ...\n")
+    location = client.beginFileUpload()
+    client.uploadChunk(location, buffer.getvalue())
+    client.finishFileUpload(location)
+    client.submitTopology("wc", location, json.dumps({"topology.workers": 2}), valid_topology())  # still serving
 
 
 def test_pending_rebalance_survives_a_nimbus_restart(cluster: Cluster, leader: Nimbus) -> None:
@@ -517,6 +526,47 @@ def test_garbage_on_the_port_does_not_stop_nimbus_answering(cluster: Cluster, le
     finally:
         for s in (silent, huge, noise):
             s.close()
+
+
+def test_nimbus_listens_on_its_bind_address_only(cluster: Cluster, leader: Nimbus) -> None:
+    """``nimbus.thrift.bind.address: 127.0.0.1`` (the tests' conf): nimbus listens on loopback, and a client that
+    comes through this host's other address is refused; the default listens on every interface."""
+    import os
+    import socket
+
+    assert ("127.0.0.1", leader.port) in listening(os.getpid())
+    assert ("0.0.0.0", leader.port) not in listening(os.getpid())
+    if (outside := other_address()) is not None:
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((outside, leader.port), timeout=5).close()
+    cluster.conf["nimbus.thrift.bind.address"] = "0.0.0.0"
+    everywhere = cluster.nimbus("n2")
+    assert ("0.0.0.0", everywhere.port) in listening(os.getpid())
+
+
+def test_a_tls_listener_beside_the_plain_port_leaves_storm_1_clients_working(cluster: Cluster,
+                                                                            tmp_path: Path) -> None:
+    """``nimbus.thrift.tls.port`` without ``server.only``: a Storm 1.x client (streamparse's IDL and transport)
+    still lists topologies on the plain port, while Squall's client with a certificate uses the TLS port, found
+    through ZooKeeper and getLeader; both listeners serve the same nimbus."""
+    from squall.nimbus_client import leader_address, nimbus_client
+
+    certs = make_certs(tmp_path / "certs", "alice")
+    cluster.conf.update(tls_conf(certs, "alice"), **{"nimbus.thrift.tls.port": 0})
+    n = cluster.nimbus()
+    wait_until(lambda: n.is_leader, what="nimbus to lead")
+    storm_1 = make_client(storm_idl.Nimbus, "127.0.0.1", n.port, proto_factory=TBinaryProtocolFactory(),
+                          trans_factory=TFramedTransportFactory(), timeout=5000)
+    try:
+        assert storm_1.getClusterInfo().topologies == []
+        assert storm_1.getLeader().port == n.port
+    finally:
+        storm_1.close()
+    tls_port = n.tls_server.port
+    assert tls_port != n.port and leader_address(cluster.conf, cluster.zk) == ("127.0.0.1", tls_port)
+    with nimbus_client({**cluster.conf, "nimbus.seeds": [f"127.0.0.1:{tls_port}"]}) as client:
+        assert client.getLeader().tlsPort == tls_port
+        assert [s.tlsPort for s in client.getClusterInfo().nimbuses] == [tls_port]
 
 
 def holds(n: Nimbus, topology_id: str, version: int, leader: Nimbus) -> bool:
@@ -722,3 +772,64 @@ def test_a_package_without_the_topologys_module_is_refused_at_submit(cluster: Cl
         package.writestr("wc_bolts/__init__.py", "class Split: ...\n")
     client.submitTopology("wc", upload(buffer.getvalue()), json.dumps({"topology.workers": 2}), topology)
     assert client.getTopologyId("wc")
+
+
+def python(module: str, name: str, *args: Any) -> Any:
+    return storm.ComponentObject(python_object=storm.PythonComponent(module, name, args_json=json.dumps(list(args))))
+
+
+def test_a_topology_naming_anything_but_a_component_class_is_refused_at_submit(cluster: Cluster,
+                                                                              leader: Nimbus) -> None:
+    """The issue's attack and its variants, over Thrift: a spout that names ``os.system`` with a command (no
+    package at all), a spout that names ``subprocess.Popen``, a package module that only imports ``system``,
+    a custom grouping naming ``os.system``, a spout class named as a bolt. Each is an InvalidTopologyException
+    naming the component and what the name is, and nothing is stored. Installed component classes and a
+    package's own classes are still accepted."""
+    client = cluster.client(leader)
+
+    def upload(files: dict[str, str]) -> str:
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as package:
+            for name, text in files.items():
+                package.writestr(name, text)
+        location = client.beginFileUpload()
+        client.uploadChunk(location, buffer.getvalue())
+        client.finishFileUpload(location)
+        return location
+
+    def with_spout(obj: Any) -> Any:
+        topology = word_count()
+        topology.spouts["sentences"].spout_object = obj
+        return topology
+
+    custom = word_count()
+    custom.bolts["split"].common.inputs = {storm.GlobalStreamId("sentences", "default"): storm.Grouping(
+        custom_serialized=json.dumps({"module": "os", "class": "system", "args": ["id"]}).encode())}
+    spout_as_bolt = word_count()
+    spout_as_bolt.bolts["split"].bolt_object = python("examples.wordcount", "SentenceSpout")
+    refused = [
+        (with_spout(python("os", "system", "id > proof.txt")), "",
+         "spout 'sentences' names os.system, a builtin function, not a Spout subclass"),
+        (with_spout(python("subprocess", "Popen", ["id"])), "",
+         "spout 'sentences' names subprocess.Popen, the class subprocess.Popen, not a Spout subclass"),
+        (with_spout(python("wc", "system", "id")), upload({"wc.py": "from os import system\n"}),
+         "spout 'sentences' names wc.system, which wc.py in the package does not define with a class statement"),
+        (custom, "", "the custom grouping of bolt 'split' names os.system, a builtin function, not a class with "
+                     "a choose_tasks"),
+        (spout_as_bolt, "", "bolt 'split' names examples.wordcount.SentenceSpout, the class "
+                            "examples.wordcount.SentenceSpout, not a Bolt subclass"),
+    ]
+    for topology, location, message in refused:
+        with pytest.raises(storm.InvalidTopologyException, match=re.escape(message)):
+            client.submitTopology("wc", location, json.dumps({"topology.workers": 2}), topology)
+    assert client.getClusterInfo().topologies == [] and list(leader.code.ids()) == []
+
+    accepted = with_spout(python("wc", "Sentences"))
+    accepted.bolts["split"].bolt_object = python("examples.wordcount", "SplitSentence")
+    package = upload({"wc.py": "import os\nif os:\n    class Sentences: ...\n"})
+    client.submitTopology("wc", package, json.dumps({"topology.workers": 2}), accepted)
+    running = client.getTopologyId("wc")
+    with pytest.raises(storm.InvalidTopologyException, match="names os.system"):  # as a hot deploy of it
+        client.submitTopology("wc", "", json.dumps({"topology.workers": 2, "topology.hot.deploy.enable": True}),
+                              refused[0][0])
+    assert client.getTopologyId("wc") == running, "a refused replacement leaves the running topology alone"

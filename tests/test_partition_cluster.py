@@ -34,7 +34,9 @@ def test_a_host_cut_off_then_healed_loses_its_tasks_to_the_other_and_leaves_no_d
             pytest.skip(f"network namespaces refused here: {exc}")
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **{
             "storm.local.hostname": net.gateway, "storm.zookeeper.port": 0,
-            "storm.zookeeper.retry.intervalceiling.millis": 2000})  # reconnect soon after the heal
+            "storm.zookeeper.retry.intervalceiling.millis": 2000,  # reconnect soon after the heal
+            # Hosts on a bridge: nimbus and workers listen on every interface, not loopback only.
+            "nimbus.thrift.bind.address": "0.0.0.0", "worker.transfer.bind.address": "0.0.0.0"})
         cluster.start_zookeeper(net.gateway)  # on the bridge, where every host reaches it
         cluster.start_nimbus()
         for name in ("a", "b"):

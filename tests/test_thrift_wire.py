@@ -39,7 +39,8 @@ STORM_METHODS = [
     "getUserTopology", "setLogConfig", "getLogConfig",
 ]
 # Fields below 100 that we add on purpose, with the Storm release that defines them.
-ALLOWED_LOW_ADDITIONS = {("RebalanceOptions", 5)}  # Storm 2.x topology_conf_overrides
+ALLOWED_LOW_ADDITIONS = {("RebalanceOptions", 5),  # Storm 2.x topology_conf_overrides
+                         ("NimbusSummary", 6)}  # Storm 2.7 tlsPort (nimbus.thrift.tls.port)
 
 
 def _norm(value):

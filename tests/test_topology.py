@@ -257,6 +257,14 @@ RULES: list[tuple[str, Edit, str]] = [
      lambda t: (add_stream("split", "pairs", ["word"], is_direct=True)(t),
                 subscribe("count", "split", "pairs", shuffle())(t)),
      'bolt "count" uses shuffle grouping on stream "pairs" of "split", which is direct: use direct grouping'),
+    ("custom grouping not JSON", subscribe("count", "sentences", "default",
+                                           storm.Grouping(custom_serialized=b"\xac\xed\x00\x05sr")),
+     'bolt "count": the custom grouping of stream "default" of "sentences" must be JSON {"module": ..., '
+     '"class": ..., "args": [...]} naming a Python grouping class (serialized Java groupings cannot run here)'),
+    ("custom grouping names no class", subscribe("count", "sentences", "default",
+                                                 storm.Grouping(custom_serialized=b'{"module": "os"}')),
+     'bolt "count": the custom grouping of stream "default" of "sentences" must be JSON {"module": ..., '
+     '"class": ..., "args": [...]} naming a Python grouping class (serialized Java groupings cannot run here)'),
 ]
 
 

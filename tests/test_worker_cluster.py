@@ -18,7 +18,7 @@ from squall.dsl import Topology
 from squall.thrift import connect, storm
 from squall.zk import paths
 from squall.zk.records import TaskError, TopologyTasks, WorkerAssignment
-from support import log_events, wait_until
+from support import listening, log_events, wait_until
 from scenarios import counted_word_count, final_counts, nothing_lost, reliable_stream
 from topologies import Boom, Forward, Numbers, Recorder, read_records
 
@@ -38,6 +38,8 @@ def test_word_count_across_two_workers_is_exact(cluster: MiniCluster, tmp_path: 
 
     wait_until(lambda: final_counts(records) == expected, 60, "exact counts")
     assert len(read_records(records, "seen")) == sum(expected.values()), "each word counted once: nothing replayed"
+    for w in workers:  # worker.transfer.bind.address: 127.0.0.1 in the tests' conf
+        assert listening(cluster.processes[(w.supervisor_id, w.port)].pid) == {("127.0.0.1", w.port)}
     tasks = {t for w in workers for t in w.tasks}
     wait_until(lambda: tasks <= set(cluster.nimbus.tracker.snapshot(topology_id, 0).beats), 30,
                "every task's heartbeat at nimbus, through the topology master")

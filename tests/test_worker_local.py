@@ -7,6 +7,7 @@ process, so these tests read the components' own attributes. Waits are on condit
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -496,3 +497,30 @@ def test_storm_local_says_what_is_wrong_with_a_file(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 1
     assert "topology must be a squall.dsl.Topology or a function returning one, got int" in done.stderr
+
+
+def test_a_worker_never_calls_a_named_callable_that_is_not_a_component_class(tmp_path: Path) -> None:
+    """A topology struct that reaches a worker without nimbus's check (written to ZooKeeper and the code store
+    by hand) names ``os.system`` with a command as a spout, and ``examples.wordcount.SentenceSpout`` (a spout)
+    as a bolt: the worker refuses both before building anything (the spout is never constructed, the command
+    never runs) and reports why, naming the component."""
+    proof = tmp_path / "proof"
+    thrift, conf = wordcount.topology(rounds=1, workers=1, spouts=1, bolts=1).build()
+    thrift.spouts["sentences"].spout_object = storm.ComponentObject(python_object=storm.PythonComponent(
+        module_name="os", class_name="system", args_json=json.dumps([f"touch {proof}"])))
+    local = LocalTopology((thrift, conf))
+    local.start()
+    try:
+        assert not proof.exists(), "os.system ran"
+        assert local.runtime.failed.is_set()
+        failure = str(local.runtime.failure)
+        assert "spout 'sentences' names os.system, a builtin function, not a Spout subclass" in failure
+        assert any("names os.system" in text for _, text in local.errors), local.errors
+    finally:
+        local.stop()
+
+    thrift, conf = wordcount.topology(rounds=1, workers=1, spouts=1, bolts=1).build()
+    thrift.bolts["count"].bolt_object = thrift.spouts["sentences"].spout_object
+    with LocalTopology((thrift, conf)) as local:
+        assert "bolt 'count' names examples.wordcount.SentenceSpout, the class examples.wordcount.SentenceSpout, " \
+               "not a Bolt subclass" in str(local.runtime.failure)

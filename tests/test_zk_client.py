@@ -10,7 +10,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from squall.zk import paths
-from squall.zk.client import ZkClient, ZkState
+from squall.zk.client import ZkClient, ZkState, topology_acl
 from squall.zk.errors import MAX_ERRORS_PER_TASK, record_task_error
 from squall.zk.records import Blacklist, NimbusMaster, SupervisorInfo, TaskError
 from support import expire_session, wait_until
@@ -152,6 +152,29 @@ def test_digest_acl_lets_anyone_read_but_only_the_owner_write(zk_conf: dict[str,
         assert stranger.read(paths.BLACKLIST, Blacklist) == Blacklist(["h"])
         with pytest.raises(NoAuthError):
             stranger.write(paths.BLACKLIST, Blacklist([]))
+
+
+def test_a_topology_s_workers_write_its_errors_with_its_own_credential(zk_conf: dict[str, Any]) -> None:
+    """With digest auth, a worker holds only its topology's credential, never the daemons'. It can file and trim
+    its task errors under ``/taskerrors/<id>`` (nimbus gave that node the topology's digest too); a session
+    without the credential cannot; the daemons can still remove everything the worker wrote."""
+    daemons = dict(zk_conf, **{"storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": "squall:s3cret"})
+    topology = {"storm.zookeeper.topology.auth.scheme": "digest",
+                "storm.zookeeper.topology.auth.payload": "wc-1-1:t0pology"}
+    with ZkClient(zk_conf) as stranger, ZkClient(daemons) as nimbus, ZkClient({**zk_conf, **topology}) as worker:
+        nimbus.create(paths.task_errors_root("wc-1-1"), acl=topology_acl(daemons, topology))
+        for second in range(5):
+            record_task_error(worker, "wc-1-1", 3, TaskError(f"boom {second}", 1_700_000_000 + second))
+        record_task_error(nimbus, "wc-1-1", 3, TaskError("worker died", 1_700_000_009))
+        kept = [stranger.read(paths.task_error("wc-1-1", 3, int(key)), TaskError)
+                for key in stranger.children(paths.task_errors("wc-1-1", 3))]
+        assert [e.error for e in kept] == ["boom 3", "boom 4", "worker died"]
+        with pytest.raises(NoAuthError):
+            record_task_error(stranger, "wc-1-1", 3, TaskError("forged", 1_700_000_010))
+        with pytest.raises(NoAuthError):
+            stranger.delete(paths.task_errors("wc-1-1", 3))
+        nimbus.delete(paths.task_errors_root("wc-1-1"))
+        assert not stranger.exists(paths.task_errors_root("wc-1-1"))
 
 
 def test_state_listener_may_call_zookeeper(zk_conf: dict[str, Any], zk_address: str) -> None:

@@ -7,6 +7,7 @@ This module travels to worker processes inside a code package, so it imports onl
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections import deque
@@ -78,6 +79,25 @@ class Numbers(Spout, _Records):
 
     def deactivate(self) -> None:
         self.events.append("deactivate")
+
+
+class Snoop(Spout, _Records):
+    """Records what its worker lets user code see — its conf, its environment, and the conf file its worker was
+    started with (the path after ``--config`` on the worker's command line) — then reports an error."""
+
+    outputs = ["n"]
+
+    def __init__(self, record_dir: str) -> None:
+        self.record_dir = record_dir
+
+    def open(self, conf: Any, context: Any) -> None:
+        argv = Path("/proc/self/cmdline").read_bytes().split(b"\0")
+        conf_file = Path(argv[argv.index(b"--config") + 1].decode())
+        self.record("seen", {"conf": dict(conf), "env": dict(os.environ), "conf_file": conf_file.read_text()})
+        self.report_error("snooped")
+
+    def next_tuple(self) -> None:
+        pass
 
 
 class Paced(Spout):

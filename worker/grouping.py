@@ -9,7 +9,6 @@ emitting task's own counts, so a hot key loads two tasks instead of one.
 
 from __future__ import annotations
 
-import importlib
 import json
 import random
 import zlib
@@ -17,6 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgpack
+
+from squall.classcheck import resolve
 
 #: A grouper: the values of an emitted tuple → the target task ids (empty for direct streams). One whose
 #: answer does not depend on the values has it as its ``targets`` attribute too (see :func:`constant_targets`).
@@ -178,7 +179,7 @@ def _custom(spec: bytes, output_fields: Sequence[str], tasks: list[int]) -> Grou
     """A user class with ``prepare(output_fields, target_tasks)`` and ``choose_tasks(values) -> list[int]``."""
     try:
         decoded = json.loads(spec)
-        cls = getattr(importlib.import_module(decoded["module"]), decoded["class"])
+        cls = resolve(decoded["module"], decoded["class"], "custom grouping", "the custom grouping")
         grouper = cls(*decoded.get("args", []))
     except Exception as exc:
         raise GroupingError(f"cannot load custom grouping from {spec[:200]!r}: {exc}") from None

@@ -21,7 +21,7 @@ import structlog
 
 from squall.cli.options import (command_line_overrides, common_options, interrupt, load_or_exit, topology_typos,
                                 warn_on_stderr)
-from squall.config import default_config
+from squall.config import default_config, without_secrets
 from squall.dsl import Topology, TopologyError, load_topology
 from squall.logs import configure_logging
 from squall.thrift import storm
@@ -111,7 +111,7 @@ def compile_topology(topology: Topology | tuple[storm.StormTopology, Mapping[str
     validate_topology(name, thrift, {**cluster, **submitted})
     normalized, normal_conf = normalize(thrift, submitted, name=name)
     normal_conf["topology.id"] = topology_id(name, 1, time.time())
-    full = {**cluster, **normal_conf}
+    full = without_secrets({**cluster, **normal_conf})  # as a worker's tasks: no daemon credential
     system = system_topology(normalized, full)
     return build_layout(normal_conf["topology.id"], system, make_tasks(system), full), full
 

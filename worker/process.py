@@ -26,6 +26,7 @@ import structlog
 
 from squall.cli.options import common_options, load_or_exit
 from squall.clock import RealClock
+from squall.config import without_secrets
 from squall.local_state import (
     CODE_FILES, code_dir, fetched_for, heartbeat_file, put_code_on_path, write_heartbeat,
 )
@@ -34,6 +35,7 @@ from squall.logs import configure_logging
 from squall.nimbus_client import leader_address
 from squall.stats import to_executor_stats
 from squall.thrift import from_bytes, open_client, storm
+from squall.tls import client_context
 from squall.topology import TOPOLOGY_MASTER, system_topology
 from squall.zk import paths
 from squall.zk.client import ZkClient
@@ -63,7 +65,7 @@ class Worker:
         self.host = host or conf.get("storm.local.hostname") or "localhost"
         self.done = threading.Event()
         self.exit_code = 0
-        self.zk = ZkClient(conf)
+        self.zk: ZkClient
         self.clock = RealClock()
         self.log_levels = LogLevelOverrides(self.clock)  # storm set_log_level
         self.runtime: WorkerRuntime | None = None
@@ -83,6 +85,7 @@ class Worker:
     def run(self) -> int:
         """Run until unassigned, stopped or failed; the exit status for the process."""
         conf = self._load_code()
+        self.zk = ZkClient(self._stored_conf())  # with the topology's own ZooKeeper credential, if it has one
         self.zk.start()
         self.zk.watch_data(paths.log_config(self.topology_id), LoggerLevels, self.log_levels.apply)
         try:
@@ -94,7 +97,7 @@ class Worker:
             self._assignment_ms = assignment.timestamp_ms
             self.runtime = WorkerRuntime(layout, placement, conf, report_error=self._report_error,
                                          report_beats=self._beats.offer, on_fatal=self._fatal,
-                                         listen=("0.0.0.0", self.port))
+                                         listen=(self.cluster_conf["worker.transfer.bind.address"], self.port))
             # Watch before any wait (tasks preparing, peers not listening yet): a reassignment that moves a
             # dead peer away must reach this worker at once, not at the next poll.
             self.zk.watch_data(paths.topology(self.topology_id), StormBase, self._on_status)
@@ -139,7 +142,11 @@ class Worker:
         return self._conf()
 
     def _conf(self) -> dict[str, Any]:
-        """The topology conf over the cluster conf; after ``update_topology``, the updated version's conf."""
+        """The conf the tasks see: the topology conf over the cluster conf (after ``update_topology``, the
+        updated version's), without secrets (the topology's ZooKeeper credential is for this process's session)."""
+        return without_secrets(self._stored_conf())
+
+    def _stored_conf(self) -> dict[str, Any]:
         return {**self.cluster_conf, **json.loads(self._conf_file.read_text())}
 
     def _read_layout(self, conf: Mapping[str, Any]) -> tuple[TopologyLayout, Placement, Assignment]:
@@ -254,7 +261,8 @@ class Worker:
                 if client is None:
                     host, port = leader_address(conf, self.zk)
                     client = open_client(host, port, int(conf["storm.thrift.socket.timeout.ms"]),
-                                         max_frame_bytes=int(conf["nimbus.thrift.client.max_buffer_size"]))
+                                         max_frame_bytes=int(conf["nimbus.thrift.client.max_buffer_size"]),
+                                         tls=client_context(conf))
                 for request in beat_requests(self.topology_id, layout, beats):
                     client.updateTaskHeartbeat(request)
             except storm.NotAliveException:

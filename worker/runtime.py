@@ -18,6 +18,7 @@ from typing import Any
 
 import structlog
 
+from squall.classcheck import resolve
 from squall.topology import ACKER, TOPOLOGY_MASTER
 from squall.tuple import Fields, TupleBatch
 from squall.zk.records import ComponentType
@@ -66,6 +67,7 @@ class TaskThread(threading.Thread):
         """Start ``executor`` (open/prepare) on this thread, then step it with the others."""
         def start() -> None:
             try:
+                _check_user_class(executor)
                 executor.start()
             except BaseException as exc:
                 executor.report_error(exc)
@@ -119,6 +121,16 @@ class TaskThread(threading.Thread):
             delay = wake_at - monotonic()
             if delay > 0:
                 wake.wait(delay)
+
+
+def _check_user_class(executor: Executor) -> None:
+    """The class a user component names is a Spout or Bolt subclass before its executor builds it (calls it
+    with the topology's arguments): what a worker runs comes from stored code and ZooKeeper, not only
+    from what nimbus checked at submit."""
+    if isinstance(executor, (SpoutExecutor, BoltExecutor)) and executor.spec.obj.python_object is not None:
+        named = executor.spec.obj.python_object
+        kind = executor.spec.kind.value
+        resolve(named.module_name, named.class_name, kind, f"{kind} {executor.component!r}")
 
 
 class WorkerRuntime:

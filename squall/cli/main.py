@@ -28,6 +28,7 @@ from squall.devcluster import run_dev_cluster, stop_dev_cluster
 from squall.devzk import LocalZooKeeper, ZooKeeperUnavailable
 from squall.logs import configure_logging
 from squall.sparkconnect import DEFAULT_PORT, server_command
+from squall.nimbus_client import NoTlsListener
 from squall.thrift import NimbusUnavailable, storm
 
 log = structlog.get_logger(__name__)
@@ -166,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"storm {args.command}: {type(exc).__name__}: {exc.msg}", file=sys.stderr)
     except TApplicationException as exc:
         print(f"storm {args.command}: nimbus error: {exc.message}", file=sys.stderr)
-    except (NimbusUnavailable, TTransportException, OSError) as exc:
+    except (NimbusUnavailable, NoTlsListener, TTransportException, OSError) as exc:
         print(f"storm {args.command}: cannot reach nimbus: {exc}", file=sys.stderr)
     return 1
 

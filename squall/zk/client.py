@@ -22,7 +22,7 @@ import structlog
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
-from kazoo.security import make_digest_acl, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
+from kazoo.security import ACL, make_digest_acl, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
 from squall.zk import paths
 from squall.zk.records import RecordError, decode, encode
@@ -48,18 +48,48 @@ def connect_string(conf: Mapping[str, Any], *, with_root: bool = True) -> str:
     return hosts + (root if with_root else "")
 
 
-def _acl(conf: Mapping[str, Any]) -> tuple[list[tuple[str, str]], list[Any]]:
-    """Digest auth from ``storm.zookeeper.auth.scheme/payload``: owner has all rights, others read.
+_DAEMONS, _TOPOLOGY = "storm.zookeeper.auth", "storm.zookeeper.topology.auth"
+
+
+def _credential(conf: Mapping[str, Any], prefixes: tuple[str, ...] = (_DAEMONS, _TOPOLOGY)) -> tuple[str, str] | None:
+    """(scheme, payload) a session authenticates with: the daemons' ``storm.zookeeper.auth.*``, else (a worker,
+    which never gets those) its topology's ``storm.zookeeper.topology.auth.*``; None without either."""
+    for prefix in prefixes:
+        scheme, payload = conf.get(f"{prefix}.scheme"), conf.get(f"{prefix}.payload")
+        if scheme and payload:
+            if scheme != "digest" or ":" not in payload:
+                raise ValueError(f"{prefix}.scheme must be 'digest' with payload 'user:password'")
+            return scheme, payload
+    return None
+
+
+def _digest(payload: str) -> ACL:
+    user, password = payload.split(":", 1)
+    return make_digest_acl(user, password, all=True)
+
+
+def _acl(conf: Mapping[str, Any]) -> tuple[list[tuple[str, str]], list[ACL]]:
+    """Digest auth from the session's credential: owner has all rights, others read.
 
     Read stays open so operators can inspect state with ``zkCli.sh`` without credentials.
     """
-    scheme, payload = conf.get("storm.zookeeper.auth.scheme"), conf.get("storm.zookeeper.auth.payload")
-    if not scheme or not payload:
+    credential = _credential(conf)
+    if credential is None:
         return [], OPEN_ACL_UNSAFE
-    if scheme != "digest" or ":" not in payload:
-        raise ValueError("storm.zookeeper.auth.scheme must be 'digest' with payload 'user:password'")
-    user, password = payload.split(":", 1)
-    return [(scheme, payload)], [make_digest_acl(user, password, all=True), *READ_ACL_UNSAFE]
+    return [credential], [_digest(credential[1]), *READ_ACL_UNSAFE]
+
+
+def topology_acl(conf: Mapping[str, Any], topology_conf: Mapping[str, Any]) -> list[ACL] | None:
+    """The ACL of a topology's task errors (``/taskerrors/<id>``, which its workers write into): the daemons'
+    digest (``conf``) and the topology's own (``topology_conf``) with all rights, read for everyone else;
+    None when the daemons do not authenticate (nodes are open, as every other).
+
+        zk.create(paths.task_errors_root(topology_id), acl=topology_acl(nimbus_conf, topology_conf))
+    """
+    daemons, own = _credential(conf, (_DAEMONS,)), _credential(topology_conf, (_TOPOLOGY,))
+    if daemons is None:
+        return None
+    return [_digest(daemons[1]), *([_digest(own[1])] if own is not None else []), *READ_ACL_UNSAFE]
 
 
 class Watch:
@@ -191,13 +221,22 @@ class ZkClient:
 
         self._kz.retry(put)
 
-    def create(self, path: str, record: Any | None = None) -> bool:
-        """Create a persistent node only if absent; True if this call created it."""
+    def create(self, path: str, record: Any | None = None, *, acl: list[ACL] | None = None) -> bool:
+        """Create a persistent node only if absent (its missing parents too, all with ``acl``, by default this
+        session's); True if this call created it."""
         try:
-            self._kz.retry(self._kz.create, path, encode(record) if record is not None else b"", makepath=True)
+            self._kz.retry(self._kz.create, path, encode(record) if record is not None else b"", acl=acl,
+                           makepath=True)
         except NodeExistsError:
             return False
         return True
+
+    def acl(self, path: str) -> list[ACL] | None:
+        """The ACL of a node; None when it does not exist."""
+        try:
+            return list(self._kz.retry(self._kz.get_acls, path)[0])
+        except NoNodeError:
+            return None
 
     def delete(self, path: str, *, recursive: bool = True) -> None:
         """Delete a node (and its subtree); deleting a missing node is not an error.

@@ -82,12 +82,13 @@ class SupervisorInfo:
 
 @dataclass(frozen=True)
 class NimbusMaster:
-    """``/nimbus_master`` (ephemeral): where clients find the leader."""
+    """``/nimbus_master`` (ephemeral): where clients find the leader (``tls_port``: its TLS listener, 0 for none)."""
 
     schema: ClassVar[int] = 1
     host: str
     port: int
     since_secs: int = 0
+    tls_port: int = 0
 
     @property
     def host_port(self) -> str:
@@ -102,6 +103,7 @@ class NimbusSlave:
     host: str
     port: int
     uptime_secs: int = 0
+    tls_port: int = 0
 
 
 @dataclass(frozen=True)
@@ -313,6 +315,7 @@ class CodeHolder:
     host: str
     port: int
     code: dict[str, dict[int, str]] = field(default_factory=dict)
+    tls_port: int = 0
 
     @property
     def host_port(self) -> str:
