@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 from streamparse.thrift import storm_thrift as sp
 from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.rpc import make_client
@@ -59,33 +60,31 @@ def test_a_client_with_a_certificate_of_the_cluster_ca_is_served_and_named(serve
         ("127.0.0.1", 6067), "through TLS, the leader's TLS port"
 
 
-def test_every_other_client_is_refused_before_a_call_is_read(served: Any, certs: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_other_client_is_refused_before_a_call_is_read(served: Any, certs: Path) -> None:
     """A Storm 1.x client (streamparse's plain framed Thrift), a TLS client without a certificate and one with
     another CA's certificate: each connection is closed, no call reaches the handler, and the server logs
     the reason for each."""
     server, handler = served
-    plain = make_client(sp.Nimbus, "127.0.0.1", server.port, proto_factory=TBinaryProtocolFactory(),
-                        trans_factory=TFramedTransportFactory(), timeout=5000)
-    with pytest.raises(TTransportException):
-        plain.getLeader()
-    plain.close()
-    anonymous = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    anonymous.load_verify_locations(certs / "ca.pem")
-    stranger = client_context(tls_conf(certs / "elsewhere", "mallory") | {
-        "nimbus.thrift.tls.client.truststore.path": str(certs / "ca.pem")})  # trusts nimbus, nimbus not it
-    for context in (anonymous, stranger):
+    with capture_logs() as logs:  # the log events themselves: another test may have sent printed logs elsewhere
+        plain = make_client(sp.Nimbus, "127.0.0.1", server.port, proto_factory=TBinaryProtocolFactory(),
+                            trans_factory=TFramedTransportFactory(), timeout=5000)
         with pytest.raises(TTransportException):
-            with connect("127.0.0.1", server.port, 5000, tls=context) as client:
-                client.getLeader()
-    assert handler.callers == []
-    logged: list[str] = []
+            plain.getLeader()
+        plain.close()
+        anonymous = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        anonymous.load_verify_locations(certs / "ca.pem")
+        stranger = client_context(tls_conf(certs / "elsewhere", "mallory") | {
+            "nimbus.thrift.tls.client.truststore.path": str(certs / "ca.pem")})  # trusts nimbus, nimbus not it
+        for context in (anonymous, stranger):
+            with pytest.raises(TTransportException):
+                with connect("127.0.0.1", server.port, 5000, tls=context) as client:
+                    client.getLeader()
+        assert handler.callers == []
 
-    def reasons() -> set[str]:  # a client may see its refusal a moment before the server has logged it
-        logged.extend(line for line in capsys.readouterr().out.splitlines() if "thrift TLS handshake refused" in line)
-        return {line.split("reason=")[1].split()[0] for line in logged}
+        def reasons() -> set[str]:  # a client may see its refusal a moment before the server has logged it
+            return {e["reason"] for e in list(logs) if e["event"] == "thrift TLS handshake refused"}
 
-    wait_until(lambda: len(reasons()) == 3, 10, "the server's three refusals logged")
+        wait_until(lambda: len(reasons()) == 3, 10, "the server's three refusals logged")
     assert reasons() == {"WRONG_VERSION_NUMBER", "PEER_DID_NOT_RETURN_A_CERTIFICATE", "CERTIFICATE_VERIFY_FAILED"}
 
 
