@@ -49,7 +49,7 @@ def test_dev_zookeeper_serves_zkcli_and_stops_on_ctrl_c(tmp_path: Path, zk_conf:
         assert "nimbus_master" in listing and "supervisors" in listing
         shown = zkcli(port, "get", "/squall/nimbus_master")
         record = next(json.loads(line) for line in shown.splitlines() if line.startswith("{"))
-        assert record == {"v": 1, "host": "nimbus-1", "port": 6627, "since_secs": 1_700_000_000}
+        assert record == {"v": 1, "host": "nimbus-1", "port": 6627, "since_secs": 1_700_000_000, "tls_port": 0}
 
         storm.send_signal(signal.SIGINT)  # what Ctrl-C delivers
         assert storm.wait(30) == 0
