@@ -25,7 +25,7 @@ from thriftpy2.thrift import TApplicationException
 
 from squall.clock import Clock, RealClock
 from squall.thrift import storm
-from ui import pages, shapes
+from ui import metrics, pages, shapes
 from ui.openapi import document
 from ui.params import BadRequest, rebalance_options, supervisor_query, wait_secs, window_and_sys
 from ui.source import NimbusSource, NimbusUnreachable
@@ -106,6 +106,7 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
         Route("/api/v1/topology/{id}/kill/{wait_time}", action("kill", _kill), methods=["POST"]),
         Route("/api/v1/openapi.json", lambda _request: JSONResponse(openapi)),
         *pages.routes(source, ask, now),
+        metrics.route(source, ask),
     ]
     return Starlette(routes=routes, exception_handlers=_ERRORS)
 

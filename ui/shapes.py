@@ -191,6 +191,7 @@ class _Counts:
     input ``(component, stream)`` for a bolt (execute latency); ``executed`` and ``process_ms`` are a bolt's.
     """
 
+    spout: bool
     emitted: Mapping[str, int]
     transferred: Mapping[str, int]
     acked: Mapping[StatKey, int]
@@ -212,10 +213,10 @@ def _counts(stats: Any, window: str) -> _Counts | None:
     emitted, transferred = pick(stats.emitted), pick(stats.transferred)
     if stats.specific.spout is not None:
         s = stats.specific.spout
-        return _Counts(emitted, transferred, pick(s.acked), pick(s.failed), {}, pick(s.complete_ms_avg), {})
+        return _Counts(True, emitted, transferred, pick(s.acked), pick(s.failed), {}, pick(s.complete_ms_avg), {})
     b = stats.specific.bolt
-    return _Counts(emitted, transferred, pick(b.acked, True), pick(b.failed, True), pick(b.executed, True),
-                  pick(b.execute_ms_avg, True), pick(b.process_ms_avg, True))
+    return _Counts(False, emitted, transferred, pick(b.acked, True), pick(b.failed, True), pick(b.executed, True),
+                   pick(b.execute_ms_avg, True), pick(b.process_ms_avg, True))
 
 
 def _shown(key: StatKey, sys: bool) -> bool:
@@ -245,14 +246,21 @@ def _capacity(executor: Any, c: _Counts) -> float:
 
 
 @dataclass(frozen=True)
-class _Executed:
-    """An executor and its counts in the window asked for (None before its first stats)."""
+class Executed:
+    """An executor as nimbus reports it (its ``ExecutorSummary``: host, port, tasks, uptime) and its counts in
+    the window asked for (None before its first stats)."""
 
     summary: Any
     counts: _Counts | None
 
+    @property
+    def task(self) -> str:
+        """Its task id (``"3"``), or ``"3-4"`` for an executor of several tasks."""
+        info = self.summary.executor_info
+        return str(info.task_start) if info.task_start == info.task_end else f"{info.task_start}-{info.task_end}"
 
-def _reported(parts: Iterable[_Executed]) -> list[_Counts]:
+
+def _reported(parts: Iterable[Executed]) -> list[_Counts]:
     return [p.counts for p in parts if p.counts is not None]
 
 
@@ -261,25 +269,47 @@ def _sum(reported: Iterable[_Counts], stat: str, sys: bool) -> int:
     return sum(_total(getattr(c, stat), sys) for c in reported)
 
 
-def _tasks(parts: Iterable[_Executed]) -> int:
+def _tasks(parts: Iterable[Executed]) -> int:
     return sum(p.summary.executor_info.task_end - p.summary.executor_info.task_start + 1 for p in parts)
 
 
-def _stats_row(parts: list[_Executed], spout: bool, sys: bool) -> dict[str, Any]:
-    """The counts Storm shows for a group of one component's executors (one, or all of them)."""
+#: The stats Storm prints as ``"%.3f"`` strings (milliseconds, or a share for capacity).
+FORMATTED_STATS = ("completeLatency", "executeLatency", "processLatency", "capacity")
+
+
+def stats_numbers(parts: list[Executed], spout: bool, sys: bool) -> dict[str, float]:
+    """The stats Storm shows for a group of one component's executors (one, or all of them), as numbers:
+    emitted, transferred, acked, failed; a spout's completeLatency; a bolt's executed, executeLatency,
+    processLatency (milliseconds) and capacity. The REST API and ``/metrics`` both read them here."""
     reported = _reported(parts)
-    row: dict[str, Any] = {stat: _sum(reported, stat, sys) for stat in ("emitted", "transferred", "acked", "failed")}
+    row: dict[str, float] = {stat: _sum(reported, stat, sys) for stat in ("emitted", "transferred", "acked", "failed")}
     if spout:
-        row["completeLatency"] = float_str(_latency(reported, "latency_ms", "acked", sys))
+        row["completeLatency"] = _latency(reported, "latency_ms", "acked", sys)
     else:
         row.update({
             "executed": _sum(reported, "executed", sys),
-            "executeLatency": float_str(_latency(reported, "latency_ms", "executed", sys)),
-            "processLatency": float_str(_latency(reported, "process_ms", "acked", sys)),
-            "capacity": float_str(max((_capacity(p.summary, p.counts) for p in parts if p.counts is not None),
-                                      default=0.0)),
+            "executeLatency": _latency(reported, "latency_ms", "executed", sys),
+            "processLatency": _latency(reported, "process_ms", "acked", sys),
+            "capacity": max((_capacity(p.summary, p.counts) for p in parts if p.counts is not None), default=0.0),
         })
     return row
+
+
+def _stats_row(parts: list[Executed], spout: bool, sys: bool) -> dict[str, Any]:
+    """:func:`stats_numbers` as Storm's JSON writes them."""
+    return {stat: float_str(value) if stat in FORMATTED_STATS else value
+            for stat, value in stats_numbers(parts, spout, sys).items()}
+
+
+def topology_numbers(grouped: Mapping[str, list[Executed]], kinds: Mapping[str, str], sys: bool) -> dict[str, float]:
+    """A topology's stats as numbers: emitted and transferred add up the shown components of ``kinds``
+    (component → ``"spout"`` or ``"bolt"``); acked, failed and complete latency are the spouts' (a tree counts
+    once, where it began)."""
+    shown = [c for c in kinds if sys or not is_system(c)]
+    counts = _reported(p for c in shown for p in grouped.get(c, []))
+    trees = stats_numbers([p for c in shown if kinds[c] == "spout" for p in grouped.get(c, [])], True, sys)
+    return {"emitted": _sum(counts, "emitted", sys), "transferred": _sum(counts, "transferred", sys),
+            "acked": trees["acked"], "failed": trees["failed"], "completeLatency": trees["completeLatency"]}
 
 
 def component_kinds(topology: Any) -> dict[str, str]:
@@ -287,10 +317,11 @@ def component_kinds(topology: Any) -> dict[str, str]:
     return {**{c: "spout" for c in topology.spouts}, **{c: "bolt" for c in topology.bolts}}
 
 
-def _by_component(info: Any, window: str) -> dict[str, list[_Executed]]:
-    grouped: dict[str, list[_Executed]] = {}
+def executors_by_component(info: Any, window: str) -> dict[str, list[Executed]]:
+    """A ``TopologyInfo``'s executors with their counts in ``window``, by component id."""
+    grouped: dict[str, list[Executed]] = {}
     for e in info.executors:
-        grouped.setdefault(e.component_id, []).append(_Executed(e, _counts(e.stats, window)))
+        grouped.setdefault(e.component_id, []).append(Executed(e, _counts(e.stats, window)))
     return grouped
 
 
@@ -324,21 +355,19 @@ def topology_page(info: Any, topology: Any, conf: Mapping[str, Any], *, now_secs
     Every component of the topology is listed, with zero counts until its executors report.
     """
     kinds = component_kinds(topology)
-    grouped = _by_component(info, window)
+    grouped = executors_by_component(info, window)
     shown = sorted(c for c in kinds if sys or not is_system(c))
     spouts = [c for c in shown if kinds[c] == "spout"]
     every_part = [p for parts in grouped.values() for p in parts]
-    shown_counts = _reported(p for c in shown for p in grouped.get(c, []))
-    trees = _stats_row([p for c in spouts for p in grouped.get(c, [])], True, sys)  # a tree counts where it began
+    totals = topology_numbers(grouped, kinds, sys)
     return {
         "id": info.id, "encodedId": encoded(info.id), "name": info.name, "owner": info.owner, "user": None,
         "status": info.status, "uptime": pretty_uptime(info.uptime_secs), "uptimeSeconds": info.uptime_secs,
         "tasksTotal": _tasks(every_part), "executorsTotal": len(info.executors),
         "workersTotal": len({(e.host, e.port) for e in info.executors}), "schedulerInfo": info.sched_status,
         "msgTimeout": conf.get("topology.message.timeout.secs"), "window": window, "windowHint": window_hint(window),
-        "topologyStats": [{**_window_fields(window), "emitted": _sum(shown_counts, "emitted", sys),
-                           "transferred": _sum(shown_counts, "transferred", sys), "acked": trees["acked"],
-                           "failed": trees["failed"], "completeLatency": trees["completeLatency"]}],
+        "topologyStats": [{**_window_fields(window), **totals,
+                           "completeLatency": float_str(totals["completeLatency"])}],
         "spouts": [_component_row(c, grouped.get(c, []), "spout", info, sys, now_secs) for c in spouts],
         "bolts": [_component_row(c, grouped.get(c, []), "bolt", info, sys, now_secs) for c in shown
                   if kinds[c] == "bolt"],
@@ -348,7 +377,7 @@ def topology_page(info: Any, topology: Any, conf: Mapping[str, Any], *, now_secs
     }
 
 
-def _component_row(component: str, parts: list[_Executed], kind: str, info: Any, sys: bool,
+def _component_row(component: str, parts: list[Executed], kind: str, info: Any, sys: bool,
                    now_secs: int) -> dict[str, Any]:
     """A line of the topology page's spouts or bolts table."""
     ids = ({"spoutId": component, "encodedSpoutId": encoded(component)} if kind == "spout"
@@ -389,7 +418,7 @@ def component_page(info: Any, topology: Any, component: str, *, now_secs: int, w
         raise UnknownComponent(f"topology {info.id} has no component {component!r}; its components are "
                                f"{', '.join(sorted(c for c in kinds if not is_system(c)))}")
     kind = kinds[component]
-    parts = _by_component(info, window).get(component, [])
+    parts = executors_by_component(info, window).get(component, [])
     reported = _reported(parts)
     errors = sorted((info.errors or {}).get(component, []), key=lambda e: e.error_time_secs)
     page: dict[str, Any] = {
@@ -413,7 +442,7 @@ def component_page(info: Any, topology: Any, component: str, *, now_secs: int, w
     return page
 
 
-def _executor_row(part: _Executed, spout: bool, sys: bool) -> dict[str, Any]:
+def _executor_row(part: Executed, spout: bool, sys: bool) -> dict[str, Any]:
     e = part.summary
     ident = f"[{e.executor_info.task_start}-{e.executor_info.task_end}]"
     return {"id": ident, "encodedId": encoded(ident), "host": e.host, "port": e.port,
