@@ -19,19 +19,21 @@ the numbers are made follows Storm too:
 Squall keeps one stats window today, Storm's ``:all-time`` (:data:`WINDOWS`); the 10 min, 3 h and 1 day
 windows come later. What Squall does not know is left out rather than invented: resources
 (``schedulerDisplayResource`` is false, as in Storm's default), the supervisor of a worker, and a
-topology's replication count. Log links (``workerLogLink``, ``errorWorkerLogLink``, ``nimbusLogLink``,
-``logLink``) are empty strings, Storm's value for "no link", until the logviewer exists.
+topology's replication count. A worker's log link (``workerLogLink``, ``errorWorkerLogLink``) opens its log
+on the logviewer of its host, at the UI's ``logviewer.port``, as Storm's UI links them; without a port (or
+for an error with no worker) it is ``""``, Storm's value for "no link", as are the daemons' own log links
+(``nimbusLogLink``, ``logLink``): the logviewer serves worker logs only.
 """
 
 from __future__ import annotations
 
-import http
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 from urllib.parse import quote
 
 from squall import STORM_VERSION
+from squall.local_state import worker_log_name
 from squall.names import is_system
 from squall.stats import ALL_TIME
 
@@ -88,13 +90,17 @@ def encoded(ident: str) -> str:
     return quote(ident, safe="")
 
 
-def error_body(status: int, message: str) -> dict[str, str]:
-    """Storm's error JSON: ``{"error": "404 Not Found", "errorMessage": "..."}``.
+def worker_log_link(logviewer_port: int | None, host: str | None, port: int | None, topology_id: str) -> str:
+    """The page of a worker's log on its host's logviewer, or ``""`` (no link) without a logviewer port or a
+    worker.
 
-    >>> error_body(503, "nimbus is down")
-    {'error': '503 Service Unavailable', 'errorMessage': 'nimbus is down'}
+    >>> worker_log_link(8000, "h1", 6700, "wc-1-1700000000")
+    'http://h1:8000/api/v1/log?file=wc-1-1700000000-worker-6700.log'
     """
-    return {"error": f"{status} {http.HTTPStatus(status).phrase}", "errorMessage": message}
+    if not logviewer_port or not host or port is None:
+        return NO_LINK
+    where = f"[{host}]" if ":" in host else host  # an IPv6 address
+    return f"http://{where}:{logviewer_port}/api/v1/log?file={encoded(worker_log_name(topology_id, port))}"
 
 
 def operation_body(topology_id: str, operation: str) -> dict[str, str]:
@@ -139,7 +145,7 @@ class UnknownSupervisor(LookupError):
 
 
 def supervisor_page(cluster: Any, blacklist: Iterable[str], infos: Iterable[Any], *, supervisor_id: str = "",
-                    host: str = "") -> dict[str, Any]:
+                    host: str = "", logviewer_port: int | None = None) -> dict[str, Any]:
     """``/api/v1/supervisor?id=ID`` (or ``?host=HOST``): the supervisor(s) and the workers on their host, from
     the ``ClusterSummary`` and every running topology's ``TopologyInfo``.
 
@@ -156,7 +162,7 @@ def supervisor_page(cluster: Any, blacklist: Iterable[str], infos: Iterable[Any]
         raise UnknownSupervisor(f"no supervisor has {wanted}; the supervisors are {known}")
     hosts = {s["host"] for s in chosen}
     return {"supervisors": chosen,
-            "workers": [w for info in infos for w in _workers(info) if w["host"] in hosts],
+            "workers": [w for info in infos for w in _workers(info, logviewer_port) if w["host"] in hosts],
             "sharedHost": any(s["host"] in hosts for s in rows if s not in chosen),
             "schedulerDisplayResource": False}
 
@@ -325,19 +331,20 @@ def executors_by_component(info: Any, window: str) -> dict[str, list[Executed]]:
     return grouped
 
 
-def _error(error: Any, now_secs: int, *, last: bool) -> dict[str, Any]:
+def _error(error: Any, info: Any, now_secs: int, logviewer_port: int | None, *, last: bool) -> dict[str, Any]:
     text = error.error[:LAST_ERROR_CHARS] if last else error.error
     return {"lastError" if last else "error": text, "errorTime": error.error_time_secs,
-            "errorHost": error.host or "", "errorPort": error.port, "errorWorkerLogLink": NO_LINK,
+            "errorHost": error.host or "", "errorPort": error.port,
+            "errorWorkerLogLink": worker_log_link(logviewer_port, error.host, error.port, info.id),
             "errorLapsedSecs": max(0, now_secs - error.error_time_secs)}
 
 
-def _last_error(errors: list[Any], now_secs: int) -> dict[str, Any]:
+def _last_error(errors: list[Any], info: Any, now_secs: int, logviewer_port: int | None) -> dict[str, Any]:
     """Storm's last-error fields of a component: the newest error, or empty values when there is none."""
     if not errors:
         return {"lastError": "", "errorTime": None, "errorHost": "", "errorPort": None,
                 "errorWorkerLogLink": NO_LINK, "errorLapsedSecs": None}
-    return _error(max(errors, key=lambda e: e.error_time_secs), now_secs, last=True)
+    return _error(max(errors, key=lambda e: e.error_time_secs), info, now_secs, logviewer_port, last=True)
 
 
 def _window_fields(window: str) -> dict[str, str]:
@@ -348,9 +355,9 @@ def _window_fields(window: str) -> dict[str, str]:
 
 
 def topology_page(info: Any, topology: Any, conf: Mapping[str, Any], *, now_secs: int, window: str = ALL_TIME,
-                  sys: bool = False) -> dict[str, Any]:
+                  sys: bool = False, logviewer_port: int | None = None) -> dict[str, Any]:
     """``/api/v1/topology/<id>`` from nimbus's ``TopologyInfo``, the running topology (system components
-    included) and its conf.
+    included) and its conf; log links go to the logviewers on ``logviewer_port``.
 
     Every component of the topology is listed, with zero counts until its executors report.
     """
@@ -368,25 +375,26 @@ def topology_page(info: Any, topology: Any, conf: Mapping[str, Any], *, now_secs
         "msgTimeout": conf.get("topology.message.timeout.secs"), "window": window, "windowHint": window_hint(window),
         "topologyStats": [{**_window_fields(window), **totals,
                            "completeLatency": float_str(totals["completeLatency"])}],
-        "spouts": [_component_row(c, grouped.get(c, []), "spout", info, sys, now_secs) for c in spouts],
-        "bolts": [_component_row(c, grouped.get(c, []), "bolt", info, sys, now_secs) for c in shown
+        "spouts": [_component_row(c, grouped.get(c, []), "spout", info, sys, now_secs, logviewer_port)
+                   for c in spouts],
+        "bolts": [_component_row(c, grouped.get(c, []), "bolt", info, sys, now_secs, logviewer_port) for c in shown
                   if kinds[c] == "bolt"],
-        "workers": _workers(info),
+        "workers": _workers(info, logviewer_port),
         "configuration": dict(conf), "debug": False, "samplingPct": DEFAULT_SAMPLING_PCT,
         "schedulerDisplayResource": False,
     }
 
 
-def _component_row(component: str, parts: list[Executed], kind: str, info: Any, sys: bool,
-                   now_secs: int) -> dict[str, Any]:
+def _component_row(component: str, parts: list[Executed], kind: str, info: Any, sys: bool, now_secs: int,
+                   logviewer_port: int | None) -> dict[str, Any]:
     """A line of the topology page's spouts or bolts table."""
     ids = ({"spoutId": component, "encodedSpoutId": encoded(component)} if kind == "spout"
            else {"boltId": component, "encodedBoltId": encoded(component)})
     return {**ids, "executors": len(parts), "tasks": _tasks(parts), **_stats_row(parts, kind == "spout", sys),
-            **_last_error(list((info.errors or {}).get(component, [])), now_secs)}
+            **_last_error(list((info.errors or {}).get(component, [])), info, now_secs, logviewer_port)}
 
 
-def _workers(info: Any) -> list[dict[str, Any]]:
+def _workers(info: Any, logviewer_port: int | None) -> list[dict[str, Any]]:
     """One entry per worker (host, port) running the topology's executors; its uptime is its oldest task's."""
     workers: dict[tuple[str, int], list[Any]] = {}
     for e in info.executors:
@@ -399,7 +407,8 @@ def _workers(info: Any) -> list[dict[str, Any]]:
         uptime = max(e.uptime_secs for e in executors)
         result.append({"host": host, "port": port, "topologyId": info.id, "topologyName": info.name,
                        "executorsTotal": len(executors), "componentNumTasks": per_component,
-                       "uptime": pretty_uptime(uptime), "uptimeSeconds": uptime, "workerLogLink": NO_LINK})
+                       "uptime": pretty_uptime(uptime), "uptimeSeconds": uptime,
+                       "workerLogLink": worker_log_link(logviewer_port, host, port, info.id)})
     return result
 
 
@@ -407,7 +416,7 @@ def _workers(info: Any) -> list[dict[str, Any]]:
 
 
 def component_page(info: Any, topology: Any, component: str, *, now_secs: int, window: str = ALL_TIME,
-                   sys: bool = False) -> dict[str, Any]:
+                   sys: bool = False, logviewer_port: int | None = None) -> dict[str, Any]:
     """``/api/v1/topology/<id>/component/<component>``: the component's stats in the window, per stream
     (and per input for a bolt), per executor, and its errors, oldest first.
 
@@ -428,25 +437,26 @@ def component_page(info: Any, topology: Any, component: str, *, now_secs: int, w
         "window": window, "windowHint": window_hint(window), "debug": False, "samplingPct": DEFAULT_SAMPLING_PCT,
         "profilingAndDebuggingCapable": False, "profileActionEnabled": False, "profilerActive": [],
         "schedulerDisplayResource": False,
-        "componentErrors": [_error(e, now_secs, last=False) for e in errors],
-        "executorStats": [_executor_row(p, kind == "spout", sys) for p in
+        "componentErrors": [_error(e, info, now_secs, logviewer_port, last=False) for e in errors],
+        "executorStats": [_executor_row(p, info, kind == "spout", sys, logviewer_port) for p in
                           sorted(parts, key=lambda p: p.summary.executor_info.task_start)],
         "outputStats": _output_stats(reported, kind == "spout", sys),
     }
     summary = {**_window_fields(window), **_stats_row(parts, kind == "spout", sys)}
     if kind == "spout":
-        page["spoutSummary"] = [{**summary, "lastError": _last_error(errors, now_secs)["lastError"]}]
+        page["spoutSummary"] = [{**summary, "lastError": _last_error(errors, info, now_secs, None)["lastError"]}]
     else:
         page["boltStats"] = [summary]
         page["inputStats"] = _input_stats(reported, sys)
     return page
 
 
-def _executor_row(part: Executed, spout: bool, sys: bool) -> dict[str, Any]:
+def _executor_row(part: Executed, info: Any, spout: bool, sys: bool, logviewer_port: int | None) -> dict[str, Any]:
     e = part.summary
     ident = f"[{e.executor_info.task_start}-{e.executor_info.task_end}]"
     return {"id": ident, "encodedId": encoded(ident), "host": e.host, "port": e.port,
-            "uptime": pretty_uptime(e.uptime_secs), "uptimeSeconds": e.uptime_secs, "workerLogLink": NO_LINK,
+            "uptime": pretty_uptime(e.uptime_secs), "uptimeSeconds": e.uptime_secs,
+            "workerLogLink": worker_log_link(logviewer_port, e.host, e.port, info.id),
             **_stats_row([part], spout, sys)}
 
 
