@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# A job end to end on a dev cluster on this machine (ZooKeeper, nimbus, two supervisors, the UI), then kill,
+# A job end to end on a dev cluster on this machine (ZooKeeper, nimbus, two supervisors, the UI, the logviewer), then kill,
 # stop, and nothing left running. Ctrl-C at any point stops everything too.
 #   demo.sh wordcount   (`make demo`)      the word count with `storm jar`, `storm list`, counts as they grow
 #   demo.sh weblogs     (`make pipeline`)  the access-log pipeline with its Spark bolt, results checked
-# Ports: storm.zookeeper.port 2181, nimbus.thrift.port 6627, ui.port 8080, slots from 6700 (set
-# SQUALL_DEMO_ZK_PORT, SQUALL_DEMO_NIMBUS_PORT and SQUALL_DEMO_UI_PORT to move the first three).
+# Ports: storm.zookeeper.port 2181, nimbus.thrift.port 6627, ui.port 8080, logviewer.port 8000, slots from 6700
+# (set SQUALL_DEMO_ZK_PORT, SQUALL_DEMO_NIMBUS_PORT, SQUALL_DEMO_UI_PORT and SQUALL_DEMO_LOGVIEWER_PORT to move
+# the first four).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +15,7 @@ lines="${SQUALL_DEMO_LINES:-20000}"
 local_dir="$(mktemp -d)"
 storm=(storm -c storm.local.dir="\"$local_dir\"" -c storm.zookeeper.port="${SQUALL_DEMO_ZK_PORT:-2181}"
        -c nimbus.thrift.port="${SQUALL_DEMO_NIMBUS_PORT:-6627}" -c ui.port="${SQUALL_DEMO_UI_PORT:-8080}"
+       -c logviewer.port="${SQUALL_DEMO_LOGVIEWER_PORT:-8000}"
        -c squall.log.format=console)
 cluster_pid=""
 
@@ -49,7 +51,7 @@ wordcount() {
   step "word counts for ${seconds}s (each count task logs its totals every 5 s)"
   logs=()
   for _ in $(seq 1 150); do
-    mapfile -t logs < <(ls "$local_dir"/dev-cluster/supervisor-*/logs/*worker*.log 2>/dev/null || true)
+    mapfile -t logs < <(ls "$local_dir"/dev-cluster/logs/*worker*.log 2>/dev/null || true)
     [ "${#logs[@]}" -ge 2 ] && break
     sleep 0.2
   done

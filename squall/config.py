@@ -337,6 +337,12 @@ KEYS: tuple[Key, ...] = (
             "looks; 0 binds a free port."),
     Key("ui.nimbus.timeout.secs", default=10, origin="squall", **_SECS,
         doc="How long the UI waits on nimbus (finding the leader, connecting, each reply) before it answers 503."),
+    # Logviewer (storm logviewer) ------------------------------------------------------------------------
+    Key("logviewer.host", "str", "0.0.0.0", origin="squall",
+        doc="Address each host's logviewer binds: 0.0.0.0 is every interface, 127.0.0.1 this host only."),
+    Key("logviewer.port", "int", 8000, origin="storm", minimum=0, maximum=65535,
+        doc="Port of the logviewer on every supervisor host, serving its worker logs over HTTP; the UI's log "
+            "links and storm logs use it; 0 binds a free port."),
     # Worker and task ----------------------------------------------------------------------------------
     Key("worker.heartbeat.frequency.secs", default=1, origin="storm", **_SECS,
         doc="How often a worker writes its local heartbeat for the supervisor (JStorm 2)."),

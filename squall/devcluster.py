@@ -1,5 +1,6 @@
 """A cluster of daemon processes on this machine: optionally a ZooKeeper, then ``storm nimbus``,
-``storm supervisor`` and ``storm ui`` processes, each with its own local dir, config file and log under one root.
+``storm supervisor``, ``storm ui`` and ``storm logviewer`` processes, each with its own local dir, config file
+and log under one root.
 
 ``storm dev-cluster``, the start-up benchmark and the multi-process tests all drive daemons through
 this. :meth:`DevCluster.stop` ends every process it started — daemons, the workers their supervisors
@@ -37,7 +38,7 @@ from supervisor.processes import WorkerProcesses, WorkerRecord
 T = TypeVar("T")
 
 #: Squall's top-level packages (pyproject's), which the processes it starts import.
-SQUALL_PACKAGES = ("idl", "nimbus", "squall", "supervisor", "ui", "worker")
+SQUALL_PACKAGES = ("idl", "logviewer", "nimbus", "squall", "supervisor", "ui", "worker")
 
 
 def squall_import_path(directory: Path) -> str:
@@ -72,7 +73,8 @@ def wait_for(condition: Callable[[], T], timeout: float, what: str) -> T:
 
 class DevCluster:
     """Daemons under ``root``: ``<root>/<name>.yaml`` (config), ``<root>/<name>/`` (local dir),
-    ``<root>/<name>.log`` (daemon log) and ``<root>/<name>/logs/`` (its workers' logs)."""
+    ``<root>/<name>.log`` (daemon log) and ``<root>/<name>/logs/`` (its workers' logs), unless the conf's
+    ``storm.log.dir`` puts every supervisor's workers' logs in one directory, which the logviewer serves."""
 
     def __init__(self, root: Path, conf: Mapping[str, Any]) -> None:
         self.root = Path(root).absolute()  # daemons run in other directories: every path they are given is absolute
@@ -86,6 +88,7 @@ class DevCluster:
         self.hosts: dict[str, str] = {}  # daemon name → its storm.local.hostname, when not the cluster's
         self.prefixes: dict[str, Sequence[str]] = {}  # daemon name → what its command runs under (ip netns exec …)
         self.ui_port: int | None = None
+        self.logviewer_port: int | None = None
         self._zk: ZkClient | None = None
 
     # -- processes --------------------------------------------------------------------------------
@@ -110,6 +113,8 @@ class DevCluster:
             extra["storm.local.hostname"] = self.hosts[name]
         if name == "ui":
             extra.update({"ui.port": self.ui_port, "nimbus.seeds": self.nimbus_seeds()})
+        if name in ("ui", "logviewer") and self.logviewer_port is not None:
+            extra["logviewer.port"] = self.logviewer_port
         return {**self.conf, "storm.local.dir": str(self.root / name), **extra}
 
     def nimbus_seeds(self) -> list[str]:
@@ -145,6 +150,22 @@ class DevCluster:
 
     def ui_url(self) -> str:
         return f"http://127.0.0.1:{self.ui_port}"
+
+    def start_logviewer(self, timeout: float = 60) -> subprocess.Popen[bytes]:
+        """Start ``storm logviewer`` over the cluster's ``storm.log.dir`` (set it, so that every supervisor of this
+        host logs there) on ``logviewer.port`` (0: a free port); returns once it answers HTTP. Start it before the
+        UI, which links to it."""
+        if not self.conf.get("storm.log.dir"):
+            raise ValueError("the dev cluster's logviewer serves one directory: set storm.log.dir, where its "
+                             "supervisors' workers then all log")
+        self.logviewer_port = int(self.conf["logviewer.port"]) or free_port()
+        process = self._start("logviewer", "logviewer")
+        wait_for(lambda: self._alive("logviewer") and _answers(f"{self.logviewer_url()}/api/v1/listLogs"), timeout,
+                 f"the logviewer to answer (log: {self.log_file('logviewer')})")
+        return process
+
+    def logviewer_url(self) -> str:
+        return f"http://127.0.0.1:{self.logviewer_port}"
 
     def start_supervisor(self, name: str, ports: Sequence[int] = (), *, host: str | None = None,
                          prefix: Sequence[str] = ()) -> subprocess.Popen[bytes]:
@@ -252,7 +273,8 @@ class DevCluster:
 
     def logs(self, chars: int = 3000) -> str:
         """The end of every daemon and worker log."""
-        files = [*self.root.glob("*.log"), *self.root.glob("*/logs/*.log")]
+        shared = [*Path(self.conf["storm.log.dir"]).glob("*.log")] if self.conf.get("storm.log.dir") else []
+        files = [*self.root.glob("*.log"), *self.root.glob("*/logs/*.log"), *shared]
         return "\n".join(f"== {p}\n{p.read_text(errors='replace')[-chars:]}" for p in sorted(files))
 
 
@@ -267,19 +289,22 @@ def dev_cluster_root(conf: Mapping[str, Any]) -> Path:
 
 #: A dev cluster without storm.local.hostname is one host on loopback: its daemons register and listen there only.
 LOOPBACK = {"storm.local.hostname": "127.0.0.1", "nimbus.thrift.bind.address": "127.0.0.1",
-            "worker.transfer.bind.address": "127.0.0.1"}
+            "worker.transfer.bind.address": "127.0.0.1", "ui.host": "127.0.0.1", "logviewer.host": "127.0.0.1"}
 
 
 def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = sys.stdout) -> int:
-    """ZooKeeper, nimbus, ``supervisors`` supervisors and the UI in the foreground, until Ctrl-C, SIGTERM
-    (``storm dev-cluster stop``) or one of them dies; then every process it started is stopped."""
+    """ZooKeeper, nimbus, ``supervisors`` supervisors, the logviewer and the UI in the foreground, until Ctrl-C,
+    SIGTERM (``storm dev-cluster stop``) or one of them dies; then every process it started is stopped. The
+    supervisors share one host, so their workers log in one directory (``storm.log.dir``, by default
+    ``<root>/logs``), which the host's one logviewer serves."""
     root = dev_cluster_root(conf)
     pid_file = root / PID_FILE
     if (other := _running_dev_cluster(pid_file)) is not None:
         print(f"a dev cluster already runs from {root} (pid {other}); `storm dev-cluster stop` stops it", file=out)
         return 1
     slots = [int(p) for p in conf["supervisor.slots.ports"]]
-    cluster = DevCluster(root, {**conf, **(LOOPBACK if not conf.get("storm.local.hostname") else {})})
+    cluster = DevCluster(root, {**conf, **(LOOPBACK if not conf.get("storm.local.hostname") else {}),
+                                "storm.log.dir": conf.get("storm.log.dir") or str(root.absolute() / "logs")})
     died = threading.Event()
     write_atomically(pid_file, str(os.getpid()).encode())
     try:
@@ -289,6 +314,7 @@ def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = 
         for i, name in enumerate(names):
             cluster.start_supervisor(name, [p + i * len(slots) for p in slots])
         cluster.wait_supervisors(supervisors)
+        cluster.start_logviewer()
         cluster.start_ui()
         for name, process in cluster.daemons.items():
             threading.Thread(target=lambda p=process: (p.wait(), died.set()), name=f"watch-{name}",
@@ -297,10 +323,12 @@ def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = 
         print(f"  {'zookeeper':<14} {zookeeper.connect_string:<22} pid {zookeeper.process.pid}", file=out)
         for name, process in cluster.daemons.items():
             where = (f"127.0.0.1:{cluster.nimbus_ports[name]}" if name in cluster.nimbus_ports
-                     else cluster.ui_url() if name == "ui" else f"slots {_ranges(cluster.ports[name])}")
+                     else cluster.ui_url() if name == "ui" else cluster.logviewer_url() if name == "logviewer"
+                     else f"slots {_ranges(cluster.ports[name])}")
             print(f"  {name:<14} {where:<22} pid {process.pid:<8} log {cluster.log_file(name)}", file=out)
-        print(f"Workers log to <daemon dir>/logs/. Try `storm list`, the UI at {cluster.ui_url()}/ or its REST API "
-              f"({cluster.ui_url()}/api/v1/topology/summary); "
+        print(f"Workers log to {cluster.conf['storm.log.dir']}/ (`storm logs NAME`, or the logviewer). Try `storm "
+              f"list`, the UI at {cluster.ui_url()}/, its REST API ({cluster.ui_url()}/api/v1/topology/summary) or "
+              f"its Prometheus metrics ({cluster.ui_url()}/metrics); "
               "Ctrl-C or `storm dev-cluster stop` ends it.", file=out, flush=True)
         died.wait()
         dead = [name for name, p in cluster.daemons.items() if p.poll() is not None]

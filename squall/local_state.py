@@ -1,10 +1,12 @@
 """Files under ``storm.local.dir`` that two processes must agree on: the code a supervisor downloads
-for its workers, and the local heartbeat each worker writes for its supervisor."""
+for its workers, the local heartbeat each worker writes for its supervisor, and where each worker logs
+(which the host's logviewer serves, and the UI and ``storm logs`` find by topology id and port)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -55,6 +57,33 @@ def fetched_for(directory: Path) -> int:
 def workers_dir(conf: Mapping[str, Any]) -> Path:
     """``<local>/workers``: one directory per worker id (its record and heartbeat)."""
     return Path(conf["storm.local.dir"]) / "workers"
+
+
+def log_dir(conf: Mapping[str, Any]) -> Path:
+    """``storm.log.dir``, else ``<local>/logs``: where a supervisor's workers log, what its host's logviewer serves."""
+    return Path(conf.get("storm.log.dir") or Path(conf["storm.local.dir"]) / "logs")
+
+
+def worker_log_name(topology_id: str, port: int) -> str:
+    """A worker's log file in :func:`log_dir` (one per slot: a restarted worker appends to it).
+
+    >>> worker_log_name("wc-1-1700000000", 6700)
+    'wc-1-1700000000-worker-6700.log'
+    """
+    return f"{topology_id}-worker-{port}.log"
+
+
+_WORKER_LOG = re.compile(r"(?P<topology>.+)-worker-(?P<port>\d+)\.log")
+
+
+def worker_of_log(name: str) -> tuple[str, int] | None:
+    """The (topology id, port) whose log :func:`worker_log_name` named ``name``; None for another file.
+
+    >>> worker_of_log("wc-1-1700000000-worker-6700.log"), worker_of_log("nimbus.log")
+    (('wc-1-1700000000', 6700), None)
+    """
+    found = _WORKER_LOG.fullmatch(name)
+    return (found["topology"], int(found["port"])) if found else None
 
 
 def heartbeat_file(conf: Mapping[str, Any], worker_id: str) -> Path:

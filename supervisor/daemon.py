@@ -27,7 +27,7 @@ import structlog
 from squall import __version__
 from squall.config import without_secrets
 from squall.environment import user_code_environment
-from squall.local_state import code_dir, stormdist_dir, workers_dir, write_atomically
+from squall.local_state import code_dir, log_dir, stormdist_dir, worker_log_name, workers_dir, write_atomically
 from squall.zk import paths
 from squall.zk.client import Watch, ZkClient
 from squall.zk.errors import record_task_error
@@ -64,7 +64,7 @@ class Supervisor:
         self.local.mkdir(parents=True, exist_ok=True)
         self.supervisor_id = supervisor_id(self.local)
         self.ports = [int(p) for p in conf["supervisor.slots.ports"]]
-        self.log_dir = Path(conf.get("storm.log.dir") or Path(conf["storm.local.dir"]) / "logs")
+        self.log_dir = log_dir(conf)
         self.zk = ZkClient(conf)
         self.processes = WorkerProcesses(workers_dir(conf))
         self._backoff: dict[int, Backoff] = {}
@@ -240,7 +240,7 @@ class Supervisor:
                 spec.topology_id, self.supervisor_id, str(port), worker_id]
         record = self.processes.launch(
             worker_id, argv, port=port, topology_id=spec.topology_id, tasks=spec.tasks, version=spec.version,
-            log_file=self.log_dir / f"{spec.topology_id}-worker-{port}.log",
+            log_file=self.log_dir / worker_log_name(spec.topology_id, port),
             cwd=code_dir(self.conf, spec.topology_id, spec.version), on_exit=self.request_sync,
             env=user_code_environment(os.environ, self.conf["supervisor.worker.env.allow"]))
         log.info("worker launched", topology_id=spec.topology_id, port=port, worker_id=worker_id, pid=record.pid,

@@ -1,7 +1,8 @@
 """A small real cluster for end-to-end tests: the session's ZooKeeper, a nimbus on the real clock,
 supervisor registrations, and worker processes started the way a supervisor starts them (code
 downloaded from nimbus into the supervisor's directory, then ``python -m worker`` in its own process
-group, outside the checkout so the topology code comes from its package).
+group, outside the checkout so the topology code comes from its package, logging where a supervisor's
+workers log: ``<tmp>/logs/<topology-id>-worker-<port>.log``, one directory for the cluster's one host).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from nimbus.daemon import Nimbus
 from squall.devcluster import squall_import_path
 from squall.devzk import free_port
 from squall.dsl import Topology
+from squall.local_state import log_dir, worker_log_name
 from squall.package import build_package
 from squall.submitter import submit_topology
 from squall.zk import paths
@@ -43,7 +45,7 @@ class MiniCluster:
     def __init__(self, zk_conf: dict[str, Any], tmp: Path, stack: ExitStack, *, supervisors: int = 2,
                  ports: int = 2, **conf: Any) -> None:
         self.tmp = tmp
-        self.conf = {**zk_conf, **FAST, **conf}
+        self.conf = {**zk_conf, **FAST, "storm.log.dir": str(tmp / "logs"), **conf}
         self.zk = ZkClient(self.conf).start()
         stack.callback(self.zk.stop)
         self.nimbus = Nimbus({**self.conf, "storm.local.dir": str(tmp / "nimbus")}, host="127.0.0.1").start()
@@ -87,7 +89,9 @@ class MiniCluster:
                     "squall.log.format", *(k for k in FAST if k.startswith(("task.", "worker.")))):
             argv += ["-c", f"{key}={json.dumps(conf[key])}"]
         argv += [topology_id, worker.supervisor_id, str(worker.port), worker_id]
-        log = open(self.tmp / f"{worker_id}.log", "wb")
+        log_file = self.worker_log(topology_id, worker)
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        log = open(log_file, "ab")
         # PYTHONPATH is the checkout under test (a worktree, not whatever squall is installed); the topology
         # code still comes from its package, which the worker puts first on its path.
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.tmp,
@@ -95,6 +99,10 @@ class MiniCluster:
         log.close()
         self.processes[(worker.supervisor_id, worker.port)] = process
         return process
+
+    def worker_log(self, topology_id: str, worker: WorkerAssignment) -> Path:
+        """The worker's log file, where a supervisor would put it (a restarted worker appends to it)."""
+        return log_dir(self.conf) / worker_log_name(topology_id, worker.port)
 
     def kill_worker(self, worker: WorkerAssignment, sig: signal.Signals = signal.SIGKILL) -> None:
         process = self.processes.pop((worker.supervisor_id, worker.port))
@@ -116,4 +124,5 @@ class MiniCluster:
 
     def logs(self) -> str:
         """Every worker log, for assertion messages."""
-        return "\n".join(f"== {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(self.tmp.glob("*.log")))
+        return "\n".join(f"== {p.name}\n{p.read_text(errors='replace')[-3000:]}"
+                         for p in sorted(log_dir(self.conf).glob("*.log")))

@@ -40,7 +40,7 @@ def dev_cluster_env(tmp: Path, supervisors: int = 2) -> tuple[dict[str, str], li
 
     This checkout's ``storm`` is on PATH, and ``$STORM_CONF_DIR/storm.yaml`` (so no ``~/.storm`` of the
     machine's gets in) keeps every default — unless another process holds a default port (ZooKeeper 2181,
-    nimbus 6627, the UI 8080, slots from 6700), when it moves the ports alone; ``storm.local.dir`` always stays
+    nimbus 6627, the UI 8080, the logviewer 8000, slots from 6700), when it moves the ports alone; ``storm.local.dir`` always stays
     the relative default.
     """
     env = storm_on_path(tmp / "bin")
@@ -50,22 +50,22 @@ def dev_cluster_env(tmp: Path, supervisors: int = 2) -> tuple[dict[str, str], li
     defaults = load_config(env={})
     slots = len(defaults["supervisor.slots.ports"])
 
-    def ports(zookeeper: int, nimbus: int, ui: int, first_slot: int) -> list[int]:
-        return [zookeeper, nimbus, ui, *range(first_slot, first_slot + supervisors * slots)]
+    def ports(zookeeper: int, nimbus: int, ui: int, logviewer: int, first_slot: int) -> list[int]:
+        return [zookeeper, nimbus, ui, logviewer, *range(first_slot, first_slot + supervisors * slots)]
 
     wanted = ports(defaults["storm.zookeeper.port"], defaults["nimbus.thrift.port"], defaults["ui.port"],
-                   defaults["supervisor.slots.ports"][0])
+                   defaults["logviewer.port"], defaults["supervisor.slots.ports"][0])
     def usable(candidate: list[int]) -> bool:
         return len(set(candidate)) == len(candidate) and all(port_is_free("127.0.0.1", p) for p in candidate)
 
     if usable(wanted):
         (conf_dir / "storm.yaml").write_text("# the defaults\n")
         return env, wanted
-    while not usable(wanted := ports(free_port(), free_port(), free_port(), free_port())):
+    while not usable(wanted := ports(free_port(), free_port(), free_port(), free_port(), free_port())):
         pass
     (conf_dir / "storm.yaml").write_text(json.dumps({
         "storm.zookeeper.port": wanted[0], "nimbus.thrift.port": wanted[1], "ui.port": wanted[2],
-        "supervisor.slots.ports": wanted[3:3 + slots]}))
+        "logviewer.port": wanted[3], "supervisor.slots.ports": wanted[4:4 + slots]}))
     return env, wanted
 
 

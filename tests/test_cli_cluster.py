@@ -345,8 +345,8 @@ def test_dev_cluster_runs_with_the_default_config_from_any_directory_and_stops_f
     try:
         wait_until(lambda: "Ctrl-C" in out.read_text() or process.poll() is not None, 90, "the dev cluster up")
         table = [line for line in out.read_text().splitlines() if " pid " in line]
-        assert [line.split()[0] for line in table] == ["zookeeper", "nimbus", "supervisor-1", "supervisor-2", "ui"], \
-            out.read_text()
+        assert [line.split()[0] for line in table] == ["zookeeper", "nimbus", "supervisor-1", "supervisor-2",
+                                                       "logviewer", "ui"], out.read_text()
         pids = [int(line.split(" pid ")[1].split()[0]) for line in table]
         root = here / "storm-local" / "dev-cluster"
         assert f"state and logs under {root}" in out.read_text()
@@ -366,6 +366,12 @@ def test_dev_cluster_runs_with_the_default_config_from_any_directory_and_stops_f
         ui = {line.split()[0]: line.split()[1] for line in table}["ui"]
         (shown,) = httpx.get(f"{ui}/api/v1/topology/summary", timeout=30).json()["topologies"]
         assert (shown["name"], shown["status"]) == ("wordcount", "ACTIVE"), "the UI it started shows the same"
+        # both supervisors' workers log in one directory, which the host's one logviewer serves: each log opens
+        links = wait_until(lambda: {w["workerLogLink"] for w in httpx.get(
+            f"{ui}/api/v1/topology/{shown['id']}", timeout=30).json()["workers"]}, 60, "the workers in the UI")
+        assert len(links) == 2 and all("worker running" in httpx.get(link, timeout=30).text for link in links)
+        logs = storm(["storm", "logs", "wordcount", "count"])
+        assert logs.returncode == 0 and logs.stdout.count("==> 127.0.0.1:") == 2, logs.stderr
 
         stopped = storm(["storm", "dev-cluster", "stop"])
         assert (stopped.returncode, stopped.stdout) == (0, "dev cluster stopped\n"), stopped.stderr

@@ -38,7 +38,6 @@ REFUSED = [  # (command line, what the one line must name)
     (["classpath"], "storm jar FILE --include PATH"),
     (["drpc"], "no DRPC server"),
     (["drpc-client", "reach", "http://example.com"], "no DRPC server"),
-    (["logviewer"], "<storm.local.dir>/logs"),
     (["shell", "resources/", "python", "splitsentence.py"], "storm jar FILE.py"),
 ]
 

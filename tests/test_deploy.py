@@ -85,6 +85,21 @@ def test_the_ui_publishes_storms_ui_port_and_reads_the_docker_conf(services: dic
     assert mounts(ui)["/etc/squall/storm.yaml"] == (str(DOCKER_CONF), True), "nimbus.seeds from the docker conf"
 
 
+def test_each_supervisor_host_has_a_logviewer_reading_its_logs(services: dict[str, Any]) -> None:
+    """The UI links a worker to http://<its host>:<logviewer.port>/...: the logviewer must answer in the
+    supervisor's network on that port, reading the supervisor's own volume (read-only)."""
+    port = load_config(DOCKER_CONF, env={})["logviewer.port"]
+    for n, supervisor in enumerate(SUPERVISORS, start=1):
+        viewer = services[f"logviewer-{n}"]
+        assert viewer["command"] == ["logviewer"]
+        assert viewer["network_mode"] == f"service:{supervisor}"
+        assert viewer["depends_on"][supervisor]["condition"] == "service_healthy"
+        assert f":{port}/" in " ".join(viewer["healthcheck"]["test"])
+        assert mounts(viewer)["/var/squall"] == (mounts(services[supervisor])["/var/squall"][0], True)
+        published = {(str(p["published"]), int(p["target"])) for p in services[supervisor]["ports"]}
+        assert published == {(str(7999 + n), port)}, "a person on the docker host reaches each logviewer"
+
+
 def test_start_order_waits_for_health(services: dict[str, Any]) -> None:
     # depends_on with conditions: the long form survives `config` as a mapping
     assert services["nimbus"]["depends_on"]["zookeeper"]["condition"] == "service_healthy"

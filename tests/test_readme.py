@@ -37,8 +37,8 @@ NOT_RUN = {
     "make demo": "its own dev cluster on the default ports for 20 s: the lines run here are its steps",
     "make pipeline": "a Spark JVM and 20,000 lines (minutes); tests/test_spark_cluster.py runs that pipeline",
     "make test": "the whole suite, this test included",
-    "storm nimbus; storm supervisor; storm ui; storm dev-zookeeper": "daemons in the foreground until Ctrl-C: "
-                                                                     "the dev cluster runs the same ones",
+    "storm nimbus; storm supervisor; storm ui; storm logviewer; storm dev-zookeeper":
+        "daemons in the foreground until Ctrl-C: the dev cluster runs the same ones",
 }
 START = "storm dev-cluster --supervisors 2"  # runs in the background; the other lines talk to it
 STOP = "storm dev-cluster stop"              # must be the last line run; then nothing may be left

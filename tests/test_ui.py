@@ -214,10 +214,10 @@ def test_actions_reach_nimbus_and_unknown_ids_are_404(cluster: MiniCluster) -> N
         assert ui.get("/api/v1/openapi.json").status_code == 200, "the daemon keeps serving"
 
 
-def ui_port(log_file: Path) -> int | None:
-    """The port ``storm ui`` reported in its JSON log once it serves."""
+def serving_port(log_file: Path, daemon: str = "ui") -> int | None:
+    """The port ``storm ui`` (or another HTTP daemon: ``logviewer``) reported in its JSON log once it serves."""
     for line in log_file.read_text(errors="replace").splitlines():
-        if line.startswith("{") and (entry := json.loads(line)).get("event") == "ui started":
+        if line.startswith("{") and (entry := json.loads(line)).get("event") == f"{daemon} started":
             return int(entry["port"])
     return None
 
@@ -233,7 +233,7 @@ def test_storm_ui_answers_503_while_nimbus_hangs_or_is_gone_and_keeps_serving(tm
     with open(log_file, "wb") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
     try:
-        port = wait_until(lambda: ui_port(log_file) or process.poll(), 60, "storm ui serving")
+        port = wait_until(lambda: serving_port(log_file) or process.poll(), 60, "storm ui serving")
         assert process.poll() is None, log_file.read_text()
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as ui:
             started = time.monotonic()

@@ -2,8 +2,9 @@
 selenium; deploy/install-system-deps.sh --for-tests installs them, nothing downloads a browser) against a
 real cluster running the word count: a person's path through the UI, clicking as a person does.
 
-Screenshots of the cluster, topology and component pages are written to ``screenshots/`` under the test's
-tmp path and, when ``SQUALL_SCREENSHOTS`` names a directory, there too (docs/ui-*.png are from such a run).
+Screenshots of the cluster, topology and component pages and of a worker's log are written to ``screenshots/``
+under the test's tmp path and, when ``SQUALL_SCREENSHOTS`` names a directory, there too (docs/ui-*.png are from
+such a run).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from examples import wordcount
 from minicluster import MiniCluster
 from support import wait_until
 from test_ui import cluster, storm_list, ui_in_front_of, valid  # noqa: F401  (cluster: the fixture)
+from test_ui_logs import logviewer  # noqa: F401  (the fixture)
 
 #: Chromium without what a test has no use for: no sandbox (tests may run as root), no network of its own
 #: (updates, sync, safe browsing), one renderer process, a fixed window for same-sized screenshots.
@@ -88,13 +90,13 @@ def confirmation(chrome: webdriver.Chrome) -> str | None:
 
 
 @pytest.mark.slow
-def test_a_person_sees_the_word_count_in_the_browser_and_deactivates_it(
-        cluster: MiniCluster, chromium: webdriver.Chrome, tmp_path: Path) -> None:  # noqa: F811
+def test_a_person_sees_the_word_count_in_the_browser_opens_a_log_and_deactivates_it(
+        cluster: MiniCluster, logviewer: int, chromium: webdriver.Chrome, tmp_path: Path) -> None:  # noqa: F811
     rounds = 200
     sentences = rounds * len(wordcount.SENTENCES)
     topology_id = cluster.submit(wordcount.topology(rounds, workers=2))
     workers = cluster.start_workers(topology_id)
-    with ui_in_front_of(cluster.conf, cluster.nimbus.port) as api:
+    with ui_in_front_of({**cluster.conf, "logviewer.port": logviewer}, cluster.nimbus.port) as api:
         api_page = f"/api/v1/topology/{topology_id}"
         wait_until(lambda: valid(api.get(api_page), "/api/v1/topology/{id}")["topologyStats"][0]["acked"] == sentences,
                    90, "every sentence acked, as the REST API says")
@@ -144,8 +146,17 @@ def test_a_person_sees_the_word_count_in_the_browser_and_deactivates_it(
                      for r in chromium.find_elements(By.CSS_SELECTOR, "#executors tr")[1:]]
         assert len(executors) == 4 and {e[1] for e in executors} <= {f"127.0.0.1:{w.port}" for w in workers}
         assert sum(int(e[7]) for e in executors) == sentences, "each executor's executed sentences add up"
-        assert not chromium.find_elements(By.CSS_SELECTOR, "#executors a"), "no log link before the logviewer"
+        log_links = chromium.find_elements(By.CSS_SELECTOR, "#executors a")
+        assert sorted(a.text for a in log_links) == sorted(e[1] for e in executors), "host:port links to each log"
         screenshot(chromium, tmp_path, "component")
+
+        log_links[0].click()
+        wait_until(lambda: chromium.title.endswith("· Squall logviewer"), 30, "the worker's log, from the logviewer")
+        assert chromium.title.startswith(f"{topology_id}-worker-{executors[0][1].split(':')[1]}.log")
+        assert "worker running" in text(chromium, "pre.log"), "the worker's own log lines"
+        screenshot(chromium, tmp_path, "log")
+        chromium.back()
+        wait_until(lambda: chromium.title.startswith("split"), 30, "back on the split bolt's page")
 
         chromium.find_element(By.LINK_TEXT, "wordcount").click()
         wait_until(lambda: chromium.title.startswith("wordcount"), 30, "back on the topology page")

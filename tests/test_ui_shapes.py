@@ -10,13 +10,14 @@ import pytest
 
 import ui.params
 import ui.shapes
+from squall.httpd import error_body
 from squall.stats import to_executor_stats
 from squall.thrift import storm
 from squall.zk.records import TaskStats
 from ui.params import BadRequest, rebalance_options, wait_secs
 from ui.shapes import (
-    UnknownComponent, cluster_summary, component_page, error_body, nimbus_summary, pretty_uptime,
-    supervisor_summary, topology_page, topology_summary,
+    UnknownComponent, cluster_summary, component_page, nimbus_summary, pretty_uptime,
+    supervisor_summary, topology_page, topology_summary, worker_log_link,
 )
 
 NOW = 1_700_000_000
@@ -135,6 +136,26 @@ def test_errors_newest_on_the_topology_page_all_of_them_oldest_first_on_the_comp
     page = component_page(info, topology, "split", now_secs=NOW)
     assert [(e["error"], e["errorLapsedSecs"]) for e in page["componentErrors"]] == [("ValueError: old", 100),
                                                                                     ("x" * 300, 5)]
+
+
+def test_workers_and_their_errors_link_to_their_logs_on_the_logviewer_of_their_host() -> None:
+    crash = storm.ErrorInfo(error="ValueError: boom", error_time_secs=NOW - 5, host="h1", port=6701)
+    died = storm.ErrorInfo(error="worker died", error_time_secs=NOW - 1, host="h1")  # the supervisor's: no port
+    info, topology = wordcount(spout(1, emitted=1, acked=1, latency=1.0),
+                               split(3, executed=1, latency=1.0, port=6701), errors={"split": [crash, died]})
+    log = "http://h1:8000/api/v1/log?file=wc-1-1-worker-{}.log"
+    page = topology_page(info, topology, {}, now_secs=NOW, logviewer_port=8000)
+    assert [(w["port"], w["workerLogLink"]) for w in page["workers"]] == [(6700, log.format(6700)),
+                                                                        (6701, log.format(6701))]
+    split_row = next(b for b in page["bolts"] if b["boltId"] == "split")
+    assert (split_row["lastError"], split_row["errorWorkerLogLink"]) == ("worker died", ""), "no worker, no link"
+    component = component_page(info, topology, "split", now_secs=NOW, logviewer_port=8000)
+    assert [e["workerLogLink"] for e in component["executorStats"]] == [log.format(6701)]
+    assert [e["errorWorkerLogLink"] for e in component["componentErrors"]] == [log.format(6701), ""]
+    without = topology_page(info, topology, {}, now_secs=NOW)
+    assert {w["workerLogLink"] for w in without["workers"]} == {""}, "no logviewer port: Storm's no-link"
+    assert worker_log_link(8000, "fe80::1", 6700, "wc-1-1") == "http://[fe80::1]:8000/api/v1/log?file=" \
+                                                                "wc-1-1-worker-6700.log"
 
 
 def test_component_pages_of_a_spout_and_a_bolt() -> None:

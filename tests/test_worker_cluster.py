@@ -177,7 +177,7 @@ def test_a_worker_started_beside_a_dead_peer_follows_the_reassignment_that_drops
         first = cluster.assignment(topology_id)
         live, dead = first.workers
         cluster.start_worker(topology_id, live)
-        (log,) = tmp_path.glob(f"{live.supervisor_id}-{live.port}-*.log")
+        log = cluster.worker_log(topology_id, live)
         wait_until(lambda: log_events(log, "worker runtime started"), 60, "the live worker's tasks to start")
         assert not read_records(records, "seen"), "spouts are held while a peer of the assignment is unreachable"
 

@@ -138,6 +138,16 @@ class Recorder(Bolt, _Records):
         self.record("seen", list(tup.values))
 
 
+class Arrivals(Bolt, _Records):
+    """A sink that records when each input arrived (``time.time()``) as ``arrived``: the rate it saw."""
+
+    def __init__(self, record_dir: str) -> None:
+        self.record_dir = record_dir
+
+    def execute(self, tup: Tuple) -> None:
+        self.record("arrived", time.time())
+
+
 class Forward(Bolt):
     """Re-emits each input, anchored to it (auto_ack)."""
 

@@ -2,6 +2,7 @@
 
 :mod:`ui.source` asks nimbus over Thrift, :mod:`ui.shapes` turns its structs into Storm's JSON,
 :mod:`ui.pages` renders pages from that JSON (templates/, static/; the topology's picture is laid out by
-:mod:`ui.graph`), :mod:`ui.params` reads request parameters, :mod:`ui.app` routes HTTP requests,
-:mod:`ui.openapi` describes the API and :mod:`ui.server` serves it (``python -m ui``, what ``storm ui`` runs).
+:mod:`ui.graph`), :mod:`ui.metrics` makes Prometheus's ``/metrics`` from the same numbers, :mod:`ui.params`
+reads request parameters, :mod:`ui.app` routes HTTP requests, :mod:`ui.openapi` describes the API and
+:mod:`ui.server` serves it (``python -m ui``, what ``storm ui`` runs).
 """

@@ -24,8 +24,9 @@ from starlette.routing import Route
 from thriftpy2.thrift import TApplicationException
 
 from squall.clock import Clock, RealClock
+from squall.httpd import error_body
 from squall.thrift import storm
-from ui import pages, shapes
+from ui import metrics, pages, shapes
 from ui.openapi import document
 from ui.params import BadRequest, rebalance_options, supervisor_query, wait_secs, window_and_sys
 from ui.source import NimbusSource, NimbusUnreachable
@@ -40,6 +41,7 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
     """
     source = source or NimbusSource(conf)
     clock = clock or RealClock()
+    logs = conf.get("logviewer.port")  # each worker's log is on the logviewer of its host, at this port
 
     def now() -> int:
         return int(clock.time())
@@ -62,7 +64,7 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
     async def supervisor_page(request: Request) -> JSONResponse:
         query = supervisor_query(request.query_params)
         cluster, blacklist, infos = await ask(source.cluster_with_topologies)
-        return JSONResponse(shapes.supervisor_page(cluster, blacklist, infos, **query))
+        return JSONResponse(shapes.supervisor_page(cluster, blacklist, infos, **query, logviewer_port=logs))
 
     async def topology_summary(_request: Request) -> JSONResponse:
         return JSONResponse(shapes.topology_summary(await ask(source.cluster)))
@@ -71,13 +73,13 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
         window, sys = window_and_sys(request.query_params)
         parts = await ask(source.topology, request.path_params["id"])
         return JSONResponse(shapes.topology_page(parts.info, parts.topology, parts.conf, now_secs=now(),
-                                                 window=window, sys=sys))
+                                                 window=window, sys=sys, logviewer_port=logs))
 
     async def component_page(request: Request) -> JSONResponse:
         window, sys = window_and_sys(request.query_params)
         parts = await ask(source.topology, request.path_params["id"])
         return JSONResponse(shapes.component_page(parts.info, parts.topology, request.path_params["component"],
-                                                  now_secs=now(), window=window, sys=sys))
+                                                  now_secs=now(), window=window, sys=sys, logviewer_port=logs))
 
     def action(operation: str, prepare: Callable[[Request, bytes], NimbusCall]) -> Callable[..., Any]:
         """A POST route: the request is checked first, then nimbus is called with the topology's name."""
@@ -105,7 +107,8 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
         Route("/api/v1/topology/{id}/rebalance/{wait_time}", action("rebalance", _rebalance), methods=["POST"]),
         Route("/api/v1/topology/{id}/kill/{wait_time}", action("kill", _kill), methods=["POST"]),
         Route("/api/v1/openapi.json", lambda _request: JSONResponse(openapi)),
-        *pages.routes(source, ask, now),
+        *pages.routes(source, ask, now, logs),
+        metrics.route(source, ask),
     ]
     return Starlette(routes=routes, exception_handlers=_ERRORS)
 
@@ -135,7 +138,7 @@ def _kill(request: Request, _body: bytes) -> NimbusCall:
 def _answer(request: Request, status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
     """A failure as the caller reads it: Storm's error JSON under ``/api/``, an error page elsewhere."""
     if request.url.path.startswith("/api/"):
-        return JSONResponse(shapes.error_body(status, message), status_code=status, headers=headers)
+        return JSONResponse(error_body(status, message), status_code=status, headers=headers)
     return pages.error_page(status, message)
 
 

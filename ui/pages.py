@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from squall.httpd import error_body
 from ui import graph, shapes
 from ui.params import SYS_ON, window_and_sys
 from ui.source import NimbusSource
@@ -54,14 +55,16 @@ def render(template: str, **context: Any) -> str:
 
 def error_page(status: int, message: str) -> HTMLResponse:
     """A failed page: what went wrong, in the status's words, with the way back to the cluster page."""
-    return HTMLResponse(render("error.html", status=shapes.error_body(status, message)["error"], message=message),
+    return HTMLResponse(render("error.html", status=error_body(status, message)["error"], message=message),
                         status_code=status)
 
 
-def topology_view(parts: Any, *, now_secs: int, window: str, sys: bool) -> dict[str, Any]:
+def topology_view(parts: Any, *, now_secs: int, window: str, sys: bool,
+                  logviewer_port: int | None = None) -> dict[str, Any]:
     """What the topology page shows: the REST API's topology page and its picture (made from each bolt's
     ``inputStats``, as ``/api/v1/topology/ID/component/BOLT`` serves them)."""
-    page = shapes.topology_page(parts.info, parts.topology, parts.conf, now_secs=now_secs, window=window, sys=sys)
+    page = shapes.topology_page(parts.info, parts.topology, parts.conf, now_secs=now_secs, window=window, sys=sys,
+                                logviewer_port=logviewer_port)
     inputs = {b["boltId"]: shapes.component_page(parts.info, parts.topology, b["boltId"], now_secs=now_secs,
                                                  window=window, sys=sys)["inputStats"] for b in page["bolts"]}
     return {"topology": page, "drawing": graph.topology_drawing(page, parts.topology, inputs, sys=sys),
@@ -69,8 +72,10 @@ def topology_view(parts: Any, *, now_secs: int, window: str, sys: bool) -> dict[
                        for row in (*page["spouts"], *page["bolts"]) if row["lastError"]]}
 
 
-def routes(source: NimbusSource, ask: Ask, now: Callable[[], int]) -> list[BaseRoute]:
-    """The pages' routes and their static files, for :func:`ui.app.create_app`."""
+def routes(source: NimbusSource, ask: Ask, now: Callable[[], int], logviewer_port: int | None = None
+           ) -> list[BaseRoute]:
+    """The pages' routes and their static files, for :func:`ui.app.create_app`; workers link to their logs on
+    the logviewers at ``logviewer_port``."""
 
     def page(template: str, make: Callable[[Request], Awaitable[Mapping[str, Any]]]) -> Callable[..., Any]:
         async def serve(request: Request) -> HTMLResponse:
@@ -87,17 +92,19 @@ def routes(source: NimbusSource, ask: Ask, now: Callable[[], int]) -> list[BaseR
     async def topology(request: Request) -> Mapping[str, Any]:
         window, sys = window_and_sys(request.query_params)
         parts = await ask(source.topology, request.path_params["id"])
-        return topology_view(parts, now_secs=now(), window=window, sys=sys)
+        return topology_view(parts, now_secs=now(), window=window, sys=sys, logviewer_port=logviewer_port)
 
     async def component(request: Request) -> Mapping[str, Any]:
         window, sys = window_and_sys(request.query_params)
         parts = await ask(source.topology, request.path_params["id"])
         return {"component": shapes.component_page(parts.info, parts.topology, request.path_params["component"],
-                                                   now_secs=now(), window=window, sys=sys)}
+                                                   now_secs=now(), window=window, sys=sys,
+                                                   logviewer_port=logviewer_port)}
 
     async def supervisor(request: Request) -> Mapping[str, Any]:
         summary, blacklist, infos = await ask(source.cluster_with_topologies)
-        return {"page": shapes.supervisor_page(summary, blacklist, infos, supervisor_id=request.path_params["id"])}
+        return {"page": shapes.supervisor_page(summary, blacklist, infos, supervisor_id=request.path_params["id"],
+                                               logviewer_port=logviewer_port)}
 
     return [
         Route("/", page("cluster.html", cluster), include_in_schema=False),

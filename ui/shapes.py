@@ -19,19 +19,21 @@ the numbers are made follows Storm too:
 Squall keeps one stats window today, Storm's ``:all-time`` (:data:`WINDOWS`); the 10 min, 3 h and 1 day
 windows come later. What Squall does not know is left out rather than invented: resources
 (``schedulerDisplayResource`` is false, as in Storm's default), the supervisor of a worker, and a
-topology's replication count. Log links (``workerLogLink``, ``errorWorkerLogLink``, ``nimbusLogLink``,
-``logLink``) are empty strings, Storm's value for "no link", until the logviewer exists.
+topology's replication count. A worker's log link (``workerLogLink``, ``errorWorkerLogLink``) opens its log
+on the logviewer of its host, at the UI's ``logviewer.port``, as Storm's UI links them; without a port (or
+for an error with no worker) it is ``""``, Storm's value for "no link", as are the daemons' own log links
+(``nimbusLogLink``, ``logLink``): the logviewer serves worker logs only.
 """
 
 from __future__ import annotations
 
-import http
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 from urllib.parse import quote
 
 from squall import STORM_VERSION
+from squall.local_state import worker_log_name
 from squall.names import is_system
 from squall.stats import ALL_TIME
 
@@ -88,13 +90,17 @@ def encoded(ident: str) -> str:
     return quote(ident, safe="")
 
 
-def error_body(status: int, message: str) -> dict[str, str]:
-    """Storm's error JSON: ``{"error": "404 Not Found", "errorMessage": "..."}``.
+def worker_log_link(logviewer_port: int | None, host: str | None, port: int | None, topology_id: str) -> str:
+    """The page of a worker's log on its host's logviewer, or ``""`` (no link) without a logviewer port or a
+    worker.
 
-    >>> error_body(503, "nimbus is down")
-    {'error': '503 Service Unavailable', 'errorMessage': 'nimbus is down'}
+    >>> worker_log_link(8000, "h1", 6700, "wc-1-1700000000")
+    'http://h1:8000/api/v1/log?file=wc-1-1700000000-worker-6700.log'
     """
-    return {"error": f"{status} {http.HTTPStatus(status).phrase}", "errorMessage": message}
+    if not logviewer_port or not host or port is None:
+        return NO_LINK
+    where = f"[{host}]" if ":" in host else host  # an IPv6 address
+    return f"http://{where}:{logviewer_port}/api/v1/log?file={encoded(worker_log_name(topology_id, port))}"
 
 
 def operation_body(topology_id: str, operation: str) -> dict[str, str]:
@@ -139,7 +145,7 @@ class UnknownSupervisor(LookupError):
 
 
 def supervisor_page(cluster: Any, blacklist: Iterable[str], infos: Iterable[Any], *, supervisor_id: str = "",
-                    host: str = "") -> dict[str, Any]:
+                    host: str = "", logviewer_port: int | None = None) -> dict[str, Any]:
     """``/api/v1/supervisor?id=ID`` (or ``?host=HOST``): the supervisor(s) and the workers on their host, from
     the ``ClusterSummary`` and every running topology's ``TopologyInfo``.
 
@@ -156,7 +162,7 @@ def supervisor_page(cluster: Any, blacklist: Iterable[str], infos: Iterable[Any]
         raise UnknownSupervisor(f"no supervisor has {wanted}; the supervisors are {known}")
     hosts = {s["host"] for s in chosen}
     return {"supervisors": chosen,
-            "workers": [w for info in infos for w in _workers(info) if w["host"] in hosts],
+            "workers": [w for info in infos for w in _workers(info, logviewer_port) if w["host"] in hosts],
             "sharedHost": any(s["host"] in hosts for s in rows if s not in chosen),
             "schedulerDisplayResource": False}
 
@@ -191,6 +197,7 @@ class _Counts:
     input ``(component, stream)`` for a bolt (execute latency); ``executed`` and ``process_ms`` are a bolt's.
     """
 
+    spout: bool
     emitted: Mapping[str, int]
     transferred: Mapping[str, int]
     acked: Mapping[StatKey, int]
@@ -212,10 +219,10 @@ def _counts(stats: Any, window: str) -> _Counts | None:
     emitted, transferred = pick(stats.emitted), pick(stats.transferred)
     if stats.specific.spout is not None:
         s = stats.specific.spout
-        return _Counts(emitted, transferred, pick(s.acked), pick(s.failed), {}, pick(s.complete_ms_avg), {})
+        return _Counts(True, emitted, transferred, pick(s.acked), pick(s.failed), {}, pick(s.complete_ms_avg), {})
     b = stats.specific.bolt
-    return _Counts(emitted, transferred, pick(b.acked, True), pick(b.failed, True), pick(b.executed, True),
-                  pick(b.execute_ms_avg, True), pick(b.process_ms_avg, True))
+    return _Counts(False, emitted, transferred, pick(b.acked, True), pick(b.failed, True), pick(b.executed, True),
+                   pick(b.execute_ms_avg, True), pick(b.process_ms_avg, True))
 
 
 def _shown(key: StatKey, sys: bool) -> bool:
@@ -245,14 +252,21 @@ def _capacity(executor: Any, c: _Counts) -> float:
 
 
 @dataclass(frozen=True)
-class _Executed:
-    """An executor and its counts in the window asked for (None before its first stats)."""
+class Executed:
+    """An executor as nimbus reports it (its ``ExecutorSummary``: host, port, tasks, uptime) and its counts in
+    the window asked for (None before its first stats)."""
 
     summary: Any
     counts: _Counts | None
 
+    @property
+    def task(self) -> str:
+        """Its task id (``"3"``), or ``"3-4"`` for an executor of several tasks."""
+        info = self.summary.executor_info
+        return str(info.task_start) if info.task_start == info.task_end else f"{info.task_start}-{info.task_end}"
 
-def _reported(parts: Iterable[_Executed]) -> list[_Counts]:
+
+def _reported(parts: Iterable[Executed]) -> list[_Counts]:
     return [p.counts for p in parts if p.counts is not None]
 
 
@@ -261,25 +275,47 @@ def _sum(reported: Iterable[_Counts], stat: str, sys: bool) -> int:
     return sum(_total(getattr(c, stat), sys) for c in reported)
 
 
-def _tasks(parts: Iterable[_Executed]) -> int:
+def _tasks(parts: Iterable[Executed]) -> int:
     return sum(p.summary.executor_info.task_end - p.summary.executor_info.task_start + 1 for p in parts)
 
 
-def _stats_row(parts: list[_Executed], spout: bool, sys: bool) -> dict[str, Any]:
-    """The counts Storm shows for a group of one component's executors (one, or all of them)."""
+#: The stats Storm prints as ``"%.3f"`` strings (milliseconds, or a share for capacity).
+FORMATTED_STATS = ("completeLatency", "executeLatency", "processLatency", "capacity")
+
+
+def stats_numbers(parts: list[Executed], spout: bool, sys: bool) -> dict[str, float]:
+    """The stats Storm shows for a group of one component's executors (one, or all of them), as numbers:
+    emitted, transferred, acked, failed; a spout's completeLatency; a bolt's executed, executeLatency,
+    processLatency (milliseconds) and capacity. The REST API and ``/metrics`` both read them here."""
     reported = _reported(parts)
-    row: dict[str, Any] = {stat: _sum(reported, stat, sys) for stat in ("emitted", "transferred", "acked", "failed")}
+    row: dict[str, float] = {stat: _sum(reported, stat, sys) for stat in ("emitted", "transferred", "acked", "failed")}
     if spout:
-        row["completeLatency"] = float_str(_latency(reported, "latency_ms", "acked", sys))
+        row["completeLatency"] = _latency(reported, "latency_ms", "acked", sys)
     else:
         row.update({
             "executed": _sum(reported, "executed", sys),
-            "executeLatency": float_str(_latency(reported, "latency_ms", "executed", sys)),
-            "processLatency": float_str(_latency(reported, "process_ms", "acked", sys)),
-            "capacity": float_str(max((_capacity(p.summary, p.counts) for p in parts if p.counts is not None),
-                                      default=0.0)),
+            "executeLatency": _latency(reported, "latency_ms", "executed", sys),
+            "processLatency": _latency(reported, "process_ms", "acked", sys),
+            "capacity": max((_capacity(p.summary, p.counts) for p in parts if p.counts is not None), default=0.0),
         })
     return row
+
+
+def _stats_row(parts: list[Executed], spout: bool, sys: bool) -> dict[str, Any]:
+    """:func:`stats_numbers` as Storm's JSON writes them."""
+    return {stat: float_str(value) if stat in FORMATTED_STATS else value
+            for stat, value in stats_numbers(parts, spout, sys).items()}
+
+
+def topology_numbers(grouped: Mapping[str, list[Executed]], kinds: Mapping[str, str], sys: bool) -> dict[str, float]:
+    """A topology's stats as numbers: emitted and transferred add up the shown components of ``kinds``
+    (component → ``"spout"`` or ``"bolt"``); acked, failed and complete latency are the spouts' (a tree counts
+    once, where it began)."""
+    shown = [c for c in kinds if sys or not is_system(c)]
+    counts = _reported(p for c in shown for p in grouped.get(c, []))
+    trees = stats_numbers([p for c in shown if kinds[c] == "spout" for p in grouped.get(c, [])], True, sys)
+    return {"emitted": _sum(counts, "emitted", sys), "transferred": _sum(counts, "transferred", sys),
+            "acked": trees["acked"], "failed": trees["failed"], "completeLatency": trees["completeLatency"]}
 
 
 def component_kinds(topology: Any) -> dict[str, str]:
@@ -287,26 +323,28 @@ def component_kinds(topology: Any) -> dict[str, str]:
     return {**{c: "spout" for c in topology.spouts}, **{c: "bolt" for c in topology.bolts}}
 
 
-def _by_component(info: Any, window: str) -> dict[str, list[_Executed]]:
-    grouped: dict[str, list[_Executed]] = {}
+def executors_by_component(info: Any, window: str) -> dict[str, list[Executed]]:
+    """A ``TopologyInfo``'s executors with their counts in ``window``, by component id."""
+    grouped: dict[str, list[Executed]] = {}
     for e in info.executors:
-        grouped.setdefault(e.component_id, []).append(_Executed(e, _counts(e.stats, window)))
+        grouped.setdefault(e.component_id, []).append(Executed(e, _counts(e.stats, window)))
     return grouped
 
 
-def _error(error: Any, now_secs: int, *, last: bool) -> dict[str, Any]:
+def _error(error: Any, info: Any, now_secs: int, logviewer_port: int | None, *, last: bool) -> dict[str, Any]:
     text = error.error[:LAST_ERROR_CHARS] if last else error.error
     return {"lastError" if last else "error": text, "errorTime": error.error_time_secs,
-            "errorHost": error.host or "", "errorPort": error.port, "errorWorkerLogLink": NO_LINK,
+            "errorHost": error.host or "", "errorPort": error.port,
+            "errorWorkerLogLink": worker_log_link(logviewer_port, error.host, error.port, info.id),
             "errorLapsedSecs": max(0, now_secs - error.error_time_secs)}
 
 
-def _last_error(errors: list[Any], now_secs: int) -> dict[str, Any]:
+def _last_error(errors: list[Any], info: Any, now_secs: int, logviewer_port: int | None) -> dict[str, Any]:
     """Storm's last-error fields of a component: the newest error, or empty values when there is none."""
     if not errors:
         return {"lastError": "", "errorTime": None, "errorHost": "", "errorPort": None,
                 "errorWorkerLogLink": NO_LINK, "errorLapsedSecs": None}
-    return _error(max(errors, key=lambda e: e.error_time_secs), now_secs, last=True)
+    return _error(max(errors, key=lambda e: e.error_time_secs), info, now_secs, logviewer_port, last=True)
 
 
 def _window_fields(window: str) -> dict[str, str]:
@@ -317,47 +355,46 @@ def _window_fields(window: str) -> dict[str, str]:
 
 
 def topology_page(info: Any, topology: Any, conf: Mapping[str, Any], *, now_secs: int, window: str = ALL_TIME,
-                  sys: bool = False) -> dict[str, Any]:
+                  sys: bool = False, logviewer_port: int | None = None) -> dict[str, Any]:
     """``/api/v1/topology/<id>`` from nimbus's ``TopologyInfo``, the running topology (system components
-    included) and its conf.
+    included) and its conf; log links go to the logviewers on ``logviewer_port``.
 
     Every component of the topology is listed, with zero counts until its executors report.
     """
     kinds = component_kinds(topology)
-    grouped = _by_component(info, window)
+    grouped = executors_by_component(info, window)
     shown = sorted(c for c in kinds if sys or not is_system(c))
     spouts = [c for c in shown if kinds[c] == "spout"]
     every_part = [p for parts in grouped.values() for p in parts]
-    shown_counts = _reported(p for c in shown for p in grouped.get(c, []))
-    trees = _stats_row([p for c in spouts for p in grouped.get(c, [])], True, sys)  # a tree counts where it began
+    totals = topology_numbers(grouped, kinds, sys)
     return {
         "id": info.id, "encodedId": encoded(info.id), "name": info.name, "owner": info.owner, "user": None,
         "status": info.status, "uptime": pretty_uptime(info.uptime_secs), "uptimeSeconds": info.uptime_secs,
         "tasksTotal": _tasks(every_part), "executorsTotal": len(info.executors),
         "workersTotal": len({(e.host, e.port) for e in info.executors}), "schedulerInfo": info.sched_status,
         "msgTimeout": conf.get("topology.message.timeout.secs"), "window": window, "windowHint": window_hint(window),
-        "topologyStats": [{**_window_fields(window), "emitted": _sum(shown_counts, "emitted", sys),
-                           "transferred": _sum(shown_counts, "transferred", sys), "acked": trees["acked"],
-                           "failed": trees["failed"], "completeLatency": trees["completeLatency"]}],
-        "spouts": [_component_row(c, grouped.get(c, []), "spout", info, sys, now_secs) for c in spouts],
-        "bolts": [_component_row(c, grouped.get(c, []), "bolt", info, sys, now_secs) for c in shown
+        "topologyStats": [{**_window_fields(window), **totals,
+                           "completeLatency": float_str(totals["completeLatency"])}],
+        "spouts": [_component_row(c, grouped.get(c, []), "spout", info, sys, now_secs, logviewer_port)
+                   for c in spouts],
+        "bolts": [_component_row(c, grouped.get(c, []), "bolt", info, sys, now_secs, logviewer_port) for c in shown
                   if kinds[c] == "bolt"],
-        "workers": _workers(info),
+        "workers": _workers(info, logviewer_port),
         "configuration": dict(conf), "debug": False, "samplingPct": DEFAULT_SAMPLING_PCT,
         "schedulerDisplayResource": False,
     }
 
 
-def _component_row(component: str, parts: list[_Executed], kind: str, info: Any, sys: bool,
-                   now_secs: int) -> dict[str, Any]:
+def _component_row(component: str, parts: list[Executed], kind: str, info: Any, sys: bool, now_secs: int,
+                   logviewer_port: int | None) -> dict[str, Any]:
     """A line of the topology page's spouts or bolts table."""
     ids = ({"spoutId": component, "encodedSpoutId": encoded(component)} if kind == "spout"
            else {"boltId": component, "encodedBoltId": encoded(component)})
     return {**ids, "executors": len(parts), "tasks": _tasks(parts), **_stats_row(parts, kind == "spout", sys),
-            **_last_error(list((info.errors or {}).get(component, [])), now_secs)}
+            **_last_error(list((info.errors or {}).get(component, [])), info, now_secs, logviewer_port)}
 
 
-def _workers(info: Any) -> list[dict[str, Any]]:
+def _workers(info: Any, logviewer_port: int | None) -> list[dict[str, Any]]:
     """One entry per worker (host, port) running the topology's executors; its uptime is its oldest task's."""
     workers: dict[tuple[str, int], list[Any]] = {}
     for e in info.executors:
@@ -370,7 +407,8 @@ def _workers(info: Any) -> list[dict[str, Any]]:
         uptime = max(e.uptime_secs for e in executors)
         result.append({"host": host, "port": port, "topologyId": info.id, "topologyName": info.name,
                        "executorsTotal": len(executors), "componentNumTasks": per_component,
-                       "uptime": pretty_uptime(uptime), "uptimeSeconds": uptime, "workerLogLink": NO_LINK})
+                       "uptime": pretty_uptime(uptime), "uptimeSeconds": uptime,
+                       "workerLogLink": worker_log_link(logviewer_port, host, port, info.id)})
     return result
 
 
@@ -378,7 +416,7 @@ def _workers(info: Any) -> list[dict[str, Any]]:
 
 
 def component_page(info: Any, topology: Any, component: str, *, now_secs: int, window: str = ALL_TIME,
-                   sys: bool = False) -> dict[str, Any]:
+                   sys: bool = False, logviewer_port: int | None = None) -> dict[str, Any]:
     """``/api/v1/topology/<id>/component/<component>``: the component's stats in the window, per stream
     (and per input for a bolt), per executor, and its errors, oldest first.
 
@@ -389,7 +427,7 @@ def component_page(info: Any, topology: Any, component: str, *, now_secs: int, w
         raise UnknownComponent(f"topology {info.id} has no component {component!r}; its components are "
                                f"{', '.join(sorted(c for c in kinds if not is_system(c)))}")
     kind = kinds[component]
-    parts = _by_component(info, window).get(component, [])
+    parts = executors_by_component(info, window).get(component, [])
     reported = _reported(parts)
     errors = sorted((info.errors or {}).get(component, []), key=lambda e: e.error_time_secs)
     page: dict[str, Any] = {
@@ -399,25 +437,26 @@ def component_page(info: Any, topology: Any, component: str, *, now_secs: int, w
         "window": window, "windowHint": window_hint(window), "debug": False, "samplingPct": DEFAULT_SAMPLING_PCT,
         "profilingAndDebuggingCapable": False, "profileActionEnabled": False, "profilerActive": [],
         "schedulerDisplayResource": False,
-        "componentErrors": [_error(e, now_secs, last=False) for e in errors],
-        "executorStats": [_executor_row(p, kind == "spout", sys) for p in
+        "componentErrors": [_error(e, info, now_secs, logviewer_port, last=False) for e in errors],
+        "executorStats": [_executor_row(p, info, kind == "spout", sys, logviewer_port) for p in
                           sorted(parts, key=lambda p: p.summary.executor_info.task_start)],
         "outputStats": _output_stats(reported, kind == "spout", sys),
     }
     summary = {**_window_fields(window), **_stats_row(parts, kind == "spout", sys)}
     if kind == "spout":
-        page["spoutSummary"] = [{**summary, "lastError": _last_error(errors, now_secs)["lastError"]}]
+        page["spoutSummary"] = [{**summary, "lastError": _last_error(errors, info, now_secs, None)["lastError"]}]
     else:
         page["boltStats"] = [summary]
         page["inputStats"] = _input_stats(reported, sys)
     return page
 
 
-def _executor_row(part: _Executed, spout: bool, sys: bool) -> dict[str, Any]:
+def _executor_row(part: Executed, info: Any, spout: bool, sys: bool, logviewer_port: int | None) -> dict[str, Any]:
     e = part.summary
     ident = f"[{e.executor_info.task_start}-{e.executor_info.task_end}]"
     return {"id": ident, "encodedId": encoded(ident), "host": e.host, "port": e.port,
-            "uptime": pretty_uptime(e.uptime_secs), "uptimeSeconds": e.uptime_secs, "workerLogLink": NO_LINK,
+            "uptime": pretty_uptime(e.uptime_secs), "uptimeSeconds": e.uptime_secs,
+            "workerLogLink": worker_log_link(logviewer_port, e.host, e.port, info.id),
             **_stats_row([part], spout, sys)}
 
 

@@ -31,7 +31,6 @@ NO_SUCH_VERB: dict[str, str] = {
     "classpath": f"Squall runs Python, there is no classpath: {_PYTHON_CODE}",
     "drpc": "Squall has no DRPC server",
     "drpc-client": "Squall has no DRPC server",
-    "logviewer": "Squall has no log viewer: daemons and workers log to files under <storm.local.dir>/logs",
     "shell": "Squall runs Python topologies directly (storm jar FILE.py); "
              "other languages run as multilang components (Topology.shell_spout, Topology.shell_bolt)",
 }

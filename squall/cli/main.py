@@ -98,16 +98,19 @@ def local(_conf: Mapping[str, Any], args: argparse.Namespace) -> int:
 
 
 #: Verbs that exec another entry point, which loads the conf (and warns about it) itself.
-HANDS_OVER = {"nimbus", "supervisor", "ui", "local"}
+HANDS_OVER = {"nimbus", "supervisor", "ui", "logviewer", "local"}
 
 COMMANDS: dict[str, tuple[Command, str]] = {
     "dev-zookeeper": (dev_zookeeper, "run a standalone ZooKeeper for development (port: storm.zookeeper.port)"),
-    "dev-cluster": (dev_cluster, "run ZooKeeper, nimbus, supervisors and the UI on this machine until Ctrl-C; "
+    "dev-cluster": (dev_cluster, "run ZooKeeper, nimbus, supervisors, the UI and the logviewer on this machine until "
+                                 "Ctrl-C; "
                                  "`storm dev-cluster stop` stops it from another shell"),
     "nimbus": (_daemon("nimbus"), "run the nimbus daemon in the foreground"),
     "supervisor": (_daemon("supervisor"), "run the supervisor daemon in the foreground (its workers outlive it)"),
     "ui": (_daemon("ui"), "run the UI daemon in the foreground: the UI's pages (/) and Storm's UI REST API "
                           "(/api/v1/...) on ui.host:ui.port"),
+    "logviewer": (_daemon("logviewer"), "run the logviewer daemon in the foreground: this host's worker logs over HTTP "
+                                        "on logviewer.host:logviewer.port, where the UI's log links point"),
     "spark-connect": (spark_connect, "run a Spark Connect server on this host for Spark bolts (spark.remote) until "
                                      "Ctrl-C"),
     "local": (local, "run a topology file in this process for development: storm local FILE [--local-ttl N]"),

@@ -16,7 +16,7 @@ from typing import Any
 
 
 from squall import STORM_VERSION, __version__, loglevels
-from squall.cli import monitor
+from squall.cli import logs, monitor
 from squall.cli.habits import RebalancePositionals, zktool_path
 from squall.cli.options import (command_line_overrides, conf_file_json, json_or_text, non_negative, parse_executor,
                                 positive, topology_typos, warn_on_stderr)
@@ -377,6 +377,8 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     p.add_argument("hosts", nargs="*", metavar="HOST", help="as its supervisor registers it (storm.local.hostname)")
     monitor.add_arguments(command("monitor", monitor.monitor, "a topology's throughput per component, refreshed "
                                                            "(Storm's view of one stream with -m)"))
+    logs.add_arguments(command("logs", logs.logs, "print a topology's worker logs (or a component's workers') "
+                                                  "through each host's logviewer; -f follows them"))
     p = command("zktool", zktool, "inspect Squall's ZooKeeper state (paths relative to storm.zookeeper.root)")
     p.add_argument("action", choices=["ls", "get", "tree", "rm", "read", "list", "clean"],
                    metavar="{ls,get,tree,rm}", help="JStorm's read and list are get and ls")

@@ -1,0 +1,22 @@
+"""The logviewer daemon: its app served on ``logviewer.host``:``logviewer.port`` (:class:`squall.httpd.HttpServer`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from logviewer.app import create_app
+from squall.httpd import HttpServer
+
+
+class LogviewerServer(HttpServer):
+    """``storm logviewer``'s server, serving the worker logs under the conf's log directory::
+
+        server = LogviewerServer({**conf, "logviewer.port": 0}).start()
+        print(f"http://127.0.0.1:{server.port}/api/v1/listLogs")
+        server.stop()
+    """
+
+    def __init__(self, conf: Mapping[str, Any]) -> None:
+        super().__init__(create_app(conf), conf["logviewer.host"], conf["logviewer.port"], name="logviewer",
+                         title="the logviewer", keys="logviewer.host, logviewer.port")

@@ -1,0 +1,159 @@
+"""``storm logs NAME [COMPONENT] [-f] [-b BYTES]``: a topology's worker logs, read over HTTP from the logviewer of
+each worker's host (``logviewer.port``), as the UI links them.
+
+Nimbus says where the topology's workers run (``getTopologyInfoByName``: each executor's host and port); with
+a COMPONENT, only the workers running its tasks. Each log is printed whole (or its last BYTES) under a
+``==> host:port (components) <==`` header, as ``tail`` heads several files; ``-f`` then follows them all, a
+header marking each switch from one log to another, until Ctrl-C. A worker whose logviewer cannot be reached
+is reported on stderr (and the exit code is 1) while the others are printed; when following, it is tried
+again every poll.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+from urllib.parse import urlencode
+
+from squall.cli.options import positive
+from squall.local_state import worker_log_name
+from squall.names import is_system
+from squall.nimbus_client import nimbus_client
+
+#: Bytes asked for in one request (the logviewer's largest page).
+PAGE = 1 << 20
+#: Seconds between polls of a followed log.
+FOLLOW_SECS = 1.0
+#: Seconds one request to a logviewer may take.
+TIMEOUT_SECS = 10.0
+
+
+class LogsError(ValueError):
+    """What the operator asked for is not in the topology (a component)."""
+
+
+class Unreachable(OSError):
+    """A logviewer did not answer, or refused the request; the message says which and why."""
+
+
+@dataclass
+class WorkerLog:
+    """One worker's log on its host's logviewer, and how far it has been printed."""
+
+    host: str
+    port: int
+    components: list[str]
+    url: str  # its logviewer's /api/v1/read, file included
+    offset: int | None = None  # the next byte to print; None: not read yet
+    problem: str | None = field(default=None, compare=False)
+
+    @property
+    def header(self) -> str:
+        return f"==> {self.host}:{self.port} ({', '.join(self.components)}) <=="
+
+
+def worker_logs(info: Any, logviewer_port: int, component: str | None = None) -> list[WorkerLog]:
+    """The logs of a ``TopologyInfo``'s workers (those running ``component``'s tasks, when given), by host and
+    port; :class:`LogsError` names the topology's components when it has no ``component``."""
+    workers: dict[tuple[str, int], set[str]] = {}
+    for e in info.executors:
+        workers.setdefault((e.host, e.port), set()).add(e.component_id)
+    if component is not None:
+        known = sorted({c for cs in workers.values() for c in cs if not is_system(c)})
+        if component not in known:
+            raise LogsError(f"topology {info.name} runs no component {component!r}; its components are "
+                            f"{', '.join(known) or 'none yet'}")
+        workers = {w: cs for w, cs in workers.items() if component in cs}
+    return [WorkerLog(host, port, sorted(c for c in components if not is_system(c)),
+                      f"http://{host}:{logviewer_port}/api/v1/read?"
+                      + urlencode({"file": worker_log_name(info.id, port)}))
+            for (host, port), components in sorted(workers.items())]
+
+
+def _read(log: WorkerLog, start: int | None, length: int) -> tuple[bytes, int, int]:
+    """Bytes of the log from ``start`` (None: its last ``length``): (data, where they start, the file's size)."""
+    query = f"&length={length}" + (f"&start={start}" if start is not None else "")
+    try:
+        with urllib.request.urlopen(log.url + query, timeout=TIMEOUT_SECS) as response:
+            return response.read(), int(response.headers["X-Log-Start"]), int(response.headers["X-Log-Size"])
+    except urllib.error.HTTPError as exc:
+        try:
+            reason = json.loads(exc.read())["errorMessage"]
+        except (ValueError, KeyError):
+            reason = str(exc)
+        raise Unreachable(f"{log.host}:{log.port}: the logviewer answered {exc.code}: {reason}") from None
+    except (OSError, ValueError, TypeError) as exc:
+        raise Unreachable(f"{log.host}:{log.port}: cannot read its log from the logviewer at {log.url.split('/api')[0]} "
+                          f"(logviewer.port; is `storm logviewer` running on {log.host}?): {exc}") from None
+
+
+def catch_up(log: WorkerLog, out: BinaryIO, last_header: list[str | None], first_bytes: int | None = None) -> None:
+    """Print what the log holds past ``log.offset`` (on a first read: all of it, or its last ``first_bytes``),
+    under its header unless it was the last one printed; a log that shrank is printed again from its start."""
+    while True:
+        if log.offset is None and first_bytes is not None:
+            data, start, size = _read(log, None, min(first_bytes, PAGE))
+            if first_bytes > PAGE and start > 0:  # more than a page back: read forward from there
+                log.offset = max(0, size - first_bytes)
+                continue
+        else:
+            data, start, size = _read(log, log.offset or 0, PAGE)
+            if log.offset is not None and start < log.offset:  # truncated or replaced under us
+                log.offset = None
+                continue
+        if data and last_header[0] != log.header:
+            out.write(f"{log.header}\n".encode())
+            last_header[0] = log.header
+        out.write(data)
+        out.flush()
+        log.offset = start + len(data)
+        if log.offset >= size or not data:
+            return
+
+
+def logs(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+    """``storm logs NAME [COMPONENT] [-f] [-b BYTES]``."""
+    port = int(conf["logviewer.port"])
+    try:
+        with nimbus_client(conf) as nimbus:
+            found = worker_logs(nimbus.getTopologyInfoByName(args.name), port, args.component)
+    except LogsError as exc:
+        print(f"storm logs: {exc}", file=sys.stderr)
+        return 1
+    if not found:
+        print(f"storm logs: {args.name} has no workers running yet", file=sys.stderr)
+        return 1
+    out, last_header, failed = sys.stdout.buffer, [None], False
+    try:
+        while True:
+            for log in found:
+                try:
+                    catch_up(log, out, last_header, args.bytes)
+                    log.problem = None
+                except Unreachable as exc:
+                    failed = True
+                    if log.problem != str(exc):  # said once, until it changes or the log is reachable again
+                        print(f"storm logs: {exc}", file=sys.stderr, flush=True)
+                    log.problem = str(exc)
+            if not args.follow:
+                return 1 if failed else 0
+            time.sleep(FOLLOW_SECS)  # a poll: nothing to wait on but the files growing on other hosts
+    except KeyboardInterrupt:
+        return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``storm logs``'s arguments."""
+    parser.add_argument("name", metavar="NAME", help="the topology")
+    parser.add_argument("component", nargs="?", metavar="COMPONENT",
+                        help="only the workers running this component's tasks")
+    parser.add_argument("-f", "--follow", action="store_true", help="keep printing what they log, until Ctrl-C")
+    parser.add_argument("-b", "--bytes", type=positive, metavar="N",
+                        help="only the last N bytes of each log (default: all of it)")
