@@ -116,6 +116,10 @@ class Nimbus:
         if tls_only and tls_port is None:
             raise ConfigError("nimbus.thrift.tls.server.only is true but nimbus.thrift.tls.port is not set: "
                               "nimbus would serve nothing")
+        if conf["nimbus.authorizer"] is not None and tls_port is None:
+            raise ConfigError("nimbus.authorizer is set but nimbus.thrift.tls.port is not: without client "
+                              "certificates every caller is anonymous and may do nothing but read; set "
+                              "nimbus.thrift.tls.port (see the README's Security section)")
         serving = dict(max_frame_bytes=conf["nimbus.thrift.max_buffer_size"],
                        client_timeout_ms=conf["storm.thrift.socket.timeout.ms"],
                        request_timeout_ms=conf["nimbus.thrift.request.timeout.ms"],
@@ -224,9 +228,9 @@ class Nimbus:
         return {**self.conf, **self.code.conf(topology_id)}
 
     def _message_timeout(self, topology_id: str) -> int:
-        return int(self._topology_conf_or_cluster(topology_id)["topology.message.timeout.secs"])
+        return int(self.topology_conf_or_cluster(topology_id)["topology.message.timeout.secs"])
 
-    def _topology_conf_or_cluster(self, topology_id: str) -> dict[str, Any]:
+    def topology_conf_or_cluster(self, topology_id: str) -> dict[str, Any]:
         """The topology's merged conf; the cluster's when this nimbus lacks the code (not copied yet)."""
         try:
             return self.merged_conf(topology_id)
@@ -250,11 +254,13 @@ class Nimbus:
         return {topo.name_of(t) for t in self.zk.children(paths.TOPOLOGIES)}
 
     def submit(self, name: str, location: str | None, json_conf: str, user_topology: Any,
-               initial_status: TopologyStatus = TopologyStatus.ACTIVE, *, replace: bool = False) -> str:
+               initial_status: TopologyStatus = TopologyStatus.ACTIVE, *, replace: bool = False,
+               owner: str = "") -> str:
         """Validate, store, number the tasks, assign, and write ``/topology/<id>`` last.
 
         ``replace`` is JStorm's hot deploy: the running topology of that name is removed (no kill wait)
-        once the new one is known to be valid, and the new one starts once the old workers stopped.
+        once the new one is known to be valid, and the new one starts once the old workers stopped; the new one
+        keeps the old one's owner. ``owner`` is the submitter's principal (none without authentication).
         """
         self.require_leader()
         topo.validate_name(name)
@@ -262,6 +268,8 @@ class Nimbus:
         merged = {**self.conf, **submitted_conf} if isinstance(submitted_conf, dict) else submitted_conf
         topo.validate_topology(name, user_topology, merged)  # also refuses a conf that is not an object
         replaced = self.find_id(name) if replace else None
+        if replaced is not None:
+            owner = self.base(replaced).owner
         package = self.inbox.claim(location) if location else None
         try:
             check_named_classes(package, user_topology)  # before the topology it replaces is removed
@@ -273,7 +281,8 @@ class Nimbus:
                 topology_id = topo.topology_id(name, next(self._counter), self.clock.time())
                 self._submitting[name] = topology_id
             try:
-                self._store_and_start(topology_id, name, package, user_topology, submitted_conf, initial_status)
+                self._store_and_start(topology_id, name, package, user_topology, submitted_conf, initial_status,
+                                      owner)
             except Exception:
                 self._remove_state(topology_id)
                 raise
@@ -286,7 +295,7 @@ class Nimbus:
         return topology_id
 
     def _store_and_start(self, topology_id: str, name: str, package: Path | None, user_topology: Any,
-                         submitted_conf: Mapping[str, Any], initial_status: TopologyStatus) -> None:
+                         submitted_conf: Mapping[str, Any], initial_status: TopologyStatus, owner: str) -> None:
         """Submit's steps once the topology is checked: code, ``/tasks``, replicas, assignment, ``/topology`` last."""
         normalized, topology_conf = topo.normalize(user_topology, without_submit_flags(submitted_conf), name=name)
         topology_conf["topology.id"] = topology_id
@@ -304,7 +313,7 @@ class Nimbus:
         self.require_leader()  # demoted while waiting: the new leader will clean up, not us
         now = int(self.clock.time())
         workers = int(self.merged_conf(topology_id)["topology.workers"])
-        self.zk.write(paths.topology(topology_id), StormBase(name, initial_status, now, workers))
+        self.zk.write(paths.topology(topology_id), StormBase(name, initial_status, now, workers, owner))
         log.info("topology submitted", topology_id=topology_id, tasks=len(tasks.tasks))
 
     def restart(self, name: str, json_conf: str) -> str:
@@ -331,7 +340,7 @@ class Nimbus:
         """Remove the topology now, then wait (up to ``task.cleanup.timeout.sec``) for its workers to stop,
         as their supervisors report by freeing the ports."""
         assignment = self.zk.read(paths.assignment(topology_id), Assignment)
-        timeout = float(self._topology_conf_or_cluster(topology_id)["task.cleanup.timeout.sec"])
+        timeout = float(self.topology_conf_or_cluster(topology_id)["task.cleanup.timeout.sec"])
         with self._lock:
             self.transition(topology_id, lifecycle.Kill(0))
             self.transition(topology_id, lifecycle.Remove(self.base(topology_id).pending.due_secs))

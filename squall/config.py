@@ -279,6 +279,26 @@ KEYS: tuple[Key, ...] = (
         doc="Password of the private key in nimbus.thrift.tls.client.keystore.path, if it is encrypted."),
     Key("nimbus.thrift.tls.client.truststore.path", "str", None, origin="storm", nullable=True,
         doc="PEM file of the CA certificates nimbus's certificate must chain to."),
+    # Authorization (Storm's SimpleACLAuthorizer model; principals are TLS client certificates' common names) --
+    Key("nimbus.authorizer", "str", None, origin="storm", nullable=True,
+        choices=("simple", "org.apache.storm.security.auth.authorizer.SimpleACLAuthorizer"),
+        doc="Who may do what on nimbus: null lets every caller do everything (Storm's default); 'simple' (or "
+            "Storm's SimpleACLAuthorizer class name) applies nimbus.admins, nimbus.users, "
+            "nimbus.supervisor.users and each topology's owner, topology.users and topology.groups. Needs "
+            "nimbus.thrift.tls.port: on the plain port every caller is anonymous."),
+    Key("nimbus.admins", "list[str]", [], origin="storm",
+        doc="Principals that may do anything (with nimbus.authorizer)."),
+    Key("nimbus.users", "list[str]", [], origin="storm",
+        doc="Principals that may submit topologies (with nimbus.authorizer); empty: every authenticated one."),
+    Key("nimbus.supervisor.users", "list[str]", [], origin="storm",
+        doc="Principals of the daemons (supervisors, their workers, other nimbuses): they may download any "
+            "topology's code and conf and send heartbeats, nothing else (with nimbus.authorizer)."),
+    Key("topology.users", "list[str]", [], origin="storm",
+        doc="Principals besides the topology's owner that may operate it: kill, rebalance, (de)activate, "
+            "upgrade, read its conf and code (with nimbus.authorizer)."),
+    Key("topology.groups", "list[str]", [], origin="storm",
+        doc="Groups whose members may operate the topology as topology.users may; a principal's groups are "
+            "those of the user of that name on the nimbus host (as Storm's `id -Gn`)."),
     Key("storm.thrift.socket.timeout.ms", "int", 600000, origin="storm", minimum=1,
         doc="Client socket timeout for Thrift calls to nimbus; above nimbus.assign.timeout.secs so a submit can wait. "
             "Nimbus closes a connection idle this long between calls."),
