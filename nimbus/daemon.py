@@ -299,7 +299,7 @@ class Nimbus:
         """Submit's steps once the topology is checked: code, ``/tasks``, replicas, assignment, ``/topology`` last."""
         normalized, topology_conf = topo.normalize(user_topology, without_submit_flags(submitted_conf), name=name)
         topology_conf["topology.id"] = topology_id
-        topology_conf.update(self._zk_credential(topology_id, topology_conf))
+        topology_conf.update(self._topology_secrets(topology_id, topology_conf))
         system = topo.system_topology(normalized, {**self.conf, **topology_conf})
         tasks = topo.make_tasks(system)
         self.code.put(topology_id, package=package, conf=topology_conf, topology=normalized, system=system)
@@ -355,21 +355,29 @@ class Nimbus:
         log.info("topology removed for its replacement", topology_id=topology_id,
                  workers_stopped=not slots, waited_secs=round(time.monotonic() - started, 3))
 
-    def _zk_credential(self, topology_id: str, topology_conf: Mapping[str, Any]) -> dict[str, str]:
-        """The topology's own ZooKeeper credential (Storm's ``storm.zookeeper.topology.auth.*``) when the daemons
-        authenticate to ZooKeeper: the one it came with or kept from its earlier version, else a new one. Its
-        workers use it instead of the daemons' credential, which they never get."""
-        if not self.conf.get("storm.zookeeper.auth.payload"):
-            return {}
+    def _topology_secrets(self, topology_id: str, topology_conf: Mapping[str, Any]) -> dict[str, str]:
+        """The topology's own secrets, each the one it came with or kept from its earlier version (a gray upgrade's
+        old and new workers must share them), else a new one: its transfer secret (``topology.transfer.secret``,
+        which authenticates its workers to each other) and, when the daemons authenticate to ZooKeeper, its own
+        ZooKeeper credential (Storm's ``storm.zookeeper.topology.auth.*``), used by its workers instead of the
+        daemons' credential, which they never get."""
         try:
             earlier = self.code.conf(topology_id)
         except MissingTopology:
             earlier = {}
-        keys = ("storm.zookeeper.topology.auth.scheme", "storm.zookeeper.topology.auth.payload")
-        for source in (topology_conf, earlier):
-            if source.get(keys[1]):
-                return {key: source[key] for key in keys}
-        return {keys[0]: "digest", keys[1]: f"{topology_id}:{secrets.token_urlsafe(24)}"}
+
+        def kept(keys: tuple[str, ...], new: dict[str, str]) -> dict[str, str]:
+            for source in (topology_conf, earlier):
+                if source.get(keys[-1]):
+                    return {key: source[key] for key in keys}
+            return new
+
+        found = kept(("topology.transfer.secret",), {"topology.transfer.secret": secrets.token_urlsafe(32)})
+        if self.conf.get("storm.zookeeper.auth.payload"):
+            found |= kept(("storm.zookeeper.topology.auth.scheme", "storm.zookeeper.topology.auth.payload"),
+                          {"storm.zookeeper.topology.auth.scheme": "digest",
+                           "storm.zookeeper.topology.auth.payload": f"{topology_id}:{secrets.token_urlsafe(24)}"})
+        return found
 
     def _await_replicas(self, topology_id: str, topology_conf: Mapping[str, Any]) -> None:
         """Publish the new code, then wait for ``topology.min.replication.count`` nimbuses to hold it, at most
@@ -524,7 +532,7 @@ class Nimbus:
             normalized, topology_conf = topo.normalize(user_topology, {
                 **without_submit_flags(submitted), "topology.workers": old_conf["topology.workers"]}, name=name)
             topology_conf["topology.id"] = topology_id
-            topology_conf.update(self._zk_credential(topology_id, topology_conf))
+            topology_conf.update(self._topology_secrets(topology_id, topology_conf))
             system = topo.system_topology(normalized, {**self.conf, **topology_conf})
             self._check_workers_known(topology_id, request)
             changed = upgrade.shape_differences(upgrade.shape(self.code.system_topology(topology_id)),
