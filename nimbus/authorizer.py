@@ -56,7 +56,11 @@ class TopologyAcl:
 
 
 class Authorizer:
-    """Decides each call from the conf's ACLs (see the module docstring); :meth:`check` raises when refused."""
+    """Decides each call from the conf's ACLs (see the module docstring); :meth:`check` raises when refused.
+
+        acl = Authorizer(conf)                      # nimbus.authorizer unset: acl.enabled is False, all allowed
+        acl.check(client_principal(), "rebalance", TopologyAcl(topology_id, base.owner, topology_conf))
+    """
 
     def __init__(self, conf: Mapping[str, Any]) -> None:
         self.enabled = conf.get("nimbus.authorizer") is not None
@@ -74,6 +78,7 @@ class Authorizer:
         raise storm.AuthorizationException(msg=f"{who} may not {what}: {self._who_may(operation, topology)}")
 
     def permits(self, principal: str, operation: str, topology: TopologyAcl | None = None) -> bool:
+        """Whether ``principal`` ("" for anonymous) may do ``operation``; :meth:`check` says why not."""
         if not self.enabled:
             return True
         if not principal:
