@@ -251,7 +251,7 @@ class NimbusService:
             if not isinstance(overrides, dict):
                 raise storm.InvalidTopologyException(msg="topology_conf_overrides must be a JSON object")
         self._act(name, "rebalance", lifecycle.Rebalance(options.wait_secs, options.num_workers, executors,
-                                            bool(options.reassign), options.topology_conf_overrides))
+                                                         bool(options.reassign), options.topology_conf_overrides))
 
     def _act(self, name: str, operation: str, action: lifecycle.Action) -> None:
         self.nimbus.require_leader()
