@@ -116,6 +116,10 @@ class Nimbus:
         if tls_only and tls_port is None:
             raise ConfigError("nimbus.thrift.tls.server.only is true but nimbus.thrift.tls.port is not set: "
                               "nimbus would serve nothing")
+        if conf["nimbus.authorizer"] is not None and tls_port is None:
+            raise ConfigError("nimbus.authorizer is set but nimbus.thrift.tls.port is not: without client "
+                              "certificates every caller is anonymous and may do nothing but read; set "
+                              "nimbus.thrift.tls.port (see the README's Security section)")
         serving = dict(max_frame_bytes=conf["nimbus.thrift.max_buffer_size"],
                        client_timeout_ms=conf["storm.thrift.socket.timeout.ms"],
                        request_timeout_ms=conf["nimbus.thrift.request.timeout.ms"],
@@ -224,9 +228,9 @@ class Nimbus:
         return {**self.conf, **self.code.conf(topology_id)}
 
     def _message_timeout(self, topology_id: str) -> int:
-        return int(self._topology_conf_or_cluster(topology_id)["topology.message.timeout.secs"])
+        return int(self.topology_conf_or_cluster(topology_id)["topology.message.timeout.secs"])
 
-    def _topology_conf_or_cluster(self, topology_id: str) -> dict[str, Any]:
+    def topology_conf_or_cluster(self, topology_id: str) -> dict[str, Any]:
         """The topology's merged conf; the cluster's when this nimbus lacks the code (not copied yet)."""
         try:
             return self.merged_conf(topology_id)
@@ -250,11 +254,13 @@ class Nimbus:
         return {topo.name_of(t) for t in self.zk.children(paths.TOPOLOGIES)}
 
     def submit(self, name: str, location: str | None, json_conf: str, user_topology: Any,
-               initial_status: TopologyStatus = TopologyStatus.ACTIVE, *, replace: bool = False) -> str:
+               initial_status: TopologyStatus = TopologyStatus.ACTIVE, *, replace: bool = False,
+               owner: str = "") -> str:
         """Validate, store, number the tasks, assign, and write ``/topology/<id>`` last.
 
         ``replace`` is JStorm's hot deploy: the running topology of that name is removed (no kill wait)
-        once the new one is known to be valid, and the new one starts once the old workers stopped.
+        once the new one is known to be valid, and the new one starts once the old workers stopped; the new one
+        keeps the old one's owner. ``owner`` is the submitter's principal (none without authentication).
         """
         self.require_leader()
         topo.validate_name(name)
@@ -262,6 +268,8 @@ class Nimbus:
         merged = {**self.conf, **submitted_conf} if isinstance(submitted_conf, dict) else submitted_conf
         topo.validate_topology(name, user_topology, merged)  # also refuses a conf that is not an object
         replaced = self.find_id(name) if replace else None
+        if replaced is not None:
+            owner = self.base(replaced).owner
         package = self.inbox.claim(location) if location else None
         try:
             check_named_classes(package, user_topology)  # before the topology it replaces is removed
@@ -273,7 +281,8 @@ class Nimbus:
                 topology_id = topo.topology_id(name, next(self._counter), self.clock.time())
                 self._submitting[name] = topology_id
             try:
-                self._store_and_start(topology_id, name, package, user_topology, submitted_conf, initial_status)
+                self._store_and_start(topology_id, name, package, user_topology, submitted_conf, initial_status,
+                                      owner)
             except Exception:
                 self._remove_state(topology_id)
                 raise
@@ -286,11 +295,11 @@ class Nimbus:
         return topology_id
 
     def _store_and_start(self, topology_id: str, name: str, package: Path | None, user_topology: Any,
-                         submitted_conf: Mapping[str, Any], initial_status: TopologyStatus) -> None:
+                         submitted_conf: Mapping[str, Any], initial_status: TopologyStatus, owner: str) -> None:
         """Submit's steps once the topology is checked: code, ``/tasks``, replicas, assignment, ``/topology`` last."""
         normalized, topology_conf = topo.normalize(user_topology, without_submit_flags(submitted_conf), name=name)
         topology_conf["topology.id"] = topology_id
-        topology_conf.update(self._zk_credential(topology_id, topology_conf))
+        topology_conf.update(self._topology_secrets(topology_id, topology_conf))
         system = topo.system_topology(normalized, {**self.conf, **topology_conf})
         tasks = topo.make_tasks(system)
         self.code.put(topology_id, package=package, conf=topology_conf, topology=normalized, system=system)
@@ -304,7 +313,7 @@ class Nimbus:
         self.require_leader()  # demoted while waiting: the new leader will clean up, not us
         now = int(self.clock.time())
         workers = int(self.merged_conf(topology_id)["topology.workers"])
-        self.zk.write(paths.topology(topology_id), StormBase(name, initial_status, now, workers))
+        self.zk.write(paths.topology(topology_id), StormBase(name, initial_status, now, workers, owner))
         log.info("topology submitted", topology_id=topology_id, tasks=len(tasks.tasks))
 
     def restart(self, name: str, json_conf: str) -> str:
@@ -331,7 +340,7 @@ class Nimbus:
         """Remove the topology now, then wait (up to ``task.cleanup.timeout.sec``) for its workers to stop,
         as their supervisors report by freeing the ports."""
         assignment = self.zk.read(paths.assignment(topology_id), Assignment)
-        timeout = float(self._topology_conf_or_cluster(topology_id)["task.cleanup.timeout.sec"])
+        timeout = float(self.topology_conf_or_cluster(topology_id)["task.cleanup.timeout.sec"])
         with self._lock:
             self.transition(topology_id, lifecycle.Kill(0))
             self.transition(topology_id, lifecycle.Remove(self.base(topology_id).pending.due_secs))
@@ -346,21 +355,29 @@ class Nimbus:
         log.info("topology removed for its replacement", topology_id=topology_id,
                  workers_stopped=not slots, waited_secs=round(time.monotonic() - started, 3))
 
-    def _zk_credential(self, topology_id: str, topology_conf: Mapping[str, Any]) -> dict[str, str]:
-        """The topology's own ZooKeeper credential (Storm's ``storm.zookeeper.topology.auth.*``) when the daemons
-        authenticate to ZooKeeper: the one it came with or kept from its earlier version, else a new one. Its
-        workers use it instead of the daemons' credential, which they never get."""
-        if not self.conf.get("storm.zookeeper.auth.payload"):
-            return {}
+    def _topology_secrets(self, topology_id: str, topology_conf: Mapping[str, Any]) -> dict[str, str]:
+        """The topology's own secrets, each the one it came with or kept from its earlier version (a gray upgrade's
+        old and new workers must share them), else a new one: its transfer secret (``topology.transfer.secret``,
+        which authenticates its workers to each other) and, when the daemons authenticate to ZooKeeper, its own
+        ZooKeeper credential (Storm's ``storm.zookeeper.topology.auth.*``), used by its workers instead of the
+        daemons' credential, which they never get."""
         try:
             earlier = self.code.conf(topology_id)
         except MissingTopology:
             earlier = {}
-        keys = ("storm.zookeeper.topology.auth.scheme", "storm.zookeeper.topology.auth.payload")
-        for source in (topology_conf, earlier):
-            if source.get(keys[1]):
-                return {key: source[key] for key in keys}
-        return {keys[0]: "digest", keys[1]: f"{topology_id}:{secrets.token_urlsafe(24)}"}
+
+        def kept(keys: tuple[str, ...], new: dict[str, str]) -> dict[str, str]:
+            for source in (topology_conf, earlier):
+                if source.get(keys[-1]):
+                    return {key: source[key] for key in keys}
+            return new
+
+        found = kept(("topology.transfer.secret",), {"topology.transfer.secret": secrets.token_urlsafe(32)})
+        if self.conf.get("storm.zookeeper.auth.payload"):
+            found |= kept(("storm.zookeeper.topology.auth.scheme", "storm.zookeeper.topology.auth.payload"),
+                          {"storm.zookeeper.topology.auth.scheme": "digest",
+                           "storm.zookeeper.topology.auth.payload": f"{topology_id}:{secrets.token_urlsafe(24)}"})
+        return found
 
     def _await_replicas(self, topology_id: str, topology_conf: Mapping[str, Any]) -> None:
         """Publish the new code, then wait for ``topology.min.replication.count`` nimbuses to hold it, at most
@@ -515,7 +532,7 @@ class Nimbus:
             normalized, topology_conf = topo.normalize(user_topology, {
                 **without_submit_flags(submitted), "topology.workers": old_conf["topology.workers"]}, name=name)
             topology_conf["topology.id"] = topology_id
-            topology_conf.update(self._zk_credential(topology_id, topology_conf))
+            topology_conf.update(self._topology_secrets(topology_id, topology_conf))
             system = topo.system_topology(normalized, {**self.conf, **topology_conf})
             self._check_workers_known(topology_id, request)
             changed = upgrade.shape_differences(upgrade.shape(self.code.system_topology(topology_id)),

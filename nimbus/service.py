@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 
 from nimbus import lifecycle, upgrade
+from nimbus.authorizer import Authorizer, TopologyAcl
 from nimbus.codestore import DownloadError, MissingTopology, UnknownArtifact, UploadError
 from nimbus.daemon import Nimbus
 from nimbus.queries import cluster_summary, nimbus_summaries, topology_info
@@ -24,7 +25,7 @@ from squall.names import quote
 from squall.topology import validate_name
 from squall.config import redact
 from squall.stats import from_executor_stats
-from squall.thrift import client_host, storm
+from squall.thrift import client_host, client_principal, storm
 from squall.zk import paths
 from squall.zk.records import (
     Assignment, LoggerLevel, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat, TaskError, TaskStats,
@@ -122,6 +123,27 @@ def _refusals() -> Iterator[None]:
 class NimbusService:
     def __init__(self, nimbus: Nimbus) -> None:
         self.nimbus = nimbus
+        self.acl = Authorizer(nimbus.conf)
+
+    # -- authorization (nimbus.authorizer) -------------------------------------------------------
+
+    def _authorize(self, operation: str, topology_id: str | None = None) -> None:
+        """Refuse the caller (AuthorizationException) unless it may do ``operation`` (on ``topology_id``)."""
+        if not self.acl.enabled:
+            return
+        self.acl.check(client_principal(), operation, self._topology_acl(topology_id) if topology_id else None)
+
+    def _authorized_id(self, name: str, operation: str) -> str:
+        """The id of the alive topology ``name``, once the caller may do ``operation`` on it."""
+        topology_id = self.nimbus.find_id(name)
+        self._authorize(operation, topology_id)
+        return topology_id
+
+    def _topology_acl(self, topology_id: str) -> TopologyAcl:
+        """Its owner (none while a submit is still storing it) and its conf's topology.users and .groups."""
+        base = self.nimbus.zk.read(paths.topology(topology_id), StormBase)
+        return TopologyAcl(topology_id, base.owner if base is not None else "",
+                           self.nimbus.topology_conf_or_cluster(topology_id))
 
     # -- submit and lifecycle --------------------------------------------------------------------
 
@@ -140,10 +162,14 @@ class NimbusService:
         with _refusals():
             try:
                 if upgrade_flag:
+                    self._authorized_id(name or "", "graySubmit")
                     self.nimbus.gray_submit(name or "", uploadedJarLocation, jsonConf, topology, _batch_of(submitted))
                 else:
+                    self._authorize("submitTopology")
+                    if replace:
+                        self._authorized_id(name or "", "hotDeploy")
                     self.nimbus.submit(name or "", uploadedJarLocation, jsonConf, topology, _initial_status(options),
-                                       replace=replace)
+                                       replace=replace, owner=client_principal())
             except storm.NotAliveException:  # not in this call's Storm signature
                 flag = "topology.upgrade" if upgrade_flag else "topology.hot.deploy.enable"
                 raise storm.InvalidTopologyException(
@@ -156,6 +182,7 @@ class NimbusService:
         request = _batch(options.worker_num or 0, options.component, options.workers)
         if options.ttl_ms is not None and options.ttl_ms < 1:
             raise storm.InvalidTopologyException(msg=f"ttl_ms must be >= 1, got {options.ttl_ms}")
+        self._authorized_id(name or "", "graySubmit")
         with _refusals():
             self.nimbus.gray_submit(name or "", uploadedJarLocation, jsonConf, topology, request, options.ttl_ms)
 
@@ -165,38 +192,43 @@ class NimbusService:
         if request == upgrade.BatchRequest():
             raise storm.InvalidTopologyException(msg="say which workers to upgrade next: a worker count, a "
                                                      "component, or host:port workers")
+        self._authorized_id(topologyName, "grayUpgrade")
         with _refusals():
             self.nimbus.gray_continue(topologyName, request)
 
     def completeUpgrade(self, topologyName: str) -> None:
         """Upgrade every remaining worker in one last batch; the upgrade completes when they all run it."""
+        self._authorized_id(topologyName, "completeUpgrade")
         with _refusals():
             self.nimbus.gray_continue(topologyName, upgrade.BatchRequest(all_remaining=True))
 
     def updateTopology(self, name: str, uploadedLocation: str, updateConf: str) -> None:
+        self._authorized_id(name, "updateTopology")
         with _refusals():
             self.nimbus.update_topology(name, uploadedLocation, updateConf)
 
     def restart(self, name: str, jsonConf: str) -> None:
+        self._authorized_id(name, "restart")
         with _refusals():
             self.nimbus.restart(name, jsonConf)
 
     def rollbackTopology(self, topologyName: str) -> None:
         self.nimbus.require_leader()
+        topology_id = self._authorized_id(topologyName, "rollbackTopology")
         with _refusals():
-            self.nimbus.rollback_upgrade(self.nimbus.find_id(topologyName), "asked by the operator")
+            self.nimbus.rollback_upgrade(topology_id, "asked by the operator")
 
     def killTopology(self, name: str) -> None:
         self.killTopologyWithOpts(name, None)
 
     def killTopologyWithOpts(self, name: str, options: Any) -> None:
-        self._act(name, lifecycle.Kill(options.wait_secs if options is not None else None))
+        self._act(name, "killTopology", lifecycle.Kill(options.wait_secs if options is not None else None))
 
     def activate(self, name: str) -> None:
-        self._act(name, lifecycle.Activate())
+        self._act(name, "activate", lifecycle.Activate())
 
     def deactivate(self, name: str) -> None:
-        self._act(name, lifecycle.Deactivate())
+        self._act(name, "deactivate", lifecycle.Deactivate())
 
     def rebalance(self, name: str, options: Any) -> None:
         options = options or storm.RebalanceOptions()
@@ -218,20 +250,23 @@ class NimbusService:
                 raise storm.InvalidTopologyException(msg=f"topology_conf_overrides is not JSON: {exc}") from None
             if not isinstance(overrides, dict):
                 raise storm.InvalidTopologyException(msg="topology_conf_overrides must be a JSON object")
-        self._act(name, lifecycle.Rebalance(options.wait_secs, options.num_workers, executors,
-                                            bool(options.reassign), options.topology_conf_overrides))
+        self._act(name, "rebalance", lifecycle.Rebalance(options.wait_secs, options.num_workers, executors,
+                                                         bool(options.reassign), options.topology_conf_overrides))
 
-    def _act(self, name: str, action: lifecycle.Action) -> None:
+    def _act(self, name: str, operation: str, action: lifecycle.Action) -> None:
         self.nimbus.require_leader()
+        topology_id = self._authorized_id(name, operation)
         with _refusals():
-            self.nimbus.transition(self.nimbus.find_id(name), action)
+            self.nimbus.transition(topology_id, action)
 
     # -- hosts (JStorm's blacklist) --------------------------------------------------------------
 
     def setHostInBlackList(self, host: str) -> None:
+        self._authorize("setHostInBlackList")
         self.nimbus.set_blacklisted(_host(host), True)
 
     def removeHostOutBlackList(self, host: str) -> None:
+        self._authorize("removeHostOutBlackList")
         self.nimbus.set_blacklisted(_host(host), False)
 
     def getBlacklist(self) -> list[str]:
@@ -257,6 +292,8 @@ class NimbusService:
                 secs = max(0, level.reset_log_level_timeout_secs or 0)
                 changes[logger] = LoggerLevel(level.target_log_level.upper(), secs, now_ms + secs * 1000 if secs else 0)
         with _known(name):
+            self.nimbus.base(name)  # NotAliveException for unknown ids, before the ACL
+            self._authorize("setLogConfig", name)
             self.nimbus.set_log_levels(name, changes)
 
     def getLogConfig(self, name: str) -> Any:
@@ -272,6 +309,7 @@ class NimbusService:
 
     def beginFileUpload(self) -> str:
         self.nimbus.require_leader()
+        self._authorize("fileUpload")
         with _upload_refusals():
             return self.nimbus.inbox.begin_upload(client_host())
 
@@ -284,6 +322,7 @@ class NimbusService:
             self.nimbus.inbox.finish_upload(location)
 
     def beginCodeDownload(self, topologyId: str, artifact: str) -> str:
+        self._authorize("fileDownload", topologyId)
         try:
             return self.nimbus.downloads.begin(self.nimbus.code.artifact_path(topologyId, artifact))
         except (MissingTopology, UnknownArtifact) as exc:
@@ -292,6 +331,7 @@ class NimbusService:
     def beginFileDownload(self, file: str) -> str:
         """Storm passes a path; Squall accepts ``<topology-id>/<artifact>`` and nothing else."""
         topology_id, _, artifact = (file or "").partition("/")
+        self._authorize("fileDownload", topology_id)
         try:
             return self.nimbus.downloads.begin(self.nimbus.code.artifact_path(topology_id, artifact))
         except (MissingTopology, UnknownArtifact) as exc:
@@ -306,6 +346,7 @@ class NimbusService:
     # -- heartbeats ------------------------------------------------------------------------------
 
     def updateTaskHeartbeat(self, taskHbs: Any) -> None:
+        self._authorize("updateTaskHeartbeat")
         beats = {int(t): TaskBeat(int(b.time_secs), int(b.uptime_secs), _task_stats(taskHbs.topologyId, t, b.stats))
                  for t, b in (taskHbs.taskHbs or {}).items()}
         self.nimbus.heartbeat(taskHbs.topologyId, beats)
@@ -357,16 +398,17 @@ class NimbusService:
         return self.nimbus.find_id(topologyName)
 
     def getTopologyConf(self, id: str) -> str:
-        return json.dumps(redact(self._stored(id, self.nimbus.code.conf)), sort_keys=True)
+        return json.dumps(redact(self._stored(id, self.nimbus.code.conf, "getTopologyConf")), sort_keys=True)
 
     def getTopology(self, id: str) -> Any:
-        return self._stored(id, self.nimbus.code.system_topology)
+        return self._stored(id, self.nimbus.code.system_topology, "getTopology")
 
     def getUserTopology(self, id: str) -> Any:
-        return self._stored(id, self.nimbus.code.topology)
+        return self._stored(id, self.nimbus.code.topology, "getUserTopology")
 
-    def _stored(self, topology_id: str, read: Any) -> Any:
+    def _stored(self, topology_id: str, read: Any, operation: str) -> Any:
         self.nimbus.base(topology_id)  # NotAliveException(id) for unknown ids
+        self._authorize(operation, topology_id)
         try:
             return read(topology_id)
         except MissingTopology:

@@ -50,7 +50,7 @@ def test_list_when_empty_and_as_storm_formats_it(cluster: Cluster, leader: Nimbu
     assert code == 0
     assert header.startswith(f"{'Topology_name':<20} {'Status':<10} {'Num_tasks':<10} {'Num_workers':<12} "
                              f"{'Uptime_secs':<10}"), "Storm's columns where Storm has them"
-    assert header.split()[5:] == ["Health"] and dashes == "-" * len(header)
+    assert header.split()[5:] == ["Health", "Owner"] and dashes == "-" * len(header)
     assert row.split() == ["wc", "ACTIVE", "7", "2", "0", "ok"]
     (entry,) = json.loads(run(capsys, storm_cli(cluster, leader, "list", "--json"))[1])
     assert (entry["name"], entry["status"], entry["num_workers"], entry["health"]) == ("wc", "ACTIVE", 2, "ok")

@@ -134,7 +134,7 @@ def test_jar_list_deactivate_activate_rebalance_get_errors_zktool_kill(
 
     code, out, _ = storm(cluster, capsys, "list")
     header, _, row = out.splitlines()
-    assert header.split() == ["Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs", "Health"]
+    assert header.split() == ["Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs", "Health", "Owner"]
     assert row.split()[:4] == ["wc", "ACTIVE", "12", "2"]
     (entry,) = json.loads(storm(cluster, capsys, "list", "--json")[1])
     assert (entry["name"], entry["id"], entry["num_workers"]) == ("wc", topology_id, 2)

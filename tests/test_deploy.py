@@ -9,6 +9,7 @@ fails these tests rather than skipping them, so CI cannot silently stop checking
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -166,3 +167,50 @@ def test_dockerfile_copies_every_installed_package() -> None:
     packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
     copied = set(re.findall(r"^COPY (\w+)/ ", (REPO / "deploy" / "Dockerfile").read_text(), re.MULTILINE))
     assert {p.split(".")[0] for p in packages} <= copied
+
+
+# --- the secure profile (docker-compose.secure.yml) -----------------------------------------------------
+
+SECURE_COMPOSE_FILE = REPO / "docker-compose.secure.yml"
+SECURE_CONF = REPO / "deploy" / "docker" / "storm-secure.yaml"
+
+
+def secure_compose(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("docker-compose")
+    if exe is None:
+        pytest.fail("docker-compose is not installed: run deploy/install-system-deps.sh --for-tests (make test does)")
+    return subprocess.run([exe, "-f", str(COMPOSE_FILE), "-f", str(SECURE_COMPOSE_FILE), "config"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env={"PATH": os.environ["PATH"], **env})
+
+
+def test_the_secure_profile_mounts_its_conf_and_certificates_and_gives_each_daemon_the_zookeeper_credential() -> None:
+    result = secure_compose({"SQUALL_ZK_PASSWORD": "s3cret"})
+    assert result.returncode == 0, result.stderr
+    services = yaml.safe_load(result.stdout)["services"]
+    for name in ("nimbus", *SUPERVISORS, "ui"):
+        by_target = mounts(services[name])
+        assert by_target["/etc/squall/storm.yaml"] == (str(SECURE_CONF), True)
+        assert by_target["/etc/squall/certs"] == (str(REPO / "deploy" / "docker" / "certs"), True)
+    for name in ("nimbus", *SUPERVISORS):
+        overrides = dict(parse_override(arg) for arg in services[name]["command"][1:-1:2])
+        assert overrides["storm.zookeeper.auth.payload"] == "squall:s3cret"
+    assert "6067" in " ".join(services["nimbus"]["healthcheck"]["test"]), "healthy once the TLS port answers"
+    assert parse_override(services["ui"]["command"][1]) == (
+        "nimbus.thrift.tls.client.keystore.path", "/etc/squall/certs/squall-ui.pem")
+
+
+def test_the_secure_profile_wants_the_zookeeper_password_set() -> None:
+    result = secure_compose({})
+    assert result.returncode != 0 and "SQUALL_ZK_PASSWORD" in result.stderr
+
+
+def test_the_secure_conf_turns_every_part_on_with_the_certificates_make_certs_makes() -> None:
+    conf = load_config(SECURE_CONF, env={})
+    assert unknown_keys(conf) == []
+    assert conf["nimbus.thrift.tls.server.only"] and conf["nimbus.thrift.client.use.tls"]
+    assert conf["nimbus.authorizer"] == "simple" and conf["storm.zookeeper.auth.scheme"] == "digest"
+    assert conf["nimbus.seeds"] == [f"nimbus:{conf['nimbus.thrift.tls.port']}"]
+    certs = {Path(conf[k]).name for k in conf if k.startswith("nimbus.thrift.tls.") and k.endswith(".path")}
+    assert certs == {"ca.pem", "nimbus.pem", "squall-daemons.pem"}
+    assert conf["nimbus.supervisor.users"] == ["squall-daemons"]

@@ -833,3 +833,22 @@ def test_a_topology_naming_anything_but_a_component_class_is_refused_at_submit(c
         client.submitTopology("wc", "", json.dumps({"topology.workers": 2, "topology.hot.deploy.enable": True}),
                               refused[0][0])
     assert client.getTopologyId("wc") == running, "a refused replacement leaves the running topology alone"
+
+
+def test_each_topology_gets_a_transfer_secret_kept_across_a_gray_upgrade_and_never_shown(
+        cluster: Cluster, leader: Nimbus) -> None:
+    """Nimbus generates a topology's ``topology.transfer.secret`` at submit: stored with its conf (supervisors hand
+    it to its workers), masked by getTopologyConf, the same in the gray upgrade's new version (old and new workers
+    talk to each other), and another topology's own."""
+    topology_id = submit(cluster, leader)
+    secret = leader.code.conf(topology_id)["topology.transfer.secret"]
+    assert len(secret) >= 32
+    client = cluster.client(leader)
+    assert json.loads(client.getTopologyConf(topology_id))["topology.transfer.secret"] == "***"
+    client.graySubmit("wc", "", json.dumps({"topology.workers": 2}), word_count(),
+                      storm.GrayUpgradeOptions(worker_num=1))
+    versions = leader.code.versions(topology_id)
+    assert len(versions) == 2 and {leader.code.conf(topology_id, v)["topology.transfer.secret"]
+                                   for v in versions} == {secret}
+    other = submit(cluster, leader, "other")
+    assert leader.code.conf(other)["topology.transfer.secret"] not in (secret, None)

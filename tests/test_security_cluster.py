@@ -3,28 +3,36 @@ in a worker can see of the daemons' credentials, and Thrift over mutual TLS only
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
+import socket
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from streamparse.thrift import storm_thrift as sp
 from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.rpc import make_client
 from thriftpy2.transport import TFramedTransportFactory, TTransportException
 
-from processcluster import ProcessCluster
+from processcluster import REPO, ProcessCluster
 from squall.dsl import Topology
+from squall.nimbus_client import nimbus_client
+from squall.package import build_package
+from squall.submitter import submit_topology
+from squall.thrift import storm
 from squall.zk import paths
-from squall.zk.client import ZkClient
+from squall.zk.client import ZkClient, connect_string
 from squall.zk.errors import record_task_error
-from squall.zk.records import TaskError
+from squall.zk.records import TaskError, TopologyTasks
 from scenarios import counted_word_count, final_counts
 from support import listening, make_certs, tls_conf, wait_until
 from topologies import Snoop, read_records
+from worker.wire import Greeting, WireBatch, hello
 
 
 def test_user_code_in_a_worker_finds_no_daemon_credential(zk_conf: dict[str, Any], tmp_path: Path,
@@ -102,3 +110,124 @@ def test_the_word_count_runs_with_thrift_over_mutual_tls_only(zk_conf: dict[str,
         with pytest.raises(TTransportException):
             storm_1.getClusterInfo()
         storm_1.close()
+
+
+def _znodes_under(zk: KazooClient, path: str = "/") -> list[str]:
+    """Every znode below ``path`` (the session's chroot by default)."""
+    below = [f"{path.rstrip('/')}/{child}" for child in zk.get_children(path)]
+    return below + [node for child in below for node in _znodes_under(zk, child)]
+
+
+@pytest.mark.slow  # a process cluster, a word count and a gray upgrade: about a minute
+def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path) -> None:
+    """Every part of the secure profile at once: Thrift over mutual TLS only, the simple authorizer, ZooKeeper
+    digests. Alice's word count reaches its exact counts and her gray upgrade completes (old and new workers
+    authenticating to each other with the topology's transfer secret); bob may neither kill nor upgrade it
+    (AuthorizationException), the admin may kill it; an anonymous ZooKeeper session can write no Squall znode;
+    a forged connection to a worker's port is refused and delivers nothing."""
+    certs = make_certs(tmp_path / "certs", "squall-daemons", "alice", "bob", "ops")
+    secure = {**tls_conf(certs, "squall-daemons"), "nimbus.thrift.tls.port": 0, "nimbus.thrift.tls.server.only": True,
+              "nimbus.authorizer": "simple", "nimbus.admins": ["ops"], "nimbus.supervisor.users": ["squall-daemons"],
+              "storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": f"squall:{secrets.token_hex(12)}"}
+    records = tmp_path / "records"
+    topology, expected = counted_word_count(records, rounds=10, workers=2)
+    with ExitStack() as stack:
+        stack.callback(_remove_all, {**zk_conf, **secure})  # last: the nodes are the daemons' to delete
+        _open_parent_of_root(zk_conf)  # other tests' roots go beside this one
+        cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **secure)
+        cluster.start_nimbus()  # first: the daemons create every node, the root included
+        cluster.start_supervisor("sup")
+        cluster.wait_supervisors(1)
+        anonymous = stack.enter_context(ZkClient(zk_conf))
+        seeds = {"nimbus.seeds": [f"127.0.0.1:{cluster.tls_ports['nimbus']}"]}
+
+        def as_(user: str) -> dict[str, Any]:
+            return {**cluster.conf, **tls_conf(certs, user), **seeds}
+
+        def package(release: str) -> Path:
+            return build_package((REPO / "tests" / "topologies.py", REPO / "examples"), tmp_path / f"{release}.zip")
+
+        topology_id = submit_topology(as_("alice"), topology, package=package("v1"), zk=cluster.zk)
+        wait_until(lambda: final_counts(records) == expected, 90, "exact counts")
+        first_run = len(read_records(records, "seen"))
+        with nimbus_client(as_("bob")) as bob:
+            assert [t.owner for t in bob.getClusterInfo().topologies] == ["alice"]
+            with pytest.raises(storm.AuthorizationException, match="'bob' may not killTopology"):
+                bob.killTopologyWithOpts("wordcount", storm.KillOptions(wait_secs=0))
+
+        assert submit_topology(as_("alice"), topology, package=package("v2"), zk=cluster.zk, conf_overrides={
+            "topology.upgrade": True, "topology.upgrade.worker.num": 1}) == topology_id
+        with nimbus_client(as_("bob")) as bob, pytest.raises(storm.AuthorizationException, match="completeUpgrade"):
+            bob.completeUpgrade("wordcount")
+        with nimbus_client(as_("alice")) as alice:
+            wait_until(lambda: alice.getTopologyInfo(topology_id).status == "UPGRADING", 30, "the upgrade started")
+            wait_until(lambda: _complete(alice), 60, "the first batch upgraded, then the rest asked for")
+            wait_until(lambda: alice.getTopologyInfo(topology_id).status == "ACTIVE", 90, "the upgrade complete")
+        assert cluster.assignment(topology_id).code_version == 2
+        # Each restarted spout task emits its share again: every word counted once more, across both workers.
+        wait_until(lambda: len(read_records(records, "seen")) >= 2 * first_run, 60, "the upgraded workers' counts")
+
+        tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks).tasks
+        sink = min(t for t, info in tasks.items() if info.component == "sink")
+        count = min(t for t, info in tasks.items() if info.component == "count")
+        for worker in cluster.assignment(topology_id).workers:
+            forged = socket.create_connection((worker.host, worker.port), timeout=10)
+            forged.sendall(hello(topology_id))  # the right topology id, no proof of its secret
+            assert "authenticate" in Greeting().feed(forged.recv(4096))[2]
+            with contextlib.suppress(OSError):
+                forged.sendall(WireBatch(sink, count, "default", [("forged", 10**6)]).encode())
+            assert forged.recv(4096) == b"", "closed by the worker"
+            forged.close()
+
+        kazoo = anonymous.kazoo
+        nodes = ["/", *_znodes_under(kazoo)]
+        assert paths.topology(topology_id) in nodes and len(nodes) > 10
+        writable = [node for node in nodes for write in (lambda: kazoo.set(node, b"forged"),
+                                                         lambda: kazoo.create(f"{node}/forged"))
+                    if _succeeds(write, NoAuthError)]
+        assert writable == [], "an anonymous ZooKeeper session wrote these"
+
+        with nimbus_client(as_("ops")) as admin:
+            admin.killTopologyWithOpts("wordcount", storm.KillOptions(wait_secs=0))
+        wait_until(lambda: not cluster.zk.exists(paths.topology(topology_id)), 60, "the admin's kill done")
+        assert "forged" not in {word for word, _ in read_records(records, "seen")}
+
+
+def _open_parent_of_root(conf: dict[str, Any]) -> None:
+    """Create the test root's parent open: the daemons would create it with their ACL."""
+    bare = KazooClient(hosts=connect_string(conf, with_root=False))
+    bare.start(timeout=10)
+    try:
+        bare.ensure_path(conf["storm.zookeeper.root"].rsplit("/", 1)[0] or "/")
+    finally:
+        bare.stop()
+        bare.close()
+
+
+def _remove_all(daemon_conf: dict[str, Any]) -> None:
+    """Delete the test's root with the daemons' credential (the fixture that would has none)."""
+    daemons = KazooClient(hosts=connect_string(daemon_conf, with_root=False),
+                          auth_data=[("digest", daemon_conf["storm.zookeeper.auth.payload"])])
+    daemons.start(timeout=10)
+    try:
+        daemons.delete(daemon_conf["storm.zookeeper.root"], recursive=True)
+    finally:
+        daemons.stop()
+        daemons.close()
+
+
+def _succeeds(call: Any, refusal: type[Exception]) -> bool:
+    try:
+        call()
+        return True
+    except refusal:
+        return False
+
+
+def _complete(client: Any) -> bool:
+    """Ask for the rest of the upgrade; False while the first batch is still being upgraded."""
+    try:
+        client.completeUpgrade("wordcount")
+        return True
+    except storm.InvalidTopologyException:
+        return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Iterator
@@ -22,7 +23,8 @@ from worker.runtime import WorkerRuntime
 from worker.transport import Receiver, Sender
 from squall.tuple import Fields, Tuple
 from worker.wire import (
-    HELLO, MAX_ROWS, Decoder, Entry, Greeting, WireBatch, WireError, encode, hello, runs_of_tuples,
+    HELLO, MAX_ROWS, Decoder, Entry, Greeting, WireBatch, WireError, encode, hello, proof_message, runs_of_tuples,
+    transfer_proof,
 )
 
 
@@ -137,6 +139,68 @@ def test_a_handshake_is_one_small_message_answered_before_anything_follows(recei
         Greeting().feed(msgpack.packb([HELLO, 2, TOPOLOGY]))
     with pytest.raises(WireError, match="before the handshake was answered"):
         Greeting().feed(hello(TOPOLOGY) + b"\x90")
+
+
+SECRET = b"the-topology-s-transfer-secret"
+
+
+def test_with_a_transfer_secret_workers_holding_it_deliver_and_a_forged_connection_delivers_nothing(
+        sink: Sink) -> None:
+    """The receiver of a topology with a transfer secret: a sender holding the secret delivers; a connection
+    without a nonce, one answering the challenge with a proof of another secret, and a sender of another secret
+    or none are each refused at the handshake (counted as refused) and nothing they send reaches the sink."""
+    receiver = Receiver(sink, TOPOLOGY, "127.0.0.1", 0, secret=SECRET).start()
+    try:
+        unauthenticated = socket.create_connection(("127.0.0.1", receiver.port), timeout=5)
+        unauthenticated.sendall(hello(TOPOLOGY))  # names the topology, proves nothing
+        assert "authenticate" in Greeting().feed(unauthenticated.recv(4096))[2]
+        assert closed_by_peer(unauthenticated)
+
+        forger = socket.create_connection(("127.0.0.1", receiver.port), timeout=5)
+        nonce = b"n" * 16
+        forger.sendall(hello(TOPOLOGY, nonce))
+        _, _, refusal, challenge, proof = Greeting().feed(forger.recv(4096))
+        assert refusal is None and proof == transfer_proof(SECRET, "receiver", TOPOLOGY, nonce, challenge), \
+            "the receiver proves the secret first"
+        forger.sendall(proof_message(transfer_proof(b"a guess", "caller", TOPOLOGY, nonce, challenge)))
+        assert "not proven" in Greeting().feed(forger.recv(4096))[2]
+        with contextlib.suppress(OSError):  # what a forger sends anyway goes nowhere
+            forger.sendall(WireBatch(7, 3, "default", [("forged", -1)]).encode())
+        assert closed_by_peer(forger)
+
+        strangers = [Sender("127.0.0.1", receiver.port, TOPOLOGY, secret=b"another secret"),
+                     Sender("127.0.0.1", receiver.port, TOPOLOGY)]
+        for stranger in strangers:
+            stranger.send([entry(-1)])
+        wait_until(lambda: all(s.refusal for s in strangers), 10, "both strangers refused")
+        assert "did not prove" in strangers[0].refusal and "topology.transfer.secret" in strangers[1].refusal
+
+        holder = Sender("127.0.0.1", receiver.port, TOPOLOGY, secret=SECRET)
+        for i in range(100):
+            holder.send([entry(i)])
+        wait_until(lambda: len(sink.entries) == 100, 10, "the holder's entries")
+        for sender in (holder, *strangers):
+            sender.discard()
+        assert [e.tuple_id for e in sink.entries] == list(range(100)), "only the holder's entries arrived"
+        assert receiver.counts["refused"] == 2 + 1, "no nonce, a wrong proof, the secretless sender"
+    finally:
+        receiver.stop()
+
+
+def test_a_sender_with_the_secret_sends_nothing_to_a_receiver_that_cannot_prove_it(sink: Sink) -> None:
+    """An impostor listening on a worker's port (no secret, or another): the sender refuses it, so the
+    topology's tuples never reach it."""
+    for impostor_secret in (None, b"another secret"):
+        impostor = Receiver(sink, TOPOLOGY, "127.0.0.1", 0, secret=impostor_secret).start()
+        sender = Sender("127.0.0.1", impostor.port, TOPOLOGY, secret=SECRET)
+        try:
+            sender.send([entry(1)])
+            wait_until(lambda: sender.refusal, 10, "the sender refusing the impostor")
+            assert not sender.connected.is_set()
+        finally:
+            sender.discard()
+            impostor.stop()
+    assert sink.entries == []
 
 
 def test_decoder_handles_split_messages_and_refuses_non_batches() -> None:

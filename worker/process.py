@@ -46,6 +46,7 @@ from squall.zk.records import (
 )
 from worker.layout import Placement, TopologyLayout, build_layout, place
 from worker.runtime import WorkerRuntime
+from worker.wire import transfer_secret
 
 log = structlog.get_logger(__name__)
 
@@ -97,7 +98,8 @@ class Worker:
             self._assignment_ms = assignment.timestamp_ms
             self.runtime = WorkerRuntime(layout, placement, conf, report_error=self._report_error,
                                          report_beats=self._beats.offer, on_fatal=self._fatal,
-                                         listen=(self.cluster_conf["worker.transfer.bind.address"], self.port))
+                                         listen=(self.cluster_conf["worker.transfer.bind.address"], self.port),
+                                         transfer_secret=transfer_secret(self._stored_conf()))
             # Watch before any wait (tasks preparing, peers not listening yet): a reassignment that moves a
             # dead peer away must reach this worker at once, not at the next poll.
             self.zk.watch_data(paths.topology(self.topology_id), StormBase, self._on_status)

@@ -143,8 +143,9 @@ class WorkerRuntime:
                  report_error: Callable[[int, str], None],
                  report_beats: Callable[[dict[int, Any]], None] = lambda beats: None,
                  on_fatal: Callable[[BaseException], None] | None = None,
-                 listen: tuple[str, int] | None = None) -> None:
+                 listen: tuple[str, int] | None = None, transfer_secret: bytes | None = None) -> None:
         self.layout = layout
+        self._transfer_secret = transfer_secret  # the topology's; kept off self.conf, which tasks see
         self.placement = placement
         self.conf = conf
         self.failure: BaseException | None = None
@@ -230,7 +231,7 @@ class WorkerRuntime:
                                      max_connections=int(conf["worker.transfer.max.connections"]),
                                      handshake_timeout=float(conf["worker.transfer.handshake.timeout.secs"]),
                                      idle_timeout=float(conf["worker.transfer.idle.timeout.secs"]),
-                                     on_fatal=self._fatal).start()
+                                     secret=self._transfer_secret, on_fatal=self._fatal).start()
         log.info("worker runtime started", topology_id=self.layout.topology_id, tasks=sorted(self.executors),
                  threads=len(self.threads), port=self.receiver.port if self.receiver else None)
         return self
@@ -359,6 +360,7 @@ class WorkerRuntime:
                                                         batch_size=self._batch,
                                                         flush_interval=self._flush_secs,
                                                         max_pending=self._send_capacity,
+                                                        secret=self._transfer_secret,
                                                         on_connected=self._notify_peers_changed)
             return sender
 

@@ -9,6 +9,8 @@ costs only its own connection.
 from __future__ import annotations
 
 import contextlib
+import hmac
+import secrets
 import selectors
 import socket
 import threading
@@ -20,7 +22,8 @@ import structlog
 
 from worker.executor import ErrorThrottle
 from worker.wire import (
-    MAX_MESSAGE_BYTES, Decoder, Entry, Greeting, WireBatch, WireError, answer, hello, runs_of_entries,
+    MAX_MESSAGE_BYTES, Decoder, Entry, Greeting, WireBatch, WireError, answer, hello, proof_message, runs_of_entries,
+    transfer_proof,
 )
 
 log = structlog.get_logger(__name__)
@@ -39,7 +42,9 @@ class Receiver:
     senders. Bounds, each closing the connection that hits it:
 
     * a connection must open with a handshake naming ``topology_id`` (:func:`worker.wire.hello`)
-      within ``handshake_timeout`` seconds; another topology's worker is told why and refused;
+      within ``handshake_timeout`` seconds; another topology's worker is told why and refused; with a
+      ``secret`` (the topology's ``topology.transfer.secret``) the caller must also answer an HMAC challenge
+      (see :mod:`worker.wire`), and one that cannot is refused before any batch is read;
     * a connection with no data for ``idle_timeout`` seconds is closed (a sender finds out before its
       next write and reconnects);
     * at most ``max_connections`` are open; when full, a newcomer takes the slot of the oldest
@@ -54,9 +59,10 @@ class Receiver:
 
     def __init__(self, on_batch: OnBatch, topology_id: str, host: str = "0.0.0.0", port: int = 0, *,
                  max_connections: int = 1024, handshake_timeout: float = 5.0, idle_timeout: float = 300.0,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES,
+                 max_message_bytes: int = MAX_MESSAGE_BYTES, secret: bytes | None = None,
                  on_fatal: Callable[[BaseException], None] | None = None) -> None:
         self._on_batch = on_batch
+        self._secret = secret
         self._on_fatal = on_fatal
         self.topology_id = topology_id
         self._max = max_message_bytes
@@ -70,7 +76,8 @@ class Receiver:
         self._selector = selectors.DefaultSelector()
         self._wake_read, self._wake_write = socket.socketpair()
         self._closed = False
-        #: Connections ended by cause: refused (bad or foreign handshake), bad_data, timed_out, evicted.
+        #: Connections ended by cause: refused (bad, foreign or unauthenticated handshake), bad_data, timed_out,
+        #: evicted.
         self.counts: Counter[str] = Counter()
         self._log_throttle = ErrorThrottle(1, LOG_INTERVAL_SECS)
         self._thread = threading.Thread(target=self._serve, name=f"transfer-recv-{self.port}", daemon=True)
@@ -173,21 +180,52 @@ class Receiver:
         message = peer.greeting.feed(data)
         if message is None:
             return
+        if peer.nonces is not None:  # the caller's answer to our challenge
+            proof = message[2]
+            expected = transfer_proof(self._secret, "caller", self.topology_id, *peer.nonces)  # type: ignore[arg-type]
+            if not (type(proof) is bytes and hmac.compare_digest(proof, expected)):
+                self._refuse(peer, "the topology's transfer secret was not proven", "refused a worker connection "
+                             "that did not prove the topology's transfer secret")
+                return
+            self._accept_peer(peer)
+            return
         topology_id = message[2]
         if topology_id != self.topology_id:
-            self.counts["refused"] += 1
-            self._note("refused a connection from a worker of another topology", peer=peer.name,
-                       topology_id=topology_id)
-            with contextlib.suppress(OSError):
-                peer.sock.send(answer(f"this worker does not serve topology {topology_id!r}"))
-            self._close(peer)
+            self._refuse(peer, f"this worker does not serve topology {topology_id!r}",
+                         "refused a connection from a worker of another topology", topology_id=topology_id)
             return
+        if self._secret is None:
+            self._accept_peer(peer)
+            return
+        caller_nonce = message[3] if len(message) > 3 else None
+        if type(caller_nonce) is not bytes or len(caller_nonce) < NONCE_BYTES:
+            self._refuse(peer, "this topology's workers authenticate with its topology.transfer.secret and the "
+                         "caller offered no nonce",
+                         "refused a worker connection without authentication")
+            return
+        peer.nonces = (caller_nonce, secrets.token_bytes(NONCE_BYTES))
+        peer.greeting = Greeting()
+        own = transfer_proof(self._secret, "receiver", self.topology_id, *peer.nonces)
+        self._send_or_close(peer, answer(None, peer.nonces[1], own))
+
+    def _accept_peer(self, peer: "_Peer") -> None:
+        if self._send_or_close(peer, answer(None)):
+            peer.decoder = Decoder(self._max)
+
+    def _refuse(self, peer: "_Peer", reason: str, event: str, **details: object) -> None:
+        self.counts["refused"] += 1
+        self._note(event, peer=peer.name, **details)
+        with contextlib.suppress(OSError):
+            peer.sock.send(answer(reason))
+        self._close(peer)
+
+    def _send_or_close(self, peer: "_Peer", message: bytes) -> bool:
         try:
-            peer.sock.send(answer(None))  # a few bytes into an empty send buffer: never blocks
+            peer.sock.send(message)  # a few bytes into an empty send buffer: never blocks
+            return True
         except OSError:
             self._close(peer)
-            return
-        peer.decoder = Decoder(self._max)
+            return False
 
     def _sweep(self, now: float) -> None:
         for peer in list(self._peers.values()):
@@ -215,17 +253,21 @@ class Receiver:
 _ACCEPT, _WAKE = object(), object()
 #: Connection events (refusals, timeouts, bad data) are logged at most once per this many seconds.
 LOG_INTERVAL_SECS = 10.0
+#: Bytes of each side's handshake nonce.
+NONCE_BYTES = 16
 
 
 class _Peer:
-    """One connection as the receiver sees it: its handshake, then its decoder; when it last sent."""
+    """One connection as the receiver sees it: its handshake (and the nonces of its challenge, once sent), then
+    its decoder; when it last sent."""
 
-    __slots__ = ("sock", "name", "greeting", "decoder", "active")
+    __slots__ = ("sock", "name", "greeting", "nonces", "decoder", "active")
 
     def __init__(self, sock: socket.socket, address: tuple[str, int]) -> None:
         self.sock = sock
         self.name = f"{address[0]}:{address[1]}"
         self.greeting = Greeting()
+        self.nonces: tuple[bytes, bytes] | None = None
         self.decoder: Decoder | None = None
         self.active = time.monotonic()
 
@@ -245,7 +287,8 @@ class Sender:
     It connects as soon as it is created, retrying until the peer listens and accepts the handshake
     for ``topology_id`` (:attr:`connected` tells when it has, and ``on_connected`` is called; a peer of
     another topology leaves the reason in :attr:`refusal`), so a worker can hold its spouts until every
-    peer is reachable. Until then it queues at most ``max_pending`` entries and drops the rest; a broken
+    peer is reachable; with a ``secret`` it proves the topology's transfer secret and wants the peer to prove it
+    too (see :mod:`worker.wire`). Until then it queues at most ``max_pending`` entries and drops the rest; a broken
     connection is re-opened on the next batch, and a batch that cannot be delivered is dropped. A
     dropped tuple is replayed by its spout after the message timeout, as in Storm; :attr:`dropped`
     counts them.
@@ -264,8 +307,9 @@ class Sender:
 
     def __init__(self, host: str, port: int, topology_id: str, *, batch_size: int = 100,
                  flush_interval: float = 0.001, connect_timeout: float = 5.0, max_pending: int = 100_000,
-                 on_connected: Callable[[], None] = lambda: None) -> None:
+                 secret: bytes | None = None, on_connected: Callable[[], None] = lambda: None) -> None:
         self.address = (host, port)
+        self._secret = secret
         self.topology_id = topology_id
         self.connected = threading.Event()
         #: Why the peer last refused the handshake (it serves another topology, say); None if it never did.
@@ -372,18 +416,17 @@ class Sender:
         sock = socket.create_connection(self.address, timeout=self._connect_timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.sendall(hello(self.topology_id))
-            greeting, reply = Greeting(), None
-            while reply is None:
-                data = sock.recv(4096)
-                if not data:
-                    raise ConnectionError("the peer closed the connection during the handshake")
-                try:
-                    reply = greeting.feed(data)
-                except WireError as exc:
-                    raise TransferRefused(f"not a Squall worker: {exc}") from None
-            if reply[2] is not None:
-                raise TransferRefused(str(reply[2]))
+            nonce = secrets.token_bytes(NONCE_BYTES) if self._secret is not None else None
+            sock.sendall(hello(self.topology_id, nonce))
+            reply = _handshake_reply(sock)
+            if self._secret is not None:
+                challenge, proof = (reply[3], reply[4]) if len(reply) >= 5 else (None, None)
+                nonces = (nonce, challenge)
+                if not (type(challenge) is bytes and type(proof) is bytes and hmac.compare_digest(
+                        proof, transfer_proof(self._secret, "receiver", self.topology_id, *nonces))):
+                    raise TransferRefused("the peer did not prove the topology's transfer secret")
+                sock.sendall(proof_message(transfer_proof(self._secret, "caller", self.topology_id, *nonces)))
+                _handshake_reply(sock)
         except BaseException:
             sock.close()
             raise
@@ -439,6 +482,22 @@ class Sender:
                     log.error("dropping a tuple that cannot travel between workers", stream=run.stream,
                               source_task=run.source, error=str(exc))
         return b"".join(good)
+
+
+def _handshake_reply(sock: socket.socket) -> list[object]:
+    """The peer's next handshake message; :class:`TransferRefused` if it refuses or is no Squall worker."""
+    greeting, reply = Greeting(), None
+    while reply is None:
+        data = sock.recv(4096)
+        if not data:
+            raise ConnectionError("the peer closed the connection during the handshake")
+        try:
+            reply = greeting.feed(data)
+        except WireError as exc:
+            raise TransferRefused(f"not a Squall worker: {exc}") from None
+    if reply[2] is not None:
+        raise TransferRefused(str(reply[2]))
+    return reply
 
 
 class TransferRefused(ConnectionError):

@@ -31,8 +31,9 @@ from squall.zk.client import ZkClient
 from supervisor.processes import WorkerProcesses
 
 #: Storm 1.x's `storm list` columns, then Squall's Health (so whitespace-split fields keep Storm's positions):
-#: "ok", or nimbus's sched_status ("failing: 1 of 2 workers down") while workers keep dying.
-LIST_ROW = "{:<20} {:<10} {:<10} {:<12} {:<12} {}"
+#: "ok", or nimbus's sched_status ("failing: 1 of 2 workers down") while workers keep dying; last the Owner
+#: (Storm 2's last column: who submitted it, as its client certificate names it; blank without authentication).
+LIST_ROW = "{:<20} {:<10} {:<10} {:<12} {:<12} {:<10} {}"
 
 
 #: Packages at least this big get a progress bar on upload.
@@ -90,15 +91,16 @@ def list_topologies(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([{"name": t.name, "id": t.id, "status": t.status, "num_tasks": t.num_tasks,
                            "num_workers": t.num_workers, "uptime_secs": t.uptime_secs,
-                           "health": t.sched_status or "ok"} for t in topologies]))
+                           "health": t.sched_status or "ok", "owner": t.owner or None} for t in topologies]))
     elif not topologies:
         print("No topologies running.")
     else:
-        header = LIST_ROW.format("Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs", "Health")
+        header = LIST_ROW.format("Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs", "Health", "Owner")
         print(header)
         print("-" * len(header))
         for t in topologies:
-            print(LIST_ROW.format(t.name, t.status, t.num_tasks, t.num_workers, t.uptime_secs, t.sched_status or "ok"))
+            print(LIST_ROW.format(t.name, t.status, t.num_tasks, t.num_workers, t.uptime_secs, t.sched_status or "ok",
+                                  t.owner or "").rstrip())
     return 0
 
 

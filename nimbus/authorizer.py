@@ -1,0 +1,116 @@
+"""Who may do what on nimbus: Storm's simple ACL model (``nimbus.authorizer``), decided on the caller's principal.
+
+The principal is the common name of the caller's TLS client certificate (:func:`squall.thrift.client_principal`);
+a caller on the plain port is anonymous (""), and is allowed only what needs no identity (reading the cluster's
+status). With ``nimbus.authorizer`` unset every caller may do everything, as in Storm, so Storm 1.x clients keep
+working on an open cluster. With it set:
+
+* ``nimbus.admins`` may do anything;
+* ``nimbus.users`` (every authenticated principal when empty) may submit and upload;
+* a topology's owner (who submitted it), its ``topology.users`` and members of its ``topology.groups`` may operate
+  it: kill, rebalance, (de)activate, upgrade, roll back, restart, set log levels, read its conf and code;
+* ``nimbus.supervisor.users`` (the daemons) may download any topology's code and conf (supervisors start its
+  workers, other nimbuses keep copies) and send heartbeats;
+* everything else is refused with an ``AuthorizationException`` naming the principal and the operation.
+
+Example::
+
+    acl = Authorizer({"nimbus.authorizer": "simple", "nimbus.admins": ["ops"], "nimbus.users": [],
+                      "nimbus.supervisor.users": ["squall-daemons"]})
+    acl.check("alice", "submitTopology")                                   # allowed: nimbus.users is empty
+    acl.check("bob", "killTopology", TopologyAcl("wc-1-1", "alice", {}))   # AuthorizationException
+"""
+
+from __future__ import annotations
+
+import grp
+import pwd
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from squall.thrift import storm
+
+__all__ = ["Authorizer", "TopologyAcl", "USER", "TOPOLOGY", "DAEMON", "ADMIN"]
+
+#: Operations any authenticated principal in nimbus.users may do (Storm's userCommands).
+USER = frozenset({"submitTopology", "fileUpload"})
+#: Operations on one topology: its owner, topology.users and topology.groups (Storm's topoCommands, plus the
+#: JStorm/Squall calls that change a running topology).
+TOPOLOGY = frozenset({"killTopology", "rebalance", "activate", "deactivate", "getTopologyConf", "getTopology",
+                      "getUserTopology", "setLogConfig", "fileDownload", "graySubmit", "grayUpgrade",
+                      "completeUpgrade", "rollbackTopology", "updateTopology", "restart", "hotDeploy"})
+#: Operations of the daemons, nimbus.supervisor.users (Storm's supervisorCommands, plus worker heartbeats).
+DAEMON = frozenset({"fileDownload", "updateTaskHeartbeat"})
+#: Operations only admins may do: they concern every topology.
+ADMIN = frozenset({"setHostInBlackList", "removeHostOutBlackList"})
+
+
+@dataclass(frozen=True)
+class TopologyAcl:
+    """What decides who may operate one topology: its owner and its conf's ``topology.users``/``.groups``."""
+
+    topology_id: str
+    owner: str
+    conf: Mapping[str, Any]
+
+
+class Authorizer:
+    """Decides each call from the conf's ACLs (see the module docstring); :meth:`check` raises when refused.
+
+        acl = Authorizer(conf)                      # nimbus.authorizer unset: acl.enabled is False, all allowed
+        acl.check(client_principal(), "rebalance", TopologyAcl(topology_id, base.owner, topology_conf))
+    """
+
+    def __init__(self, conf: Mapping[str, Any]) -> None:
+        self.enabled = conf.get("nimbus.authorizer") is not None
+        self.admins = frozenset(conf.get("nimbus.admins") or ())
+        self.users = frozenset(conf.get("nimbus.users") or ())
+        self.daemons = frozenset(conf.get("nimbus.supervisor.users") or ())
+
+    def check(self, principal: str, operation: str, topology: TopologyAcl | None = None) -> None:
+        """Return if ``principal`` may do ``operation`` (on ``topology`` for a topology's operations), else raise
+        ``AuthorizationException`` naming both."""
+        if self.permits(principal, operation, topology):
+            return
+        who = f"principal {principal!r}" if principal else "an anonymous caller (no client certificate)"
+        what = f"{operation} on {topology.topology_id}" if topology is not None else operation
+        raise storm.AuthorizationException(msg=f"{who} may not {what}: {self._who_may(operation, topology)}")
+
+    def permits(self, principal: str, operation: str, topology: TopologyAcl | None = None) -> bool:
+        """Whether ``principal`` ("" for anonymous) may do ``operation``; :meth:`check` says why not."""
+        if not self.enabled:
+            return True
+        if not principal:
+            return False
+        if principal in self.admins:
+            return True
+        if operation in DAEMON and principal in self.daemons:
+            return True
+        if operation in USER:
+            return not self.users or principal in self.users
+        if operation in TOPOLOGY and topology is not None:
+            return principal == topology.owner or principal in (topology.conf.get("topology.users") or ()) \
+                or not groups_of(principal).isdisjoint(topology.conf.get("topology.groups") or ())
+        return False
+
+    def _who_may(self, operation: str, topology: TopologyAcl | None) -> str:
+        if operation in USER:
+            return "only nimbus.users and nimbus.admins may"
+        if operation in TOPOLOGY and topology is not None:
+            owner = f"its owner {topology.owner!r}" if topology.owner else "its owner (none recorded)"
+            daemons = ", nimbus.supervisor.users" if operation in DAEMON else ""
+            return f"only {owner}, its topology.users and topology.groups{daemons} and nimbus.admins may"
+        if operation in DAEMON:
+            return "only nimbus.supervisor.users and nimbus.admins may"
+        return "only nimbus.admins may"
+
+
+def groups_of(user: str) -> frozenset[str]:
+    """The groups of the local user ``user`` (primary and supplementary), as ``id -Gn`` lists them; none for a
+    principal that is no local user."""
+    try:
+        primary = pwd.getpwnam(user).pw_gid
+    except KeyError:
+        return frozenset()
+    return frozenset(g.gr_name for g in grp.getgrall() if g.gr_gid == primary or user in g.gr_mem)
