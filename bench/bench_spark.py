@@ -82,10 +82,10 @@ def run_pipeline(out: Path, lines: int, batch: int, files: str | None = None,
             return rows
 
         bolt.run_job = timed
-        spout = local.tasks("access-log")[0]
+        spout = local.component("access-log")
         start = Sample.take([jvm])
         local.activate()
-        wait_for(lambda: spout.stats.acked >= count, 600, "every line acked")
+        wait_for(lambda: spout.acked >= count, 600, "every line acked")
         run = start.run_to(Sample.take([jvm]), count)
     if weblogs.window_totals(out) != expected:
         raise RuntimeError(f"wrong results in {out}: not what expected_totals computes")
