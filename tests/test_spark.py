@@ -134,6 +134,11 @@ def test_session_settings_default_to_local_spark_sized_to_the_slot_and_pass_spar
         ("remote", "sc://c:15002")
 
 
+def test_sessions_run_jobs_without_adaptive_execution_as_structured_streaming_does_unless_the_conf_says_so() -> None:
+    assert sparksession.builder_conf({}, "squall-t-1-2")["spark.sql.adaptive.enabled"] == "false"
+    assert sparksession.builder_conf({"spark.sql.adaptive.enabled": True}, "t")["spark.sql.adaptive.enabled"] == "true"
+
+
 def test_the_connect_server_listens_on_localhost_at_its_port_and_takes_the_conf_s_spark_settings() -> None:
     conf = {"spark.executor.memory": "1g", "spark.sql.ansi.enabled": True, "spark.batch.size": 5,
             "spark.remote": "sc://x"}
