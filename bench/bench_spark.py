@@ -182,7 +182,7 @@ def structured_streaming(files: Path, expected: weblogs.Totals, checkpoint: Path
 
     def each_batch(batch: Any, _batch_id: int) -> None:
         session = batch.sparkSession  # the query's own session: its temp views are not the outer one's
-        sections = session.createDataFrame(list(weblogs.SECTIONS), "page string, section string")
+        sections = session.createDataFrame(weblogs.sections_table())  # as the Spark bolt's: a broadcast join
         rows.extend(session.sql(STREAMING, lines=batch, sections=sections).collect())
 
     stream = spark.readStream.option("maxFilesPerTrigger", 1).text(str(files))

@@ -32,6 +32,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,15 @@ MONTHS = {name: i for i, name in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "
                                              "Dec"), 1)}
 
 
+def sections_table() -> Any:
+    """:data:`SECTIONS` as an Arrow table (page, section). From Arrow, Spark makes it a local relation of known
+    size, so every job's join broadcasts it (no shuffle); from Python rows it would be an RDD of unknown size,
+    joined with a shuffle and a sort of both sides per job."""
+    import pyarrow as pa
+
+    return pa.table({"page": [page for page, _ in SECTIONS], "section": [section for _, section in SECTIONS]})
+
+
 def log_line(i: int) -> str:
     """Generated line ``i``: combined log format, or (every BAD_EVERY-th) a broken one."""
     if i % BAD_EVERY == BAD_EVERY - 1:
@@ -81,21 +91,34 @@ def parse(line: str) -> tuple[int, str, str, str, int, int]:
     match = LINE.match(line)
     if match is None:
         raise ValueError("not in combined log format")
-    text = match["time"]
-    stamp = STAMP.match(text)
-    try:  # strptime would do, at 5x the cost of the rest of the line: this is the pipeline's per-line hot path
-        if stamp is None:
+    client, text, method, path, status, size = match.groups()
+    head, _, zone = text.partition(" ")
+    second, dot, fraction = head.partition(".")
+    try:
+        if dot and not (fraction.isdecimal() and len(fraction) <= 6):  # what STAMP's (?:\.(\d{1,6}))? allows
             raise ValueError
-        day, month, year, hour, minute, second, fraction, sign, tz_hours, tz_minutes = stamp.groups()
-        utc = datetime(int(year), MONTHS[month], int(day), int(hour), int(minute), int(second), tzinfo=timezone.utc)
-    except (ValueError, KeyError):
+        ts_ms = _second_ms(f"{second} {zone}") + (int(fraction.ljust(3, "0")[:3]) if fraction else 0)
+    except ValueError:
         raise ValueError(f"bad timestamp {text!r}") from None
+    page = "/" + path.lstrip("/").split("/", 1)[0].split("?", 1)[0]
+    return ts_ms, client, method, page, int(status), 0 if size == "-" else int(size)
+
+
+@lru_cache(maxsize=4096)
+def _second_ms(stamp: str) -> int:
+    """Epoch milliseconds of ``10/Oct/2026:13:55:36 +0000`` (a log time without its fraction), or ValueError.
+    Cached: a log's lines share their seconds, and this is most of a line's parsing (strptime would cost 5x
+    the rest of the line)."""
+    match = STAMP.match(stamp)
+    if match is None:
+        raise ValueError(f"bad timestamp {stamp!r}")
+    day, month, year, hour, minute, second, _, sign, tz_hours, tz_minutes = match.groups()
+    try:
+        utc = datetime(int(year), MONTHS[month], int(day), int(hour), int(minute), int(second), tzinfo=timezone.utc)
+    except KeyError:
+        raise ValueError(f"bad month in {stamp!r}") from None
     offset_ms = (int(tz_hours) * 60 + int(tz_minutes)) * 60_000 * (1 if sign == "+" else -1)
-    millis = int(fraction.ljust(3, "0")[:3]) if fraction else 0
-    ts_ms = (int(utc.timestamp()) * 1000) + millis - offset_ms
-    page = "/" + match["path"].lstrip("/").split("/", 1)[0].split("?", 1)[0]
-    size = 0 if match["bytes"] == "-" else int(match["bytes"])
-    return ts_ms, match["client"], match["method"], page, int(match["status"]), size
+    return int(utc.timestamp()) * 1000 - offset_ms
 
 
 # ------------------------------------------------------------------------------------------------
@@ -149,13 +172,15 @@ class AccessLogSpout(Spout):
 
     def _emit(self, msg_id: int | tuple[int, int]) -> None:
         """The line numbered ``msg_id``, or the chunk's lines as one tree."""
-        if isinstance(msg_id, int):
-            self.emit([self._line(msg_id)], msg_id=msg_id)
+        first, stop = (msg_id, msg_id + 1) if isinstance(msg_id, int) else msg_id
+        if self.files is not None:
+            lines = self.text[first:stop:self.step]
         else:
-            self.emit_many([(self._line(i),) for i in range(*msg_id, self.step)], msg_id=msg_id)
-
-    def _line(self, i: int) -> str:
-        return self.text[i] if self.files is not None else log_line(i)
+            lines = [log_line(i) for i in range(first, stop, self.step)]
+        if isinstance(msg_id, int):
+            self.emit(lines, msg_id=msg_id)
+        else:
+            self.emit_many([(line,) for line in lines], msg_id=msg_id)
 
     def ack(self, msg_id: int | tuple[int, int]) -> None:
         self.acked += 1 if isinstance(msg_id, int) else len(range(*msg_id, self.step))
@@ -197,7 +222,7 @@ class SectionWindows(SparkBolt):
         self.window_ms = window_secs * 1000
 
     def prepare_spark(self, spark: Any) -> None:
-        self.sections = spark.createDataFrame(list(SECTIONS), "page string, section string").cache()
+        self.sections = spark.createDataFrame(sections_table())
 
     def transform(self, batch: Any) -> Any:
         return self.spark.sql(
