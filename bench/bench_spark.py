@@ -82,10 +82,10 @@ def run_pipeline(out: Path, lines: int, batch: int, files: str | None = None,
             return rows
 
         bolt.run_job = timed
-        spout = local.tasks("access-log")[0]
+        spout = local.component("access-log")
         start = Sample.take([jvm])
         local.activate()
-        wait_for(lambda: spout.stats.acked >= count, 600, "every line acked")
+        wait_for(lambda: spout.acked >= count, 600, "every line acked")
         run = start.run_to(Sample.take([jvm]), count)
     if weblogs.window_totals(out) != expected:
         raise RuntimeError(f"wrong results in {out}: not what expected_totals computes")
@@ -182,7 +182,7 @@ def structured_streaming(files: Path, expected: weblogs.Totals, checkpoint: Path
 
     def each_batch(batch: Any, _batch_id: int) -> None:
         session = batch.sparkSession  # the query's own session: its temp views are not the outer one's
-        sections = session.createDataFrame(list(weblogs.SECTIONS), "page string, section string")
+        sections = session.createDataFrame(weblogs.sections_table())  # as the Spark bolt's: a broadcast join
         rows.extend(session.sql(STREAMING, lines=batch, sections=sections).collect())
 
     stream = spark.readStream.option("maxFilesPerTrigger", 1).text(str(files))

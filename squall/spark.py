@@ -6,26 +6,30 @@
         def transform(self, batch: DataFrame) -> DataFrame:
             return batch.groupBy("page").agg(F.count("*").alias("hits"))
 
-A Spark bolt gathers its inputs into a batch, which closes when it holds the batch size (see below)
-or when its oldest tuple is ``spark.batch.interval.ms`` old, whichever comes first. The batch goes into
-Spark as an Arrow table (columns = the input stream's fields, types inferred or given by
-``input_types``); ``transform`` returns a DataFrame whose columns include the output stream's fields,
-read back as an Arrow table. Its rows are emitted on ``output_stream``, each anchored to every input of
-the batch, and then the inputs are acked together. If ``transform`` (or reading its result) raises,
-nothing is emitted, the error goes to ``/taskerrors`` and every input of the batch is failed, so
-reliable spouts replay them: at-least-once.
+A Spark bolt gathers its inputs into a batch, a worker's batch of rows at a time (``execute_batch``), which
+closes when it holds the batch size (see below) or when its oldest input is ``spark.batch.interval.ms``
+old, whichever comes first. The batch goes into Spark as an Arrow table (columns = the input stream's
+fields, types inferred or given by ``input_types``); ``transform`` returns a DataFrame whose columns include
+the output stream's fields, read back as an Arrow table. Its rows are emitted on ``output_stream``, each
+anchored to every input of the batch, and then the inputs are acked together. If ``transform`` (or
+reading its result) raises, nothing is emitted, the error goes to ``/taskerrors`` and every input of the
+batch is failed, so reliable spouts replay them: at-least-once.
 
 A job runs on a thread of its own (:class:`SparkJob`) while the bolt collects the next batch: at most
 one job is in flight, and a full batch waits for it (then backpressure holds the spouts). The finished
 job's emits, acks or fails happen on the bolt's task thread, at its next batch tick (every
 ``BATCH_CHECK_SECS``) or when a full batch waits for it (the collector is not thread-safe). The batch
 size adapts to the measured job time (:func:`next_batch_size`): the tuples that arrive during one job,
-so the next batch fills about as the running job ends, never more than ``spark.batch.size``.
+so the next batch fills about as the running job ends, never more than ``spark.batch.size`` (plus the
+rest of the worker batch that reached it).
 
-Anchoring each output to the whole batch is Storm's multi-anchoring: every output row carries the
-batch's spout roots, and its ack reaches the ackers for each of them. :meth:`~squall.component.Bolt.
-emit_batch` and bulk acks keep that work in C, but it still grows with rows x batch: Spark bolts that
-aggregate emit few rows per batch, which is what they are for; keep per-tuple work in plain bolts.
+Anchoring each output to the whole batch is Storm's multi-anchoring, done through one
+:func:`~squall.tuple.stand_in` for the batch's inputs: every output row carries one edge per spout tree
+the inputs belong to, not one per input, and the inputs are acked (or failed) as that one tuple, one ack
+per tree (so the bolt's ``acked`` and ``failed`` stats count jobs). Fed by a spout whose batches are one
+tree each (``emit_many(rows, msg_id=...)``), a 5,000-row job's output carries a few dozen roots. A failed
+job then fails whole spout batches, rows that went into other jobs too: those are counted again on replay
+(at-least-once).
 
 The bolt has a task thread of its own (``component_conf``), so waiting for a job never holds up other
 tasks of the worker. The session is shared by the worker's Spark tasks (:mod:`squall.sparksession`).
@@ -44,7 +48,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from squall import sparksession
 from squall.component import Bolt, TopologyContext
 from squall.config import default_config
-from squall.tuple import DEFAULT_STREAM, Tuple
+from squall.tuple import DEFAULT_STREAM, Tuple, TupleBatch, stand_in
 
 if TYPE_CHECKING:
     import pyarrow
@@ -58,40 +62,44 @@ BATCH_CHECK_SECS = 0.05
 
 class MicroBatch:
     """Inputs waiting for the next job; ``add`` says when the batch is full, ``due`` when it is old enough.
-    What :class:`SparkBolt` batches with; usable by any bolt that batches on size or age::
+    What :class:`SparkBolt` batches with; usable by any bolt that batches on size or age, a tuple or a worker's
+    batch of rows at a time::
 
         batch = MicroBatch(size=500, interval_secs=1.0)
         if batch.add(tup, time.monotonic()) or batch.due(time.monotonic()):
             self.flush(batch.take())
+        batch.add(rows, time.monotonic(), len(rows))     # a TupleBatch: its rows count
 
-    ``size`` may change between batches (a Spark bolt adapts it to its job time).
+    ``size`` (in rows) may change between batches (a Spark bolt adapts it to its job time).
     """
 
     def __init__(self, size: int, interval_secs: float) -> None:
         self.size, self.interval = size, interval_secs
-        self.tuples: list[Tuple] = []
-        self.opened = 0.0  # when the first of ``tuples`` came
+        self.inputs: list[Any] = []
+        self.rows = 0
+        self.opened = 0.0  # when the first of ``inputs`` came
 
-    def add(self, tup: Tuple, now: float) -> bool:
-        """Add ``tup`` (``now`` opens the batch if it is the first); True when the batch is full."""
-        if not self.tuples:
+    def add(self, item: Any, now: float, rows: int = 1) -> bool:
+        """Add ``item`` of ``rows`` rows (``now`` opens the batch if it is the first); True when the batch is full."""
+        if not self.inputs:
             self.opened = now
-        self.tuples.append(tup)
-        return len(self.tuples) >= self.size
+        self.inputs.append(item)
+        self.rows += rows
+        return self.rows >= self.size
 
     @property
     def full(self) -> bool:
-        """Whether the batch holds ``size`` tuples (or more, after ``size`` shrank)."""
-        return len(self.tuples) >= self.size
+        """Whether the batch holds ``size`` rows (or more, after ``size`` shrank)."""
+        return self.rows >= self.size
 
     def due(self, now: float) -> bool:
-        """Whether the batch has tuples and its oldest is ``interval_secs`` old."""
-        return bool(self.tuples) and now - self.opened >= self.interval
+        """Whether the batch has inputs and its oldest is ``interval_secs`` old."""
+        return bool(self.inputs) and now - self.opened >= self.interval
 
-    def take(self) -> list[Tuple]:
-        """The batch's tuples, leaving it empty."""
-        tuples, self.tuples = self.tuples, []
-        return tuples
+    def take(self) -> list[Any]:
+        """The batch's inputs, leaving it empty."""
+        inputs, self.inputs, self.rows = self.inputs, [], 0
+        return inputs
 
 
 def next_batch_size(limit: int, current: int, job_secs: float, arrivals_per_sec: float) -> int:
@@ -121,14 +129,14 @@ class SparkJob:
         rows = job.rows if job.error is None else []
     """
 
-    def __init__(self, inputs: list[Tuple], arrivals_per_sec: float) -> None:
+    def __init__(self, inputs: list[Tuple | TupleBatch], arrivals_per_sec: float) -> None:
         self.inputs, self.arrivals_per_sec = inputs, arrivals_per_sec
         self.rows: list[tuple[Any, ...]] = []
         self.error: BaseException | None = None
         self.seconds = 0.0
         self._finished = threading.Event()
 
-    def run(self, work: Callable[[list[Tuple]], list[tuple[Any, ...]]]) -> None:
+    def run(self, work: Callable[[list[Tuple | TupleBatch]], list[tuple[Any, ...]]]) -> None:
         """``work(inputs)``, recording its result or error and its time; then the job is done."""
         started = time.monotonic()
         try:
@@ -199,21 +207,26 @@ class SparkBolt(Bolt):
         """The batch's result; its columns must include the output stream's fields."""
 
     def execute(self, tup: Tuple) -> None:
-        """Add ``tup`` to the batch and start its job once full; ticks finish a done job and start the next."""
-        now = time.monotonic()
-        batch = self._batch
-        if tup.is_tick:
-            if self._job is not None and self._job.done:
-                self._finish()
-            if self._job is None and (batch.full or batch.due(now)):
-                self._start(now)
+        """A tick finishes a done job and starts the next batch's if it is full or due; an input (when a runtime
+        delivers one at a time) joins the batch as :meth:`execute_batch` of one."""
+        if not tup.is_tick:
+            self.execute_batch(TupleBatch.of([tup]))
             return
-        if batch.tuples and tup.fields != batch.tuples[0].fields:
-            self._start(now)  # one schema per batch: a stream with other fields starts a new one
-        if batch.add(tup, now):
+        now, batch = time.monotonic(), self._batch
+        if self._job is not None and self._job.done:
+            self._finish()
+        if self._job is None and (batch.full or batch.due(now)):
             self._start(now)
 
-    def run_job(self, inputs: list[Tuple]) -> list[tuple[Any, ...]]:
+    def execute_batch(self, batch: TupleBatch) -> None:
+        """Add the worker's batch of inputs to the micro-batch, and start its job once full."""
+        now, held = time.monotonic(), self._batch
+        if held.inputs and batch.fields != held.inputs[0].fields:
+            self._start(now)  # one schema per batch: a stream with other fields starts a new one
+        if held.add(batch, now, len(batch)):
+            self._start(now)
+
+    def run_job(self, inputs: list[Tuple | TupleBatch]) -> list[tuple[Any, ...]]:
         """One job's work, on its thread: the inputs into Spark as Arrow, ``transform``, the rows out by Arrow."""
         frame = self.spark.createDataFrame(to_arrow(inputs, self.input_types))
         return output_rows(self.transform(frame).toArrow(), self._fields)
@@ -228,7 +241,7 @@ class SparkBolt(Bolt):
             self._job.wait()
             self._finish()
         batch = self._batch
-        arrivals = len(batch.tuples) / max(now - batch.opened, 1e-3)
+        arrivals = batch.rows / max(now - batch.opened, 1e-3)
         self._job = SparkJob(batch.take(), arrivals)
         self._jobs.put(self._job)
 
@@ -237,35 +250,34 @@ class SparkBolt(Bolt):
         job, self._job = self._job, None
         assert job is not None
         self._batch.size = next_batch_size(self._limit, self._batch.size, job.seconds, job.arrivals_per_sec)
+        inputs = stand_in(job.inputs)
         if job.error is not None:
             self.report_error(job.error)
-            for tup in job.inputs:
-                self.fail(tup)
+            self.fail(inputs)
             return
-        self.emit_batch(job.rows, self.output_stream, anchors=job.inputs)
-        for tup in job.inputs:
-            self.ack(tup)
+        self.emit_batch(job.rows, self.output_stream, anchors=(inputs,))
+        self.ack(inputs)
 
     def cleanup(self) -> None:
         """Fail what is in flight or batched (replayed now, not after the timeout) and release the session."""
         if self._job is not None:
-            for tup in self._job.inputs:
-                self.fail(tup)
+            self.fail(stand_in(self._job.inputs))
             self._job = None
-        for tup in self._batch.take():
-            self.fail(tup)
+        if held := self._batch.take():
+            self.fail(stand_in(held))
         self._jobs.put(None)  # the job thread ends after the job in flight, if any
         sparksession.release()
 
 
-def to_arrow(inputs: Sequence[Tuple], types: Mapping[str, str] = MappingProxyType({})) -> pyarrow.Table:
-    """The batch as an Arrow table, one column per field of its tuples (all share one set of fields)."""
+def to_arrow(inputs: Sequence[Tuple | TupleBatch], types: Mapping[str, str] = MappingProxyType({})) -> pyarrow.Table:
+    """The batch as an Arrow table, one column per field of its inputs (tuples, or a worker's batches of rows,
+    all of one set of fields)."""
     import pyarrow as pa
 
     fields = inputs[0].fields
+    rows = [row for item in inputs for row in (item.rows if isinstance(item, TupleBatch) else (item.values,))]
     columns = {}
-    for i, name in enumerate(fields):
-        values = [tup.values[i] for tup in inputs]
+    for name, values in zip(fields, zip(*rows)):
         try:
             columns[name] = pa.array(values, type=pa.type_for_alias(types[name]) if name in types else None)
         except (pa.ArrowException, ValueError, TypeError) as exc:

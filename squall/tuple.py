@@ -49,6 +49,7 @@ class Fields(tuple[str, ...]):
 
 
 TICK_FIELDS = Fields(["rate_secs"])
+NO_FIELDS = Fields()
 
 
 class Tuple:
@@ -266,3 +267,52 @@ class TupleBatch:
 def tick_tuple(rate_secs: float) -> Tuple:
     """A tick tuple, as a worker sends every ``topology.tick.tuple.freq.secs`` (= ``rate_secs``)."""
     return Tuple((rate_secs,), TICK_FIELDS, TICK_COMPONENT, TICK_STREAM, TICK_TASK)
+
+
+def stand_in(inputs: Iterable[Tuple | TupleBatch]) -> Tuple:
+    """One tuple standing for all of ``inputs`` in their tuple trees: what is emitted anchored to it is
+    anchored to every input, and acking (or failing) it acks (or fails) every input, with one entry per
+    root instead of one per input. For a bolt that holds many inputs and settles them together::
+
+        held = stand_in(self.batches)                   # TupleBatches (or Tuples) not yet acked or failed
+        self.emit_batch(totals, anchors=[held])         # each row in every held input's tree
+        self.ack(held)                                  # instead of acking each input: never both
+
+    Why: a result anchored to 5,000 inputs of the same few spout trees (a batch tree's rows) would carry
+    and ack every input's edge; XOR makes the edges of one root combine into one, so the result carries
+    one edge per root. Exact as Storm's acking: for each root, acking the stand-in reports the XOR of what
+    acking each input would (its edge in that tree XOR the edges emitted anchored to it). The runtime's
+    stats count the stand-in's ack or fail as one. It has no values; an input of no tree adds nothing
+    (all untracked: the stand-in is untracked too).
+    """
+    roots: dict[int, int] = {}
+    first: Tuple | TupleBatch | None = None
+
+    def add(anchors: Mapping[int, int], ack_val: int) -> None:
+        for root, edge in anchors.items():
+            roots[root] = roots.get(root, 0) ^ edge ^ ack_val
+
+    for item in inputs:
+        first = first or item
+        if isinstance(item, Tuple):
+            add(item._anchors, item._ack_val)
+            continue
+        if item.ids is None:
+            continue
+        views, emitted = item._views or {}, item._xor
+        if item.roots is not None and not views and emitted is None:  # the usual case: one root per row
+            for root, edge in zip(item.roots, item.ids):
+                if edge:
+                    roots[root] = roots.get(root, 0) ^ edge
+            continue
+        for i, edge in enumerate(item.ids):
+            view = views.get(i)
+            if view is not None:
+                add(view._anchors, view._ack_val)
+            elif edge:
+                add({item.roots[i]: edge} if item.roots is not None else item.anchors[i],  # type: ignore[index]
+                    emitted[i] if emitted is not None else 0)
+    if first is None:
+        raise ValueError("stand_in needs at least one input")
+    edge = next(iter(roots.values()), 0) or (1 if roots else 0)  # any non-zero id: it is tracked
+    return Tuple((), NO_FIELDS, first.component, first.stream, first.task, edge, roots or NO_ANCHORS)

@@ -11,13 +11,54 @@ import pytest
 from squall.component import Bolt
 from squall.dsl import Topology
 from squall.testing import make_tuple, run_bolt, run_spout
-from squall.tuple import Fields, TupleBatch
+from squall.tuple import Fields, Tuple, TupleBatch, stand_in
 from support import wait_until
 from topologies import BatchBoom, BatchForward, BatchNumbers, Interleave, Numbers, Recorder
 from worker.local import LocalTopology
+from worker.tracking import AckerState
 from worker.wire import Decoder, WireBatch
 
 FAST = {"task.heartbeat.frequency.secs": 0.05, "topology.message.timeout.secs": 30}
+
+
+class HoldAndSum(Bolt):
+    """Forwards each input on ``each`` (anchored to it; every other batch through a view, ``batch[i]``), holds it,
+    and once ``size`` rows are held (or on a tick) emits their count and sum anchored to one ``stand_in`` for
+    them all, then acks the stand-in, or fails it for the first ``fail_first`` times."""
+
+    outputs = {"default": ["count", "total"], "each": ["key", "n"]}
+    auto_ack = False
+    component_conf = {"topology.tick.tuple.freq.secs": 0.1}
+
+    def __init__(self, size: int, fail_first: int = 0) -> None:
+        self.size, self.fail_first = size, fail_first
+        self.held: list[TupleBatch] = []
+        self.settled = self.failures = 0
+
+    def execute(self, tup: Tuple) -> None:
+        if tup.is_tick and self.held:
+            self.settle()
+
+    def execute_batch(self, batch: TupleBatch) -> None:
+        if len(self.held) % 2:
+            for i, values in enumerate(batch.values):
+                self.emit(values, "each", anchors=batch[i])
+        else:
+            self.emit_each(batch.values, "each", inputs=batch)
+        self.held.append(batch)
+        if sum(map(len, self.held)) >= self.size:
+            self.settle()
+
+    def settle(self) -> None:
+        held, ns = stand_in(self.held), [n for batch in self.held for _, n in batch.values]
+        self.held = []
+        self.emit_batch([(len(ns), sum(ns))], anchors=[held])
+        if self.failures < self.fail_first:
+            self.failures += 1
+            self.fail(held)
+        else:
+            self.settled += 1
+            self.ack(held)
 
 
 class SettleSome(Bolt):
@@ -209,3 +250,47 @@ def test_a_per_tuple_bolt_emitting_on_two_streams_keeps_their_order_at_a_common_
         wait_until(lambda: len(sink.seen) == 900, 20, "every emit")
         assert [values[1] for _, _, values in sink.seen] == list(range(900))
         assert [stream for _, stream, _ in sink.seen[:3]] == ["first", "second", "first"]
+
+
+def test_a_stand_in_acks_each_root_as_acking_each_input_would_and_fails_each_root_once() -> None:
+    """On the acker's own state machine: three trees, their tuples held as a batch of one root per row, a batch of
+    several roots per row and a lone tuple; the stand-in's one value per root completes every tree."""
+    e = [11, 12, 13, 14, 15, 16]
+    fields = Fields(["n"])
+    one_root = TupleBatch([(1,), (2,), (3,)], fields, "a", "default", 1, [e[0], e[1], 0], [100, 200, 0])
+    several = TupleBatch([(4,)], fields, "b", "default", 2, [e[2]], None, [{100: e[2], 300: e[3]}])
+    lone = Tuple((5,), fields, "c", "default", 3, e[4], {300: e[4] ^ e[5]})
+    held = stand_in([one_root, several, lone])
+    assert sorted(held.anchors) == [100, 200, 300] and held.id and held.values == ()
+    acker = AckerState(timeout_secs=30)
+    acker.init_many([100, 200, 300], [e[0] ^ e[2], e[1], e[3] ^ e[4] ^ e[5]], spout_task=7, now=0.0)
+    acker.ack_many(list(held.anchors), list(held.anchors.values()), now=0.1)
+    assert sorted(acker.take_news()[7].acked) == [100, 200, 300] and len(acker) == 0
+    untracked = stand_in([TupleBatch([(1,)], fields, "a", "default", 1)])
+    assert (untracked.id, dict(untracked.anchors), untracked.component) == (0, {}, "a")
+    with pytest.raises(ValueError, match="at least one input"):
+        stand_in([])
+
+
+@pytest.mark.parametrize("one_tree, fail_first", [(True, 0), (False, 0), (True, 2), (False, 2)])
+def test_a_bolt_settling_held_batches_through_a_stand_in_completes_every_tree_and_a_failed_one_is_replayed(
+        one_tree: bool, fail_first: int) -> None:
+    count = 3000
+    t = Topology("held", conf={"topology.acker.executors": 2, "topology.max.spout.pending": 900})
+    numbers = t.spout("numbers", BatchNumbers, args=[count], kwargs={"one_tree": one_tree})
+    hold = t.bolt("hold", HoldAndSum, args=[400, fail_first]).shuffle(numbers)
+    t.bolt("sums", Recorder).global_(hold)
+    t.bolt("each", Recorder).global_(hold, stream="each")
+    with _run(t) as local:
+        spout, sums = local.component("numbers"), local.component("sums")
+        wait_until(lambda: set(spout.acked) == set(range(count)), 30, "every number acked")
+        assert len(spout.acked) == count, "each number acked once"
+        counted = sum(c for _, _, (c, _) in sums.seen), sum(n for _, _, (_, n) in sums.seen)
+        assert sorted({n for _, _, (_, n) in local.component("each").seen}) == list(range(count))
+        if fail_first:
+            assert spout.failed and set(spout.failed) <= set(spout.acked), "failed stand-ins' trees were replayed"
+            assert counted[0] >= count and counted[1] >= sum(range(count))
+            return
+        assert spout.failed == [] and counted == (count, sum(range(count)))
+        ackers = local.tasks("__acker")
+        wait_until(lambda: sum(len(acker.state) for acker in ackers) == 0, 10, "no tree left at the ackers")

@@ -18,9 +18,10 @@ from squall import sparkconnect, sparksession
 from squall.dsl import Topology
 from squall.clock import SimulatedClock
 from squall.spark import BATCH_CHECK_SECS, MicroBatch, SparkBolt, next_batch_size, output_rows, to_arrow
-from squall.testing import make_tuple, run_bolt, run_spout
+from squall.testing import make_context, make_tuple, run_bolt, run_spout
+from squall.tuple import Fields, TupleBatch
 from support import wait_until
-from topologies import GATES, KeySums, Numbers, Recorder
+from topologies import GATES, BatchNumbers, KeySums, Numbers, Recorder
 from worker.local import LocalTopology
 
 
@@ -73,6 +74,23 @@ def test_batches_grow_to_the_limit_when_spark_cannot_keep_up() -> None:
     assert size == 5_000 and job_secs > collected
 
 
+def test_a_batch_counts_the_rows_of_the_worker_batches_it_holds() -> None:
+    batch, fields = MicroBatch(size=5, interval_secs=1.0), Fields(["n"])
+    assert not batch.add(TupleBatch([(1,), (2,)], fields, "a", "default", 1), now=1.0, rows=2)
+    assert batch.add(TupleBatch([(3,), (4,), (5,)], fields, "a", "default", 1), now=1.1, rows=3)
+    assert batch.full and len(batch.take()) == 2 and batch.rows == 0 and not batch.full
+
+
+def test_worker_batches_become_the_same_arrow_columns_as_their_tuples() -> None:
+    fields = Fields(["key", "n"])
+    batches = [TupleBatch([("a", 1), ("b", 2)], fields, "s", "default", 1), TupleBatch([("c", None)], fields, "s",
+                                                                                        "default", 2)]
+    table = to_arrow(batches, {"n": "int32"})
+    assert table.column_names == ["key", "n"] and table.schema.field("n").type == pa.int32()
+    assert table.to_pylist() == to_arrow([t for b in batches for t in b], {"n": "int32"}).to_pylist()
+    assert table.column("key").to_pylist() == ["a", "b", "c"]
+
+
 def test_inputs_become_arrow_columns_named_by_their_fields() -> None:
     table = to_arrow([make_tuple(["a", 1, 2.5], ["key", "n", "x"]), make_tuple(["b", None, 3.0], ["key", "n", "x"])],
                      {"n": "int32"})
@@ -114,6 +132,11 @@ def test_session_settings_default_to_local_spark_sized_to_the_slot_and_pass_spar
     assert sparksession.where({**conf, "spark.master": "spark://m:7077"}) == ("master", "spark://m:7077")
     assert sparksession.where({**conf, "spark.master": "spark://m:7077", "spark.remote": "sc://c:15002"}) == \
         ("remote", "sc://c:15002")
+
+
+def test_sessions_run_jobs_without_adaptive_execution_as_structured_streaming_does_unless_the_conf_says_so() -> None:
+    assert sparksession.builder_conf({}, "squall-t-1-2")["spark.sql.adaptive.enabled"] == "false"
+    assert sparksession.builder_conf({"spark.sql.adaptive.enabled": True}, "t")["spark.sql.adaptive.enabled"] == "true"
 
 
 def test_the_connect_server_listens_on_localhost_at_its_port_and_takes_the_conf_s_spark_settings() -> None:
@@ -162,6 +185,32 @@ def test_the_example_parses_combined_log_lines_and_says_why_a_line_is_not_one() 
     totals = weblogs.expected_totals(weblogs.log_line(i) for i in range(2000))
     assert sum(t["requests"] for t in totals.values()) == 2000 - 2000 // weblogs.BAD_EVERY
     assert {section for _, section in totals} == {"home", "shop", "content", "api", "account", "other"}
+
+
+def test_the_example_spout_emits_chunks_of_its_task_s_lines_as_one_tree_each_and_replays_a_failed_chunk_whole(
+        tmp_path: Path) -> None:
+    (tmp_path / "access-1.log").write_text("".join(f"line {i}\n" for i in range(10)))
+    context = make_context("access-log", 2, component_tasks={"access-log": [1, 2]})  # the second of two tasks
+    run = run_spout(weblogs.AccessLogSpout, calls=0, kwargs={"files": str(tmp_path / "*.log")}, context=context)
+    first = run.next_batch(3)
+    assert [e.values for e in first] == [("line 1",), ("line 3",), ("line 5",)] and run.pending == [(1, 7)]
+    assert [e.values for e in run.next_batch(3)] == [("line 7",), ("line 9",)] and run.pending == [(1, 7), (7, 10)]
+    assert run.next_batch(3) == []  # every line of its share emitted
+    run.fail((1, 7))
+    run.ack((7, 10))
+    assert [e.values for e in run.next_batch(1)] == [("line 1",), ("line 3",), ("line 5",)]  # whole, as emitted
+    run.ack((1, 7))
+    assert run.spout.acked == 5
+
+
+def test_the_example_parser_takes_a_batch_and_anchors_each_output_to_its_own_line() -> None:
+    lines = [weblogs.log_line(i) for i in range(weblogs.BAD_EVERY - 2, weblogs.BAD_EVERY + 1)]
+    run = run_bolt(weblogs.ParseLine, [(line,) for line in lines], fields=["line"])
+    assert run.values() == [weblogs.parse(lines[0]), weblogs.parse(lines[2])]
+    assert run.values("invalid") == [(lines[1], "not in combined log format")]
+    assert [e.anchors for e in run.emitted if e.stream == "default"] == [(run.inputs[0],), (run.inputs[2],)]
+    assert [e.anchors for e in run.emitted if e.stream == "invalid"] == [(run.inputs[1],)]
+    assert run.acked == run.inputs
 
 
 def test_the_example_spout_reads_log_files_in_name_order_and_replays_a_failed_line(tmp_path: Path) -> None:
@@ -224,6 +273,28 @@ def test_spark_bolt_output_equals_a_pure_python_computation(warm_spark: None) ->
         assert summed(sink.seen) == reference(2000)
         assert local.component("sums").batches >= 2000 // 300  # batches close at spark.batch.size
         assert numbers.failed == [] and local.errors == []
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("fail_batches", [0, 1])
+def test_a_spark_bolt_fed_whole_spout_batches_as_trees_acks_each_once_and_replays_a_failed_job_s_trees(
+        warm_spark: None, fail_batches: int) -> None:
+    """Spout batches of one tree each: a job's output carries their roots, not its 300 inputs'; a failed job fails
+    whole trees, whose rows in other jobs are counted again when replayed (at-least-once)."""
+    t = Topology("tree-sums", conf={"topology.max.spout.pending": 900})
+    numbers = t.spout("numbers", BatchNumbers, args=[2000, 7], kwargs={"one_tree": True})
+    sums = t.bolt("sums", KeySums, args=[fail_batches]).shuffle(numbers)
+    t.bolt("sink", Recorder).shuffle(sums)
+    with LocalTopology(t, FAST) as local:
+        spout, sink = local.component("numbers"), local.component("sink")
+        wait_until(lambda: set(spout.acked) == set(range(2000)), timeout=120, what="every number acked through Spark")
+        assert len(spout.acked) == 2000 and len(spout.trees_acked) < 2000 / 10
+        got, want = summed(sink.seen), reference(2000)
+        if not fail_batches:
+            assert got == want and spout.trees_failed == [] and local.errors == []
+            return
+        assert spout.trees_failed and all(got[key][0] >= want[key][0] for key in want), "every number counted"
 
 
 @pytest.mark.spark
