@@ -23,7 +23,7 @@ from squall.dsl import Topology
 from squall.thrift import storm
 from support import wait_until
 from topologies import (GATES, BatchOf, Boom, Director, EmitTwice, EvenTwice, Forward, Gate, Holdout, Join, Keeper,
-                        Numbers, Paced, Recorder, Reporter, RootsOf)
+                        Numbers, Paced, PacedBatch, Recorder, Reporter, RootsOf)
 from worker.executor import SPOUT_IDLE_SECS
 from worker.layout import Placement
 from worker.local import LocalTopology, compile_topology
@@ -414,6 +414,22 @@ def test_a_spout_ahead_of_its_rate_is_called_once_per_idle_wait_while_acks_flow(
         waits = (time.monotonic() - started) / SPOUT_IDLE_SECS
         assert executor.stats.acked - acked > 1000, "acks flowed during the window"
         assert idle_calls <= 1.2 * waits, f"{idle_calls} calls that emitted nothing in {waits:.0f} idle waits"
+
+
+def test_a_batch_spout_that_emits_all_it_has_is_called_once_per_idle_wait() -> None:
+    # A short batch (fewer rows than asked for) is all the spout had: it backs off as after an empty next_tuple,
+    # and does not spin on a row or two at a time (a paced batch spout kept a whole core busy).
+    t = Topology("paced-batch")
+    t.bolt("sink", Recorder).shuffle(t.spout("paced", PacedBatch, args=[20_000]))
+    with run(t) as local:
+        spout, executor = local.component("paced"), local.tasks("paced")[0]
+        wait_until(lambda: executor.stats.acked > 1000, 10, "acks flowing")
+        calls, emitted, started = spout.calls, spout.emitted, time.monotonic()
+        let_time_pass(local, "paced")
+        waits = (time.monotonic() - started) / SPOUT_IDLE_SECS
+        full = (spout.emitted - emitted) / local.conf["topology.transfer.batch.size"]
+        assert spout.emitted - emitted > 10_000, "the spout kept its rate"
+        assert spout.calls - calls <= 1.2 * (waits + full), f"{spout.calls - calls} calls in {waits:.0f} idle waits"
 
 
 def test_activation_reaches_a_spout_at_once_when_nothing_is_due() -> None:

@@ -100,6 +100,19 @@ class Paced(Spout):
             self.emitted += 1
 
 
+class PacedBatch(Paced):
+    """``Paced`` through the batch API: ``next_batch`` emits what is due, at most ``max_rows``, in one
+    ``emit_many``; ``calls`` counts its calls."""
+
+    def next_batch(self, max_rows: int) -> None:
+        self.calls += 1
+        due = min(max_rows, int((time.monotonic() - self.start) * self.rate) - self.emitted)
+        if due > 0:
+            ns = range(self.emitted, self.emitted + due)
+            self.emitted += due
+            self.emit_many([(n,) for n in ns], msg_ids=ns)
+
+
 class Recorder(Bolt, _Records):
     """Keeps (source component, stream, values) of every input; records ``values`` as ``seen``, and
     when each tick came (``time.monotonic()``) as ``tick_times``."""

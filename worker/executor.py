@@ -599,8 +599,9 @@ def build_component(spec: ComponentSpec) -> Component:
 class SpoutExecutor(Executor):
     """Calls ``next_tuple`` in bursts while the topology is active, the pending cap allows and the
     worker is not backpressured; feeds ``ack``/``fail`` back from the acker and the message timeout.
-    After a call that emits nothing it waits ``SPOUT_IDLE_SECS`` before the next, even while acks
-    arrive (Storm's sleep wait strategy), so a spout ahead of its rate costs one call per millisecond."""
+    After a ``next_tuple`` that emits nothing, or a ``next_batch`` that emits fewer rows than it was asked for
+    (all the spout had), it waits ``SPOUT_IDLE_SECS`` before the next call, even while acks arrive (Storm's
+    sleep wait strategy), so a spout ahead of its rate or reading a trickle wakes once per millisecond."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -761,8 +762,9 @@ class SpoutExecutor(Executor):
         cap, entries, before = pending.max_pending, pending.entries, stats.emitted
         try:
             if self._next_batch is not None:
-                self._next_batch(self._burst if cap is None else min(self._burst, cap - len(entries)))
-                idle = stats.emitted == before
+                rows = self._burst if cap is None else min(self._burst, cap - len(entries))
+                self._next_batch(rows)
+                idle = stats.emitted - before < rows  # a short batch: all it had (paced, or a trickle): back off
             else:
                 next_tuple = self.spout.next_tuple
                 for _ in range(self._burst):
