@@ -22,7 +22,7 @@ from squall.devzk import free_port
 from squall.dsl import Topology
 from squall.thrift import storm
 from support import wait_until
-from topologies import (GATES, BatchOf, Boom, Director, EmitTwice, EvenTwice, Forward, Gate, Holdout, Join, Keeper,
+from topologies import (GATES, BatchOf, Blocked, Boom, Director, EmitTwice, EvenTwice, Forward, Gate, Holdout, Join, Keeper,
                         Numbers, Paced, PacedBatch, Recorder, Reporter, RootsOf)
 from worker.executor import SPOUT_IDLE_SECS
 from worker.layout import Placement
@@ -430,6 +430,25 @@ def test_a_batch_spout_that_emits_all_it_has_is_called_once_per_idle_wait() -> N
         full = (spout.emitted - emitted) / local.conf["topology.transfer.batch.size"]
         assert spout.emitted - emitted > 10_000, "the spout kept its rate"
         assert spout.calls - calls <= 1.2 * (waits + full), f"{spout.calls - calls} calls in {waits:.0f} idle waits"
+
+
+def test_spouts_pause_while_a_receive_queue_is_over_the_high_water_mark_and_resume_once_it_drains() -> None:
+    GATES.pop("pressure", None)
+    t = Topology("pressure")
+    t.bolt("slow", Blocked, args=["pressure"], conf={"squall.own.thread": True}).shuffle(
+        t.spout("numbers", Numbers, args=[10**9], kwargs={"reliable": False}))
+    with run(t, **{"topology.executor.receive.buffer.size": 1000}) as local:
+        spout, slow = local.tasks("numbers")[0], local.tasks("slow")[0]
+        try:
+            wait_until(lambda: spout.stats.emitted >= 800, 10, "the blocked bolt's queue at the high water mark (0.8)")
+            let_time_pass(local, "numbers")  # the spout's task keeps running (heartbeats), emitting nothing
+            held = spout.stats.emitted
+            let_time_pass(local, "numbers")
+            assert spout.stats.emitted == held, "the spout emitted while the worker was backpressured"
+            assert held <= 800 + 2 * local.conf["topology.transfer.batch.size"], f"{held} emitted past the mark"
+        finally:
+            GATES["pressure"].set()
+        wait_until(lambda: slow.bolt.executed > held + 10_000, 10, "the spout resumed once the queue drained")
 
 
 def test_activation_reaches_a_spout_at_once_when_nothing_is_due() -> None:

@@ -270,6 +270,19 @@ class Gate(Bolt):
             self.held.clear()
 
 
+class Blocked(Bolt):
+    """Blocks its task thread in ``execute`` until the gate ``name`` opens (run it with ``squall.own.thread``: its
+    receive queue then fills while the rest of the worker runs); counts what it executed."""
+
+    def __init__(self, name: str) -> None:
+        self.gate = GATES.setdefault(name, threading.Event())
+        self.executed = 0
+
+    def execute(self, tup: Tuple) -> None:
+        self.gate.wait()
+        self.executed += 1
+
+
 class Join(Bolt):
     """Waits for the same n from two sources, emits one tuple anchored to both inputs, acks both."""
 
