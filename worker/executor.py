@@ -47,8 +47,6 @@ ACK_INIT_FIELDS = Fields(["id", "init-val", "spout-task"])
 ACK_ACK_FIELDS = Fields(["id", "ack-val"])
 ACK_FAIL_FIELDS = Fields(["id"])
 
-#: How long an active spout that emitted nothing waits before trying again (Storm's sleep wait strategy).
-SPOUT_IDLE_SECS = 0.001
 #: Longest a task thread sleeps with nothing to do, so control messages and stop are never late by more.
 MAX_IDLE_SECS = 0.1
 
@@ -600,8 +598,9 @@ class SpoutExecutor(Executor):
     """Calls ``next_tuple`` in bursts while the topology is active, the pending cap allows and the
     worker is not backpressured; feeds ``ack``/``fail`` back from the acker and the message timeout.
     After a ``next_tuple`` that emits nothing, or a ``next_batch`` that emits fewer rows than it was asked for
-    (all the spout had), it waits ``SPOUT_IDLE_SECS`` before the next call, even while acks arrive (Storm's
-    sleep wait strategy), so a spout ahead of its rate or reading a trickle wakes once per millisecond."""
+    (all the spout had), it waits ``topology.sleep.spout.wait.strategy.time.ms`` (1) before the next call, even
+    while acks arrive (Storm's sleep wait strategy), so a spout ahead of its rate or reading a trickle wakes once
+    per millisecond."""
 
     #: A step emits up to this many bursts of ``topology.transfer.batch.size`` tuples (``next_batch`` calls, or
     #: ``next_tuple`` calls in one run) unless the spout runs dry first, as a bolt's step takes up to
@@ -616,13 +615,14 @@ class SpoutExecutor(Executor):
         timeout = float(conf["topology.message.timeout.secs"])
         self.pending = SpoutPending(max_pending, timeout if conf["topology.enable.message.timeouts"] else float("inf"))
         self._burst = int(conf["topology.transfer.batch.size"])
+        self._idle_secs = int(conf["topology.sleep.spout.wait.strategy.time.ms"]) / 1000
         self._step_rows = self.BURSTS_PER_STEP * self._burst
         self._sample_every = _sample_period(conf["topology.stats.sample.rate"])
         self._active = False
         self._activated = False
         self._acked_at_emit: list[Any] = []
         self._next_expiry = 0.0
-        #: No ``next_tuple`` before this: set ``SPOUT_IDLE_SECS`` ahead when a call emitted nothing.
+        #: No ``next_tuple`` before this: set ``_idle_secs`` ahead when a call emitted nothing.
         self._next_emit = 0.0
         self.spout: Spout
         self._next_batch: Callable[[int], None] | None = None
@@ -764,7 +764,7 @@ class SpoutExecutor(Executor):
         if now < self._next_emit:  # backing off: input (acks), not its turn, brought this step
             return self._next_emit - now
         if self.env.pressure.high or not self.pending.can_emit():
-            return SPOUT_IDLE_SECS if self.env.pressure.high else self._wait(now)
+            return self._idle_secs if self.env.pressure.high else self._wait(now)
         stats, pending, idle = self.stats, self.pending, False
         cap, entries = pending.max_pending, pending.entries
         try:
@@ -802,8 +802,8 @@ class SpoutExecutor(Executor):
                 except Exception as exc:
                     self._user_code_failed(exc)
         if idle:
-            self._next_emit = now + SPOUT_IDLE_SECS
-            return SPOUT_IDLE_SECS
+            self._next_emit = now + self._idle_secs
+            return self._idle_secs
         return 0.0
 
     def _wait(self, now: float) -> float:
