@@ -602,10 +602,11 @@ class SpoutExecutor(Executor):
     while acks arrive (Storm's sleep wait strategy), so a spout ahead of its rate or reading a trickle wakes once
     per millisecond."""
 
-    #: A step emits up to this many bursts of ``topology.transfer.batch.size`` tuples (``next_batch`` calls, or
-    #: ``next_tuple`` calls in one run) unless the spout runs dry first, as a bolt's step takes up to
-    #: ``BATCHES_PER_ROUND`` batches: each target then gets one batch per step, and a round's fixed cost (a
-    #: flush, the bolt's step, a batch object: ~10 µs, as much as a ``next_batch`` of 100 rows) is paid once.
+    #: A step makes up to this many ``next_batch`` calls (bursts of ``topology.transfer.batch.size`` rows) unless
+    #: the spout runs dry first, as a bolt's step takes up to ``BATCHES_PER_ROUND`` batches: each target then gets
+    #: one batch per step, and a round's fixed cost (a flush, the bolt's step, a batch object: ~10 µs, as much as
+    #: a ``next_batch`` of 100 rows) is paid once. ``next_tuple`` spouts keep one burst per step: their rows cost
+    #: ~1 µs each, so a round's cost hardly shows, and a shorter step keeps a tree's complete latency short.
     BURSTS_PER_STEP = 8
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -782,7 +783,7 @@ class SpoutExecutor(Executor):
                     left -= stats.emitted - before
             else:
                 next_tuple = self.spout.next_tuple
-                for _ in range(self._step_rows):
+                for _ in range(self._burst):
                     before = stats.emitted
                     next_tuple()
                     if stats.emitted == before:
