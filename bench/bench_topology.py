@@ -392,7 +392,7 @@ def main() -> None:
     if args.load:
         loaded = [replace(job.config, rate=round(args.load * capacity(job.config, runs)))
                   for job, runs in zip(jobs, results) if job.config and job.config.workload in RATED
-                  and not job.config.rate and job.config.api == "tuple"]
+                  and not job.config.rate]
         load_jobs = [squall_job(c, args.seconds, args.warmup) for c in loaded]
         load_results = interleave(load_jobs, args.repeat)
         print(f"\nAt {args.load:g} x capacity (median per CPU-s above x workers: the rate on a core per worker, "

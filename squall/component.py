@@ -307,7 +307,10 @@ class Spout(Component, ABC):
     def next_batch(self, max_rows: int) -> None:
         """Emit up to about ``max_rows`` tuples (``topology.transfer.batch.size``, less near
         ``topology.max.spout.pending``), usually with one :meth:`emit_many`; with nothing to emit, just
-        return. A spout that defines it is called once per burst instead of ``next_tuple`` in a loop::
+        return. A spout that defines it is called once per burst instead of ``next_tuple`` in a loop; fewer
+        than ``max_rows`` says that was all it had: the next call comes after the spout wait, as after a
+        ``next_tuple`` that emits nothing (``topology.sleep.spout.wait.strategy.time.ms``, 1), so emit all you
+        have, up to ``max_rows``::
 
             def next_batch(self, max_rows):
                 self.emit_many([(self.value,)] * max_rows)

@@ -23,9 +23,8 @@ from squall.devzk import free_port
 from squall.dsl import Topology
 from squall.thrift import storm
 from support import wait_until
-from topologies import (GATES, BatchOf, Boom, Director, EmitTwice, EvenTwice, Forward, Gate, Holdout, Join, Keeper,
-                        Numbers, Paced, Recorder, Reporter, RootsOf)
-from worker.executor import SPOUT_IDLE_SECS
+from topologies import (GATES, BatchOf, Blocked, Boom, Director, EmitTwice, EvenTwice, Forward, Gate, Holdout, Join, Keeper,
+                        Numbers, Paced, PacedBatch, Recorder, Reporter, RootsOf)
 from worker.layout import Placement
 from worker.local import LocalTopology, compile_topology
 from worker.runtime import WorkerRuntime
@@ -401,20 +400,56 @@ def test_ticks_come_on_time_when_nothing_else_wakes_the_task_thread() -> None:
 # -- idle means idle ----------------------------------------------------------------------------
 
 
-def test_a_spout_ahead_of_its_rate_is_called_once_per_idle_wait_while_acks_flow() -> None:
-    # Storm's sleep wait strategy: after a next_tuple that emits nothing the spout waits SPOUT_IDLE_SECS,
-    # even though the acks of what it emitted keep its task thread busy.
+@pytest.mark.parametrize("wait_ms", [1, 5])
+def test_a_spout_ahead_of_its_rate_is_called_once_per_idle_wait_while_acks_flow(wait_ms: int) -> None:
+    # Storm's sleep wait strategy: after a next_tuple that emits nothing the spout waits
+    # topology.sleep.spout.wait.strategy.time.ms, even though the acks of what it emitted keep its task thread busy.
     t = Topology("paced")
     t.bolt("sink", Recorder).shuffle(t.spout("paced", Paced, args=[5000]))
-    with run(t) as local:
+    with run(t, **{"topology.sleep.spout.wait.strategy.time.ms": wait_ms}) as local:
         spout, executor = local.component("paced"), local.tasks("paced")[0]
         wait_until(lambda: executor.stats.acked > 1000, 10, "acks flowing")
         calls, emitted, acked, started = spout.calls, spout.emitted, executor.stats.acked, time.monotonic()
         let_time_pass(local, "paced")
         idle_calls = (spout.calls - calls) - (spout.emitted - emitted)
-        waits = (time.monotonic() - started) / SPOUT_IDLE_SECS
+        waits = (time.monotonic() - started) / (wait_ms / 1000)
         assert executor.stats.acked - acked > 1000, "acks flowed during the window"
         assert idle_calls <= 1.2 * waits, f"{idle_calls} calls that emitted nothing in {waits:.0f} idle waits"
+
+
+def test_a_batch_spout_that_emits_all_it_has_is_called_once_per_idle_wait() -> None:
+    # A short batch (fewer rows than asked for) is all the spout had: it backs off as after an empty next_tuple,
+    # and does not spin on a row or two at a time (a paced batch spout kept a whole core busy).
+    t = Topology("paced-batch")
+    t.bolt("sink", Recorder).shuffle(t.spout("paced", PacedBatch, args=[20_000]))
+    with run(t) as local:
+        spout, executor = local.component("paced"), local.tasks("paced")[0]
+        wait_until(lambda: executor.stats.acked > 1000, 10, "acks flowing")
+        calls, emitted, started = spout.calls, spout.emitted, time.monotonic()
+        let_time_pass(local, "paced")
+        waits = (time.monotonic() - started) / (local.conf["topology.sleep.spout.wait.strategy.time.ms"] / 1000)
+        full = (spout.emitted - emitted) / local.conf["topology.transfer.batch.size"]
+        assert spout.emitted - emitted > 10_000, "the spout kept its rate"
+        assert spout.calls - calls <= 1.2 * (waits + full), f"{spout.calls - calls} calls in {waits:.0f} idle waits"
+
+
+def test_spouts_pause_while_a_receive_queue_is_over_the_high_water_mark_and_resume_once_it_drains() -> None:
+    GATES.pop("pressure", None)
+    t = Topology("pressure")
+    t.bolt("slow", Blocked, args=["pressure"], conf={"squall.own.thread": True}).shuffle(
+        t.spout("numbers", Numbers, args=[10**9], kwargs={"reliable": False}))
+    with run(t, **{"topology.executor.receive.buffer.size": 1000, "topology.transfer.batch.size": 10}) as local:
+        spout, slow = local.tasks("numbers")[0], local.tasks("slow")[0]
+        try:
+            wait_until(lambda: spout.stats.emitted >= 800, 10, "the blocked bolt's queue at the high water mark (0.8)")
+            let_time_pass(local, "numbers")  # the spout's task keeps running (heartbeats), emitting nothing
+            held = spout.stats.emitted
+            let_time_pass(local, "numbers")
+            assert spout.stats.emitted == held, "the spout emitted while the worker was backpressured"
+            assert held <= 1000, f"{held} emitted: past the queue's capacity (a spout's step is at most 80 here)"
+        finally:
+            GATES["pressure"].set()
+        wait_until(lambda: slow.bolt.executed > held + 10_000, 10, "the spout resumed once the queue drained")
 
 
 def test_activation_reaches_a_spout_at_once_when_nothing_is_due() -> None:

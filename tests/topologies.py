@@ -120,6 +120,19 @@ class Paced(Spout):
             self.emitted += 1
 
 
+class PacedBatch(Paced):
+    """``Paced`` through the batch API: ``next_batch`` emits what is due, at most ``max_rows``, in one
+    ``emit_many``; ``calls`` counts its calls."""
+
+    def next_batch(self, max_rows: int) -> None:
+        self.calls += 1
+        due = min(max_rows, int((time.monotonic() - self.start) * self.rate) - self.emitted)
+        if due > 0:
+            ns = range(self.emitted, self.emitted + due)
+            self.emitted += due
+            self.emit_many([(n,) for n in ns], msg_ids=ns)
+
+
 class Recorder(Bolt, _Records):
     """Keeps (source component, stream, values) of every input; records ``values`` as ``seen``, and
     when each tick came (``time.monotonic()``) as ``tick_times``."""
@@ -285,6 +298,19 @@ class Gate(Bolt):
                 self.emit(held.values, anchors=held)
                 self.ack(held)
             self.held.clear()
+
+
+class Blocked(Bolt):
+    """Blocks its task thread in ``execute`` until the gate ``name`` opens (run it with ``squall.own.thread``: its
+    receive queue then fills while the rest of the worker runs); counts what it executed."""
+
+    def __init__(self, name: str) -> None:
+        self.gate = GATES.setdefault(name, threading.Event())
+        self.executed = 0
+
+    def execute(self, tup: Tuple) -> None:
+        self.gate.wait()
+        self.executed += 1
 
 
 class Join(Bolt):

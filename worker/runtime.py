@@ -160,6 +160,8 @@ class WorkerRuntime:
                                  low=float(conf["topology.backpressure.water.mark.low"]))
         self.env = ExecutorEnv(layout.topology_id, report_error, self.pressure, self._fatal, report_beats)
         self.inboxes: dict[int, Inbox] = {}
+        #: The inboxes again, as a tuple replaced whole when tasks come or go: what :meth:`_fill` scans.
+        self._queues: tuple[Inbox, ...] = ()
         self.executors: dict[int, Executor] = {}
         self._thread_of: dict[int, TaskThread] = {}
         self.shared = self._new_thread("tasks")
@@ -205,6 +207,7 @@ class WorkerRuntime:
             inbox = Inbox(self._capacity, thread.wake)
             executor = self._executor_class(task)(task, self.layout, self.placement, thread.outbox, inbox, self.env)
             self.inboxes[task] = inbox
+            self._queues = tuple(self.inboxes.values())
             self.executors[task] = executor
             self._thread_of[task] = thread
             thread.add(executor)
@@ -290,6 +293,7 @@ class WorkerRuntime:
         for task in sorted(old - placement.local):
             self._thread_of.pop(task).remove(task)
             self.inboxes.pop(task, None)
+            self._queues = tuple(self.inboxes.values())
             self.executors.pop(task, None)
         for thread in self.threads:
             thread.call(lambda thread=thread: [e.refresh(layout, placement) for e in thread.executors])
@@ -412,7 +416,13 @@ class WorkerRuntime:
                         refused_so_far=sum(self.refused.values()), other_refusals_not_logged=suppressed)
 
     def _fill(self) -> float:
-        fill = max((i.size / i.capacity for i in list(self.inboxes.values())), default=0.0)
-        for sender in list(self.senders.values()):
-            fill = max(fill, sender.backlog / self._send_capacity)
+        """The fill ratio of the fullest receive queue or send backlog. Every round of every task thread asks
+        (:class:`Pressure`), so it is a plain loop: the queues share one capacity."""
+        queued = 0
+        for inbox in self._queues:
+            if inbox.size > queued:
+                queued = inbox.size
+        fill = queued / self._capacity
+        if self.senders:
+            fill = max(fill, max(sender.backlog for sender in list(self.senders.values())) / self._send_capacity)
         return fill
