@@ -9,8 +9,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from squall.stats import ALL_TIME, WINDOWS
 from squall.thrift import storm
-from ui import shapes
 
 #: Storm's ``sys`` parameter: these values include system components and streams.
 SYS_ON = ("1", "true")
@@ -21,15 +21,16 @@ class BadRequest(ValueError):
 
 
 def window_and_sys(query: Mapping[str, str]) -> tuple[str, bool]:
-    """The ``window`` (default ``:all-time``) and ``sys`` (default off) query parameters.
+    """The ``window`` (Storm's keys: ``600``, ``10800``, ``86400`` or ``:all-time``, the default) and ``sys``
+    (default off) query parameters.
 
-    >>> window_and_sys({"sys": "1"})
-    (':all-time', True)
+    >>> window_and_sys({"sys": "1"}), window_and_sys({"window": "600"})
+    ((':all-time', True), ('600', False))
     """
-    window = query.get("window", shapes.ALL_TIME)
-    if window not in shapes.WINDOWS:
-        raise BadRequest(f"window {window!r} is not kept; nimbus keeps {', '.join(shapes.WINDOWS)} "
-                         "(the 600, 10800 and 86400 windows are not there yet)")
+    window = query.get("window", ALL_TIME)
+    if window not in WINDOWS:
+        raise BadRequest(f"window {window!r} is not kept; give one of {', '.join(WINDOWS)} "
+                         "(the last 10 minutes, 3 hours, 1 day, or all time)")
     return window, query.get("sys", "0").lower() in SYS_ON
 
 
