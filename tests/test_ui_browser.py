@@ -168,7 +168,7 @@ def test_a_person_sees_the_word_count_in_the_browser_opens_a_log_and_deactivates
         wait_until(lambda: confirmation(chromium), 10, "the page to ask for a worker count")
         chromium.switch_to.alert.accept()
         wait_until(lambda: "refused" in text(chromium, "#action-result"), 30, "the REST API's refusal shown")
-        assert text(chromium, "#action-result") == "Rebalance refused: wait-time must be whole seconds >= 0, got 'soon'"
+        assert text(chromium, "#action-result") == "Rebalance refused: wait-time must be whole seconds from 0 to 2147483647, got 'soon'"
 
         chromium.find_element(By.ID, "deactivate").click()
         asked = wait_until(lambda: confirmation(chromium), 10, "the page to ask before deactivating")

@@ -237,14 +237,18 @@ def test_rebalance_bodies_and_wait_times() -> None:
     assert (options.wait_secs, options.num_workers, options.num_executors) == (7, 2, {"spout": 4, "count": 10})
     assert rebalance_options(0, b"").num_workers is None
     for body, message in ((b"{", "not JSON"), (b'{"rebalanceOptions": {"workers": 2}}', "unknown rebalanceOptions"),
-                          (b'{"rebalanceOptions": {"numWorkers": 0}}', "numWorkers must be a whole number >= 1"),
+                          (b'{"rebalanceOptions": {"numWorkers": 0}}', "numWorkers must be a whole number from 1 to 2147483647"),
+                          (b'{"rebalanceOptions": {"executors": {"c": 2147483648}}}', "executors.c must be a whole "
+                                                                                     "number from 1 to 2147483647"),
                           (b'{"rebalanceOptions": {"executors": {"c": true}}}', "executors.c must be"),
                           (b'[1]', "expected")):
         with pytest.raises(BadRequest, match=message):
             rebalance_options(0, body)
     assert wait_secs("30") == 30
-    with pytest.raises(BadRequest, match="wait-time must be whole seconds >= 0, got '-1'"):
+    with pytest.raises(BadRequest, match="wait-time must be whole seconds from 0 to 2147483647, got '-1'"):
         wait_secs("-1")
+    with pytest.raises(BadRequest, match="got '2147483648'"):
+        wait_secs("2147483648")
 
 
 @pytest.mark.parametrize("module", [ui.shapes, ui.params], ids=lambda m: m.__name__)

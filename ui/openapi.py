@@ -141,9 +141,10 @@ def _post(summary: str, parameters: list[dict[str, Any]], body: dict[str, Any] |
 
 REBALANCE_BODY = obj(rebalanceOptions={
     "type": "object", "additionalProperties": False,
-    "properties": {"numWorkers": {"type": "integer", "minimum": 1},
+    "properties": {"numWorkers": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
                    "executors": {"type": "object", "additionalProperties": {
-                       "oneOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": r"^\d+$"}]}}}})
+                       "oneOf": [{"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
+                                 {"type": "string", "pattern": r"^\d+$"}]}}}})
 
 PATHS: dict[str, Any] = {
     "/api/v1/cluster/configuration": _get("the cluster configuration", "Configuration"),

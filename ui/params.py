@@ -14,6 +14,8 @@ from squall.thrift import storm
 
 #: Storm's ``sys`` parameter: these values include system components and streams.
 SYS_ON = ("1", "true")
+#: The largest count or wait nimbus takes: its Thrift fields are 32-bit.
+MAX_I32 = 2**31 - 1
 
 
 class BadRequest(ValueError):
@@ -49,8 +51,8 @@ def supervisor_query(query: Mapping[str, str]) -> dict[str, str]:
 
 def wait_secs(text: str) -> int:
     """A ``wait-time`` path segment: whole seconds, 0 or more."""
-    if not text.isdigit():
-        raise BadRequest(f"wait-time must be whole seconds >= 0, got {text!r}")
+    if not text.isdigit() or int(text) > MAX_I32:
+        raise BadRequest(f"wait-time must be whole seconds from 0 to {MAX_I32}, got {text!r}")
     return int(text)
 
 
@@ -85,6 +87,6 @@ def rebalance_options(wait: int, body: bytes) -> Any:
 def _count(value: Any, what: str) -> int:
     if isinstance(value, str) and value.isdigit():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BadRequest(f"{what} must be a whole number >= 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_I32:
+        raise BadRequest(f"{what} must be a whole number from 1 to {MAX_I32}, got {value!r}")
     return value
