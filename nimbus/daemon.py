@@ -29,6 +29,7 @@ from nimbus.namedclasses import check_named_classes
 from nimbus.replication import CodeReplication
 from nimbus.scheduler import AssignType, Component
 from nimbus.scheduler.model import scheduler_components
+from nimbus.windows import StatsWindows
 from squall import topology as topo
 from squall.clock import Clock, Periodic, RealClock, Timer
 from squall.config import ConfigError
@@ -39,7 +40,7 @@ from squall.zk.client import ZkClient, topology_acl
 from squall.zk.errors import record_task_error
 from squall.zk.records import (
     Assignment, AssignmentType, Blacklist, ErrorLevel, GrayUpgradeConf, LoggerLevel, LoggerLevels, StormBase,
-    SupervisorInfo, TaskBeat, TaskError, TaskHeartbeats, TopologyStatus, TopologyTasks, WorkerMark,
+    SupervisorInfo, TaskBeat, TaskError, TaskHeartbeats, TaskStats, TopologyStatus, TopologyTasks, WorkerMark,
 )
 
 log = structlog.get_logger(__name__)
@@ -75,6 +76,7 @@ class Nimbus:
         self.downloads = Downloads(self.clock, chunk_bytes=conf["nimbus.thrift.max_buffer_size"] // 2,
                                    session_expiry_secs=conf["nimbus.file.copy.expiration.secs"])
         self.tracker = HeartbeatTracker()
+        self.windows = StatsWindows()  # the leader's: made from the beats it takes in, under _beats_lock
         self._monitor_blind = False  # the last monitor cycle could not read ZooKeeper
         self._beats_lock = threading.Lock()
         self.assigner = TopologyAssigner(self.zk, self.clock, self.topology_source,
@@ -507,6 +509,7 @@ class Nimbus:
         self.replication.announce()
         with self._beats_lock:
             self.tracker.forget(topology_id)
+            self.windows.forget(topology_id)
 
     # -- gray upgrade (decisions in nimbus.upgrade) ------------------------------------------------
 
@@ -727,6 +730,7 @@ class Nimbus:
             raise storm.NotAliveException(msg=topology_id)
         with self._beats_lock:
             self.tracker.record(topology_id, beats, int(self.clock.time()))
+            self.windows.record(topology_id, beats)
 
     def latest_beats(self, topology_id: str) -> dict[int, TaskBeat]:
         """The leader's live view of task beats; a follower reads the leader's last ``/taskbeats`` snapshot."""
@@ -735,6 +739,12 @@ class Nimbus:
                 return dict(self.tracker.snapshot(topology_id, 0).beats)
         stored = self.zk.read(paths.taskbeats(topology_id), TaskHeartbeats)
         return dict(stored.beats) if stored else {}
+
+    def stats_windows(self, topology_id: str) -> dict[int, dict[str, TaskStats]]:
+        """Task → Storm's window key → its counts in the window, from the beats this nimbus took in as leader
+        (a follower has none: the leader serves the windows, as the UI asks it)."""
+        with self._beats_lock:
+            return self.windows.windows(topology_id)
 
     def _ids_submitting(self) -> set[str]:
         return set(self._submitting.copy().values())  # dict.copy is atomic: no lock, so beats never wait on a change

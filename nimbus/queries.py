@@ -16,7 +16,7 @@ from squall.stats import to_executor_stats
 from squall.thrift import storm
 from squall.zk.records import (
     Assignment, ComponentType, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat, TaskError,
-    TopologyTasks,
+    TaskStats, TopologyTasks,
 )
 
 
@@ -85,11 +85,13 @@ def cluster_summary(supervisors: Iterable[SupervisorInfo], topologies: Mapping[s
 
 def topology_info(topology_id: str, base: StormBase, tasks: TopologyTasks | None, assignment: Assignment | None,
                   errors: Mapping[int, Iterable[TaskError]], now_secs: int,
-                  beats: Mapping[int, TaskBeat] | None = None, supervisors: Iterable[SupervisorInfo] = ()) -> Any:
-    """One executor per task, located by the assignment, with the stats of its latest beat; errors
-    grouped by component, newest first. Uptime is the task's own while it beats, else since placed."""
+                  beats: Mapping[int, TaskBeat] | None = None, supervisors: Iterable[SupervisorInfo] = (),
+                  windows: Mapping[int, Mapping[str, TaskStats]] | None = None) -> Any:
+    """One executor per task, located by the assignment, with the stats of its latest beat as ``:all-time``
+    and its ``windows`` (task → window key → counts, :mod:`nimbus.windows`); errors grouped by component,
+    newest first. Uptime is the task's own while it beats, else since placed."""
     info = tasks.tasks if tasks else {}
-    beats = beats or {}
+    beats, windows = beats or {}, windows or {}
     executors = []
     for w in assignment.workers if assignment else ():
         for t in w.tasks:
@@ -97,7 +99,8 @@ def topology_info(topology_id: str, base: StormBase, tasks: TopologyTasks | None
             uptime = beat.uptime_secs if beat else now_secs - assignment.task_start_secs.get(t, now_secs)
             stats = None
             if beat is not None and beat.stats is not None and t in info:
-                stats = to_executor_stats(beat.stats, spout=info[t].type is ComponentType.SPOUT)
+                stats = to_executor_stats(beat.stats, spout=info[t].type is ComponentType.SPOUT,
+                                          windows=windows.get(t))
             executors.append(storm.ExecutorSummary(
                 executor_info=storm.ExecutorInfo(task_start=t, task_end=t),
                 component_id=info[t].component if t in info else "?",

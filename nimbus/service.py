@@ -389,7 +389,8 @@ class NimbusService:
                               if (e := zk.read(paths.task_error(id, int(task), int(ts)), TaskError)) is not None]
                   for task in zk.children(paths.task_errors_root(id)) if task.isdigit()}
         return topology_info(id, base, tasks, zk.read(paths.assignment(id), Assignment), errors, self._now(),
-                             beats=self.nimbus.latest_beats(id), supervisors=self._supervisors())
+                             beats=self.nimbus.latest_beats(id), supervisors=self._supervisors(),
+                             windows=self.nimbus.stats_windows(id))
 
     def getTopologyInfoByName(self, topologyName: str) -> Any:
         return self.getTopologyInfo(self.nimbus.find_id(topologyName))

@@ -1,8 +1,9 @@
 """Task stats between Squall's :class:`~squall.zk.records.TaskStats` and Storm's ``ExecutorStats``.
 
-Squall keeps one window, Storm's ``:all-time`` (counts since the task started): the topology master
-sends it to nimbus in each task heartbeat and ``getTopologyInfo`` returns it per executor. Counts are
-exact, so ``rate`` (Storm's sampling rate) is 1.0.
+A task's counters since it started (Storm's ``:all-time`` window) go to nimbus in each task heartbeat,
+through the topology master; nimbus makes the 10 min, 3 h and 1 day windows from them
+(:mod:`nimbus.windows`) and ``getTopologyInfo`` returns all four per executor, under Storm's window keys
+(:data:`WINDOWS`). Counts are exact, so ``rate`` (Storm's sampling rate) is 1.0.
 """
 
 from __future__ import annotations
@@ -16,29 +17,37 @@ from squall.thrift import storm
 from squall.zk.records import TaskStats
 
 ALL_TIME = ":all-time"
+#: Storm's window keys, shortest first: the last 10 minutes, 3 hours, 1 day, and since the task started.
+WINDOWS = ("600", "10800", "86400", ALL_TIME)
 #: Most keys (streams, or inputs) one map of a task's stats may carry; more is refused as bad input.
 MAX_KEYS = 256
 
 
-def to_executor_stats(stats: TaskStats, *, spout: bool) -> Any:
-    """Storm's struct: spouts keyed by output stream, bolt inputs by ``GlobalStreamId``."""
-    def window(counts: Mapping[str, Any], key: Any = str) -> dict[str, dict[Any, Any]]:
-        return {ALL_TIME: {key(k): v for k, v in counts.items()}}
+def to_executor_stats(stats: TaskStats, *, spout: bool, windows: Mapping[str, TaskStats] | None = None) -> Any:
+    """Storm's struct with ``stats`` as ``:all-time`` and each of ``windows`` (window key → its counts) under
+    its key: spouts keyed by output stream, bolt inputs by ``GlobalStreamId``::
+
+        to_executor_stats(TaskStats(emitted={"default": 7}), spout=True).emitted   # {':all-time': {'default': 7}}
+    """
+    by_window = {**(windows or {}), ALL_TIME: stats}
+
+    def window(stat: str, key: Any = str) -> dict[str, dict[Any, Any]]:
+        return {w: {key(k): v for k, v in getattr(s, stat).items()} for w, s in by_window.items()}
 
     if spout:
         specific = storm.ExecutorSpecificStats(spout=storm.SpoutStats(
-            acked=window(stats.acked), failed=window(stats.failed), complete_ms_avg=window(stats.latency_ms)))
+            acked=window("acked"), failed=window("failed"), complete_ms_avg=window("latency_ms")))
     else:
         specific = storm.ExecutorSpecificStats(bolt=storm.BoltStats(
-            acked=window(stats.acked, _stream_id), failed=window(stats.failed, _stream_id),
-            process_ms_avg=window({}), executed=window(stats.executed, _stream_id),
-            execute_ms_avg=window(stats.latency_ms, _stream_id)))
-    return storm.ExecutorStats(emitted=window(stats.emitted), transferred=window(stats.transferred),
+            acked=window("acked", _stream_id), failed=window("failed", _stream_id),
+            process_ms_avg={w: {} for w in by_window}, executed=window("executed", _stream_id),
+            execute_ms_avg=window("latency_ms", _stream_id)))
+    return storm.ExecutorStats(emitted=window("emitted"), transferred=window("transferred"),
                                specific=specific, rate=1.0)
 
 
 def from_executor_stats(value: Any) -> TaskStats:
-    """Validate what a topology master sent; ``ValueError`` says what is wrong."""
+    """Validate what a topology master sent (its ``:all-time`` window); ``ValueError`` says what is wrong."""
     specific = value.specific
     if specific is None or (specific.spout is None) == (specific.bolt is None):
         raise ValueError("stats.specific must hold exactly one of spout or bolt")

@@ -30,7 +30,7 @@ from thriftpy2.transport import TFramedTransportFactory
 from nimbus.daemon import Nimbus
 from squall import STORM_VERSION
 from squall.clock import SimulatedClock
-from squall.stats import to_executor_stats
+from squall.stats import WINDOWS, to_executor_stats
 from squall.thrift import connect, storm
 from squall.zk import paths
 from squall.zk.client import ZkClient
@@ -320,11 +320,34 @@ def test_task_stats_in_heartbeats_show_in_topology_info(cluster: Cluster, leader
         spout: storm.TaskHeartbeat(time_secs=1, uptime_secs=42, stats=spout_stats),
         split: storm.TaskHeartbeat(time_secs=1, uptime_secs=41, stats=bad)}))
     executors = {e.executor_info.task_start: e for e in client.getTopologyInfo(topology_id).executors}
-    assert executors[spout].stats.emitted == {":all-time": {"default": 7}}
-    assert executors[spout].stats.specific.spout.acked == {":all-time": {"default": 6}}
+    assert executors[spout].stats.emitted == {w: {"default": 7} for w in WINDOWS}, "younger than every window"
+    assert executors[spout].stats.specific.spout.acked == {w: {"default": 6} for w in WINDOWS}
     assert executors[spout].uptime_secs == 42, "a beating task's uptime is its own"
     assert executors[split].stats is None and executors[split].uptime_secs == 41, \
         "malformed stats are dropped; the beat still counts"
+
+
+def test_getTopologyInfo_serves_storms_windows_made_from_the_beats_nimbus_took_in(cluster: Cluster,
+                                                                                 leader: Nimbus) -> None:
+    """A spout acking 10 trees a second, reported every 30 s for 20 minutes: its last 10 minutes hold 6000, the
+    3 h and 1 day windows all 12,000 (it is younger); a restart counts from the restart."""
+    topology_id = submit(cluster, leader)
+    client = cluster.client(leader)
+    tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+    spout = next(t for t, info in tasks.tasks.items() if info.component == "sentences")
+
+    def beat(uptime: int, acked: int) -> Any:
+        stats = to_executor_stats(TaskStats(emitted={"default": acked}, acked={"default": acked}), spout=True)
+        client.updateTaskHeartbeat(storm.TopologyTaskHbInfo(topologyId=topology_id, topologyMasterId=0, taskHbs={
+            spout: storm.TaskHeartbeat(time_secs=uptime, uptime_secs=uptime, stats=stats)}))
+        (executor,) = [e for e in client.getTopologyInfo(topology_id).executors if e.executor_info.task_start == spout]
+        return executor.stats.specific.spout.acked
+
+    for uptime in range(0, 1200, 30):
+        beat(uptime, 10 * uptime)
+    assert beat(1200, 12_000) == {"600": {"default": 6000}, "10800": {"default": 12_000},
+                                  "86400": {"default": 12_000}, ":all-time": {"default": 12_000}}
+    assert beat(3, 20) == {w: {"default": 20} for w in ("600", "10800", "86400", ":all-time")}, "restarted"
 
 
 def test_dead_worker_moves_after_the_timeout_and_beating_ones_stay(cluster: Cluster, leader: Nimbus) -> None:
@@ -745,7 +768,7 @@ def test_the_info_of_a_ten_thousand_task_topology_reaches_squalls_own_client(clu
     info = cluster.client(leader).getTopologyInfo(topology_id)
     assert [e.executor_info.task_start for e in info.executors] == sorted(tasks.tasks)
     bad = [(e.executor_info.task_start, e.component_id, e.stats) for e in info.executors
-           if e.stats is None or e.stats.emitted != {":all-time": {"default": 7, "__ack_ack": 7}}]
+           if e.stats is None or e.stats.emitted != {w: {"default": 7, "__ack_ack": 7} for w in WINDOWS}]
     assert bad == []
 
 

@@ -29,6 +29,16 @@ def test_bolt_inputs_are_keyed_by_global_stream_id_in_the_all_time_window() -> N
     assert thrift.emitted == {ALL_TIME: {"default": 4}} and thrift.rate == 1.0
 
 
+def test_windows_go_under_storms_keys_beside_all_time_which_alone_comes_back() -> None:
+    last_10m = TaskStats(executed={"split:default": 2}, latency_ms={"split:default": 0.5})
+    thrift = to_executor_stats(BOLT, spout=False, windows={"600": last_10m})
+    split = storm.GlobalStreamId(componentId="split", streamId="default")
+    assert thrift.specific.bolt.executed == {"600": {split: 2}, ALL_TIME: {split: 5, storm.GlobalStreamId(
+        componentId="raw", streamId="default"): 3}}
+    assert thrift.specific.bolt.execute_ms_avg["600"] == {split: 0.5} and thrift.emitted["600"] == {}
+    assert from_executor_stats(thrift) == BOLT, "a topology master sends :all-time; nimbus makes the windows"
+
+
 def _spout_stats(acked: dict) -> storm.ExecutorStats:
     return storm.ExecutorStats(emitted={}, transferred={}, rate=1.0, specific=storm.ExecutorSpecificStats(
         spout=storm.SpoutStats(acked={ALL_TIME: acked}, failed={}, complete_ms_avg={})))

@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 import ui.graph
 import ui.pages
 from squall import STORM_VERSION
-from squall.stats import to_executor_stats
+from squall.stats import ALL_TIME, WINDOWS, to_executor_stats
 from squall.thrift import storm
 from squall.zk.records import TaskStats
 from test_ui import valid
@@ -52,9 +52,11 @@ def running_topology() -> Any:
 
 
 def executor(task: int, component: str, stats: TaskStats, *, spout: bool = False, port: int = 6700) -> Any:
+    """An executor as old as the topology: all it did is in every window."""
     return storm.ExecutorSummary(
         executor_info=storm.ExecutorInfo(task_start=task, task_end=task), component_id=component, host="h1",
-        port=port, uptime_secs=UPTIME, stats=to_executor_stats(stats, spout=spout))
+        port=port, uptime_secs=UPTIME,
+        stats=to_executor_stats(stats, spout=spout, windows={w: stats for w in WINDOWS if w != ALL_TIME}))
 
 
 def running_info(status: str = "ACTIVE") -> Any:
@@ -118,7 +120,7 @@ def rows(html: str, table_id: str) -> list[list[str]]:
     assert table, f"no table {table_id}"
     return [[re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", cell)).strip()
              for cell in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
-            for row in re.findall(r"<tr>(.*?)</tr>", table.group(0), re.S)]
+            for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table.group(0), re.S)]
 
 
 # -- the graph's layout -----------------------------------------------------------------------------------
@@ -196,7 +198,8 @@ def test_the_cluster_page_lists_nimbuses_supervisors_and_topologies(browser: Tes
 def test_the_topology_page_shows_stats_graph_errors_and_actions_with_names_escaped(browser: TestClient) -> None:
     page = browser.get("/topology/wc-1-1").text
     assert rows(page, "topology-summary")[1][:6] == ["wc", "wc-1-1", "", "ACTIVE", "1m 40s", "2"]
-    assert rows(page, "topology-stats")[1] == ["All time", "3500", "3500", "9.000", "500", "0"]
+    assert rows(page, "topology-stats")[1:] == [[window, "3500", "3500", "9.000", "500", "0"] for window in (
+        "10m 0s", "3h 0m 0s", "1d 0h 0m 0s", "All time")]
     bolts = {r[0]: r for r in rows(page, "bolts")[1:]}
     assert bolts["split"][5:8] == ["0.120", "24.000", "500"], "capacity, execute latency, executed"
     assert "__acker" not in bolts, "system components only with ?sys=1"
@@ -232,9 +235,27 @@ def test_the_component_page_shows_executors_with_host_port_and_errors_with_time(
     (error,) = rows(page, "component-errors")[1:]
     assert error[:2] == ["2023-11-14 22:12:50 UTC 30 s ago", "h1:6700"]
     spout = browser.get("/topology/wc-1-1/component/sentences").text
-    assert rows(spout, "component-stats")[1] == ["All time", "500", "500", "9.000", "500", "0"]
+    assert rows(spout, "component-stats")[-1] == ["All time", "500", "500", "9.000", "500", "0"]
     hostile = browser.get("/topology/wc-1-1/component/%3Cscript%3Ealert%281%29%3C%2Fscript%3E")
     assert hostile.status_code == 200 and HOSTILE not in hostile.text
+
+
+def test_a_window_selector_links_each_window_keeping_the_sys_flag(browser: TestClient) -> None:
+    def selector(html: str) -> list[tuple[str, str]]:
+        part = re.search(r'<p class="windows" id="window-selector">.*?</p>', html, re.S)
+        assert part, "no window selector"
+        return re.findall(r'<(?:a href="([^"]*)"|strong class="current") data-window="[^"]*">([^<]*)<', part.group())
+
+    page = browser.get("/topology/wc-1-1?window=10800").text
+    assert selector(page) == [("?window=600&amp;sys=0", "10 minutes"), ("", "3 hours"),
+                              ("?window=86400&amp;sys=0", "1 day"), ("?sys=0", "All time")]
+    assert re.search(r'<tr class="current"><td>3h 0m 0s</td>', page), "the window shown is marked in the stats"
+    assert "<h2>Spouts <span class=\"window\">(3h 0m 0s)</span></h2>" in page
+    assert '<a href="?window=10800&amp;sys=1">Show system components' in page, "sys keeps the window"
+    component = browser.get("/topology/wc-1-1/component/split?window=600&sys=1").text
+    assert selector(component)[0] == ("", "10 minutes") and selector(component)[1] == ("?window=10800&amp;sys=1",
+                                                                                      "3 hours")
+    assert "<h2>Executors <span class=\"window\">(10m 0s)</span></h2>" in component
 
 
 def test_the_supervisor_page_lists_the_workers_on_its_host(browser: TestClient) -> None:
@@ -254,7 +275,7 @@ def test_a_page_that_cannot_be_made_is_an_html_error_page_and_the_api_keeps_json
     for path, status, message in (
             ("/topology/nosuch-1-1", 404, "no topology with id nosuch-1-1"),
             ("/topology/wc-1-1/component/nope", 404, "its components are &lt;script&gt;"),
-            ("/topology/wc-1-1?window=600", 400, "window &#39;600&#39; is not kept"),
+            ("/topology/wc-1-1?window=60", 400, "window &#39;60&#39; is not kept; give one of 600, 10800, 86400"),
             ("/supervisor/sup-9", 404, "no supervisor has id &#39;sup-9&#39;; the supervisors are sup-1 (h1), sup-2"),
             ("/nowhere", 404, "/nowhere is not part of the UI; the cluster&#39;s page is /")):
         page = browser.get(path)

@@ -24,10 +24,11 @@ NOW = 1_700_000_000
 
 
 def executor(task: int, component: str, stats: TaskStats | None, *, spout: bool = False, port: int = 6700,
-             uptime: int = 100) -> Any:
+             uptime: int = 100, windows: dict[str, TaskStats] | None = None) -> Any:
     return storm.ExecutorSummary(
         executor_info=storm.ExecutorInfo(task_start=task, task_end=task), component_id=component, host="h1",
-        port=port, uptime_secs=uptime, stats=to_executor_stats(stats, spout=spout) if stats else None)
+        port=port, uptime_secs=uptime,
+        stats=to_executor_stats(stats, spout=spout, windows=windows) if stats else None)
 
 
 def spout(task: int, emitted: int, acked: int, latency: float, failed: int = 0, **kw: Any) -> Any:
@@ -111,9 +112,12 @@ def test_topology_page_adds_up_executors_and_weights_latencies() -> None:
         "emitted": 300, "transferred": 300, "acked": 100, "executed": 100, "executeLatency": "1.400"}, \
         "user inputs only: ticks and __ack_ack left out"
     assert split_row["capacity"] == "0.508", "task 3: (40 * 2 ms + 5 ticks * 1000 ms) / 10 s of uptime"
-    (stats,) = page["topologyStats"]
+    *windows, stats = page["topologyStats"]
     assert stats == {"window": ":all-time", "windowPretty": "All time", "emitted": 700, "transferred": 700,
                      "acked": 100, "failed": 2, "completeLatency": "20.000"}
+    assert [(w["window"], w["windowPretty"], w["emitted"]) for w in windows] == [
+        ("600", "10m 0s", 0), ("10800", "3h 0m 0s", 0), ("86400", "1d 0h 0m 0s", 0)], \
+        "Storm's four windows, shortest first; executors that sent no window count nothing in it"
     assert (page["tasksTotal"], page["executorsTotal"], page["workersTotal"], page["msgTimeout"]) == (6, 6, 2, 30)
     assert page["workers"][0] == {
         "host": "h1", "port": 6700, "topologyId": "wc-1-1", "topologyName": "wc", "executorsTotal": 4,
@@ -122,7 +126,7 @@ def test_topology_page_adds_up_executors_and_weights_latencies() -> None:
 
     with_system = topology_page(info, topology, {}, now_secs=NOW, sys=True)
     assert [b["boltId"] for b in with_system["bolts"]] == ["__acker", "count", "split"]
-    assert with_system["topologyStats"][0]["emitted"] == 400 * 2 + 400 + 7
+    assert with_system["topologyStats"][-1]["emitted"] == 400 * 2 + 400 + 7
 
 
 def test_errors_newest_on_the_topology_page_all_of_them_oldest_first_on_the_component_page() -> None:
@@ -165,7 +169,8 @@ def test_component_pages_of_a_spout_and_a_bolt() -> None:
     assert (sentences["componentType"], sentences["executors"], sentences["topologyId"]) == ("spout", 1, "wc-1-1")
     assert sentences["outputStats"] == [{"stream": "default", "emitted": 100, "transferred": 100, "acked": 90,
                                          "failed": 0, "completeLatency": "10.000"}]
-    assert sentences["spoutSummary"][0]["acked"] == 90 and "boltStats" not in sentences
+    assert sentences["spoutSummary"][-1]["acked"] == 90 and "boltStats" not in sentences
+    assert [w["window"] for w in sentences["spoutSummary"]] == ["600", "10800", "86400", ":all-time"]
     (only,) = sentences["executorStats"]
     assert (only["id"], only["host"], only["port"], only["uptime"], only["completeLatency"]) == (
         "[1-1]", "h1", 6700, "1m 40s", "10.000")
@@ -181,6 +186,44 @@ def test_component_pages_of_a_spout_and_a_bolt() -> None:
                                                                                 ("sentences", "default")]
 
 
+def test_a_window_asked_for_shows_its_counts_and_capacity_over_its_length() -> None:
+    """The tables show the window asked for; ``topologyStats``, ``spoutSummary`` and ``boltStats`` list all four;
+    capacity is the busy share of the window (of the uptime, when the executor is younger)."""
+    last_10m = TaskStats(emitted={"default": 60}, transferred={"default": 60}, acked={"default": 50},
+                         latency_ms={"default": 4.0})
+    old_spout = executor(1, "sentences", TaskStats(emitted={"default": 900}, transferred={"default": 900},
+                                                   acked={"default": 800}, latency_ms={"default": 10.0}),
+                         spout=True, uptime=5000, windows={"600": last_10m, "10800": last_10m, "86400": last_10m})
+    bolt_10m = TaskStats(executed={"sentences:default": 60_000}, latency_ms={"sentences:default": 5.0})
+    old_bolt = executor(3, "split", TaskStats(executed={"sentences:default": 100_000},
+                                              latency_ms={"sentences:default": 5.0}),
+                        uptime=5000, windows={"600": bolt_10m, "10800": bolt_10m, "86400": bolt_10m})
+    young_bolt = executor(4, "split", TaskStats(executed={"sentences:default": 120},
+                                                latency_ms={"sentences:default": 5.0}), uptime=60,
+                          windows={w: TaskStats(executed={"sentences:default": 120}, latency_ms={"sentences:default": 5.0})
+                                   for w in ("600", "10800", "86400")})
+    info, topology = wordcount(old_spout, old_bolt, young_bolt)
+
+    page = topology_page(info, topology, {}, now_secs=NOW, window="600")
+    assert (page["window"], page["windowHint"]) == ("600", "10m 0s")
+    assert [(w["window"], w["acked"], w["completeLatency"]) for w in page["topologyStats"]] == [
+        ("600", 50, "4.000"), ("10800", 50, "4.000"), ("86400", 50, "4.000"), (":all-time", 800, "10.000")]
+    (sentences,) = page["spouts"]
+    assert (sentences["emitted"], sentences["acked"], sentences["completeLatency"]) == (60, 50, "4.000")
+    split_row = next(b for b in page["bolts"] if b["boltId"] == "split")
+    assert (split_row["executed"], split_row["capacity"]) == (60_120, "0.500"), \
+        "the old executor's 60,000 * 5 ms over the window's 600 s (the young one's 120 * 5 ms over its 60 s: 0.01)"
+    all_time = next(b for b in topology_page(info, topology, {}, now_secs=NOW)["bolts"] if b["boltId"] == "split")
+    assert (all_time["executed"], all_time["capacity"]) == (100_120, "0.100"), "100,000 * 5 ms over 5,000 s"
+
+    component = component_page(info, topology, "split", now_secs=NOW, window="600")
+    assert [(w["window"], w["executed"]) for w in component["boltStats"]] == [
+        ("600", 60_120), ("10800", 60_120), ("86400", 60_120), (":all-time", 100_120)]
+    assert [(e["executed"], e["capacity"]) for e in component["executorStats"]] == [(60_000, "0.500"),
+                                                                                    (120, "0.010")]
+    assert [i["executed"] for i in component["inputStats"]] == [60_120]
+
+
 def test_an_unknown_component_names_the_topology_s_components() -> None:
     info, topology = wordcount()
     with pytest.raises(UnknownComponent, match="wc-1-1 has no component 'nope'; its components are count, "
@@ -194,14 +237,18 @@ def test_rebalance_bodies_and_wait_times() -> None:
     assert (options.wait_secs, options.num_workers, options.num_executors) == (7, 2, {"spout": 4, "count": 10})
     assert rebalance_options(0, b"").num_workers is None
     for body, message in ((b"{", "not JSON"), (b'{"rebalanceOptions": {"workers": 2}}', "unknown rebalanceOptions"),
-                          (b'{"rebalanceOptions": {"numWorkers": 0}}', "numWorkers must be a whole number >= 1"),
+                          (b'{"rebalanceOptions": {"numWorkers": 0}}', "numWorkers must be a whole number from 1 to 2147483647"),
+                          (b'{"rebalanceOptions": {"executors": {"c": 2147483648}}}', "executors.c must be a whole "
+                                                                                     "number from 1 to 2147483647"),
                           (b'{"rebalanceOptions": {"executors": {"c": true}}}', "executors.c must be"),
                           (b'[1]', "expected")):
         with pytest.raises(BadRequest, match=message):
             rebalance_options(0, body)
     assert wait_secs("30") == 30
-    with pytest.raises(BadRequest, match="wait-time must be whole seconds >= 0, got '-1'"):
+    with pytest.raises(BadRequest, match="wait-time must be whole seconds from 0 to 2147483647, got '-1'"):
         wait_secs("-1")
+    with pytest.raises(BadRequest, match="got '2147483648'"):
+        wait_secs("2147483648")
 
 
 @pytest.mark.parametrize("module", [ui.shapes, ui.params], ids=lambda m: m.__name__)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from squall.names import is_system
-from squall.stats import ALL_TIME
+from ui.shapes import window_seconds
 
 NODE_WIDTH = 170
 NODE_HEIGHT = 52
@@ -221,15 +221,6 @@ def _arrow(flow: Flow, source: Box, target: Box, offset: float, busiest: float) 
     width = 1.5 + 4.5 * (flow.rate / busiest if busiest > 0 else 0.0)
     d = f"M {x1:.1f} {y1:.1f} C {c1[0]:.1f} {c1[1]:.1f}, {c2[0]:.1f} {c2[1]:.1f}, {x2:.1f} {y2:.1f}"
     return Arrow(flow, d, label, round(mid_x, 1), round(mid_y - 6, 1), round(width, 2))
-
-
-def window_seconds(window: str, uptime_secs: int) -> float:
-    """How long the window's counts were gathered over: the window's length, at most the uptime.
-
-    >>> window_seconds(":all-time", 120), window_seconds("600", 120), window_seconds("600", 9000)
-    (120.0, 120.0, 600.0)
-    """
-    return float(uptime_secs if window == ALL_TIME else min(int(window), uptime_secs))
 
 
 def topology_drawing(page: Mapping[str, Any], topology: Any, input_stats: Mapping[str, Sequence[Mapping[str, Any]]],

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from squall import __version__
+from squall.stats import ALL_TIME, WINDOWS
 
 STRING: dict[str, Any] = {"type": "string"}
 INTEGER: dict[str, Any] = {"type": "integer"}
@@ -104,8 +105,8 @@ TOPOLOGY_ID = {"name": "id", "in": "path", "required": True, "schema": STRING,
 WAIT_TIME = {"name": "wait_time", "in": "path", "required": True, "schema": {"type": "string", "pattern": r"^\d+$"},
              "description": "seconds nimbus waits before acting"}
 STATS_QUERY = [
-    {"name": "window", "in": "query", "schema": {"enum": [":all-time"], "default": ":all-time"},
-     "description": "the stats window (Squall keeps :all-time for now)"},
+    {"name": "window", "in": "query", "schema": {"enum": list(WINDOWS), "default": ALL_TIME},
+     "description": "the stats window: the last 600 s, 10800 s (3 h), 86400 s (1 day), or :all-time"},
     {"name": "sys", "in": "query", "schema": {"type": "string", "default": "0"},
      "description": "1 or true: include system components and streams"},
 ]
@@ -140,9 +141,10 @@ def _post(summary: str, parameters: list[dict[str, Any]], body: dict[str, Any] |
 
 REBALANCE_BODY = obj(rebalanceOptions={
     "type": "object", "additionalProperties": False,
-    "properties": {"numWorkers": {"type": "integer", "minimum": 1},
+    "properties": {"numWorkers": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
                    "executors": {"type": "object", "additionalProperties": {
-                       "oneOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": r"^\d+$"}]}}}})
+                       "oneOf": [{"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
+                                 {"type": "string", "pattern": r"^\d+$"}]}}}})
 
 PATHS: dict[str, Any] = {
     "/api/v1/cluster/configuration": _get("the cluster configuration", "Configuration"),

@@ -18,6 +18,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from squall.httpd import error_body
+from squall.stats import ALL_TIME, WINDOWS
 from ui import graph, shapes
 from ui.params import SYS_ON, window_and_sys
 from ui.source import NimbusSource
@@ -43,6 +44,9 @@ def when(epoch_secs: int | None) -> str:
 TEMPLATES.filters["when"] = when
 TEMPLATES.filters["rate"] = graph.rate_text
 TEMPLATES.filters["encoded"] = shapes.encoded
+#: The window selector's choices: Storm's window keys, labelled for people.
+TEMPLATES.globals["windows"] = tuple(zip(WINDOWS, ("10 minutes", "3 hours", "1 day", "All time"), strict=True))
+TEMPLATES.globals["default_window"] = ALL_TIME
 
 
 def render(template: str, **context: Any) -> str:

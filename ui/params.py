@@ -9,11 +9,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from squall.stats import ALL_TIME, WINDOWS
 from squall.thrift import storm
-from ui import shapes
 
 #: Storm's ``sys`` parameter: these values include system components and streams.
 SYS_ON = ("1", "true")
+#: The largest count or wait nimbus takes: its Thrift fields are 32-bit.
+MAX_I32 = 2**31 - 1
 
 
 class BadRequest(ValueError):
@@ -21,15 +23,16 @@ class BadRequest(ValueError):
 
 
 def window_and_sys(query: Mapping[str, str]) -> tuple[str, bool]:
-    """The ``window`` (default ``:all-time``) and ``sys`` (default off) query parameters.
+    """The ``window`` (Storm's keys: ``600``, ``10800``, ``86400`` or ``:all-time``, the default) and ``sys``
+    (default off) query parameters.
 
-    >>> window_and_sys({"sys": "1"})
-    (':all-time', True)
+    >>> window_and_sys({"sys": "1"}), window_and_sys({"window": "600"})
+    ((':all-time', True), ('600', False))
     """
-    window = query.get("window", shapes.ALL_TIME)
-    if window not in shapes.WINDOWS:
-        raise BadRequest(f"window {window!r} is not kept; nimbus keeps {', '.join(shapes.WINDOWS)} "
-                         "(the 600, 10800 and 86400 windows are not there yet)")
+    window = query.get("window", ALL_TIME)
+    if window not in WINDOWS:
+        raise BadRequest(f"window {window!r} is not kept; give one of {', '.join(WINDOWS)} "
+                         "(the last 10 minutes, 3 hours, 1 day, or all time)")
     return window, query.get("sys", "0").lower() in SYS_ON
 
 
@@ -48,8 +51,8 @@ def supervisor_query(query: Mapping[str, str]) -> dict[str, str]:
 
 def wait_secs(text: str) -> int:
     """A ``wait-time`` path segment: whole seconds, 0 or more."""
-    if not text.isdigit():
-        raise BadRequest(f"wait-time must be whole seconds >= 0, got {text!r}")
+    if not text.isdigit() or int(text) > MAX_I32:
+        raise BadRequest(f"wait-time must be whole seconds from 0 to {MAX_I32}, got {text!r}")
     return int(text)
 
 
@@ -84,6 +87,6 @@ def rebalance_options(wait: int, body: bytes) -> Any:
 def _count(value: Any, what: str) -> int:
     if isinstance(value, str) and value.isdigit():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BadRequest(f"{what} must be a whole number >= 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_I32:
+        raise BadRequest(f"{what} must be a whole number from 1 to {MAX_I32}, got {value!r}")
     return value

@@ -11,13 +11,14 @@ the numbers are made follows Storm too:
 * the topology's emitted and transferred add up every shown component, its acked, failed and complete
   latency are the spouts' (a tree counts once, where it started);
 * a bolt's capacity is the share of the time its busiest executor spent executing
-  (executed × execute latency / time): Storm takes the last 10 minutes, Squall's one window is
-  ``:all-time``, so the time is the executor's uptime;
+  (executed × execute latency / time), the time being the window's length, at most the executor's uptime
+  (Storm's UI takes the 10-minute window for it; Squall the window asked for);
 * ``sys=False`` (Storm's ``sys=0``) leaves out system components (``__acker``) and system streams or
   inputs (``__ack_ack``, ``__tick``).
 
-Squall keeps one stats window today, Storm's ``:all-time`` (:data:`WINDOWS`); the 10 min, 3 h and 1 day
-windows come later. What Squall does not know is left out rather than invented: resources
+Nimbus keeps Storm's four windows (:data:`WINDOWS`: the last 10 minutes, 3 hours, 1 day, and all time, made
+by :mod:`nimbus.windows`); ``topologyStats``, ``spoutSummary`` and ``boltStats`` list all four, as Storm's do,
+and the other tables show the window asked for. What Squall does not know is left out rather than invented: resources
 (``schedulerDisplayResource`` is false, as in Storm's default), the supervisor of a worker, and a
 topology's replication count. A worker's log link (``workerLogLink``, ``errorWorkerLogLink``) opens its log
 on the logviewer of its host, at the UI's ``logviewer.port``, as Storm's UI links them; without a port (or
@@ -35,10 +36,8 @@ from urllib.parse import quote
 from squall import STORM_VERSION
 from squall.local_state import worker_log_name
 from squall.names import is_system
-from squall.stats import ALL_TIME
+from squall.stats import ALL_TIME, WINDOWS
 
-#: The stats windows nimbus keeps (Storm's window keys); a request for another is refused.
-WINDOWS = (ALL_TIME,)
 #: Storm's sampling percentage shown when topology debug is off.
 DEFAULT_SAMPLING_PCT = 10
 #: Storm cuts a component's last error to this many characters on the topology page.
@@ -69,6 +68,15 @@ def pretty_uptime(secs: int) -> str:
         if secs > 0:
             parts.append(f"{secs}d")
     return " ".join(reversed(parts))
+
+
+def window_seconds(window: str, uptime_secs: int) -> float:
+    """How long a window's counts were gathered over: the window's length, at most the uptime.
+
+    >>> window_seconds(":all-time", 120), window_seconds("600", 120), window_seconds("600", 9000)
+    (120.0, 120.0, 600.0)
+    """
+    return float(uptime_secs if window == ALL_TIME else min(int(window), uptime_secs))
 
 
 def window_hint(window: str) -> str:
@@ -245,19 +253,23 @@ def _latency(parts: Iterable[_Counts], latencies: str, weights: str, sys: bool) 
                      for c in parts for key, latency in getattr(c, latencies).items() if _shown(key, sys))
 
 
-def _capacity(executor: Any, c: _Counts) -> float:
-    """The share of its uptime an executor spent executing (every input, ticks too: they take its time)."""
-    busy_ms = sum(n * c.latency_ms.get(key, 0.0) for key, n in c.executed.items())
-    return busy_ms / (executor.uptime_secs * 1000) if executor.uptime_secs > 0 else 0.0
-
-
 @dataclass(frozen=True)
 class Executed:
     """An executor as nimbus reports it (its ``ExecutorSummary``: host, port, tasks, uptime) and its counts in
-    the window asked for (None before its first stats)."""
+    ``window`` (None before its first stats)."""
 
     summary: Any
     counts: _Counts | None
+    window: str = ALL_TIME
+
+    @property
+    def capacity(self) -> float:
+        """The share of the window (of its uptime, when younger) it spent executing (every input, ticks too:
+        they take its time)."""
+        c, seconds = self.counts, window_seconds(self.window, self.summary.uptime_secs)
+        if c is None or seconds <= 0:
+            return 0.0
+        return sum(n * c.latency_ms.get(key, 0.0) for key, n in c.executed.items()) / (seconds * 1000)
 
     @property
     def task(self) -> str:
@@ -296,7 +308,7 @@ def stats_numbers(parts: list[Executed], spout: bool, sys: bool) -> dict[str, fl
             "executed": _sum(reported, "executed", sys),
             "executeLatency": _latency(reported, "latency_ms", "executed", sys),
             "processLatency": _latency(reported, "process_ms", "acked", sys),
-            "capacity": max((_capacity(p.summary, p.counts) for p in parts if p.counts is not None), default=0.0),
+            "capacity": max((p.capacity for p in parts), default=0.0),
         })
     return row
 
@@ -327,7 +339,7 @@ def executors_by_component(info: Any, window: str) -> dict[str, list[Executed]]:
     """A ``TopologyInfo``'s executors with their counts in ``window``, by component id."""
     grouped: dict[str, list[Executed]] = {}
     for e in info.executors:
-        grouped.setdefault(e.component_id, []).append(Executed(e, _counts(e.stats, window)))
+        grouped.setdefault(e.component_id, []).append(Executed(e, _counts(e.stats, window), window))
     return grouped
 
 
@@ -366,15 +378,13 @@ def topology_page(info: Any, topology: Any, conf: Mapping[str, Any], *, now_secs
     shown = sorted(c for c in kinds if sys or not is_system(c))
     spouts = [c for c in shown if kinds[c] == "spout"]
     every_part = [p for parts in grouped.values() for p in parts]
-    totals = topology_numbers(grouped, kinds, sys)
     return {
         "id": info.id, "encodedId": encoded(info.id), "name": info.name, "owner": info.owner, "user": None,
         "status": info.status, "uptime": pretty_uptime(info.uptime_secs), "uptimeSeconds": info.uptime_secs,
         "tasksTotal": _tasks(every_part), "executorsTotal": len(info.executors),
         "workersTotal": len({(e.host, e.port) for e in info.executors}), "schedulerInfo": info.sched_status,
         "msgTimeout": conf.get("topology.message.timeout.secs"), "window": window, "windowHint": window_hint(window),
-        "topologyStats": [{**_window_fields(window), **totals,
-                           "completeLatency": float_str(totals["completeLatency"])}],
+        "topologyStats": [_topology_stats(info, kinds, w, sys) for w in WINDOWS],
         "spouts": [_component_row(c, grouped.get(c, []), "spout", info, sys, now_secs, logviewer_port)
                    for c in spouts],
         "bolts": [_component_row(c, grouped.get(c, []), "bolt", info, sys, now_secs, logviewer_port) for c in shown
@@ -383,6 +393,12 @@ def topology_page(info: Any, topology: Any, conf: Mapping[str, Any], *, now_secs
         "configuration": dict(conf), "debug": False, "samplingPct": DEFAULT_SAMPLING_PCT,
         "schedulerDisplayResource": False,
     }
+
+
+def _topology_stats(info: Any, kinds: Mapping[str, str], window: str, sys: bool) -> dict[str, Any]:
+    """A line of the topology's stats: its totals in one window."""
+    totals = topology_numbers(executors_by_component(info, window), kinds, sys)
+    return {**_window_fields(window), **totals, "completeLatency": float_str(totals["completeLatency"])}
 
 
 def _component_row(component: str, parts: list[Executed], kind: str, info: Any, sys: bool, now_secs: int,
@@ -417,8 +433,9 @@ def _workers(info: Any, logviewer_port: int | None) -> list[dict[str, Any]]:
 
 def component_page(info: Any, topology: Any, component: str, *, now_secs: int, window: str = ALL_TIME,
                    sys: bool = False, logviewer_port: int | None = None) -> dict[str, Any]:
-    """``/api/v1/topology/<id>/component/<component>``: the component's stats in the window, per stream
-    (and per input for a bolt), per executor, and its errors, oldest first.
+    """``/api/v1/topology/<id>/component/<component>``: the component's stats in each window
+    (``spoutSummary`` or ``boltStats``), and in the window asked for per stream (and per input for a bolt) and
+    per executor, and its errors, oldest first.
 
     Raises :class:`UnknownComponent` naming the topology's components when it has no ``component``.
     """
@@ -442,11 +459,13 @@ def component_page(info: Any, topology: Any, component: str, *, now_secs: int, w
                           sorted(parts, key=lambda p: p.summary.executor_info.task_start)],
         "outputStats": _output_stats(reported, kind == "spout", sys),
     }
-    summary = {**_window_fields(window), **_stats_row(parts, kind == "spout", sys)}
+    summary = [{**_window_fields(w), **_stats_row(executors_by_component(info, w).get(component, []),
+                                                  kind == "spout", sys)} for w in WINDOWS]
     if kind == "spout":
-        page["spoutSummary"] = [{**summary, "lastError": _last_error(errors, info, now_secs, None)["lastError"]}]
+        last_error = _last_error(errors, info, now_secs, None)["lastError"]
+        page["spoutSummary"] = [{**row, "lastError": last_error} for row in summary]
     else:
-        page["boltStats"] = [summary]
+        page["boltStats"] = summary
         page["inputStats"] = _input_stats(reported, sys)
     return page
 
