@@ -39,7 +39,7 @@ from squall.zk.records import Assignment, GrayUpgradeConf, StormBase, Supervisor
 from supervisor.code import CodeKey, DownloadFailed, code_on_disk, download_code, remove_code
 from supervisor.processes import WorkerProcesses, WorkerRecord, new_worker_id
 from supervisor.runas import KEY as RUN_AS_USER, NoLocalUser, WorkerUser, check_supervisor, hand_over, local_user
-from supervisor.runas import private_to_root
+from supervisor.runas import interpreter, private_to_root
 from supervisor.sync import (
     Action, Backoff, ConfirmSwitch, Download, Kill, Launch, LocalWorker, RemoveCode, ReportError, UpgradePorts,
     WorkerSpec, plan,
@@ -65,7 +65,7 @@ def supervisor_id(local: Path) -> str:
 class Supervisor:
     def __init__(self, conf: Mapping[str, Any], *, host: str | None = None) -> None:
         self.conf = dict(conf)
-        check_supervisor(conf, [Path(conf["storm.local.dir"]), log_dir(conf), Path(sys.executable)])
+        check_supervisor(conf, [Path(conf["storm.local.dir"]), log_dir(conf), *interpreter()])
         self.run_as_user = bool(conf[RUN_AS_USER])
         self.host = host or conf.get("storm.local.hostname") or socket.getfqdn()
         self.local = Path(conf["storm.local.dir"]) / "supervisor"

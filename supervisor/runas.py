@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,8 +74,8 @@ def local_user(owner: str) -> WorkerUser:
 
 def check_supervisor(conf: Mapping[str, Any], reached: Iterable[Path]) -> None:
     """With :data:`KEY` on: the supervisor must be root, its private keys readable by it alone, and every
-    directory a worker reaches through (``reached``: the local dir, the log dir, the interpreter) enterable by
-    other users. Raises :class:`ConfigError` naming what to change."""
+    directory a worker reaches through (``reached``: the local dir, the log dir, the :func:`interpreter`)
+    enterable by other users. Raises :class:`ConfigError` naming what to change."""
     if not conf.get(KEY):
         return
     if os.geteuid() != 0:
@@ -86,10 +87,25 @@ def check_supervisor(conf: Mapping[str, Any], reached: Iterable[Path]) -> None:
             raise ConfigError(f"{KEY}: {key} {keystore} holds the daemons' private key and workers run as other "
                               f"users, but its mode is {Path(keystore).stat().st_mode & 0o777:04o}: chmod 600 {keystore}")
     for path in reached:
-        for directory in [Path(path), *Path(path).parents]:
-            if directory.exists() and not directory.stat().st_mode & 0o001:
-                raise ConfigError(f"{KEY}: workers run as other users and must enter {directory} (reaching {path}),"
-                                  f" whose mode is {directory.stat().st_mode & 0o777:04o}: chmod o+x {directory}")
+        closed = closed_to_others(path)
+        if closed is not None:
+            raise ConfigError(f"{KEY}: workers run as other users and must enter {closed} (reaching {path}),"
+                              f" whose mode is {closed.stat().st_mode & 0o777:04o}: chmod o+x {closed}")
+
+
+def interpreter() -> list[Path]:
+    """What a worker's interpreter is made of: this Python (through its links) and its standard library."""
+    return [Path(sys.executable), Path(sys.executable).resolve(), Path(os.__file__).resolve().parent]
+
+
+def closed_to_others(path: Path) -> Path | None:
+    """The first directory on the way to ``path`` (itself included, when a directory) that users other than
+    its owner and group cannot enter, or None (directories not made yet are made enterable)."""
+    path = Path(path)
+    for directory in [*reversed(path.parents), *([path] if path.is_dir() else [])]:
+        if directory.exists() and not directory.stat().st_mode & 0o001:
+            return directory
+    return None
 
 
 def private_to_root(*directories: Path) -> None:

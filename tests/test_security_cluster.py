@@ -28,6 +28,7 @@ from thriftpy2.transport import TFramedTransportFactory, TTransportException
 from processcluster import REPO, ProcessCluster
 from squall.devzk import free_port
 from squall.dsl import Topology
+from squall.local_state import stormdist_dir
 from squall.nimbus_client import nimbus_client
 from squall.package import build_package
 from squall.submitter import submit_topology
@@ -35,8 +36,8 @@ from squall.thrift import storm
 from squall.zk import paths
 from squall.zk.client import ZkClient, connect_string
 from squall.zk.errors import record_task_error
-from squall.local_state import stormdist_dir
 from squall.zk.records import TaskError, TopologyTasks
+from supervisor.runas import closed_to_others, interpreter
 from scenarios import counted_word_count, final_counts
 from support import listening, make_certs, tls_conf, wait_until
 from topologies import Paced, Snoop, Spy, read_records
@@ -206,16 +207,6 @@ def _secure_profile(certs: Path) -> dict[str, Any]:
             "storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": f"squall:{secrets.token_hex(12)}"}
 
 
-def _closed_to_others() -> Path | None:
-    """The first directory on the way to this interpreter (and its standard library) that other users cannot
-    enter, or None: workers run as another user start this interpreter."""
-    for target in (Path(sys.executable).resolve(), Path(os.__file__).resolve()):
-        for directory in target.parents:
-            if not directory.stat().st_mode & 0o001:
-                return directory
-    return None
-
-
 def _local_users(stack: ExitStack, *names: str) -> dict[str, pwd.struct_passwd]:
     """Create OS users (no home, no login) for this test; removed when ``stack`` closes."""
     for name in names:
@@ -235,10 +226,10 @@ def test_workers_run_as_their_topologys_owner(zk_conf: dict[str, Any], open_dir:
     still reach nimbus (relayed by the supervisor, since the workers hold no credential nimbus takes beats
     from); every worker process has its owner's uid. A topology whose owner has no OS user here gets no worker
     and a task error saying so."""
-    closed = _closed_to_others()
-    if closed is not None:
-        pytest.skip(f"other users cannot enter {closed} on the way to this Python ({sys.executable}), so no worker "
-                    f"could start as them: chmod o+x {closed} to run this test")
+    closed = [found for path in interpreter() if (found := closed_to_others(path)) is not None]
+    if closed:
+        pytest.skip(f"other users cannot enter {closed[0]} on the way to this Python ({sys.executable}), so no "
+                    f"worker could start as them: chmod o+x {closed[0]} to run this test")
     tag = secrets.token_hex(3)
     alice, bob, nobody = f"sqa{tag}", f"sqb{tag}", f"sqn{tag}"  # TLS principals; the first two get OS users
     base = open_dir  # not tmp_path: workers run as other users, who cannot enter it

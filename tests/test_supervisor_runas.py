@@ -13,7 +13,7 @@ import pytest
 from squall.config import ConfigError
 from squall.local_state import read_task_beats, read_worker_file, write_task_beats
 from supervisor.processes import WorkerProcesses, new_worker_id
-from supervisor.runas import NoLocalUser, check_supervisor, local_user, principal_to_local
+from supervisor.runas import NoLocalUser, check_supervisor, closed_to_others, local_user, principal_to_local
 from support import wait_until
 
 ON = {"supervisor.run.worker.as.user": True}
@@ -57,8 +57,10 @@ def test_workers_must_reach_their_files_and_not_the_keys(monkeypatch: pytest.Mon
     closed.chmod(0o700)
     with pytest.raises(ConfigError, match=f"must enter {closed} .*mode is 0700: chmod o\\+x {closed}"):
         check_supervisor(ON, [closed / "local"])
+    assert closed_to_others(closed / "local") == closed
     closed.chmod(0o711)
     check_supervisor(ON, [closed / "local"])
+    assert closed_to_others(closed / "local") is None
     key = open_dir / "daemons.pem"
     key.write_text("not really a key")
     key.chmod(0o644)
