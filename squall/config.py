@@ -354,8 +354,8 @@ KEYS: tuple[Key, ...] = (
             "(PATH, HOME, LANG, LC_*, PYTHONPATH, JAVA_HOME, SPARK_HOME...: squall.environment.ALLOWED); "
             "every other variable stays with the supervisor."),
     Key("supervisor.run.worker.as.user", "bool", False, origin="storm",
-        doc="Run each worker as its topology's owner's OS user (the TLS principal recorded at submit, up to its "
-            "first '/' or '@', as Storm's DefaultPrincipalToLocal), so topology code cannot read the daemons' "
+        doc="Run each worker as its topology's owner's OS user (the TLS principal recorded at submit is the user "
+            "name, as Storm's DefaultPrincipalToLocal), so topology code cannot read the daemons' "
             "storm.yaml, keys or other topologies' code. The supervisor must run as root."),
     # UI daemon (storm ui) ------------------------------------------------------------------------------
     Key("ui.host", "str", "0.0.0.0", origin="storm",

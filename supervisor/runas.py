@@ -6,8 +6,8 @@ Here the supervisor runs as root and starts each worker with ``subprocess``'s ``
 ``extra_groups=``; what a worker needs (its code directory, heartbeat directory and log file) becomes its
 user's, and everything else of the daemons' stays root's (storm.yaml, keys, other topologies' code).
 
-    user = local_user("alice@EXAMPLE.COM")      # WorkerUser(name='alice', uid=1001, gid=1001, groups=(1001,))
-    hand_over(code_dir, user)                   # alice's, 0700; nobody else's
+    user = local_user("alice")      # WorkerUser(name='alice', uid=1001, gid=1001, groups=(1001,), home=...)
+    hand_over(code_dir, user)       # alice's, 0700; nobody else's
 """
 
 from __future__ import annotations
@@ -42,34 +42,24 @@ class WorkerUser:
     home: str
 
 
-def principal_to_local(principal: str) -> str:
-    """The local user name of a principal, as Storm's DefaultPrincipalToLocal: up to the first '/' or '@'.
-
-    >>> principal_to_local("alice"), principal_to_local("alice/host@EXAMPLE.COM")
-    ('alice', 'alice')
-    """
-    for separator in "/@":
-        principal = principal.split(separator, 1)[0]
-    return principal
-
-
 def local_user(owner: str) -> WorkerUser:
     """The OS user a topology owned by the principal ``owner`` runs as; :class:`NoLocalUser` says why none.
 
-    Never root: a principal named ``root`` would otherwise get every daemon's credential back."""
+    The principal is the user name, as Storm's default ``storm.principal.tolocal`` (DefaultPrincipalToLocal)
+    maps it: a certificate's common name ``alice`` runs as ``alice``; ``alice@EXAMPLE.COM`` has no user. Never
+    root: a principal named ``root`` would otherwise get every daemon's credential back."""
     if not owner:
         raise NoLocalUser("it has no owner (submitted without TLS authentication), so there is no user to run "
                           f"its workers as with {KEY}: submit it with a client certificate")
-    name = principal_to_local(owner)
     try:
-        entry = pwd.getpwnam(name)
+        entry = pwd.getpwnam(owner)
     except KeyError:
-        raise NoLocalUser(f"its owner {owner!r} has no local user {name!r} on this host ({KEY}): "
-                          f"create it (useradd {name})") from None
+        raise NoLocalUser(f"its owner has no local user {owner!r} on this host ({KEY}): "
+                          f"create it (useradd {owner})") from None
     if entry.pw_uid == 0:
-        raise NoLocalUser(f"its owner {owner!r} maps to {name!r}, uid 0: {KEY} never runs workers as root")
-    groups = tuple(sorted(set(os.getgrouplist(name, entry.pw_gid))))
-    return WorkerUser(name, entry.pw_uid, entry.pw_gid, groups, entry.pw_dir)
+        raise NoLocalUser(f"its owner {owner!r} is uid 0 here: {KEY} never runs workers as root")
+    groups = tuple(sorted(set(os.getgrouplist(owner, entry.pw_gid))))
+    return WorkerUser(owner, entry.pw_uid, entry.pw_gid, groups, entry.pw_dir)
 
 
 def check_supervisor(conf: Mapping[str, Any], reached: Iterable[Path]) -> None:
