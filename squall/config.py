@@ -353,6 +353,10 @@ KEYS: tuple[Key, ...] = (
         doc="Environment variables of the supervisor passed on to workers besides the built-in allow-list "
             "(PATH, HOME, LANG, LC_*, PYTHONPATH, JAVA_HOME, SPARK_HOME...: squall.environment.ALLOWED); "
             "every other variable stays with the supervisor."),
+    Key("supervisor.run.worker.as.user", "bool", False, origin="storm",
+        doc="Run each worker as its topology's owner's OS user (the TLS principal recorded at submit is the user "
+            "name, as Storm's DefaultPrincipalToLocal), so topology code cannot read the daemons' "
+            "storm.yaml, keys or other topologies' code. The supervisor must run as root."),
     # UI daemon (storm ui) ------------------------------------------------------------------------------
     Key("ui.host", "str", "0.0.0.0", origin="storm",
         doc="Address the UI daemon binds: 0.0.0.0 is every interface (Storm 2.x's default), 127.0.0.1 this host only."),

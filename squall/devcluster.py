@@ -184,7 +184,9 @@ class DevCluster:
 
     def _start(self, name: str, command: str) -> subprocess.Popen[bytes]:
         conf_file = self.root / f"{name}.yaml"
-        conf_file.write_text(json.dumps(self.daemon_conf(name), indent=1))  # JSON is YAML
+        # JSON is YAML; the daemons' own (it may hold their ZooKeeper password): workers run as another user
+        # (supervisor.run.worker.as.user) must not read it
+        write_atomically(conf_file, json.dumps(self.daemon_conf(name), indent=1).encode(), 0o600)
         env = {**os.environ, "PYTHONPATH": squall_import_path(self.root / "python")}
         with open(self.log_file(name), "ab") as log:
             process = subprocess.Popen([*self.prefixes.get(name, ()), sys.executable, "-m", "squall.cli", "--config",

@@ -8,7 +8,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,16 +86,65 @@ def worker_of_log(name: str) -> tuple[str, int] | None:
     return (found["topology"], int(found["port"])) if found else None
 
 
+#: In a worker's directory under :func:`workers_dir`: what the worker itself writes (its user's, when
+#: ``supervisor.run.worker.as.user`` runs it as its topology's owner).
+HEARTBEATS = "heartbeats"
+
+
 def heartbeat_file(conf: Mapping[str, Any], worker_id: str) -> Path:
-    return workers_dir(conf) / worker_id / "heartbeat"
+    return workers_dir(conf) / worker_id / HEARTBEATS / "heartbeat"
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Readers see the old content or the new, never half of it."""
+def task_beats_file(conf: Mapping[str, Any], worker_id: str) -> Path:
+    """Beside the heartbeat, with ``supervisor.run.worker.as.user``: the topology master's task beats, which
+    its supervisor sends on to nimbus (Storm 2's workers beat to their supervisor too): a worker running
+    as its owner holds no credential nimbus would take heartbeats from."""
+    return workers_dir(conf) / worker_id / HEARTBEATS / "task-beats"
+
+
+def write_task_beats(path: Path, requests: Sequence[bytes]) -> None:
+    """Serialized ``updateTaskHeartbeat`` requests, each after its length (4 bytes, big-endian)."""
+    write_atomically(path, b"".join(len(r).to_bytes(4, "big") + r for r in requests))
+
+
+def read_task_beats(path: Path) -> list[bytes]:
+    """What :func:`write_task_beats` wrote; a truncated tail is dropped."""
+    data, found, at = read_worker_file(path), [], 0
+    while at + 4 <= len(data):
+        size = int.from_bytes(data[at:at + 4], "big")
+        if at + 4 + size > len(data):
+            break
+        found.append(data[at + 4:at + 4 + size])
+        at += 4 + size
+    return found
+
+
+def write_atomically(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Readers see the old content or the new, never half of it; with ``mode`` (0o600 for a file holding a
+    secret), the file has exactly that mode from its first byte on."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
+    if mode is None:
+        tmp.write_bytes(data)
+    else:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
     tmp.replace(path)
+
+
+#: The most a supervisor reads of a file its worker wrote.
+WORKER_FILE_MAX_BYTES = 16 << 20
+
+
+def read_worker_file(path: Path) -> bytes:
+    """A file a worker wrote, as its supervisor reads it: at most :data:`WORKER_FILE_MAX_BYTES`, never through a
+    symlink, never blocking on a FIFO — a worker running as its topology's owner may have put either there.
+    Raises OSError (FileNotFoundError when absent, ELOOP for a symlink)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as file:
+        return file.read(WORKER_FILE_MAX_BYTES)
 
 
 def write_heartbeat(path: Path, time_secs: float, **details: Any) -> None:

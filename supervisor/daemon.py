@@ -27,13 +27,19 @@ import structlog
 from squall import __version__
 from squall.config import without_secrets
 from squall.environment import user_code_environment
-from squall.local_state import code_dir, log_dir, stormdist_dir, worker_log_name, workers_dir, write_atomically
+from squall.local_state import (
+    code_dir, log_dir, read_task_beats, stormdist_dir, task_beats_file, worker_log_name, workers_dir, write_atomically,
+)
+from squall.nimbus_client import nimbus_client
+from squall.thrift import from_bytes, storm
 from squall.zk import paths
 from squall.zk.client import Watch, ZkClient
 from squall.zk.errors import record_task_error
-from squall.zk.records import Assignment, GrayUpgradeConf, SupervisorInfo, TaskError, WorkerMark
+from squall.zk.records import Assignment, GrayUpgradeConf, StormBase, SupervisorInfo, TaskError, WorkerMark
 from supervisor.code import CodeKey, DownloadFailed, code_on_disk, download_code, remove_code
 from supervisor.processes import WorkerProcesses, WorkerRecord, new_worker_id
+from supervisor.runas import KEY as RUN_AS_USER, NoLocalUser, WorkerUser, check_supervisor, hand_over, local_user
+from supervisor.runas import interpreter, private_to_root
 from supervisor.sync import (
     Action, Backoff, ConfirmSwitch, Download, Kill, Launch, LocalWorker, RemoveCode, ReportError, UpgradePorts,
     WorkerSpec, plan,
@@ -59,6 +65,8 @@ def supervisor_id(local: Path) -> str:
 class Supervisor:
     def __init__(self, conf: Mapping[str, Any], *, host: str | None = None) -> None:
         self.conf = dict(conf)
+        check_supervisor(conf, [Path(conf["storm.local.dir"]), log_dir(conf), *interpreter()])
+        self.run_as_user = bool(conf[RUN_AS_USER])
         self.host = host or conf.get("storm.local.hostname") or socket.getfqdn()
         self.local = Path(conf["storm.local.dir"]) / "supervisor"
         self.local.mkdir(parents=True, exist_ok=True)
@@ -76,6 +84,10 @@ class Supervisor:
         self._topology_watches: dict[str, list[Watch]] = {}
         self._watch: Watch | None = None
         self._worker_conf = self.local / "worker-conf.json"
+        self._refused: set[str] = set()  # topologies whose owner has no user here, reported once
+        self._beats_sent: dict[str, int] = {}  # worker id → mtime (ns) of the task beats last sent for it
+        if self.run_as_user:
+            private_to_root(self.local, stormdist_dir(conf), workers_dir(conf), self.log_dir)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -164,6 +176,8 @@ class Supervisor:
                 self.sync()
             except Exception:
                 log.exception("supervisor sync failed; retrying on the next change or tick")
+            if self.run_as_user:
+                self._relay_task_beats()
             now = time.monotonic()
             if now >= next_beat:
                 next_beat = now + beat_every
@@ -205,6 +219,7 @@ class Supervisor:
                 download_code(self.conf, action.topology_id, action.version, self.zk,
                               stamp=assignments[action.topology_id].timestamp_ms)
                 log.info("code downloaded", topology_id=action.topology_id, version=action.version)
+                self._hand_code_over(action.topology_id, action.version)
             except DownloadFailed as exc:
                 failed.add((action.topology_id, action.version))
                 log.warning("code download failed; retrying on the next sync", error=str(exc))
@@ -234,7 +249,35 @@ class Supervisor:
             by_port[record.port] = record
         return by_port
 
+    def _worker_user(self, topology_id: str) -> WorkerUser | None:
+        """With ``supervisor.run.worker.as.user``, the OS user the topology's workers run as; :class:`NoLocalUser`
+        when it has none here."""
+        if not self.run_as_user:
+            return None
+        base = self.zk.read(paths.topology(topology_id), StormBase)
+        return local_user(base.owner if base is not None else "")
+
+    def _hand_code_over(self, topology_id: str, version: int) -> None:
+        """With ``supervisor.run.worker.as.user``, the topology's code directory becomes its owner's alone
+        (0700): its workers read it, nobody else. At download too, so running workers read an updated conf."""
+        try:
+            user = self._worker_user(topology_id)
+        except NoLocalUser:
+            return  # stays root's; its launch reports why
+        if user is not None:
+            hand_over(code_dir(self.conf, topology_id, version).parent, user)
+
     def _launch(self, port: int, spec: WorkerSpec) -> None:
+        try:
+            user = self._worker_user(spec.topology_id)
+        except NoLocalUser as exc:
+            if spec.topology_id not in self._refused:
+                self._refused.add(spec.topology_id)
+                self._report(ReportError(spec.topology_id, spec.tasks,
+                                         f"worker on port {port} not started: {spec.topology_id}: {exc}"))
+            return
+        self._refused.discard(spec.topology_id)
+        self._hand_code_over(spec.topology_id, spec.version)
         worker_id = new_worker_id()
         argv = [sys.executable, "-m", "worker", "--config", str(self._worker_conf), "--code-version", str(spec.version),
                 spec.topology_id, self.supervisor_id, str(port), worker_id]
@@ -242,9 +285,44 @@ class Supervisor:
             worker_id, argv, port=port, topology_id=spec.topology_id, tasks=spec.tasks, version=spec.version,
             log_file=self.log_dir / worker_log_name(spec.topology_id, port),
             cwd=code_dir(self.conf, spec.topology_id, spec.version), on_exit=self.request_sync,
-            env=user_code_environment(os.environ, self.conf["supervisor.worker.env.allow"]))
+            env=self._worker_environment(user), user=user)
         log.info("worker launched", topology_id=spec.topology_id, port=port, worker_id=worker_id, pid=record.pid,
-                 version=spec.version)
+                 version=spec.version, user=user.name if user else None)
+
+    def _worker_environment(self, user: WorkerUser | None) -> dict[str, str]:
+        env = user_code_environment(os.environ, self.conf["supervisor.worker.env.allow"])
+        if user is not None:
+            env.update(HOME=user.home, USER=user.name, LOGNAME=user.name)
+        return env
+
+    def _relay_task_beats(self) -> None:
+        """Send the task beats workers running as their owners left (:func:`task_beats_file`) to nimbus with this
+        daemon's credential — each only for its worker's own topology — once per new file."""
+        fresh: list[Any] = []
+        sent, self._beats_sent = self._beats_sent, {}
+        for record in self.processes.records():
+            path = task_beats_file(self.conf, record.worker_id)
+            try:
+                stamp = path.stat().st_mtime_ns
+                if sent.get(record.worker_id) == stamp:
+                    self._beats_sent[record.worker_id] = stamp
+                    continue
+                requests = [from_bytes(storm.TopologyTaskHbInfo, blob) for blob in read_task_beats(path)]
+            except FileNotFoundError:
+                continue
+            except Exception:
+                log.warning("unreadable task beats; ignored", worker_id=record.worker_id, exc_info=True)
+                continue
+            self._beats_sent[record.worker_id] = stamp
+            fresh += [r for r in requests if r.topologyId == record.topology_id]
+        if not fresh:
+            return
+        try:
+            with nimbus_client(self.conf, self.zk, timeout_ms=10_000) as nimbus:
+                for request in fresh:
+                    nimbus.updateTaskHeartbeat(request)
+        except Exception as exc:
+            log.warning("could not send task beats to nimbus; sending the next ones", error=repr(exc))
 
     def _confirm_switch(self, action: ConfirmSwitch) -> None:
         """Upgraded first, then no longer upgrading: a crash in between is redone on the next sync."""
@@ -266,11 +344,7 @@ class Supervisor:
 
     def _write_worker_conf(self) -> None:
         """The workers' config: this daemon's without its secrets (a worker's ZooKeeper credential is its
-        topology's own), as JSON (YAML reads it), readable by this user only."""
+        topology's own), as JSON (YAML reads it), readable by this user only — or, when workers run as their
+        topologies' owners, by everyone: it holds no secret."""
         data = json.dumps(without_secrets(self.conf), sort_keys=True, default=str).encode()
-        self._worker_conf.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._worker_conf.with_name(f".{self._worker_conf.name}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        tmp.replace(self._worker_conf)
+        write_atomically(self._worker_conf, data, 0o644 if self.run_as_user else 0o600)

@@ -1,7 +1,8 @@
 """Worker processes on this host: start, find again after a supervisor restart, and stop — by pid.
 
 Each worker gets ``<root>/<worker-id>/`` holding ``worker.json`` (pid, port, topology, tasks, start
-time, code version) and the ``heartbeat`` file the worker rewrites. A pid is only ever signalled after checking
+time, code version) and ``heartbeats/``, where the worker rewrites its ``heartbeat`` file (the only part a
+worker running as another user may write). A pid is only ever signalled after checking
 that its command line still carries the worker id, so a recycled pid is never killed by mistake.
 """
 
@@ -18,6 +19,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from squall.local_state import HEARTBEATS, read_worker_file
+from supervisor.runas import WorkerUser, hand_over
 
 
 #: Beside a worker's record: an operator asked for it to stop (see :meth:`WorkerProcesses.stop_on_request`).
@@ -65,19 +69,27 @@ class WorkerProcesses:
 
     def launch(self, worker_id: str, argv: Sequence[str], *, port: int, topology_id: str, tasks: Sequence[int],
                log_file: Path, version: int = 1, env: dict[str, str] | None = None, cwd: Path | None = None,
-               on_exit: Callable[[], None] | None = None) -> WorkerRecord:
+               on_exit: Callable[[], None] | None = None, user: WorkerUser | None = None) -> WorkerRecord:
         """Start ``argv`` (which must contain ``worker_id``) in its own process group; remember it on disk.
 
-        ``on_exit`` runs (on a watcher thread) when the process ends, so a crash is acted on at once.
+        ``on_exit`` runs (on a watcher thread) when the process ends, so a crash is acted on at once. With a
+        ``user`` (the caller is root), the process runs as that user with umask 077, and its heartbeat
+        directory and log file are that user's alone; its record stays root's.
         """
         if worker_id not in argv:
             raise ValueError("the worker command line must carry the worker id, so its pid can be verified later")
         directory = self.root / worker_id
-        directory.mkdir(parents=True, exist_ok=True)
+        (directory / HEARTBEATS).mkdir(parents=True, exist_ok=True)
         log_file.parent.mkdir(parents=True, exist_ok=True)
+        as_user: dict[str, object] = {}
+        if user is not None:
+            hand_over(directory / HEARTBEATS, user)
+            log_file.touch()
+            hand_over(log_file, user)
+            as_user = {"user": user.uid, "group": user.gid, "extra_groups": list(user.groups), "umask": 0o077}
         with open(log_file, "ab") as log:
             child = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, env=env, cwd=cwd)
+                                     start_new_session=True, env=env, cwd=cwd, **as_user)  # type: ignore[call-overload]
         self._children[worker_id] = child
         if on_exit is not None:
             threading.Thread(target=lambda: (child.wait(), on_exit()), name=f"watch-{worker_id[:8]}",
@@ -108,12 +120,12 @@ class WorkerProcesses:
         return _owns(record.pid, record.worker_id)
 
     def heartbeat_path(self, worker_id: str) -> Path:
-        return self.root / worker_id / "heartbeat"
+        return self.root / worker_id / HEARTBEATS / "heartbeat"
 
     def last_beat(self, worker_id: str) -> float | None:
         """Epoch seconds of the worker's last local heartbeat, None before the first one."""
         try:
-            return float(json.loads(self.heartbeat_path(worker_id).read_text())["time_secs"])
+            return float(json.loads(read_worker_file(self.heartbeat_path(worker_id)))["time_secs"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
 

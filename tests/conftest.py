@@ -8,8 +8,11 @@ testcontainers ZooKeeper when a Docker engine answers, else a local server from 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -79,3 +82,12 @@ def zk(zk_conf: dict[str, Any]) -> Iterator[ZkClient]:
         yield client
     finally:
         client.stop()
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A directory other users may enter (0711): pytest's tmp_path is under one only its user may (0700)."""
+    directory = Path(tempfile.mkdtemp(prefix="squall-runas-"))
+    directory.chmod(0o711)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)

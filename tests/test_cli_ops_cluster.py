@@ -12,6 +12,7 @@ import pytest
 
 from processcluster import ProcessCluster
 from squall.cli.main import build_parser, main
+from squall.local_state import heartbeat_file
 from supervisor.processes import running
 from support import log_events, wait_until
 from test_cli_cluster import WORDCOUNT, cluster, storm  # noqa: F401  (cluster is the module's fixture)
@@ -156,7 +157,7 @@ def test_kill_workers_kills_this_hosts_workers_and_the_supervisor_restarts_them(
     def restarted() -> bool:
         now = {r.port: r for r in cluster.workers("sup") if r.topology_id == wordcount}
         return (set(now) == set(before) and all(now[p].pid != before[p].pid for p in now)
-                and all(running(r.pid) and (Path(local_dir) / "workers" / r.worker_id / "heartbeat").exists()
+                and all(running(r.pid) and heartbeat_file({"storm.local.dir": local_dir}, r.worker_id).exists()
                         for r in now.values()))
     wait_until(restarted, 60, "the supervisor running new workers on the same ports")
     errors = json.loads(storm(cluster, capsys, "get-errors", NAME)[1])["Comp-Errors"]

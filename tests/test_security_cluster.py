@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import pwd
 import secrets
+import shutil
 import socket
+import subprocess
+import sys
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
@@ -20,7 +26,9 @@ from thriftpy2.rpc import make_client
 from thriftpy2.transport import TFramedTransportFactory, TTransportException
 
 from processcluster import REPO, ProcessCluster
+from squall.devzk import free_port
 from squall.dsl import Topology
+from squall.local_state import stormdist_dir
 from squall.nimbus_client import nimbus_client
 from squall.package import build_package
 from squall.submitter import submit_topology
@@ -29,9 +37,10 @@ from squall.zk import paths
 from squall.zk.client import ZkClient, connect_string
 from squall.zk.errors import record_task_error
 from squall.zk.records import TaskError, TopologyTasks
+from supervisor.runas import closed_to_others, interpreter
 from scenarios import counted_word_count, final_counts
 from support import listening, make_certs, tls_conf, wait_until
-from topologies import Snoop, read_records
+from topologies import Paced, Snoop, Spy, read_records
 from worker.wire import Greeting, WireBatch, hello
 
 
@@ -126,9 +135,7 @@ def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path) 
     (AuthorizationException), the admin may kill it; an anonymous ZooKeeper session can write no Squall znode;
     a forged connection to a worker's port is refused and delivers nothing."""
     certs = make_certs(tmp_path / "certs", "squall-daemons", "alice", "bob", "ops")
-    secure = {**tls_conf(certs, "squall-daemons"), "nimbus.thrift.tls.port": 0, "nimbus.thrift.tls.server.only": True,
-              "nimbus.authorizer": "simple", "nimbus.admins": ["ops"], "nimbus.supervisor.users": ["squall-daemons"],
-              "storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": f"squall:{secrets.token_hex(12)}"}
+    secure = _secure_profile(certs)
     records = tmp_path / "records"
     topology, expected = counted_word_count(records, rounds=10, workers=2)
     with ExitStack() as stack:
@@ -191,6 +198,92 @@ def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path) 
             admin.killTopologyWithOpts("wordcount", storm.KillOptions(wait_secs=0))
         wait_until(lambda: not cluster.zk.exists(paths.topology(topology_id)), 60, "the admin's kill done")
         assert "forged" not in {word for word, _ in read_records(records, "seen")}
+
+
+def _secure_profile(certs: Path) -> dict[str, Any]:
+    """The secure profile's keys: Thrift over mutual TLS only, the simple authorizer (admin ``ops``), digests."""
+    return {**tls_conf(certs, "squall-daemons"), "nimbus.thrift.tls.port": 0, "nimbus.thrift.tls.server.only": True,
+            "nimbus.authorizer": "simple", "nimbus.admins": ["ops"], "nimbus.supervisor.users": ["squall-daemons"],
+            "storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": f"squall:{secrets.token_hex(12)}"}
+
+
+def _local_users(stack: ExitStack, *names: str) -> dict[str, pwd.struct_passwd]:
+    """Create OS users (no home, no login) for this test; removed when ``stack`` closes."""
+    for name in names:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True,
+                       capture_output=True, timeout=30)
+        stack.callback(subprocess.run, ["userdel", name], check=False, capture_output=True, timeout=30)
+    return {name: pwd.getpwnam(name) for name in names}
+
+
+@pytest.mark.slow  # two local users, a process cluster, a word count: about a minute
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None,
+                    reason="supervisor.run.worker.as.user needs root (and useradd to create the test's users)")
+def test_workers_run_as_their_topologys_owner(zk_conf: dict[str, Any], open_dir: Path) -> None:
+    """supervisor.run.worker.as.user in the secure profile: alice's and bob's topologies run as their OS users.
+    A spout of alice's word count cannot read the supervisor's storm.yaml (its ZooKeeper password), the daemons'
+    private key, nor bob's code directory or conf; the word count still reaches its exact counts and its stats
+    still reach nimbus (relayed by the supervisor, since the workers hold no credential nimbus takes beats
+    from); every worker process has its owner's uid. A topology whose owner has no OS user here gets no worker
+    and a task error saying so."""
+    closed = [found for path in interpreter() if (found := closed_to_others(path)) is not None]
+    if closed:
+        pytest.skip(f"other users cannot enter {closed[0]} on the way to this Python ({sys.executable}), so no "
+                    f"worker could start as them: chmod o+x {closed[0]} to run this test")
+    tag = secrets.token_hex(3)
+    alice, bob, nobody = f"sqa{tag}", f"sqb{tag}", f"sqn{tag}"  # TLS principals; the first two get OS users
+    base = open_dir  # not tmp_path: workers run as other users, who cannot enter it
+    with ExitStack() as stack:
+        users = _local_users(stack, alice, bob)
+        certs = make_certs(base / "certs", "squall-daemons", alice, bob, nobody, "ops")
+        secure = {**_secure_profile(certs), "supervisor.run.worker.as.user": True}
+        records = base / "records"
+        topology, expected = counted_word_count(records, rounds=10, workers=2)
+        records.chmod(0o1777)  # alice's sink and spy record here
+        stack.callback(_remove_all, {**zk_conf, **secure})
+        _open_parent_of_root(zk_conf)
+        cluster = ProcessCluster(zk_conf, base / "cluster", stack, **secure)
+        cluster.start_nimbus()
+        cluster.start_supervisor("sup", [free_port() for _ in range(4)])
+        cluster.wait_supervisors(1)
+        seeds = {"nimbus.seeds": [f"127.0.0.1:{cluster.tls_ports['nimbus']}"]}
+        package = build_package((REPO / "tests" / "topologies.py", REPO / "examples"), base / "code.zip")
+
+        idle = Topology("bobs", conf={"topology.workers": 1})
+        idle.spout("paced", Paced, args=[1.0])
+        bobs = submit_topology({**cluster.conf, **tls_conf(certs, bob), **seeds}, idle, package=package, zk=cluster.zk)
+        wait_until(lambda: [r.topology_id for r in cluster.workers("sup")] == [bobs], 60, "bob's worker")
+        bobs_code = stormdist_dir(cluster.daemon_conf("sup")) / bobs
+        secrets_of_others = [str(cluster.root / "sup.yaml"), str(certs / "squall-daemons.pem"), str(bobs_code),
+                             str(bobs_code / "1" / "conf.json")]
+        topology.spout("spy", Spy, args=[str(records), secrets_of_others])
+        alices = submit_topology({**cluster.conf, **tls_conf(certs, alice), **seeds}, topology, package=package,
+                                 zk=cluster.zk)
+        wait_until(lambda: final_counts(records) == expected, 90, "exact counts")
+        [spied] = wait_until(lambda: read_records(records, "spied"), 30, "the spy's report")
+        assert spied == {path: "PermissionError" for path in secrets_of_others}
+
+        owners = {alices: users[alice].pw_uid, bobs: users[bob].pw_uid}
+        workers = cluster.workers("sup")
+        assert sorted(r.topology_id for r in workers) == sorted([alices, alices, bobs])
+        assert {r.worker_id: psutil.Process(r.pid).uids().real for r in workers} == \
+            {r.worker_id: owners[r.topology_id] for r in workers}
+
+        def executed_at_nimbus() -> bool:
+            with nimbus_client({**cluster.conf, **tls_conf(certs, alice), **seeds}) as client:
+                info = client.getTopologyInfo(alices)
+            return any(e.stats is not None and e.component_id == "count" for e in info.executors)
+        wait_until(executed_at_nimbus, 60, "the workers' stats at nimbus (relayed by the supervisor)")
+
+        unowned = Topology("orphan", conf={"topology.workers": 1})
+        unowned.spout("paced", Paced, args=[1.0])
+        orphan = submit_topology({**cluster.conf, **tls_conf(certs, nobody), **seeds}, unowned, package=package,
+                                 zk=cluster.zk)
+        task = min(wait_until(lambda: cluster.zk.children(paths.task_errors_root(orphan)), 30, "the orphan's error"))
+        [key] = wait_until(lambda: cluster.zk.children(paths.task_errors(orphan, int(task))), 10, "its error")
+        error = cluster.zk.read(paths.task_error(orphan, int(task), int(key)), TaskError).error
+        assert "not started" in error and f"has no local user {nobody!r}" in error and f"useradd {nobody}" in error
+        assert orphan not in {r.topology_id for r in cluster.workers("sup")}
 
 
 def _open_parent_of_root(conf: dict[str, Any]) -> None:

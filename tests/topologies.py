@@ -100,6 +100,30 @@ class Snoop(Spout, _Records):
         pass
 
 
+class Spy(Spout, _Records):
+    """Tries to read each of ``targets`` (a file's bytes, a directory's listing) and records, per path, the
+    exception's type name or ``"read"``: what a worker's user code can reach on its host."""
+
+    outputs = ["n"]
+
+    def __init__(self, record_dir: str, targets: list[str]) -> None:
+        self.record_dir = record_dir
+        self.targets = targets
+
+    def open(self, conf: Any, context: Any) -> None:
+        found = {}
+        for target in self.targets:
+            try:
+                os.listdir(target) if Path(target).is_dir() else Path(target).read_bytes()
+                found[target] = "read"
+            except OSError as exc:
+                found[target] = type(exc).__name__
+        self.record("spied", found)
+
+    def next_tuple(self) -> None:
+        pass
+
+
 class Paced(Spout):
     """Emits ``(n,)`` reliably at ``rate`` tuples/s and nothing while ahead of it; counts its ``calls``
     and ``emitted`` tuples."""

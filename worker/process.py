@@ -28,13 +28,14 @@ from squall.cli.options import common_options, load_or_exit
 from squall.clock import RealClock
 from squall.config import without_secrets
 from squall.local_state import (
-    CODE_FILES, code_dir, fetched_for, heartbeat_file, put_code_on_path, write_heartbeat,
+    CODE_FILES, code_dir, fetched_for, heartbeat_file, put_code_on_path, task_beats_file, write_heartbeat,
+    write_task_beats,
 )
 from squall.loglevels import LogLevelOverrides
 from squall.logs import configure_logging
 from squall.nimbus_client import leader_address
 from squall.stats import to_executor_stats
-from squall.thrift import from_bytes, open_client, storm
+from squall.thrift import from_bytes, open_client, storm, to_bytes
 from squall.tls import client_context
 from squall.topology import TOPOLOGY_MASTER, system_topology
 from squall.zk import paths
@@ -254,11 +255,16 @@ class Worker:
             log.exception("could not store a task error in ZooKeeper", task=task)
 
     def _send_beats(self, conf: Mapping[str, Any]) -> None:
-        """Ship the topology master's latest beats to the leading nimbus, reconnecting as needed."""
+        """Ship the topology master's latest beats to the leading nimbus, reconnecting as needed; running as its
+        topology's owner (without the daemons' credential), hand them to its supervisor instead."""
         client = None
         while True:
             beats = self._beats.take()
             layout = self.runtime.layout if self.runtime else None
+            if conf["supervisor.run.worker.as.user"]:
+                write_task_beats(task_beats_file(self.cluster_conf, self.worker_id),
+                                 [to_bytes(r) for r in beat_requests(self.topology_id, layout, beats)])
+                continue
             try:
                 if client is None:
                     host, port = leader_address(conf, self.zk)
