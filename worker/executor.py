@@ -124,7 +124,7 @@ class Inbox:
             return None
         with self._lock:
             batch = self._batches.popleft()
-            self.size -= len(batch.rows)
+            self.size -= len(batch)
         return batch
 
 
@@ -1059,7 +1059,7 @@ class BoltExecutor(Executor):
             else:
                 self._run_batch(execute_batch, batch)
             elapsed = clock() - started
-            rows = len(batch.rows)
+            rows = len(batch)
             stats.executed += rows
             stats.execute_secs += elapsed
             if self._keyed_inputs:  # one stream per batch: each tuple takes the batch's mean time
@@ -1097,7 +1097,7 @@ class BoltExecutor(Executor):
             return
         if batch.tracked and self._n_ackers:
             settle = self.fail if failed else self.ack
-            for i in range(len(batch.rows)):
+            for i in range(len(batch)):
                 tup = views.get(i)
                 if tup is None:
                     settle(batch[i])
@@ -1105,7 +1105,7 @@ class BoltExecutor(Executor):
                     settle(tup)
             return
         # Untracked rows: settling them only counts them.
-        rest = len(batch.rows) - sum(1 for tup in views.values() if id(tup) in settled)
+        rest = len(batch) - sum(1 for tup in views.values() if id(tup) in settled)
         stats = self.stats
         if failed:
             stats.failed += rest
@@ -1117,7 +1117,7 @@ class BoltExecutor(Executor):
     def _settle_columns(self, batch: TupleBatch, failed: bool) -> None:
         """Ack or fail every row of a batch no view was made of, from its columns: each tracked row has one
         root, whose edge is its id, and what was anchored to it is in ``batch._xor``, so no Tuple is needed."""
-        rows, stats, n, acks = len(batch.rows), self.stats, self._n_ackers, self._acks
+        rows, stats, n, acks = len(batch), self.stats, self._n_ackers, self._acks
         if failed:
             stats.failed += rows
             for root in batch.roots:  # type: ignore[union-attr]
