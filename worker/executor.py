@@ -120,11 +120,13 @@ class Inbox:
             self.wake.set()
 
     def take(self) -> TupleBatch | None:
+        """The oldest batch, or None. Rows are counted as ``len(batch.rows)`` (no Python call) for a local
+        batch, ``len(batch)`` for a :class:`~squall.tuple.ColumnBatch` from another worker (no rows built)."""
         if not self._batches:
             return None
         with self._lock:
             batch = self._batches.popleft()
-            self.size -= len(batch)
+            self.size -= len(batch.rows) if batch.__class__ is TupleBatch else len(batch)
         return batch
 
 
@@ -1059,7 +1061,7 @@ class BoltExecutor(Executor):
             else:
                 self._run_batch(execute_batch, batch)
             elapsed = clock() - started
-            rows = len(batch)
+            rows = len(batch.rows) if batch.__class__ is TupleBatch else len(batch)  # as Inbox.take counts
             stats.executed += rows
             stats.execute_secs += elapsed
             if self._keyed_inputs:  # one stream per batch: each tuple takes the batch's mean time
@@ -1105,7 +1107,8 @@ class BoltExecutor(Executor):
                     settle(tup)
             return
         # Untracked rows: settling them only counts them.
-        rest = len(batch) - sum(1 for tup in views.values() if id(tup) in settled)
+        rest = (len(batch.rows) if batch.__class__ is TupleBatch else len(batch)) - \
+            sum(1 for tup in views.values() if id(tup) in settled)
         stats = self.stats
         if failed:
             stats.failed += rest
