@@ -173,6 +173,10 @@ def run_worker(config: Config, index: int, ports: list[int]) -> None:
 
     configure_logging("bench-worker", level="WARNING", stream=sys.stderr)
     layout, conf = compile_topology(build(config), {"squall.log.level": "WARNING"})
+    # Each worker compiles the topology itself, and the id compile_topology gives holds the second it ran: the
+    # workers of one run must agree on it (it is their handshake), so they take one derived from the run's ports.
+    conf["topology.id"] = f"{layout.name}-1-{ports[0]}"
+    layout = replace(layout, topology_id=conf["topology.id"])
     placement = split_placement(layout, config.workers, index, ports)
     runtime = WorkerRuntime(layout, placement, conf, report_error=lambda task, text: print(text, file=sys.stderr),
                             listen=("127.0.0.1", ports[index])).start()

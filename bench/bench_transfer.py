@@ -3,9 +3,10 @@
 Not a test: prints two tables. `python bench/bench_transfer.py [--tuples N]`. The first is the codec alone,
 in process, per tuple from what a task thread hands over to what a bolt's executor receives: ``old`` is
 the entry-list wire of Squall ≤ session 7, Tuples in and out (kept here only to compare), ``new`` the
-columnar runs, from a :class:`~squall.tuple.TupleBatch` to a TupleBatch (no Tuple per row). The second
-is the loopback transfer; sender and receiver are threads of this process, so its CPU time (cpu.py) is the
-whole transfer's: encode, send, receive, decode.
+columnar runs, from a :class:`~squall.tuple.TupleBatch` to the :class:`~squall.tuple.ColumnBatch` a bolt
+receives (no Tuple per row), which keeps the wire's columns until something reads its rows: "+ rows" is what
+building them costs a bolt that reads the values. The second is the loopback transfer; sender and receiver
+are threads of this process, so its CPU time (cpu.py) is the whole transfer's: encode, send, receive, decode.
 """
 
 from __future__ import annotations
@@ -64,8 +65,9 @@ def spout_batch(batch_size: int, tracked: bool) -> TupleBatch:
                       [i * 7 + 1 for i in range(batch_size)])
 
 
-def codec(send, receive, tracked: bool, batch_size: int, tuples: int) -> tuple[float, float, float]:
-    """CPU µs per tuple to encode and to decode, and bytes per tuple."""
+def codec(send, receive, tracked: bool, batch_size: int, tuples: int) -> tuple[float, float, float, float]:
+    """CPU µs per tuple to encode, to decode, and to build the rows a bolt reads (the new codec's batches keep
+    the wire's columns until then); bytes per tuple."""
     columns = spout_batch(batch_size, tracked)
     batch = list(columns) if send is old_send else columns
     rounds = max(1, tuples // batch_size)
@@ -76,12 +78,17 @@ def codec(send, receive, tracked: bool, batch_size: int, tuples: int) -> tuple[f
     for _ in range(rounds):
         got = receive(data)
     done = time.process_time()
+    for _ in range(rounds if send is new_send else 0):
+        for received in receive(data):
+            received.rows
+    read = time.process_time()
     if send is new_send:
         got = [t for received in got for t in received]
     assert [(t._values, t._id, dict(t._anchors)) for t in got] == \
         [(t._values, t._id, dict(t._anchors)) for t in columns], "the codec must round-trip"
     per = 1e6 / (rounds * batch_size)
-    return (sent - start) * per, (done - sent) * per, len(data) / batch_size
+    return (sent - start) * per, (done - sent) * per, max(0.0, (read - done) - (done - sent)) * per, \
+        len(data) / batch_size
 
 
 def run(tuples: int, batch_size: int) -> Run:
@@ -119,12 +126,14 @@ def main() -> None:
     print(f"machine: {platform.platform()} ({platform.machine()}), {os.cpu_count()} cpus, load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
           f"python {platform.python_implementation()} {platform.python_version()}")
-    print(f"{'codec':>6} {'kind':>9} {'batch':>6} {'send CPU µs':>12} {'receive CPU µs':>15} {'bytes/tuple':>12}")
+    print(f"{'codec':>6} {'kind':>9} {'batch':>6} {'send CPU µs':>12} {'receive CPU µs':>15} {'+ rows CPU µs':>14} "
+          f"{'bytes/tuple':>12}")
     for tracked in (False, True):
         for name, send, receive in (("old", old_send, old_receive), ("new", new_send, new_receive)):
-            enc, dec, size = codec(send, receive, tracked, 100, args.tuples)
-            kind = "acked" if tracked else "plain"
-            print(f"{name:>6} {kind:>9} {100:>6} {enc:>12.2f} {dec:>15.2f} {size:>12.1f}")
+            for size in (100, 1000) if name == "new" else (100,):
+                enc, dec, rows, nbytes = codec(send, receive, tracked, size, args.tuples)
+                kind = "acked" if tracked else "plain"
+                print(f"{name:>6} {kind:>9} {size:>6} {enc:>12.2f} {dec:>15.2f} {rows:>14.2f} {nbytes:>12.1f}")
     print(f"{'batch size':>10} {'tuples':>9} {'tuples/s':>12} {'per CPU-s':>12} {'cores':>6}")
     for size in (10, 100, 1000):
         result = run(args.tuples, size)

@@ -205,11 +205,15 @@ class TupleBatch:
 
     def column(self, name: str) -> list[Any]:
         """One field's values, row by row."""
+        position = self._position(name)
+        return [row[position] for row in self.rows]
+
+    def _position(self, name: str) -> int:
         position = self.fields.positions.get(name)
         if position is None:
             raise KeyError(f"no field {name!r} in stream {self.stream!r} of {self.component!r} "
                            f"(fields: {list(self.fields)})")
-        return [row[position] for row in self.rows]
+        return position
 
     @property
     def tracked(self) -> bool:
@@ -260,8 +264,54 @@ class TupleBatch:
                        else Tuple(values, fields, component, stream, task))
 
     def __repr__(self) -> str:
-        return (f"TupleBatch({len(self.rows)} rows, component={self.component!r}, stream={self.stream!r}, "
+        return (f"TupleBatch({len(self)} rows, component={self.component!r}, stream={self.stream!r}, "
                 f"task={self.task}, tracked={self.tracked})")
+
+
+class ColumnBatch(TupleBatch):
+    """A :class:`TupleBatch` as it came from another worker: the columns the wire carried (one list per
+    field, ``n`` rows), its rows (value tuples) built on first use of :attr:`rows` / :attr:`values`,
+    ``batch[i]`` or iteration. A bolt that reads columns, or never reads the values, makes no tuple per
+    row; ``len`` and :meth:`column` need no rows either::
+
+        batch = ColumnBatch([["a", "b"], [1, 2]], 2, Fields(["word", "n"]), "split", "default", 3)
+        batch.column("n"), len(batch)      # [1, 2], 2: no rows built
+        batch.values                       # [('a', 1), ('b', 2)]
+
+    Until then the ``rows`` slot is empty, so reading it falls through to ``__getattr__``, which builds
+    it; once built it is a plain slot, as fast to read as a local batch's.
+    """
+
+    __slots__ = ("_columns", "_n")
+
+    def __init__(self, columns: list[list[Any]], n: int, fields: Fields, component: str, stream: str, task: int,
+                 ids: list[int] | None = None, roots: list[int] | None = None,
+                 anchors: list[Mapping[int, int]] | None = None) -> None:
+        super().__init__([], fields, component, stream, task, ids, roots, anchors)
+        del self.rows  # built from the columns when first read (__getattr__)
+        self._columns: list[list[Any]] | None = columns  # None once the rows are built
+        self._n = n
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "rows" or self._columns is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.rows = rows = rows_of_columns(self._columns, self._n)
+        self._columns = None
+        return rows
+
+    def __len__(self) -> int:
+        return self._n if self._columns is not None else len(self.rows)
+
+    def column(self, name: str) -> list[Any]:
+        position = self._position(name)
+        if self._columns is not None:
+            return list(self._columns[position])
+        return [row[position] for row in self.rows]  # built, and maybe changed in place by the bolt
+
+
+def rows_of_columns(columns: Sequence[Sequence[Any]], n: int) -> list[tuple[Any, ...]]:
+    """``n`` rows from their columns (one sequence of ``n`` values per field; none for a stream without fields)."""
+    return list(zip(*columns)) if columns else [()] * n
 
 
 def tick_tuple(rate_secs: float) -> Tuple:

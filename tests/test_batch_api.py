@@ -153,8 +153,25 @@ def test_a_tuple_batch_crosses_the_wire_column_for_column(ids: Any, roots: Any, 
     sent = TupleBatch([("a", 1), ("b", 2), ("c", 3)], fields, "split", "default", 4, ids, roots, anchors)
     (run,) = Decoder().feed(WireBatch.of(9, sent).encode())
     got = run.tuple_batch("split", fields)
+    assert (len(got), got.column("n"), got.column("w")) == (3, [1, 2, 3], ["a", "b", "c"])
     assert (run.target, got.task, got.stream, got.values) == (9, 4, "default", sent.values)
     assert [(t.id, dict(t.anchors)) for t in got] == [(t.id, dict(t.anchors)) for t in sent]
+
+
+def test_a_batch_from_another_worker_reads_like_a_local_one_columns_first_or_rows_first() -> None:
+    """A received batch keeps the wire's columns until its rows are read: the same values either way,
+    and a bolt that changes its rows in place sees its change in ``column`` too."""
+    fields = Fields(["w", "n"])
+    sent = TupleBatch([("a", 1), ("b", [2, 3]), ("c", None)], fields, "split", "default", 4)
+    data = WireBatch.of(9, sent).encode()
+    columns_first = WireBatch.decode(data).tuple_batch("split", fields)
+    assert columns_first.column("n") == [1, [2, 3], None] and len(columns_first) == 3
+    assert columns_first.values == [("a", 1), ("b", [2, 3]), ("c", None)] and columns_first[1]["n"] == [2, 3]
+    rows_first = WireBatch.decode(data).tuple_batch("split", fields)
+    assert [t.values for t in rows_first] == columns_first.values
+    rows_first.values.sort(reverse=True)
+    assert rows_first.column("w") == ["c", "b", "a"]
+    assert WireBatch.decode(WireBatch.decode(data).encode()).rows == columns_first.values, "a decoded run re-encodes"
 
 
 def _run(topology: Topology) -> LocalTopology:

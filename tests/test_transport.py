@@ -23,8 +23,8 @@ from worker.runtime import WorkerRuntime
 from worker.transport import Receiver, Sender
 from squall.tuple import Fields, Tuple
 from worker.wire import (
-    HELLO, MAX_ROWS, Decoder, Entry, Greeting, WireBatch, WireError, encode, hello, proof_message, runs_of_tuples,
-    transfer_proof,
+    HELLO, MAX_ROWS, MESSAGE_ROWS, Decoder, Entry, Greeting, WireBatch, WireError, encode, hello, proof_message,
+    runs_of_tuples, transfer_proof,
 )
 
 
@@ -77,6 +77,46 @@ def test_a_lone_entry_is_flushed_without_waiting_for_a_full_batch(receiver: Rece
     sender.send([entry(1)])
     wait_until(lambda: len(sink.entries) == 1, what="the flush interval to ship a partial batch")
     sender.close()
+
+
+def test_a_backlog_travels_in_messages_of_many_rows_each(sink: Sink) -> None:
+    """Tuples queued while the peer was away (or while the sender waited for the GIL) go in messages of
+    MESSAGE_ROWS rows, not of batch_size: the receiver's costs per message spread over many rows."""
+    port = free_port()
+    sender = Sender("127.0.0.1", port, TOPOLOGY, batch_size=100)
+    for i in range(0, 5 * MESSAGE_ROWS, 100):
+        sender.send_runs([WireBatch(7, 3, "default", [(f"word-{j}", j) for j in range(i, i + 100)])])
+    receiver = Receiver(sink, TOPOLOGY, "127.0.0.1", port).start()
+    try:
+        wait_until(lambda: len(sink.entries) == 5 * MESSAGE_ROWS, what="the backlog")
+        assert [e.values[1] for e in sink.entries] == list(range(5 * MESSAGE_ROWS))
+        assert sink.batches == 5, f"{sink.batches} messages for 5 x MESSAGE_ROWS rows"
+        sender.close()
+    finally:
+        receiver.stop()
+
+
+def test_no_message_is_larger_than_a_worker_accepts_and_a_tuple_too_large_for_one_is_dropped_alone(
+        sink: Sink) -> None:
+    """A run bigger than the receiver's message cap goes as several messages; one tuple bigger than the cap
+    cannot travel at all: it alone is dropped (and logged), the connection and the other tuples are served."""
+    receiver = Receiver(sink, TOPOLOGY, "127.0.0.1", 0, max_message_bytes=4096).start()
+    sender = Sender("127.0.0.1", receiver.port, TOPOLOGY, max_message_bytes=4096)
+    try:
+        rows = [("x" * 200, i) for i in range(60)]
+        rows[30] = ("x" * 5000, 30)
+        with capture_logs() as logs:
+            sender.send_runs([WireBatch(7, 3, "default", rows)])
+            wait_until(lambda: len(sink.entries) == 59, what="every tuple but the big one")
+        assert [e.values[1] for e in sink.entries] == [i for i in range(60) if i != 30]
+        assert sink.batches >= 3 and receiver.counts["bad_data"] == 0 and sender.dropped == 1
+        (error,) = [e["error"] for e in logs if e["event"] == "dropping a tuple that cannot travel between workers"]
+        assert "larger than a worker accepts in one message (4,096 bytes)" in error
+        with pytest.raises(WireError, match="larger than a worker accepts"):
+            WireBatch(7, 3, "default", [rows[30]]).encode(max_bytes=4096)
+    finally:
+        sender.close()
+        receiver.stop()
 
 
 def greeted(port: int, topology_id: str = TOPOLOGY) -> socket.socket:
@@ -212,6 +252,10 @@ def test_decoder_handles_split_messages_and_refuses_non_batches() -> None:
         list(Decoder().feed(msgpack.packb({"evil": True})))
     with pytest.raises(WireError, match="msgpack-serialisable"):
         encode([Entry(1, 1, "s", (object(),), 1, ())])
+    with pytest.raises(WireError, match="numbers within 64 bits"):
+        encode([Entry(1, 1, "s", (2**64,), 1, ())])
+    with pytest.raises(WireError, match="one width"):
+        encode([Entry(1, 1, "s", ("a", 1), 1, ()), Entry(1, 1, "s", ("b",), 2, ())])
 
 
 def test_runs_travel_as_one_header_and_columns_and_arrive_as_the_tuples_sent() -> None:

@@ -120,11 +120,13 @@ class Inbox:
             self.wake.set()
 
     def take(self) -> TupleBatch | None:
+        """The oldest batch, or None. Rows are counted as ``len(batch.rows)`` (no Python call) for a local
+        batch, ``len(batch)`` for a :class:`~squall.tuple.ColumnBatch` from another worker (no rows built)."""
         if not self._batches:
             return None
         with self._lock:
             batch = self._batches.popleft()
-            self.size -= len(batch.rows)
+            self.size -= len(batch.rows) if batch.__class__ is TupleBatch else len(batch)
         return batch
 
 
@@ -1111,7 +1113,7 @@ class BoltExecutor(Executor):
             else:
                 self._run_batch(execute_batch, batch)
             elapsed = clock() - started
-            rows = len(batch.rows)
+            rows = len(batch.rows) if batch.__class__ is TupleBatch else len(batch)  # as Inbox.take counts
             stats.executed += rows
             stats.execute_secs += elapsed
             if self._keyed_inputs:  # one stream per batch: each tuple takes the batch's mean time
@@ -1149,7 +1151,7 @@ class BoltExecutor(Executor):
             return
         if batch.tracked and self._n_ackers:
             settle = self.fail if failed else self.ack
-            for i in range(len(batch.rows)):
+            for i in range(len(batch)):
                 tup = views.get(i)
                 if tup is None:
                     settle(batch[i])
@@ -1157,7 +1159,8 @@ class BoltExecutor(Executor):
                     settle(tup)
             return
         # Untracked rows: settling them only counts them.
-        rest = len(batch.rows) - sum(1 for tup in views.values() if id(tup) in settled)
+        rest = (len(batch.rows) if batch.__class__ is TupleBatch else len(batch)) - \
+            sum(1 for tup in views.values() if id(tup) in settled)
         stats = self.stats
         if failed:
             stats.failed += rest
@@ -1169,7 +1172,7 @@ class BoltExecutor(Executor):
     def _settle_columns(self, batch: TupleBatch, failed: bool) -> None:
         """Ack or fail every row of a batch no view was made of, from its columns: each tracked row has one
         root, whose edge is its id, and what was anchored to it is in ``batch._xor``, so no Tuple is needed."""
-        rows, stats, n, acks, roots = len(batch.rows), self.stats, self._n_ackers, self._acks, batch.roots
+        rows, stats, n, acks, roots = len(batch), self.stats, self._n_ackers, self._acks, batch.roots
         one = (roots[0] if roots and roots[0] and roots[0] == roots[-1] and roots.count(roots[0]) == rows  # type: ignore[index,union-attr]
                else None)
         if failed:

@@ -384,9 +384,9 @@ class WorkerRuntime:
             origin = self._origin(batch)
             if origin is None:
                 return
-        rows = batch.rows
-        if rows and len(rows[0]) != len(origin[1]):
-            self._refuse(batch, "wrong width", f"rows {len(rows[0])} wide, the stream declares {len(origin[1])} fields")
+        width = batch.width
+        if width is not None and width != len(origin[1]):
+            self._refuse(batch, "wrong width", f"rows {width} wide, the stream declares {len(origin[1])} fields")
             return
         inbox = self.inboxes.get(batch.target)
         if inbox is None:  # a task that left this worker (a stale route at the sender; replayed by spouts)

@@ -20,10 +20,10 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from worker.executor import ErrorThrottle
+from worker.executor import ErrorThrottle, Wake
 from worker.wire import (
-    MAX_MESSAGE_BYTES, Decoder, Entry, Greeting, WireBatch, WireError, answer, hello, proof_message, runs_of_entries,
-    transfer_proof,
+    MAX_MESSAGE_BYTES, MESSAGE_ROWS, Decoder, Entry, Greeting, WireBatch, WireError, answer, hello, proof_message,
+    runs_of_entries, transfer_proof,
 )
 
 log = structlog.get_logger(__name__)
@@ -75,6 +75,7 @@ class Receiver:
         self._peers: dict[socket.socket, _Peer] = {}
         self._selector = selectors.DefaultSelector()
         self._wake_read, self._wake_write = socket.socketpair()
+        self._buffer = memoryview(bytearray(RECEIVE_BYTES))  # every read lands here; the decoders copy what they keep
         self._closed = False
         #: Connections ended by cause: refused (bad, foreign or unauthenticated handshake), bad_data, timed_out,
         #: evicted.
@@ -153,14 +154,15 @@ class Receiver:
 
     def _read(self, peer: "_Peer") -> None:
         try:
-            data = peer.sock.recv(1 << 16)
+            size = peer.sock.recv_into(self._buffer)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
-            data = b""
-        if not data:
+            size = 0
+        if not size:
             self._close(peer)
             return
+        data = self._buffer[:size]
         peer.active = time.monotonic()
         try:
             if peer.decoder is None:
@@ -255,6 +257,9 @@ _ACCEPT, _WAKE = object(), object()
 LOG_INTERVAL_SECS = 10.0
 #: Bytes of each side's handshake nonce.
 NONCE_BYTES = 16
+#: Bytes the receiver reads at once. Each read gives up the GIL and may wait a switch interval (5 ms) to get it
+#: back from a busy task thread, so a read takes whatever has come meanwhile.
+RECEIVE_BYTES = 1 << 20
 
 
 class _Peer:
@@ -281,17 +286,18 @@ def _has_data(sock: socket.socket) -> bool:
 
 
 class Sender:
-    """Batches tuples for one remote worker and writes them on one connection, one message per run of
-    tuples with equal (target, source, stream) (see :mod:`worker.wire`).
+    """Batches tuples for one remote worker and writes them on one connection, runs of tuples with equal
+    (target, source, stream) as messages of up to :data:`~worker.wire.MESSAGE_ROWS` rows and
+    ``max_message_bytes`` bytes (see :mod:`worker.wire`).
 
     It connects as soon as it is created, retrying until the peer listens and accepts the handshake
     for ``topology_id`` (:attr:`connected` tells when it has, and ``on_connected`` is called; a peer of
     another topology leaves the reason in :attr:`refusal`), so a worker can hold its spouts until every
     peer is reachable; with a ``secret`` it proves the topology's transfer secret and wants the peer to prove it
     too (see :mod:`worker.wire`). Until then it queues at most ``max_pending`` entries and drops the rest; a broken
-    connection is re-opened on the next batch, and a batch that cannot be delivered is dropped. A
-    dropped tuple is replayed by its spout after the message timeout, as in Storm; :attr:`dropped`
-    counts them.
+    connection is re-opened on the next batch, and a batch that cannot be delivered is dropped, as is a
+    tuple msgpack cannot carry or too large for one message. A dropped tuple is replayed by its spout
+    after the message timeout, as in Storm; :attr:`dropped` counts them.
 
         sender = Sender("10.0.0.7", 6701, "words-1-1700000000", batch_size=100)
         sender.send([Entry(target_task, source_task, "default", values, tuple_id, anchors)])
@@ -304,10 +310,13 @@ class Sender:
     RETRY_SECS = 0.1
     #: After this long without writing, check the peer has not hung up (an idle timeout) before writing.
     CHECK_AFTER_SECS = 0.05
+    #: Longest the sender thread sleeps with nothing queued (a queued run or close wakes it at once).
+    IDLE_SECS = 1.0
 
     def __init__(self, host: str, port: int, topology_id: str, *, batch_size: int = 100,
                  flush_interval: float = 0.001, connect_timeout: float = 5.0, max_pending: int = 100_000,
-                 secret: bytes | None = None, on_connected: Callable[[], None] = lambda: None) -> None:
+                 secret: bytes | None = None, max_message_bytes: int = MAX_MESSAGE_BYTES,
+                 on_connected: Callable[[], None] = lambda: None) -> None:
         self.address = (host, port)
         self._secret = secret
         self.topology_id = topology_id
@@ -321,9 +330,11 @@ class Sender:
         self._flush_interval = flush_interval
         self._connect_timeout = connect_timeout
         self._max_pending = max_pending
+        self._max_bytes = max_message_bytes
         self._pending: list[WireBatch] = []
         self._backlog = 0
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # guards the queue; a plain lock: taken once per task thread flush
+        self._wake = Wake()  # set when the sender thread has something to do: a first run, a full batch, close
         self._sock: socket.socket | None = None
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=f"transfer-send-{host}:{port}", daemon=True)
@@ -341,11 +352,11 @@ class Sender:
     def send_runs(self, runs: Sequence[WireBatch]) -> None:
         """Queue runs (the sender owns them from now on: it may extend them); shipped in batches."""
         rows = sum(map(len, runs))
-        with self._cond:
-            if self._closed or (self._backlog >= self._max_pending and not self.connected.is_set()):
+        with self._lock:
+            before = self._backlog
+            if self._closed or (before >= self._max_pending and not self.connected.is_set()):
                 self.dropped += rows  # closed, or a peer not reachable yet: do not grow without bound
                 return
-            was_empty = not self._backlog
             pending = self._pending
             for run in runs:
                 last = pending[-1] if pending else None
@@ -354,15 +365,15 @@ class Sender:
                     last.extend(run)
                 else:
                     pending.append(run)
-            self._backlog += rows
-            if was_empty or self._backlog >= self._batch_size:  # start the flush clock, or ship now
-                self._cond.notify()
+            self._backlog = before + rows
+            if not before or before < self._batch_size <= before + rows:  # start the flush clock, or ship now
+                self._wake.set()
 
     def close(self, timeout: float = 5.0) -> None:
         """Flush what is queued, then close."""
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._cond.notify()
+            self._wake.set()
         self._thread.join(timeout)
 
     def discard(self) -> int:
@@ -370,21 +381,26 @@ class Sender:
 
         It does not wait for the sender thread, which may still be trying to reach the peer: it ends on its own.
         """
-        with self._cond:
+        with self._lock:
             dropped, self._pending, self._backlog = self._backlog, [], 0
             self.dropped += dropped
             self._closed = True
-            self._cond.notify()
+            self._wake.set()
         return dropped
 
     def _run(self) -> None:
         self._reach_peer()
+        wake = self._wake
         while True:
-            with self._cond:
-                if not self._pending and not self._closed:
-                    self._cond.wait()
-                if self._pending and self._backlog < self._batch_size and not self._closed:
-                    self._cond.wait(self._flush_interval)  # let a batch fill up, briefly
+            wake.clear()  # before looking: a run queued from now on sets it again
+            with self._lock:
+                backlog, closing = self._backlog, self._closed
+            if not backlog and not closing:
+                wake.wait(self.IDLE_SECS)
+                continue
+            if backlog < self._batch_size and not closing:
+                wake.wait(self._flush_interval)  # let a batch fill up, briefly (a full one or close ends it)
+            with self._lock:
                 batch, self._pending, self._backlog = self._pending, [], 0
                 closing = self._closed
             if batch:
@@ -407,9 +423,9 @@ class Sender:
             except OSError:
                 pass
             next_try = time.monotonic() + self.RETRY_SECS
-            with self._cond:
-                while not self._closed and (wait := next_try - time.monotonic()) > 0:
-                    self._cond.wait(wait)
+            while not self._closed and (wait := next_try - time.monotonic()) > 0:
+                self._wake.wait(wait)
+                self._wake.clear()
 
     def _connect(self) -> None:
         """Connect and handshake (within ``connect_timeout``); OSError, or :class:`TransferRefused`, if not."""
@@ -454,31 +470,33 @@ class Sender:
                     self._sock.close()
                 self._sock = None
                 if attempt == 2:
-                    with self._cond:
+                    with self._lock:
                         self.dropped += sum(map(len, batch))
                     log.warning("dropping a batch: remote worker unreachable", address=self.address,
                                 tuples=sum(map(len, batch)), error=str(exc))
 
     def _encode(self, batch: list[WireBatch]) -> bytes:
-        """The runs in wire messages of at most ``batch_size`` rows; a row whose values msgpack cannot
-        carry is dropped, not its batch."""
-        size = self._batch_size
+        """The runs in wire messages of at most :data:`MESSAGE_ROWS` rows (``batch_size`` if larger); a row
+        whose values msgpack cannot carry, or too large for one message, is dropped, not its batch."""
+        size, limit = max(self._batch_size, MESSAGE_ROWS), self._max_bytes
         try:
-            return b"".join(run.encode(size) for run in batch)
+            return b"".join(run.encode(size, limit) for run in batch)
         except WireError:
             pass
         good = []
         for run in batch:
             try:
-                good.append(run.encode(size))
+                good.append(run.encode(size, limit))
                 continue
             except WireError:
                 pass
             for i in range(len(run)):
                 row = run[i]
                 try:
-                    good.append(row.encode())
+                    good.append(row.encode(1, limit))
                 except WireError as exc:
+                    with self._lock:
+                        self.dropped += 1
                     log.error("dropping a tuple that cannot travel between workers", stream=run.stream,
                               source_task=run.source, error=str(exc))
         return b"".join(good)

@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 
 import msgpack
 
-from squall.tuple import Fields, Tuple, TupleBatch
+from squall.tuple import ColumnBatch, Fields, Tuple, TupleBatch, rows_of_columns
 
 VERSION = 1
 #: The first element of a handshake (see :func:`hello`): what a Squall worker connection opens with.
@@ -53,6 +53,9 @@ MAX_HELLO_BYTES = 4096
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 #: Most rows in one message (a stream without fields has no columns to bound its row count).
 MAX_ROWS = 1 << 20
+#: Rows a sender puts in one message when more are waiting: the costs per message (a header, a decode call, an
+#: inbox entry, a bolt's step) spread over many rows, and a bolt's step over one message stays short.
+MESSAGE_ROWS = 1000
 
 
 class WireError(ValueError):
@@ -73,17 +76,19 @@ class Entry(NamedTuple):
 class WireBatch:
     """A run of tuples for one target task from one source task on one stream, column by column.
 
-    The sender merges runs with equal (target, source, stream) and ships each as one message; the
-    receiver gets one per message. Iterating gives :class:`Entry` rows (values and anchors as the lists
-    msgpack decodes); the runtime takes the rows as the Tuples it delivers, via :meth:`tuples`. Rows are
-    value tuples once decoded (all of a run's rows have its stream's width).
+    The sender merges runs with equal (target, source, stream) and ships each as messages of many rows;
+    the receiver gets one per message. Iterating gives :class:`Entry` rows (values and anchors as the lists
+    msgpack decodes); the runtime hands a bolt the run as a :class:`~squall.tuple.ColumnBatch`
+    (:meth:`tuple_batch`): a decoded run keeps the columns it came as, and its rows (value tuples) are
+    built only when something reads them. All of a run's rows have one width: an executor checks every
+    emit, and so the encoder does not check again (a decoded run has it by construction).
 
         batch = WireBatch(7, 3, "default", [("a", 1), ("b", 2)])    # untracked rows
         [e.values for e in batch]                                   # [['a', 1], ['b', 2]]
         WireBatch.decode(batch.encode()).rows                       # [('a', 1), ('b', 2)]
     """
 
-    __slots__ = ("target", "source", "stream", "rows", "ids", "roots", "anchors")
+    __slots__ = ("target", "source", "stream", "rows", "_columns", "_n", "ids", "roots", "anchors")
 
     def __init__(self, target: int, source: int, stream: str, rows: list[Sequence[Any]],
                  ids: list[int] | None = None, roots: list[int] | None = None,
@@ -92,12 +97,39 @@ class WireBatch:
         self.source = source
         self.stream = stream
         self.rows = rows
+        self._columns: list[list[Any]] | None = None  # a decoded run's values, until its rows are built
+        self._n = 0                                    # with _columns: the row count
         self.ids = ids            # None: every row untracked
         self.roots = roots        # with ids: one root per row (0 = untracked row), its edge is the row's id
         self.anchors = anchors    # with ids, instead of roots: flat [root, edge, ...] per row
 
+    @classmethod
+    def of_columns(cls, target: int, source: int, stream: str, columns: list[list[Any]], n: int,
+                   ids: list[int] | None = None, roots: list[int] | None = None,
+                   anchors: list[list[int]] | None = None) -> WireBatch:
+        """A run of ``n`` rows given as ``columns`` (one list of ``n`` values per field), as decoded: its
+        ``rows`` slot stays empty until read, when ``__getattr__`` builds it (as :class:`ColumnBatch` does)."""
+        run = cls(target, source, stream, [], ids, roots, anchors)
+        del run.rows
+        run._columns, run._n = columns, n
+        return run
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "rows" or self._columns is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.rows = rows = rows_of_columns(self._columns, self._n)
+        self._columns = None
+        return rows
+
+    @property
+    def width(self) -> int | None:
+        """How many values each row has (None for a run without rows)."""
+        if self._columns is not None:
+            return len(self._columns) if self._n else None
+        return len(self.rows[0]) if self.rows else None
+
     def __len__(self) -> int:
-        return len(self.rows)
+        return self._n if self._columns is not None else len(self.rows)
 
     def __iter__(self) -> Iterator[Entry]:
         head = (self.target, self.source, self.stream)
@@ -110,8 +142,11 @@ class WireBatch:
                 for values, i, a in zip(self.rows, self.ids, self.anchors))  # type: ignore[arg-type]
 
     def tuple_batch(self, component: str, fields: Fields) -> TupleBatch:
-        """The (decoded) rows as the batch a bolt receives from ``component``: the columns as they are."""
+        """The (decoded) run as the batch a bolt receives from ``component``: the columns as they are."""
         anchors = None if self.anchors is None else [dict(zip(a[::2], a[1::2])) for a in self.anchors]
+        if self._columns is not None:
+            return ColumnBatch(self._columns, self._n, fields, component, self.stream, self.source, self.ids,
+                               self.roots, anchors)
         return TupleBatch(self.rows, fields, component, self.stream, self.source, self.ids, self.roots, anchors)
 
     def tuples(self, component: str, fields: Fields) -> list[Tuple]:
@@ -120,7 +155,7 @@ class WireBatch:
 
     @classmethod
     def of(cls, target: int, batch: TupleBatch) -> WireBatch:
-        """A task thread's batch for a remote ``target`` as a run (the columns shared, not copied)."""
+        """A task thread's batch for a remote ``target`` as a run (the rows shared, not copied)."""
         anchors = None if batch.anchors is None else [[n for pair in a.items() for n in pair] for a in batch.anchors]
         return cls(target, batch.task, batch.stream, batch.rows, batch.ids, batch.roots, anchors)
 
@@ -144,34 +179,59 @@ class WireBatch:
 
     def _to_roots(self) -> None:
         if self.ids is None:
-            self.ids, self.roots = [0] * len(self.rows), [0] * len(self.rows)
+            self.ids, self.roots = [0] * len(self), [0] * len(self)
 
     def _to_anchors(self) -> None:
         if self.ids is None:
-            self.ids, self.anchors = [0] * len(self.rows), [[] for _ in self.rows]
+            self.ids, self.anchors = [0] * len(self), [[] for _ in range(len(self))]
         elif self.roots is not None:
             self.anchors = [[r, i] if r else [] for r, i in zip(self.roots, self.ids)]
             self.roots = None
 
-    def encode(self, max_rows: int = 0) -> bytes:
-        """The run as messages of at most ``max_rows`` rows each (0: one message).
+    def encode(self, max_rows: int = 0, max_bytes: int = MAX_MESSAGE_BYTES) -> bytes:
+        """The run as messages of at most ``max_rows`` rows each (0: as few as :data:`MAX_ROWS` allows)
+        and at most ``max_bytes`` bytes each (what a receiver accepts): a message over it is sent as two
+        halves, and a single row over it raises :class:`WireError`.
 
         Values must be msgpack types (None, bool, int, float, str, bytes, lists, maps)."""
-        rows = self.rows
-        n = len(rows)
-        if len(set(map(len, rows))) > 1:  # zip would cut the longer rows short
-            raise WireError(f"rows of one stream must have one width, got widths {sorted(set(map(len, rows)))}")
+        n = len(self)
         step = min(max_rows if 0 < max_rows < n else max(n, 1), MAX_ROWS)
-        head = [VERSION, self.target, self.source, self.stream]
         try:
             if step >= n:
-                return _packer.pack([*head, n, list(zip(*rows)), self.ids, self.roots, self.anchors])
-            return b"".join(_packer.pack([*head, len(rows[i:i + step]), list(zip(*rows[i:i + step])),
-                                          *(None if column is None else column[i:i + step]
-                                            for column in (self.ids, self.roots, self.anchors))])
-                            for i in range(0, n, step))
-        except (TypeError, ValueError) as exc:
-            raise WireError(f"tuple values must be msgpack-serialisable (str, bytes, numbers, lists, maps): {exc}") from None
+                return self._pack(0, n, max_bytes)
+            return b"".join(self._pack(i, min(i + step, n), max_bytes) for i in range(0, n, step))
+        except WireError:
+            raise
+        except IndexError:  # a row shorter than the first
+            raise WireError("rows of one stream must have one width") from None
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise WireError("tuple values must be msgpack-serialisable (str, bytes, numbers within 64 bits, "
+                            f"lists, maps): {exc}") from None
+
+    def _pack(self, start: int, stop: int, max_bytes: int) -> bytes:
+        """Rows ``start`` to ``stop`` as messages of at most ``max_bytes`` each."""
+        whole = start == 0 and stop == len(self)
+        tracking = [None if column is None else column if whole else column[start:stop]
+                    for column in (self.ids, self.roots, self.anchors)]
+        data = _packer.pack([VERSION, self.target, self.source, self.stream, stop - start,
+                             self._columns_of(start, stop, whole), *tracking])
+        if len(data) <= max_bytes:
+            return data
+        if stop - start == 1:
+            raise WireError(f"a tuple of {len(data):,} bytes is larger than a worker accepts in one message "
+                            f"({max_bytes:,} bytes): send large data by reference (a path, a key), not as a value")
+        middle = (start + stop) // 2
+        return self._pack(start, middle, max_bytes) + self._pack(middle, stop, max_bytes)
+
+    def _columns_of(self, start: int, stop: int, whole: bool) -> list[list[Any]]:
+        """The values of rows ``start`` to ``stop``, one list per field (a C loop per field, no tuple per row)."""
+        columns = self._columns
+        if columns is not None:  # a decoded run, never read as rows
+            return columns if whole else [column[start:stop] for column in columns]
+        rows = self.rows if whole else self.rows[start:stop]
+        if not rows:
+            return []
+        return [list(map(itemgetter(i), rows)) for i in range(len(rows[0]))]
 
     def __getitem__(self, i: int) -> "WireBatch":
         """Row ``i`` alone, as a one-row run (to find which row cannot travel)."""
@@ -228,11 +288,14 @@ def _run(target: int, tuples: Sequence[Tuple]) -> WireBatch:
 
 
 def runs_of_entries(entries: Iterable[Entry]) -> list[WireBatch]:
-    """Entries → runs of consecutive entries with equal (target, source, stream), in order."""
+    """Entries → runs of consecutive entries with equal (target, source, stream), in order; a run's rows
+    must have one width (:class:`WireError` if not: no executor checked these)."""
     runs = []
     for (target, source, stream), run in groupby(entries, _entry_key):
         run = list(run)
         rows = [e[3] for e in run]
+        if len(widths := set(map(len, rows))) > 1:
+            raise WireError(f"rows of one stream must have one width, got widths {sorted(widths)}")
         ids = [e[4] for e in run]
         anchors = [[n for pair in e[5] for n in pair] for e in run]
         if any(ids) or any(anchors):
@@ -329,24 +392,34 @@ class Greeting:
 
 
 class Decoder:
-    """Feed received bytes, get whole runs back; keeps partial messages between reads."""
+    """Feed received bytes, get whole runs back; keeps partial messages between reads.
+
+    Its buffer holds at most ``max_message_bytes``: a read of several messages is taken a piece at a time
+    (whole messages out before the next piece goes in), so only a message bigger than that is refused.
+    """
 
     def __init__(self, max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
-        # Lists stay lists (a bolt sees the list it was sent); the runtime makes each row's values a tuple.
+        # Lists stay lists (a bolt sees the list it was sent); a run's rows become tuples when first read.
         self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max_message_bytes, strict_map_key=False)
+        self._max = max_message_bytes
+        self._fed = 0
 
-    def feed(self, data: bytes) -> Iterator[WireBatch]:
-        try:
-            self._unpacker.feed(data)
-        except msgpack.BufferFull:
-            raise WireError("message larger than the worker's buffer cap") from None
-        try:
-            for message in self._unpacker:
-                yield _batch(message)
-        except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as exc:
-            if isinstance(exc, WireError):
-                raise
-            raise WireError(f"malformed batch: {exc}") from None
+    def feed(self, data: bytes | memoryview) -> Iterator[WireBatch]:
+        unpacker, rest = self._unpacker, memoryview(data)
+        while rest:
+            room = self._max - (self._fed - unpacker.tell())  # what the part of a message held leaves
+            if room <= 0:
+                raise WireError("message larger than the worker's buffer cap")
+            unpacker.feed(rest[:room])
+            self._fed += min(room, len(rest))
+            rest = rest[room:]
+            try:
+                for message in unpacker:
+                    yield _batch(message)
+            except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as exc:
+                if isinstance(exc, WireError):
+                    raise
+                raise WireError(f"malformed batch: {exc}") from None
 
 
 _LIST, _INT = {list}, {int}
@@ -375,5 +448,5 @@ def _batch(message: Any) -> WireBatch:
                        and all(len(a) % 2 == 0 and set(map(type, a)) <= _INT for a in anchors))
     if not tracking_ok:
         raise WireError("malformed batch: ids, roots or anchors do not match the rows")
-    return WireBatch(target, source, stream, list(zip(*columns)) if columns else [()] * n, ids, roots, anchors)
+    return WireBatch.of_columns(target, source, stream, columns, n, ids, roots, anchors)
 
