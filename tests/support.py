@@ -75,6 +75,20 @@ def log_events(path: Path, *events: str) -> list[dict[str, Any]]:
             if line.startswith("{") and (e := json.loads(line)).get("event") in events]
 
 
+def stop_or_kill(process: subprocess.Popen[Any], sig: int, timeout: float = 60) -> None:
+    """End a CLI process a test started the way its user would (Ctrl-C's SIGINT, ``stop``'s SIGTERM), so it stops
+    what it started in turn, and kill it only if that takes over ``timeout`` s: a failed assertion must not leave
+    its ZooKeeper or cluster running (SIGKILL alone ends the parent and orphans its children)."""
+    if process.poll() is not None:
+        return
+    process.send_signal(sig)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def wait_until(condition: Callable[[], T], timeout: float = 10.0, what: str = "condition") -> T:
     """Poll ``condition`` until it returns something truthy; fail with ``what`` at the deadline."""
     return wait_for(condition, timeout, what)

@@ -8,6 +8,7 @@ import base64
 import functools
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ from squall.dsl import Topology
 from squall.zk import paths
 from squall.zk.records import Assignment, StormBase
 from supervisor.processes import running
-from support import delete_tree, dev_cluster_env, listening, wait_until
+from support import delete_tree, dev_cluster_env, listening, stop_or_kill, wait_until
 from topologies import BrokenPrepare, Forward, Numbers
 
 WORDCOUNT = str(REPO / "examples" / "wordcount.py")
@@ -381,9 +382,7 @@ def test_dev_cluster_runs_with_the_default_config_from_any_directory_and_stops_f
         again = storm(["storm", "dev-cluster", "stop"])
         assert again.returncode == 1 and "no dev cluster runs" in again.stdout
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        stop_or_kill(process, signal.SIGTERM)
 
 
 def test_processes_it_starts_import_this_squall_and_nothing_else_of_its_directory(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from squall.devzk import free_port, is_serving
 from squall.zk import paths
 from squall.zk.client import ZkClient
 from squall.zk.records import NimbusMaster
-from support import wait_until
+from support import stop_or_kill, wait_until
 
 ZKCLI = Path("/usr/share/zookeeper/bin/zkCli.sh")
 
@@ -55,9 +55,7 @@ def test_dev_zookeeper_serves_zkcli_and_stops_on_ctrl_c(tmp_path: Path, zk_conf:
         assert storm.wait(30) == 0
         wait_until(lambda: not is_serving("127.0.0.1", port), 10, "ZooKeeper to go away with its parent")
     finally:
-        if storm.poll() is None:
-            storm.kill()
-            storm.wait()
+        stop_or_kill(storm, signal.SIGINT)
 
 
 def test_dev_zookeeper_reports_a_port_in_use(tmp_path: Path, zk_address: str) -> None:
