@@ -805,7 +805,7 @@ def test_a_topology_naming_anything_but_a_component_class_is_refused_at_submit(c
                                                                               leader: Nimbus) -> None:
     """The issue's attack and its variants, over Thrift: a spout that names ``os.system`` with a command (no
     package at all), a spout that names ``subprocess.Popen``, a package module that only imports ``system``,
-    a custom grouping naming ``os.system``, a spout class named as a bolt. Each is an InvalidTopologyException
+    a custom grouping naming ``os.system``, a bolt class named as a spout. Each is an InvalidTopologyException
     naming the component and what the name is, and nothing is stored. Installed component classes and a
     package's own classes are still accepted."""
     client = cluster.client(leader)
@@ -828,8 +828,7 @@ def test_a_topology_naming_anything_but_a_component_class_is_refused_at_submit(c
     custom = word_count()
     custom.bolts["split"].common.inputs = {storm.GlobalStreamId("sentences", "default"): storm.Grouping(
         custom_serialized=json.dumps({"module": "os", "class": "system", "args": ["id"]}).encode())}
-    spout_as_bolt = word_count()
-    spout_as_bolt.bolts["split"].bolt_object = python("examples.wordcount", "SentenceSpout")
+    bolt_as_spout = with_spout(python("squall.spark", "SparkBolt"))  # installed with squall, as users' are
     refused = [
         (with_spout(python("os", "system", "id > proof.txt")), "",
          "spout 'sentences' names os.system, a builtin function, not a Spout subclass"),
@@ -839,8 +838,8 @@ def test_a_topology_naming_anything_but_a_component_class_is_refused_at_submit(c
          "spout 'sentences' names wc.system, which wc.py in the package does not define with a class statement"),
         (custom, "", "the custom grouping of bolt 'split' names os.system, a builtin function, not a class with "
                      "a choose_tasks"),
-        (spout_as_bolt, "", "bolt 'split' names examples.wordcount.SentenceSpout, the class "
-                            "examples.wordcount.SentenceSpout, not a Bolt subclass"),
+        (bolt_as_spout, "", "spout 'sentences' names squall.spark.SparkBolt, the class squall.spark.SparkBolt, "
+                            "not a Spout subclass"),
     ]
     for topology, location, message in refused:
         with pytest.raises(storm.InvalidTopologyException, match=re.escape(message)):
@@ -848,7 +847,7 @@ def test_a_topology_naming_anything_but_a_component_class_is_refused_at_submit(c
     assert client.getClusterInfo().topologies == [] and list(leader.code.ids()) == []
 
     accepted = with_spout(python("wc", "Sentences"))
-    accepted.bolts["split"].bolt_object = python("examples.wordcount", "SplitSentence")
+    accepted.bolts["split"].bolt_object = python("squall.spark", "SparkBolt")  # installed, not in the package
     package = upload({"wc.py": "import os\nif os:\n    class Sentences: ...\n"})
     client.submitTopology("wc", package, json.dumps({"topology.workers": 2}), accepted)
     running = client.getTopologyId("wc")
