@@ -268,7 +268,28 @@ class TupleBatch:
                 f"task={self.task}, tracked={self.tracked})")
 
 
-class ColumnBatch(TupleBatch):
+class _LazyRows:
+    """Rows built from columns on first read, for a batch that arrived as columns (:class:`ColumnBatch`, and
+    worker.wire's WireBatch): while ``_columns`` (one list per field, ``_n`` rows) is set the ``rows`` slot is
+    empty, so reading it falls through to ``__getattr__``, which builds it once; ``len`` needs no rows."""
+
+    __slots__ = ()
+    _columns: list[list[Any]] | None
+    _n: int
+    rows: list[tuple[Any, ...]]
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "rows" or self._columns is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.rows = rows = rows_of_columns(self._columns, self._n)
+        self._columns = None
+        return rows
+
+    def __len__(self) -> int:
+        return self._n if self._columns is not None else len(self.rows)
+
+
+class ColumnBatch(_LazyRows, TupleBatch):
     """A :class:`TupleBatch` as it came from another worker: the columns the wire carried (one list per
     field, ``n`` rows), its rows (value tuples) built on first use of :attr:`rows` / :attr:`values`,
     ``batch[i]`` or iteration. A bolt that reads columns, or never reads the values, makes no tuple per
@@ -291,16 +312,6 @@ class ColumnBatch(TupleBatch):
         del self.rows  # built from the columns when first read (__getattr__)
         self._columns: list[list[Any]] | None = columns  # None once the rows are built
         self._n = n
-
-    def __getattr__(self, name: str) -> Any:
-        if name != "rows" or self._columns is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        self.rows = rows = rows_of_columns(self._columns, self._n)
-        self._columns = None
-        return rows
-
-    def __len__(self) -> int:
-        return self._n if self._columns is not None else len(self.rows)
 
     def column(self, name: str) -> list[Any]:
         position = self._position(name)

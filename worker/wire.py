@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 
 import msgpack
 
-from squall.tuple import ColumnBatch, Fields, Tuple, TupleBatch, rows_of_columns
+from squall.tuple import ColumnBatch, Fields, _LazyRows, Tuple, TupleBatch
 
 VERSION = 1
 #: The first element of a handshake (see :func:`hello`): what a Squall worker connection opens with.
@@ -73,7 +73,7 @@ class Entry(NamedTuple):
     anchors: Sequence[tuple[int, int]]
 
 
-class WireBatch:
+class WireBatch(_LazyRows):
     """A run of tuples for one target task from one source task on one stream, column by column.
 
     The sender merges runs with equal (target, source, stream) and ships each as messages of many rows;
@@ -114,22 +114,12 @@ class WireBatch:
         run._columns, run._n = columns, n
         return run
 
-    def __getattr__(self, name: str) -> Any:
-        if name != "rows" or self._columns is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        self.rows = rows = rows_of_columns(self._columns, self._n)
-        self._columns = None
-        return rows
-
     @property
     def width(self) -> int | None:
         """How many values each row has (None for a run without rows)."""
         if self._columns is not None:
             return len(self._columns) if self._n else None
         return len(self.rows[0]) if self.rows else None
-
-    def __len__(self) -> int:
-        return self._n if self._columns is not None else len(self.rows)
 
     def __iter__(self) -> Iterator[Entry]:
         head = (self.target, self.source, self.stream)
