@@ -183,7 +183,11 @@ def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path) 
             assert "authenticate" in Greeting().feed(forged.recv(4096))[2]
             with contextlib.suppress(OSError):
                 forged.sendall(WireBatch(sink, count, "default", [("forged", 10**6)]).encode())
-            assert forged.recv(4096) == b"", "closed by the worker"
+            try:  # closed by the worker: an EOF, or a reset when the forged batch was still unread at the close
+                closed = forged.recv(4096) == b""
+            except ConnectionResetError:
+                closed = True
+            assert closed, "closed by the worker"
             forged.close()
 
         kazoo = anonymous.kazoo
