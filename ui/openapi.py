@@ -40,7 +40,14 @@ def ref(name: str) -> dict[str, Any]:
 
 UPTIME = {"uptime": STRING, "uptimeSeconds": INTEGER}
 WINDOW = {"window": STRING, "windowPretty": STRING}
-COUNTS = {"emitted": INTEGER, "transferred": INTEGER, "acked": INTEGER, "failed": INTEGER}
+#: Squall's split of ``failed`` by reason; they add up to ``failed`` (ticks and system inputs included).
+FAILED_BY_REASON = {
+    "failedTimeout": {**INTEGER, "description": "a spout's trees that timed out (topology.message.timeout.secs)"},
+    "failedExplicit": {**INTEGER, "description": "a bolt's inputs it failed by calling fail; a spout's trees a "
+                                                 "bolt failed (by fail or an exception in execute)"},
+    "failedException": {**INTEGER, "description": "a bolt's inputs failed because execute raised"},
+}
+COUNTS = {"emitted": INTEGER, "transferred": INTEGER, "acked": INTEGER, "failed": INTEGER, **FAILED_BY_REASON}
 BOLT_COUNTS = {**COUNTS, "executed": INTEGER, "executeLatency": DECIMAL, "processLatency": DECIMAL,
                "capacity": DECIMAL}
 SPOUT_COUNTS = {**COUNTS, "completeLatency": DECIMAL}
@@ -88,7 +95,11 @@ SCHEMAS: dict[str, Any] = {
                                   errorLapsedSecs=INTEGER, errorWorkerLogLink=STRING)),
         executorStats=array(obj(id=STRING, encodedId=STRING, host=STRING, port=INTEGER, **UPTIME,
                                 workerLogLink=STRING, **COUNTS)),
-        outputStats=array(obj(stream=STRING, emitted=INTEGER, transferred=INTEGER))),
+        outputStats=array(obj(stream=STRING, emitted=INTEGER, transferred=INTEGER)),
+        userMetrics=array({**obj(task=STRING, host=STRING, port=INTEGER, name=STRING,
+                                 type={"enum": ["counter", "gauge"]}, value=NUMBER),
+                           "description": "user metrics (TopologyContext.register_counter, register_gauge, "
+                                          "register_meter, register_histogram) per task, as of its latest heartbeat"})),
         "oneOf": [
             obj(componentType={"const": "spout"}, spoutSummary=array(obj(**WINDOW, **SPOUT_COUNTS)),
                 executorStats=array(obj(completeLatency=DECIMAL))),

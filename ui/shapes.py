@@ -213,6 +213,8 @@ class _Counts:
     executed: Mapping[StatKey, int]
     latency_ms: Mapping[StatKey, float]
     process_ms: Mapping[StatKey, float]
+    #: Failures by reason (:data:`squall.stats.FAIL_REASONS`); empty from an older worker.
+    failed_by_reason: Mapping[str, int]
 
 
 def _counts(stats: Any, window: str) -> _Counts | None:
@@ -224,13 +226,14 @@ def _counts(stats: Any, window: str) -> _Counts | None:
         values = (windows or {}).get(window) or {}
         return {(k.componentId, k.streamId) if input_keys else k: v for k, v in values.items()}
 
-    emitted, transferred = pick(stats.emitted), pick(stats.transferred)
+    emitted, transferred, reasons = pick(stats.emitted), pick(stats.transferred), pick(stats.failed_by_reason)
     if stats.specific.spout is not None:
         s = stats.specific.spout
-        return _Counts(True, emitted, transferred, pick(s.acked), pick(s.failed), {}, pick(s.complete_ms_avg), {})
+        return _Counts(True, emitted, transferred, pick(s.acked), pick(s.failed), {}, pick(s.complete_ms_avg), {},
+                       reasons)
     b = stats.specific.bolt
     return _Counts(False, emitted, transferred, pick(b.acked, True), pick(b.failed, True), pick(b.executed, True),
-                   pick(b.execute_ms_avg, True), pick(b.process_ms_avg, True))
+                   pick(b.execute_ms_avg, True), pick(b.process_ms_avg, True), reasons)
 
 
 def _shown(key: StatKey, sys: bool) -> bool:
@@ -293,6 +296,9 @@ def _tasks(parts: Iterable[Executed]) -> int:
 
 #: The stats Storm prints as ``"%.3f"`` strings (milliseconds, or a share for capacity).
 FORMATTED_STATS = ("completeLatency", "executeLatency", "processLatency", "capacity")
+#: Squall's split of ``failed`` by reason (:data:`squall.stats.FAIL_REASONS`) → its JSON field. A spout's
+#: ``failedExplicit`` counts trees a bolt failed (by ``fail`` or an exception), a bolt's its own ``fail`` calls.
+REASON_STATS = {"timeout": "failedTimeout", "explicit": "failedExplicit", "exception": "failedException"}
 
 
 def stats_numbers(parts: list[Executed], spout: bool, sys: bool) -> dict[str, float]:
@@ -301,6 +307,7 @@ def stats_numbers(parts: list[Executed], spout: bool, sys: bool) -> dict[str, fl
     processLatency (milliseconds) and capacity. The REST API and ``/metrics`` both read them here."""
     reported = _reported(parts)
     row: dict[str, float] = {stat: _sum(reported, stat, sys) for stat in ("emitted", "transferred", "acked", "failed")}
+    row.update({name: sum(c.failed_by_reason.get(reason, 0) for c in reported) for reason, name in REASON_STATS.items()})
     if spout:
         row["completeLatency"] = _latency(reported, "latency_ms", "acked", sys)
     else:
@@ -327,7 +334,8 @@ def topology_numbers(grouped: Mapping[str, list[Executed]], kinds: Mapping[str, 
     counts = _reported(p for c in shown for p in grouped.get(c, []))
     trees = stats_numbers([p for c in shown if kinds[c] == "spout" for p in grouped.get(c, [])], True, sys)
     return {"emitted": _sum(counts, "emitted", sys), "transferred": _sum(counts, "transferred", sys),
-            "acked": trees["acked"], "failed": trees["failed"], "completeLatency": trees["completeLatency"]}
+            "acked": trees["acked"], "failed": trees["failed"], "completeLatency": trees["completeLatency"],
+            **{name: trees[name] for name in REASON_STATS.values()}}
 
 
 def component_kinds(topology: Any) -> dict[str, str]:
@@ -458,6 +466,7 @@ def component_page(info: Any, topology: Any, component: str, *, now_secs: int, w
         "executorStats": [_executor_row(p, info, kind == "spout", sys, logviewer_port) for p in
                           sorted(parts, key=lambda p: p.summary.executor_info.task_start)],
         "outputStats": _output_stats(reported, kind == "spout", sys),
+        "userMetrics": user_metrics(parts),
     }
     summary = [{**_window_fields(w), **_stats_row(executors_by_component(info, w).get(component, []),
                                                   kind == "spout", sys)} for w in WINDOWS]
@@ -468,6 +477,22 @@ def component_page(info: Any, topology: Any, component: str, *, now_secs: int, w
         page["boltStats"] = summary
         page["inputStats"] = _input_stats(reported, sys)
     return page
+
+
+def user_metrics(parts: Iterable[Executed]) -> list[dict[str, Any]]:
+    """The user metrics (:mod:`squall.metrics`) of a component's executors as of their latest heartbeats, one
+    entry per task and name, by task then name: ``type`` is ``"counter"`` (a count since the task started) or
+    ``"gauge"`` (a value)."""
+    rows = []
+    for part in sorted(parts, key=lambda p: p.summary.executor_info.task_start):
+        e, stats = part.summary, part.summary.stats
+        if stats is None:
+            continue
+        values = [(name, "counter", v) for name, v in (stats.user_counters or {}).items()]
+        values += [(name, "gauge", v) for name, v in (stats.user_gauges or {}).items()]
+        rows += [{"task": part.task, "host": e.host, "port": e.port, "name": name, "type": kind, "value": value}
+                 for name, kind, value in sorted(values)]
+    return rows
 
 
 def _executor_row(part: Executed, info: Any, spout: bool, sys: bool, logviewer_port: int | None) -> dict[str, Any]:
