@@ -7,6 +7,7 @@ The pages are requested over Starlette's TestClient from the real app, whose nim
 from __future__ import annotations
 
 import doctest
+import json
 import re
 from typing import Any
 
@@ -68,8 +69,10 @@ def running_info(status: str = "ACTIVE") -> Any:
             executor(2, "split", TaskStats(emitted={"default": 3000}, transferred={"default": 3000},
                                            acked={"sentences:default": 500}, executed={"sentences:default": 500},
                                            latency_ms={"sentences:default": 24.0}), port=6701),
-            executor(3, "count", TaskStats(executed={"split:default": 3000}, acked={"split:default": 3000},
-                                           latency_ms={"split:default": 1.0})),
+            executor(3, "count", TaskStats(executed={"split:default": 3000}, acked={"split:default": 2996},
+                                           failed={"split:default": 4}, latency_ms={"split:default": 1.0},
+                                           failed_by_reason={"explicit": 1, "exception": 3},
+                                           user_counters={"words": 3000}, user_gauges={"cache.size": 12.5})),
             executor(4, HOSTILE, TaskStats(executed={"split:default": 10}, latency_ms={"split:default": 1.0})),
         ],
         errors={"count": [storm.ErrorInfo(error="ValueError: <b>not a word</b>\n  at count", error_time_secs=NOW - 30,
@@ -238,6 +241,32 @@ def test_the_component_page_shows_executors_with_host_port_and_errors_with_time(
     assert rows(spout, "component-stats")[-1] == ["All time", "500", "500", "9.000", "500", "0"]
     hostile = browser.get("/topology/wc-1-1/component/%3Cscript%3Ealert%281%29%3C%2Fscript%3E")
     assert hostile.status_code == 200 and HOSTILE not in hostile.text
+
+
+def test_the_component_page_shows_failures_by_reason_and_user_metrics(browser: TestClient) -> None:
+    page = browser.get("/topology/wc-1-1/component/count").text
+    assert rows(page, "failures-by-reason")[0] == ["Window", "Failed", "Failed by the bolt (fail)",
+                                                   "Exception in execute"]
+    assert rows(page, "failures-by-reason")[-1] == ["All time", "4", "1", "3"]
+    assert rows(page, "user-metrics")[1:] == [["3", "h1:6700", "cache.size", "gauge", "12.5"],
+                                              ["3", "h1:6700", "words", "counter", "3000"]]
+    spout = browser.get("/topology/wc-1-1/component/sentences").text
+    assert rows(spout, "failures-by-reason")[0][2:] == ["Timed out", "Failed by a bolt"]
+    assert "No user metrics" in spout
+
+
+def test_the_rest_api_answers_jsonp_with_a_callback_and_refuses_a_callback_that_is_not_a_name(
+        browser: TestClient) -> None:
+    plain = browser.get("/api/v1/topology/wc-1-1/component/count").json()
+    jsonp = browser.get("/api/v1/topology/wc-1-1/component/count", params={"callback": "jQuery.cb_1"})
+    assert jsonp.status_code == 200 and jsonp.headers["content-type"].startswith("application/javascript")
+    assert jsonp.headers["x-content-type-options"] == "nosniff"
+    assert jsonp.text.startswith("/**/jQuery.cb_1(") and jsonp.text.endswith(");")
+    assert json.loads(jsonp.text[len("/**/jQuery.cb_1("):-2]) == plain
+    for bad in ("alert(1);x", "1abc", "a..b", "a" * 65, "cb<script>"):
+        refused = browser.get("/api/v1/topology/wc-1-1", params={"callback": bad})
+        assert refused.status_code == 400 and "callback must be a JavaScript function name" in refused.json()[
+            "errorMessage"], bad
 
 
 def test_a_window_selector_links_each_window_keeping_the_sys_flag(browser: TestClient) -> None:

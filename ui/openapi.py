@@ -123,18 +123,30 @@ STATS_QUERY = [
 ]
 
 
+CALLBACK = {"name": "callback", "in": "query", "schema": {"type": "string", "pattern": r"^[A-Za-z_$][A-Za-z0-9_$.]*$",
+                                                          "maxLength": 64},
+            "description": "JSONP (as Storm's UI): the answer is /**/CALLBACK(JSON); as application/javascript; "
+                           "a JavaScript function name, or names joined by dots"}
+
+
+def _ok(description: str, schema: str) -> dict[str, Any]:
+    """A GET's answer: JSON, or JSONP with ``callback``."""
+    return {"description": description, "content": {"application/json": {"schema": ref(schema)},
+                                                    "application/javascript": {"schema": STRING}}}
+
+
 def _error(description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": ref("Error")}}}
 
 
 def _get(summary: str, schema: str, parameters: Sequence[dict[str, Any]] = (), *,
          missing: str = "") -> dict[str, Any]:
-    responses = {"200": {"description": summary, "content": {"application/json": {"schema": ref(schema)}}},
-                 "503": _error("nimbus is down, leaderless or too slow")}
+    responses = {"200": _ok(summary, schema), "503": _error("nimbus is down, leaderless or too slow"),
+                 "400": _error("a callback that is not a function name" + (", or a window nimbus does not keep"
+                                                                           if missing else ""))}
     if missing:
         responses["404"] = _error(missing)
-        responses["400"] = _error("a window nimbus does not keep")
-    return {"get": {"summary": summary, "parameters": list(parameters), "responses": responses}}
+    return {"get": {"summary": summary, "parameters": [*parameters, CALLBACK], "responses": responses}}
 
 
 def _post(summary: str, parameters: list[dict[str, Any]], body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -166,10 +178,9 @@ PATHS: dict[str, Any] = {
         "summary": "a supervisor and the workers on its host",
         "parameters": [{"name": "id", "in": "query", "schema": STRING, "description": "the supervisor's id"},
                        {"name": "host", "in": "query", "schema": STRING,
-                        "description": "instead of id: the supervisors on this host"}],
-        "responses": {"200": {"description": "the supervisor(s) and the workers on their host",
-                              "content": {"application/json": {"schema": ref("Supervisor")}}},
-                      "400": _error("neither id nor host given"),
+                        "description": "instead of id: the supervisors on this host"}, CALLBACK],
+        "responses": {"200": _ok("the supervisor(s) and the workers on their host", "Supervisor"),
+                      "400": _error("neither id nor host given, or a bad callback"),
                       "404": _error("no supervisor has that id or runs on that host"),
                       "503": _error("nimbus is down, leaderless or too slow")}}},
     "/api/v1/topology/summary": _get("every topology", "TopologySummary"),
