@@ -290,6 +290,8 @@ struct ExecutorSummary {
   5: required i32 uptime_secs;
   // Id 6 is unused on the wire; leave it free.
   7: optional ExecutorStats stats;
+  // Squall: the supervisor running the executor's worker (Storm has it in its WorkerSummary only).
+  100: optional string supervisor_id;
 }
 
 struct DebugOptions {

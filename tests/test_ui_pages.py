@@ -337,3 +337,21 @@ def test_the_supervisor_api_matches_workers_by_host_and_says_when_the_host_is_sh
     assert ([s["id"] for s in by_host["supervisors"]], by_host["sharedHost"]) == (["sup-1", "sup-3"], False)
     with pytest.raises(UnknownSupervisor, match="no supervisor has host 'h9'"):
         supervisor_page(cluster, [], [], host="h9")
+
+
+def test_workers_name_their_supervisor_and_a_supervisors_page_lists_only_its_own() -> None:
+    """Nimbus names each worker's supervisor (``ExecutorSummary.supervisor_id``): two supervisors on one host
+    each list their own workers; a worker reported without one (an older nimbus) is matched by host."""
+    cluster = cluster_summary()
+    cluster.supervisors.append(storm.SupervisorSummary(host="h1", uptime_secs=1, num_workers=1, num_used_workers=1,
+                                                       supervisor_id="sup-3"))
+    info = running_info()
+    for e in info.executors:
+        e.supervisor_id = "sup-1" if e.port == 6700 else "sup-3"
+    assert [(w["supervisorId"], w["port"]) for w in topology_page(info, running_topology(), {}, now_secs=NOW)[
+        "workers"]] == [("sup-1", 6700), ("sup-3", 6701)]
+    assert [w["port"] for w in supervisor_page(cluster, [], [info], supervisor_id="sup-3")["workers"]] == [6701]
+    assert [w["port"] for w in supervisor_page(cluster, [], [info], supervisor_id="sup-1")["workers"]] == [6700]
+    older = running_info()
+    assert [w["port"] for w in supervisor_page(cluster, [], [older], supervisor_id="sup-3")["workers"]] == [
+        6700, 6701], "no supervisor id: matched by host"

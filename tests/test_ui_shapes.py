@@ -123,7 +123,7 @@ def test_topology_page_adds_up_executors_and_weights_latencies() -> None:
         "Storm's four windows, shortest first; executors that sent no window count nothing in it"
     assert (page["tasksTotal"], page["executorsTotal"], page["workersTotal"], page["msgTimeout"]) == (6, 6, 2, 30)
     assert page["workers"][0] == {
-        "host": "h1", "port": 6700, "topologyId": "wc-1-1", "topologyName": "wc", "executorsTotal": 4,
+        "supervisorId": "", "host": "h1", "port": 6700, "topologyId": "wc-1-1", "topologyName": "wc", "executorsTotal": 4,
         "componentNumTasks": {"sentences": 1, "split": 1, "count": 1, "__acker": 1}, "uptime": "1m 40s",
         "uptimeSeconds": 100, "workerLogLink": ""}
 

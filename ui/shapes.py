@@ -19,8 +19,7 @@ the numbers are made follows Storm too:
 Nimbus keeps Storm's four windows (:data:`WINDOWS`: the last 10 minutes, 3 hours, 1 day, and all time, made
 by :mod:`nimbus.windows`); ``topologyStats``, ``spoutSummary`` and ``boltStats`` list all four, as Storm's do,
 and the other tables show the window asked for. What Squall does not know is left out rather than invented: resources
-(``schedulerDisplayResource`` is false, as in Storm's default), the supervisor of a worker, and a
-topology's replication count. A worker's log link (``workerLogLink``, ``errorWorkerLogLink``) opens its log
+(``schedulerDisplayResource`` is false, as in Storm's default) and a topology's replication count. A worker's log link (``workerLogLink``, ``errorWorkerLogLink``) opens its log
 on the logviewer of its host, at the UI's ``logviewer.port``, as Storm's UI links them; without a port (or
 for an error with no worker) it is ``""``, Storm's value for "no link", as are the daemons' own log links
 (``nimbusLogLink``, ``logLink``): the logviewer serves worker logs only.
@@ -157,10 +156,9 @@ def supervisor_page(cluster: Any, blacklist: Iterable[str], infos: Iterable[Any]
     """``/api/v1/supervisor?id=ID`` (or ``?host=HOST``): the supervisor(s) and the workers on their host, from
     the ``ClusterSummary`` and every running topology's ``TopologyInfo``.
 
-    Nimbus's Thrift API says on which host and port a worker runs, not which supervisor runs it, so workers
-    are matched by host: where several supervisors share a host (a dev cluster), each one's page lists the
-    workers of all of them, and ``sharedHost`` says so. Raises :class:`UnknownSupervisor` naming the
-    supervisors when none matches.
+    A supervisor's workers are those nimbus says it runs (``supervisorId``); a worker an older nimbus reported
+    without one is matched by host. ``sharedHost`` says when other supervisors run on the same host (a dev
+    cluster). Raises :class:`UnknownSupervisor` naming the supervisors when none matches.
     """
     rows = supervisor_summary(cluster, blacklist)["supervisors"]
     chosen = [s for s in rows if (s["id"] == supervisor_id if supervisor_id else s["host"] == host)]
@@ -168,9 +166,10 @@ def supervisor_page(cluster: Any, blacklist: Iterable[str], infos: Iterable[Any]
         wanted = f"id {supervisor_id!r}" if supervisor_id else f"host {host!r}"
         known = ", ".join(f"{s['id']} ({s['host']})" for s in rows) or "none"
         raise UnknownSupervisor(f"no supervisor has {wanted}; the supervisors are {known}")
-    hosts = {s["host"] for s in chosen}
+    hosts, ids = {s["host"] for s in chosen}, {s["id"] for s in chosen}
     return {"supervisors": chosen,
-            "workers": [w for info in infos for w in _workers(info, logviewer_port) if w["host"] in hosts],
+            "workers": [w for info in infos for w in _workers(info, logviewer_port)
+                        if (w["supervisorId"] in ids if w["supervisorId"] else w["host"] in hosts)],
             "sharedHost": any(s["host"] in hosts for s in rows if s not in chosen),
             "schedulerDisplayResource": False}
 
@@ -429,7 +428,8 @@ def _workers(info: Any, logviewer_port: int | None) -> list[dict[str, Any]]:
         for e in executors:
             per_component[e.component_id] = per_component.get(e.component_id, 0) + 1
         uptime = max(e.uptime_secs for e in executors)
-        result.append({"host": host, "port": port, "topologyId": info.id, "topologyName": info.name,
+        result.append({"supervisorId": executors[0].supervisor_id or "", "host": host, "port": port,
+                       "topologyId": info.id, "topologyName": info.name,
                        "executorsTotal": len(executors), "componentNumTasks": per_component,
                        "uptime": pretty_uptime(uptime), "uptimeSeconds": uptime,
                        "workerLogLink": worker_log_link(logviewer_port, host, port, info.id)})
