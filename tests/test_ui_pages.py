@@ -292,7 +292,7 @@ def test_the_supervisor_page_lists_the_workers_on_its_host(browser: TestClient) 
     assert rows(page, "supervisor-summary")[1][:2] == ["sup-1", "h1"]
     assert [r[:4] for r in rows(page, "supervisor-workers")[1:]] == [["wc", "6700", "1m 40s", "3"],
                                                                      ["wc", "6701", "1m 40s", "1"]]
-    assert "No worker runs on this host." in browser.get("/supervisor/sup-2").text
+    assert "This supervisor runs no worker." in browser.get("/supervisor/sup-2").text
     api = "/api/v1/supervisor"
     assert [w["port"] for w in valid(browser.get(api, params={"id": "sup-1"}), api)["workers"]] == [6700, 6701]
     assert valid(browser.get(api, params={"host": "h2"}), api)["supervisors"][0]["id"] == "sup-2"
