@@ -152,6 +152,13 @@ def test_a_person_sees_the_word_count_in_the_browser_opens_a_log_and_deactivates
         assert sorted(a.text for a in log_links) == sorted(e[1] for e in executors), "host:port links to each log"
         screenshot(chromium, tmp_path, "component")
 
+        def distinct_words() -> float:
+            metrics = valid(api.get(f"{api_page}/component/count"), "/api/v1/topology/{id}/component/{component}")
+            return sum(m["value"] for m in metrics["userMetrics"] if m["name"] == "distinct.words")
+
+        wait_until(lambda: distinct_words() == len({w for s in wordcount.SENTENCES for w in s.split()}), 30,
+                   "the word count's user gauge: its tasks' distinct words add up to the sentences'")
+
         log_links[0].click()
         wait_until(lambda: chromium.title.endswith("· Squall logviewer"), 30, "the worker's log, from the logviewer")
         assert chromium.title.startswith(f"{topology_id}-worker-{executors[0][1].split(':')[1]}.log")
