@@ -40,6 +40,8 @@ MAX_NAME_CHARS = 64
 HISTOGRAM_SAMPLES = 1028
 #: The quantiles a histogram reports, as name suffix → quantile.
 QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
+#: What a histogram named NAME is sent as: ``NAME.count``, ``NAME.min``...
+HISTOGRAM_PARTS = ("count", "min", "max", "mean", *QUANTILES)
 
 
 class MetricError(ValueError):
@@ -143,13 +145,13 @@ class TaskMetrics:
 
     def register_histogram(self, name: str) -> Histogram:
         """A histogram named ``name``: ``NAME.count`` and its gauges ``NAME.min``, ``.max``, ``.mean``, ``.p50``..."""
-        return self._register(self._histograms, name, lambda: Histogram(name))
+        return self._register(self._histograms, name, lambda: Histogram(name), _sent_as(name, histogram=True))
 
     def register_gauge(self, name: str, value: Callable[[], float]) -> None:
         """A gauge: ``value()`` is called at each heartbeat and must return a finite number."""
         if not callable(value):
             raise MetricError(f"gauge {name!r}: pass a function returning its value, not {type(value).__name__}")
-        self._check_new(name)
+        self._check_new(name, {name})
         self._gauges[name] = value
 
     def read(self) -> tuple[dict[str, int], dict[str, float], list[str]]:
@@ -173,15 +175,16 @@ class TaskMetrics:
             gauges.update(histogram.values())
         return counters, gauges, problems
 
-    def _register(self, registry: dict[str, Any], name: str, make: Callable[[], Any]) -> Any:
+    def _register(self, registry: dict[str, Any], name: str, make: Callable[[], Any],
+                  sent_as: set[str] | None = None) -> Any:
         existing = registry.get(name)
         if existing is not None and type(existing) is type(make()):
             return existing
-        self._check_new(name)
+        self._check_new(name, sent_as or {name})
         metric = registry[name] = make()
         return metric
 
-    def _check_new(self, name: str) -> None:
+    def _check_new(self, name: str, sent_as: set[str]) -> None:
         problem = id_problem(name)
         if problem is None and len(name) > MAX_NAME_CHARS:
             problem = f"it is {len(name)} characters long; at most {MAX_NAME_CHARS} (squall.metrics.MAX_NAME_CHARS)"
@@ -189,6 +192,15 @@ class TaskMetrics:
             raise MetricError(f"bad metric name {name!r}: {problem}")
         if name in self._counters or name in self._gauges or name in self._histograms:
             raise MetricError(f"metric {name!r} is already registered as another kind; pick another name")
+        taken = {*self._counters, *self._gauges, *(n for h in self._histograms for n in _sent_as(h, histogram=True))}
+        if clash := sorted(sent_as & taken):
+            raise MetricError(f"metric {name!r} would be sent as {', '.join(clash)}, which another metric is sent as "
+                              "(a histogram NAME is sent as NAME.count, NAME.min...); pick another name")
         if len(self) >= MAX_METRICS:
             raise MetricError(f"a task may register at most {MAX_METRICS} metrics (squall.metrics.MAX_METRICS); "
                               f"{name!r} would be one more")
+
+
+def _sent_as(name: str, *, histogram: bool) -> set[str]:
+    """The names a metric's values are sent under."""
+    return {f"{name}.{part}" for part in HISTOGRAM_PARTS} if histogram else {name}

@@ -34,6 +34,16 @@ def test_registering_a_counter_twice_gives_the_same_one_but_a_name_has_one_kind(
         metrics.register_gauge("n", lambda: 1)
 
 
+def test_a_histogram_and_another_metric_cannot_be_sent_under_one_name() -> None:
+    metrics = TaskMetrics()
+    metrics.register_histogram("sizes")
+    with pytest.raises(MetricError, match="would be sent as sizes.count"):
+        metrics.register_counter("sizes.count")
+    metrics.register_gauge("lag.p99", lambda: 1)
+    with pytest.raises(MetricError, match="would be sent as lag.p99"):
+        metrics.register_histogram("lag")
+
+
 @pytest.mark.parametrize("name, problem", [
     ("has space", "bad metric name"),
     ("", "bad metric name"),
