@@ -26,9 +26,11 @@ from selenium.webdriver.common.by import By
 
 from examples import wordcount
 from minicluster import MiniCluster
+from squall.dsl import Topology
 from support import wait_until
 from test_ui import cluster, storm_list, ui_in_front_of, valid  # noqa: F401  (cluster: the fixture)
 from test_ui_logs import logviewer  # noqa: F401  (the fixture)
+from topologies import Metered, Numbers, Picky
 
 #: Chromium without what a test has no use for: no sandbox (tests may run as root), no network of its own
 #: (updates, sync, safe browsing), one renderer process, a fixed window for same-sized screenshots.
@@ -191,3 +193,46 @@ def test_a_person_sees_the_word_count_in_the_browser_opens_a_log_and_deactivates
         wait_until(lambda: text(chromium, "#topology-status") == "INACTIVE", 30, "the reloaded page to show INACTIVE")
         assert storm_list(cluster.nimbus.port) == ["wordcount", "INACTIVE"]
         assert chromium.find_element(By.ID, "deactivate").get_attribute("disabled") is not None
+
+
+def table(chrome: webdriver.Chrome, table_id: str) -> list[list[str]]:
+    """The text of each data row of a table of the page."""
+    return [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+            for row in chrome.find_elements(By.CSS_SELECTOR, f"#{table_id} tr")[1:]]
+
+
+@pytest.mark.slow
+def test_a_person_sees_why_tuples_failed_and_a_bolts_own_metrics(
+        cluster: MiniCluster, chromium: webdriver.Chrome, tmp_path: Path) -> None:  # noqa: F811
+    """60 numbers through a bolt with user metrics into a picky bolt (test_ui_metrics has the same topology): the
+    picky bolt's page splits its 12 failures into 6 fails and 6 exceptions, and shows the exceptions; the spout's,
+    its 13 failed trees into 1 timeout and 12 a bolt failed; the metered bolt's, its counter and gauges."""
+    t = Topology("reasons", conf={"topology.message.timeout.secs": 3})
+    t.bolt("picky", Picky).shuffle(t.bolt("metered", Metered).shuffle(t.spout("numbers", Numbers, args=[60])))
+    topology_id = cluster.submit(t)
+    cluster.start_workers(topology_id)
+    with ui_in_front_of(cluster.conf, cluster.nimbus.port) as api:
+        wait_until(lambda: api.get(f"/api/v1/topology/{topology_id}").json()["topologyStats"][-1]["acked"] == 60, 120,
+                   "all 60 numbers acked in the end")
+        ui = str(api.base_url).rstrip("/")
+
+        def page(component: str, table_id: str, last_row: list[str]) -> None:
+            """Open the component's page until its table's all-time row shows ``last_row`` (stats come with beats)."""
+            def shown() -> bool:
+                chromium.get(f"{ui}/topology/{topology_id}/component/{component}")
+                return table(chromium, table_id)[-1] == last_row
+            wait_until(shown, 30, f"{component}'s {table_id}: {last_row}")
+
+        page("numbers", "failures-by-reason", ["All time", "13", "1", "12"])
+        page("picky", "failures-by-reason", ["All time", "12", "6", "6"])
+        errors = table(chromium, "component-errors")
+        assert errors and all("RuntimeError: picky about" in row[2] for row in errors)
+        screenshot(chromium, tmp_path, "failures")
+
+        def metrics() -> dict[str, tuple[str, str]]:
+            chromium.get(f"{ui}/topology/{topology_id}/component/metered")
+            return {row[2]: (row[3], row[4]) for row in table(chromium, "user-metrics")}
+
+        seen = wait_until(lambda: (m := metrics()).get("seen") == ("counter", "73") and m, 30, "the counter at 73")
+        assert seen["n.sizes.max"] == ("gauge", "59.0") and seen["last.n"][0] == "gauge"
+        screenshot(chromium, tmp_path, "user-metrics")
