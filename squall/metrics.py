@@ -131,6 +131,7 @@ class TaskMetrics:
         self._counters: dict[str, Counter] = {}
         self._gauges: dict[str, Callable[[], float]] = {}
         self._histograms: dict[str, Histogram] = {}
+        self._failing: set[str] = set()  # gauges whose last read failed (said once, until they read again)
 
     def __len__(self) -> int:
         return len(self._counters) + len(self._gauges) + len(self._histograms)
@@ -155,21 +156,27 @@ class TaskMetrics:
         self._gauges[name] = value
 
     def read(self) -> tuple[dict[str, int], dict[str, float], list[str]]:
-        """Counters and gauges by name, and why any gauge was left out (its function raised, or returned
-        something that is not a finite number)."""
+        """Counters and gauges by name, and why a gauge was left out (its function raised, or returned something
+        that is not a finite number), said the first time it fails in a row: a broken gauge is not an error
+        every heartbeat."""
         counters = {name: c.count for name, c in self._counters.items()}
         gauges: dict[str, float] = {}
         problems = []
         for name, value in self._gauges.items():
+            problem = None
             try:
                 number = value()
             except Exception as exc:
-                problems.append(f"gauge {name!r} raised {type(exc).__name__}: {exc}")
-                continue
-            if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
-                problems.append(f"gauge {name!r} returned {number!r}, not a finite number")
-                continue
-            gauges[name] = float(number)
+                problem = f"gauge {name!r} raised {type(exc).__name__}: {exc}"
+            else:
+                if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
+                    problem = f"gauge {name!r} returned {number!r}, not a finite number"
+            if problem is None:
+                gauges[name] = float(number)
+                self._failing.discard(name)
+            elif name not in self._failing:
+                self._failing.add(name)
+                problems.append(problem)
         for name, histogram in self._histograms.items():
             counters[f"{name}.count"] = histogram.count
             gauges.update(histogram.values())

@@ -78,3 +78,11 @@ def test_a_gauge_that_cannot_be_read_is_left_out_and_said_why() -> None:
     _, gauges, problems = metrics.read()
     assert gauges == {"ok": -1.5}
     assert any("'broken' raised ZeroDivisionError" in p for p in problems) and any("'nan'" in p for p in problems)
+    assert metrics.read()[2] == [], "said once, not at every heartbeat"
+
+
+def test_a_gauge_that_fails_again_after_reading_well_is_said_again() -> None:
+    values: list[object] = [None, 1.0, "x"]
+    metrics = TaskMetrics()
+    metrics.register_gauge("flaky", lambda: values.pop(0))
+    assert [len(metrics.read()[2]) for _ in range(3)] == [1, 0, 1]
