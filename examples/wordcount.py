@@ -79,6 +79,8 @@ class WordCount(Bolt):
 
     def prepare(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
         self.counts: Counter[str] = Counter()
+        # A user metric (Storm's metrics V2): read at each heartbeat, shown by the UI and its /metrics.
+        context.register_gauge("distinct.words", lambda: len(self.counts))
 
     def execute(self, tup: Tuple) -> None:
         if tup.is_tick:

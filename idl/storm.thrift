@@ -273,6 +273,13 @@ struct ExecutorStats {
   2: required map<string, map<string, i64>> transferred;
   3: required ExecutorSpecificStats specific;
   4: required double rate;
+  // Squall: failed tuples by why, keyed by window like the rest: "timeout" (a spout's tree timed out),
+  // "explicit" (a bolt called fail; for a spout, a bolt failed its tree) and "exception" (a bolt's execute
+  // raised). Their sum is the executor's failed count.
+  100: optional map<string, map<string, i64>> failed_by_reason;
+  // Squall: the task's user metrics (TopologyContext.register_*), as read at its latest heartbeat; not windowed.
+  101: optional map<string, i64> user_counters;
+  102: optional map<string, double> user_gauges;
 }
 
 struct ExecutorSummary {
@@ -283,6 +290,8 @@ struct ExecutorSummary {
   5: required i32 uptime_secs;
   // Id 6 is unused on the wire; leave it free.
   7: optional ExecutorStats stats;
+  // Squall: the supervisor running the executor's worker (Storm has it in its WorkerSummary only).
+  100: optional string supervisor_id;
 }
 
 struct DebugOptions {

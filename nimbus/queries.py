@@ -104,7 +104,8 @@ def topology_info(topology_id: str, base: StormBase, tasks: TopologyTasks | None
             executors.append(storm.ExecutorSummary(
                 executor_info=storm.ExecutorInfo(task_start=t, task_end=t),
                 component_id=info[t].component if t in info else "?",
-                host=w.host, port=w.port, uptime_secs=max(0, uptime), stats=stats))
+                host=w.host, port=w.port, uptime_secs=max(0, uptime), stats=stats,
+                supervisor_id=w.supervisor_id or None))
     executors.sort(key=lambda e: e.executor_info.task_start)
     by_component: dict[str, list[Any]] = {}
     for task_id, task_errors in errors.items():

@@ -38,7 +38,9 @@ WINDOW_BUCKETS: dict[str, tuple[int, int]] = {"600": (600, 30), "10800": (10800,
 #: Most snapshots one task's history holds: per window its buckets and two more, and the latest.
 MAX_SNAPSHOTS = sum(length // bucket + 3 for length, bucket in WINDOW_BUCKETS.values()) + 1
 _FINEST = min(bucket for _, bucket in WINDOW_BUCKETS.values())
-_COUNTS = tuple(f.name for f in fields(TaskStats) if f.name != "latency_ms")
+#: The counters windows are made of: every stat but the latency averages and the user metrics (values as read
+#: at the latest beat, served as they are: a gauge has no window, and a user counter is the user's own).
+_COUNTS = tuple(f.name for f in fields(TaskStats) if f.name not in ("latency_ms", "user_counters", "user_gauges"))
 
 #: A snapshot's counters as numbers to subtract: per stat, per key; ``latency_ms`` holds total milliseconds.
 Totals = dict[str, dict[str, float]]

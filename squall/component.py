@@ -43,6 +43,7 @@ from typing import Any, ClassVar, Protocol
 
 import structlog
 
+from squall.metrics import Counter, Histogram, Meter, TaskMetrics
 from squall.tuple import DEFAULT_STREAM, Fields, Tuple, TupleBatch
 
 __all__ = [
@@ -114,6 +115,8 @@ class TopologyContext:
     component_tasks: Mapping[str, tuple[int, ...]]
     #: This component's effective conf: the topology conf overlaid with the component's own.
     conf: Mapping[str, Any] = field(default_factory=dict)
+    #: The task's user metrics (:mod:`squall.metrics`), registered through the ``register_*`` methods.
+    metrics: TaskMetrics = field(default_factory=TaskMetrics, compare=False, repr=False)
 
     @property
     def tasks(self) -> tuple[int, ...]:
@@ -124,6 +127,29 @@ class TopologyContext:
     def task_index(self) -> int:
         """This task's position among its component's tasks, 0-based: how parallel spouts split work."""
         return self.tasks.index(self.task_id)
+
+    def register_counter(self, name: str) -> Counter:
+        """Storm's ``registerCounter``: a count sent with each heartbeat, shown by the UI and ``/metrics``::
+
+            self.words = context.register_counter("words")   # in prepare; self.words.inc() in execute
+        """
+        return self.metrics.register_counter(name)
+
+    def register_gauge(self, name: str, value: Callable[[], float]) -> None:
+        """Storm's ``registerGauge``: ``value()`` is read at each heartbeat (quick, non-blocking)::
+
+            context.register_gauge("cache.size", lambda: len(self.cache))
+        """
+        self.metrics.register_gauge(name, value)
+
+    def register_meter(self, name: str) -> Meter:
+        """Storm's ``registerMeter``: ``mark(n)`` events; sent as their count."""
+        return self.metrics.register_meter(name)
+
+    def register_histogram(self, name: str) -> Histogram:
+        """Storm's ``registerHistogram``: ``update(value)``; sent as ``NAME.count``, ``.min``, ``.max``, ``.mean``,
+        ``.p50``, ``.p95``, ``.p99``."""
+        return self.metrics.register_histogram(name)
 
 
 class Collector(Protocol):

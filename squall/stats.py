@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import fields
 from typing import Any
 
 from squall.names import id_problem
@@ -21,6 +22,10 @@ ALL_TIME = ":all-time"
 WINDOWS = ("600", "10800", "86400", ALL_TIME)
 #: Most keys (streams, or inputs) one map of a task's stats may carry; more is refused as bad input.
 MAX_KEYS = 256
+#: Why tuples fail (``failed_by_reason`` keys): a spout's tree timed out (``topology.message.timeout.secs``);
+#: a bolt called ``fail`` (for a spout: a bolt failed its tree, by ``fail`` or an exception); a bolt's execute
+#: raised.
+FAIL_REASONS = ("timeout", "explicit", "exception")
 
 
 def to_executor_stats(stats: TaskStats, *, spout: bool, windows: Mapping[str, TaskStats] | None = None) -> Any:
@@ -43,7 +48,9 @@ def to_executor_stats(stats: TaskStats, *, spout: bool, windows: Mapping[str, Ta
             process_ms_avg={w: {} for w in by_window}, executed=window("executed", _stream_id),
             execute_ms_avg=window("latency_ms", _stream_id)))
     return storm.ExecutorStats(emitted=window("emitted"), transferred=window("transferred"),
-                               specific=specific, rate=1.0)
+                               specific=specific, rate=1.0, failed_by_reason=window("failed_by_reason"),
+                               user_counters=dict(stats.user_counters) or None,
+                               user_gauges=dict(stats.user_gauges) or None)
 
 
 def from_executor_stats(value: Any) -> TaskStats:
@@ -51,17 +58,29 @@ def from_executor_stats(value: Any) -> TaskStats:
     specific = value.specific
     if specific is None or (specific.spout is None) == (specific.bolt is None):
         raise ValueError("stats.specific must hold exactly one of spout or bolt")
-    emitted, transferred = _counts(value.emitted, "emitted"), _counts(value.transferred, "transferred")
+    common = {"emitted": _counts(value.emitted, "emitted"), "transferred": _counts(value.transferred, "transferred"),
+              # Optional (Squall's ids >= 100): an older worker sends none of them.
+              "failed_by_reason": _counts(value.failed_by_reason, "failed_by_reason"),
+              "user_counters": _values(value.user_counters, "user_counters", int),
+              "user_gauges": _values(value.user_gauges, "user_gauges", float)}
     if specific.spout is not None:
         s = specific.spout
-        return TaskStats(emitted=emitted, transferred=transferred, acked=_counts(s.acked, "acked"),
-                         failed=_counts(s.failed, "failed"),
+        return TaskStats(**common, acked=_counts(s.acked, "acked"), failed=_counts(s.failed, "failed"),
                          latency_ms=_counts(s.complete_ms_avg, "complete_ms_avg", float))
     b = specific.bolt
-    return TaskStats(emitted=emitted, transferred=transferred, acked=_counts(b.acked, "acked", key=_input_key),
+    return TaskStats(**common, acked=_counts(b.acked, "acked", key=_input_key),
                      failed=_counts(b.failed, "failed", key=_input_key),
                      executed=_counts(b.executed, "executed", key=_input_key),
                      latency_ms=_counts(b.execute_ms_avg, "execute_ms_avg", float, key=_input_key))
+
+
+def task_stats(values: Mapping[str, Any]) -> TaskStats:
+    """A task's stats from the dict its heartbeat tuple carries; keys this Squall does not know (a newer
+    worker's) are left out, so a worker of a newer release still beats through an older topology master."""
+    return TaskStats(**{k: v for k, v in values.items() if k in _TASK_STATS_FIELDS})
+
+
+_TASK_STATS_FIELDS = frozenset(f.name for f in fields(TaskStats))
 
 
 def _stream_id(key: str) -> Any:
@@ -82,6 +101,22 @@ def _stream_key(stream: Any) -> str:
     if problem := id_problem(stream):
         raise ValueError(f"bad stream id {stream!r}: {problem}")
     return stream
+
+
+def _values(values: Any, what: str, kind: type) -> dict[str, Any]:
+    """User metric values by name, checked and bounded (a gauge may be negative, never NaN or infinite)."""
+    values = values or {}
+    if len(values) > MAX_KEYS:
+        raise ValueError(f"stats.{what} has {len(values)} metrics; at most {MAX_KEYS}")
+    result = {}
+    for name, v in values.items():
+        if problem := id_problem(name):
+            raise ValueError(f"stats.{what}: bad metric name {name!r}: {problem}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (kind is int and v < 0):
+            raise ValueError(f"stats.{what}[{name!r}] must be a {'non-negative ' if kind is int else ''}finite "
+                             f"number, got {v!r}")
+        result[name] = kind(v)
+    return result
 
 
 def _counts(windows: Any, what: str, kind: type = int, key: Any = _stream_key) -> dict[str, Any]:

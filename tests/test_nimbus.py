@@ -325,6 +325,9 @@ def test_task_stats_in_heartbeats_show_in_topology_info(cluster: Cluster, leader
     assert executors[spout].uptime_secs == 42, "a beating task's uptime is its own"
     assert executors[split].stats is None and executors[split].uptime_secs == 41, \
         "malformed stats are dropped; the beat still counts"
+    assignment = cluster.zk.read(paths.assignment(topology_id), Assignment)
+    assert {t: e.supervisor_id for t, e in executors.items()} == {
+        t: w.supervisor_id for w in assignment.workers for t in w.tasks}, "each executor names its supervisor"
 
 
 def test_getTopologyInfo_serves_storms_windows_made_from_the_beats_nimbus_took_in(cluster: Cluster,

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from squall.stats import ALL_TIME, MAX_KEYS, from_executor_stats, to_executor_stats
+from squall.stats import ALL_TIME, MAX_KEYS, from_executor_stats, task_stats, to_executor_stats
 from squall.thrift import storm
 from squall.tuple import Fields
 from squall.zk.records import TaskStats
 from worker.executor import StreamOut
 
 SPOUT = TaskStats(emitted={"default": 10, "errors": 2}, transferred={"default": 20, "errors": 2},
-                  acked={"default": 9}, failed={"default": 1}, latency_ms={"default": 3.5})
+                  acked={"default": 9}, failed={"default": 1}, latency_ms={"default": 3.5},
+                  failed_by_reason={"timeout": 1})
 BOLT = TaskStats(emitted={"default": 4}, transferred={"default": 4}, acked={"split:default": 5, "raw:default": 1},
                  failed={"raw:default": 2}, executed={"split:default": 5, "raw:default": 3},
-                 latency_ms={"split:default": 0.25})
+                 latency_ms={"split:default": 0.25}, failed_by_reason={"explicit": 1, "exception": 1},
+                 user_counters={"seen": 9, "n.count": 3}, user_gauges={"last.n": -2.5})
 
 
 @pytest.mark.parametrize("stats, spout", [(SPOUT, True), (BOLT, False)])
@@ -74,3 +76,32 @@ def test_transferred_counts_copies_across_a_refresh_and_behind_custom_groupings(
     after.carry_counts(fixed)
     after.emitted += 1
     assert (after.emitted, after.transferred) == (3, 7)
+
+
+def test_failures_by_reason_are_windowed_and_user_metrics_are_not() -> None:
+    thrift = to_executor_stats(BOLT, spout=False, windows={"600": TaskStats(failed_by_reason={"explicit": 1})})
+    assert thrift.failed_by_reason == {"600": {"explicit": 1}, ALL_TIME: {"explicit": 1, "exception": 1}}
+    assert thrift.user_counters == {"seen": 9, "n.count": 3} and thrift.user_gauges == {"last.n": -2.5}
+
+
+def test_stats_of_an_older_worker_have_no_reasons_and_no_metrics() -> None:
+    older = to_executor_stats(TaskStats(acked={"default": 1}), spout=True)
+    older.failed_by_reason = older.user_counters = older.user_gauges = None
+    assert from_executor_stats(older) == TaskStats(acked={"default": 1})
+
+
+@pytest.mark.parametrize("counters, gauges, problem", [
+    ({"seen": -1}, {}, "non-negative finite"),
+    ({}, {"g": float("inf")}, "finite number"),
+    ({"a b": 1}, {}, "bad metric name"),
+    ({f"m{i}": 1 for i in range(MAX_KEYS + 1)}, {}, f"at most {MAX_KEYS}"),
+])
+def test_bad_user_metrics_are_refused_with_the_reason(counters: dict, gauges: dict, problem: str) -> None:
+    thrift = _spout_stats({})
+    thrift.user_counters, thrift.user_gauges = counters, gauges
+    with pytest.raises(ValueError, match=problem):
+        from_executor_stats(thrift)
+
+
+def test_a_heartbeat_from_a_newer_worker_keeps_the_stats_this_release_knows() -> None:
+    assert task_stats({"acked": {"default": 2}, "a_newer_stat": {"x": 1}}) == TaskStats(acked={"default": 2})

@@ -26,9 +26,11 @@ from selenium.webdriver.common.by import By
 
 from examples import wordcount
 from minicluster import MiniCluster
+from squall.dsl import Topology
 from support import wait_until
 from test_ui import cluster, storm_list, ui_in_front_of, valid  # noqa: F401  (cluster: the fixture)
 from test_ui_logs import logviewer  # noqa: F401  (the fixture)
+from topologies import Metered, Numbers, Picky
 
 #: Chromium without what a test has no use for: no sandbox (tests may run as root), no network of its own
 #: (updates, sync, safe browsing), one renderer process, a fixed window for same-sized screenshots.
@@ -114,10 +116,12 @@ def test_a_person_sees_the_word_count_in_the_browser_opens_a_log_and_deactivates
         wait_until(lambda: chromium.title.startswith("Supervisor"), 30, "the supervisor's page")
         ports = [r.find_elements(By.TAG_NAME, "td")[1].text for r in
                  chromium.find_elements(By.CSS_SELECTOR, "#supervisor-workers tr")[1:]]
-        assert sorted(ports) == sorted(str(w.port) for w in workers), "every supervisor here shares 127.0.0.1"
+        its_own = [w for w in workers if w.supervisor_id == cluster.supervisor_ids[0]]
+        assert sorted(ports) == sorted(str(w.port) for w in its_own), "its own workers, though all share 127.0.0.1"
         api_supervisor = valid(api.get("/api/v1/supervisor", params={"id": cluster.supervisor_ids[0]}),
                                "/api/v1/supervisor")
-        assert api_supervisor["sharedHost"] and len(api_supervisor["workers"]) == len(workers)
+        assert api_supervisor["sharedHost"] and [w["supervisorId"] for w in api_supervisor["workers"]] == [
+            cluster.supervisor_ids[0]] * len(its_own)
         chromium.find_element(By.LINK_TEXT, "Cluster").click()
         wait_until(lambda: chromium.title.startswith("Cluster"), 30, "back on the cluster page")
 
@@ -149,6 +153,13 @@ def test_a_person_sees_the_word_count_in_the_browser_opens_a_log_and_deactivates
         log_links = chromium.find_elements(By.CSS_SELECTOR, "#executors a")
         assert sorted(a.text for a in log_links) == sorted(e[1] for e in executors), "host:port links to each log"
         screenshot(chromium, tmp_path, "component")
+
+        def distinct_words() -> float:
+            metrics = valid(api.get(f"{api_page}/component/count"), "/api/v1/topology/{id}/component/{component}")
+            return sum(m["value"] for m in metrics["userMetrics"] if m["name"] == "distinct.words")
+
+        wait_until(lambda: distinct_words() == len({w for s in wordcount.SENTENCES for w in s.split()}), 30,
+                   "the word count's user gauge: its tasks' distinct words add up to the sentences'")
 
         log_links[0].click()
         wait_until(lambda: chromium.title.endswith("· Squall logviewer"), 30, "the worker's log, from the logviewer")
@@ -182,3 +193,46 @@ def test_a_person_sees_the_word_count_in_the_browser_opens_a_log_and_deactivates
         wait_until(lambda: text(chromium, "#topology-status") == "INACTIVE", 30, "the reloaded page to show INACTIVE")
         assert storm_list(cluster.nimbus.port) == ["wordcount", "INACTIVE"]
         assert chromium.find_element(By.ID, "deactivate").get_attribute("disabled") is not None
+
+
+def table(chrome: webdriver.Chrome, table_id: str) -> list[list[str]]:
+    """The text of each data row of a table of the page."""
+    return [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+            for row in chrome.find_elements(By.CSS_SELECTOR, f"#{table_id} tr")[1:]]
+
+
+@pytest.mark.slow
+def test_a_person_sees_why_tuples_failed_and_a_bolts_own_metrics(
+        cluster: MiniCluster, chromium: webdriver.Chrome, tmp_path: Path) -> None:  # noqa: F811
+    """60 numbers through a bolt with user metrics into a picky bolt (test_ui_metrics has the same topology): the
+    picky bolt's page splits its 12 failures into 6 fails and 6 exceptions, and shows the exceptions; the spout's,
+    its 13 failed trees into 1 timeout and 12 a bolt failed; the metered bolt's, its counter and gauges."""
+    t = Topology("reasons", conf={"topology.message.timeout.secs": 3})
+    t.bolt("picky", Picky).shuffle(t.bolt("metered", Metered).shuffle(t.spout("numbers", Numbers, args=[60])))
+    topology_id = cluster.submit(t)
+    cluster.start_workers(topology_id)
+    with ui_in_front_of(cluster.conf, cluster.nimbus.port) as api:
+        wait_until(lambda: api.get(f"/api/v1/topology/{topology_id}").json()["topologyStats"][-1]["acked"] == 60, 120,
+                   "all 60 numbers acked in the end")
+        ui = str(api.base_url).rstrip("/")
+
+        def page(component: str, table_id: str, last_row: list[str]) -> None:
+            """Open the component's page until its table's all-time row shows ``last_row`` (stats come with beats)."""
+            def shown() -> bool:
+                chromium.get(f"{ui}/topology/{topology_id}/component/{component}")
+                return table(chromium, table_id)[-1] == last_row
+            wait_until(shown, 30, f"{component}'s {table_id}: {last_row}")
+
+        page("numbers", "failures-by-reason", ["All time", "13", "1", "12"])
+        page("picky", "failures-by-reason", ["All time", "12", "6", "6"])
+        errors = table(chromium, "component-errors")
+        assert errors and all("RuntimeError: picky about" in row[2] for row in errors)
+        screenshot(chromium, tmp_path, "failures")
+
+        def metrics() -> dict[str, tuple[str, str]]:
+            chromium.get(f"{ui}/topology/{topology_id}/component/metered")
+            return {row[2]: (row[3], row[4]) for row in table(chromium, "user-metrics")}
+
+        seen = wait_until(lambda: (m := metrics()).get("seen") == ("counter", "73") and m, 30, "the counter at 73")
+        assert seen["n.sizes.max"] == ("gauge", "59.0") and seen["last.n"][0] == "gauge"
+        screenshot(chromium, tmp_path, "user-metrics")

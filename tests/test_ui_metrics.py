@@ -9,6 +9,7 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
@@ -24,7 +25,7 @@ from squall.dsl import Topology
 from support import wait_until
 from test_ui import cluster, ui_in_front_of  # noqa: F401  (cluster is a fixture)
 from test_ui_pages import HOSTILE, FixedClock, StructSource
-from topologies import Arrivals, read_records
+from topologies import Arrivals, Metered, Numbers, Picky, read_records
 from ui.app import create_app
 
 DASHBOARD = REPO / "deploy" / "grafana" / "squall-dashboard.json"
@@ -177,3 +178,51 @@ def test_rates_scraped_during_a_word_count_agree_with_what_its_sink_received(
     cluster.nimbus.stop()
     with ui_in_front_of({**cluster.conf, "ui.nimbus.timeout.secs": 1}, cluster.nimbus.port) as ui:
         assert samples(ui.get("/metrics").text) == {("squall_up", ()): 0}
+
+
+@pytest.mark.slow
+def test_failures_by_reason_and_user_metrics_reach_the_rest_api_and_metrics(cluster: MiniCluster) -> None:  # noqa: F811
+    """60 numbers through a bolt with user metrics (a counter, a gauge, a histogram) into a picky bolt that fails
+    six by an exception, six by ``fail`` and holds one until its tree times out; each fails once (replays are
+    acked), so every count is exact once all 60 are acked: the metered bolt saw 60 + 13 replays."""
+    t = Topology("reasons", conf={"topology.message.timeout.secs": 3})
+    numbers = t.spout("numbers", Numbers, args=[60])
+    metered = t.bolt("metered", Metered).shuffle(numbers)
+    t.bolt("picky", Picky).shuffle(metered)
+    topology_id = cluster.submit(t)
+    cluster.start_workers(topology_id)
+    component = f"/api/v1/topology/{topology_id}/component"
+    with ui_in_front_of(cluster.conf, cluster.nimbus.port) as ui:
+        def all_time(page: dict[str, Any]) -> dict[str, Any]:
+            return (page.get("spoutSummary") or page["boltStats"])[-1]
+
+        def settled() -> bool:
+            spout = all_time(ui.get(f"{component}/numbers").json())
+            metered_page = ui.get(f"{component}/metered").json()
+            return spout["acked"] == 60 and {m["name"]: m["value"] for m in metered_page["userMetrics"]}.get(
+                "seen") == 73
+
+        wait_until(settled, 120, "all 60 numbers acked and their stats at nimbus")
+        spout = ui.get(f"{component}/numbers").json()
+        picky = ui.get(f"{component}/picky").json()
+        assert {k: all_time(spout)[k] for k in ("failed", "failedTimeout", "failedExplicit", "failedException")} == {
+            "failed": 13, "failedTimeout": 1, "failedExplicit": 12, "failedException": 0}
+        assert {k: all_time(picky)[k] for k in ("failed", "failedTimeout", "failedExplicit", "failedException")} == {
+            "failed": 12, "failedTimeout": 0, "failedExplicit": 6, "failedException": 6}
+        assert "RuntimeError: picky about" in picky["componentErrors"][-1]["error"]
+        topology = ui.get(f"/api/v1/topology/{topology_id}").json()
+        assert topology["topologyStats"][-1]["failedTimeout"] == 1, "the topology's failures are its spouts' trees"
+
+        metrics = {(m["name"], m["type"]): m["value"] for m in ui.get(f"{component}/metered").json()["userMetrics"]}
+        assert metrics[("seen", "counter")] == metrics[("n.sizes.count", "counter")] == 73
+        assert metrics[("n.sizes.max", "gauge")] == 59 and metrics[("last.n", "gauge")] in range(60)
+        (task,) = {m["task"] for m in ui.get(f"{component}/metered").json()["userMetrics"]}
+
+        scraped = samples(ui.get("/metrics").text)
+        labels = {"topology": "reasons", "component": "metered", "task": task}
+        user = {(name, dict(pairs)["name"]): v for (name, pairs), v in scraped.items()
+                if name.startswith("squall_user_") and labels.items() <= dict(pairs).items()}
+        assert user[("squall_user_counter_total", "seen")] == 73 and user[("squall_user_gauge", "n.sizes.max")] == 59
+        assert value(scraped, "squall_component_failures_total", topology="reasons", component="picky",
+                     reason="exception") == 6
+        assert value(scraped, "squall_topology_failures_total", topology="reasons", reason="timeout") == 1

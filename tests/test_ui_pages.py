@@ -7,6 +7,7 @@ The pages are requested over Starlette's TestClient from the real app, whose nim
 from __future__ import annotations
 
 import doctest
+import json
 import re
 from typing import Any
 
@@ -68,8 +69,10 @@ def running_info(status: str = "ACTIVE") -> Any:
             executor(2, "split", TaskStats(emitted={"default": 3000}, transferred={"default": 3000},
                                            acked={"sentences:default": 500}, executed={"sentences:default": 500},
                                            latency_ms={"sentences:default": 24.0}), port=6701),
-            executor(3, "count", TaskStats(executed={"split:default": 3000}, acked={"split:default": 3000},
-                                           latency_ms={"split:default": 1.0})),
+            executor(3, "count", TaskStats(executed={"split:default": 3000}, acked={"split:default": 2996},
+                                           failed={"split:default": 4}, latency_ms={"split:default": 1.0},
+                                           failed_by_reason={"explicit": 1, "exception": 3},
+                                           user_counters={"words": 3000}, user_gauges={"cache.size": 12.5})),
             executor(4, HOSTILE, TaskStats(executed={"split:default": 10}, latency_ms={"split:default": 1.0})),
         ],
         errors={"count": [storm.ErrorInfo(error="ValueError: <b>not a word</b>\n  at count", error_time_secs=NOW - 30,
@@ -240,6 +243,32 @@ def test_the_component_page_shows_executors_with_host_port_and_errors_with_time(
     assert hostile.status_code == 200 and HOSTILE not in hostile.text
 
 
+def test_the_component_page_shows_failures_by_reason_and_user_metrics(browser: TestClient) -> None:
+    page = browser.get("/topology/wc-1-1/component/count").text
+    assert rows(page, "failures-by-reason")[0] == ["Window", "Failed", "Failed by the bolt (fail)",
+                                                   "Exception in execute"]
+    assert rows(page, "failures-by-reason")[-1] == ["All time", "4", "1", "3"]
+    assert rows(page, "user-metrics")[1:] == [["3", "h1:6700", "cache.size", "gauge", "12.5"],
+                                              ["3", "h1:6700", "words", "counter", "3000"]]
+    spout = browser.get("/topology/wc-1-1/component/sentences").text
+    assert rows(spout, "failures-by-reason")[0][2:] == ["Timed out", "Failed by a bolt"]
+    assert "No user metrics" in spout
+
+
+def test_the_rest_api_answers_jsonp_with_a_callback_and_refuses_a_callback_that_is_not_a_name(
+        browser: TestClient) -> None:
+    plain = browser.get("/api/v1/topology/wc-1-1/component/count").json()
+    jsonp = browser.get("/api/v1/topology/wc-1-1/component/count", params={"callback": "jQuery.cb_1"})
+    assert jsonp.status_code == 200 and jsonp.headers["content-type"].startswith("application/javascript")
+    assert jsonp.headers["x-content-type-options"] == "nosniff"
+    assert jsonp.text.startswith("/**/jQuery.cb_1(") and jsonp.text.endswith(");")
+    assert json.loads(jsonp.text[len("/**/jQuery.cb_1("):-2]) == plain
+    for bad in ("alert(1);x", "1abc", "a..b", "a" * 65, "cb<script>"):
+        refused = browser.get("/api/v1/topology/wc-1-1", params={"callback": bad})
+        assert refused.status_code == 400 and "callback must be a JavaScript function name" in refused.json()[
+            "errorMessage"], bad
+
+
 def test_a_window_selector_links_each_window_keeping_the_sys_flag(browser: TestClient) -> None:
     def selector(html: str) -> list[tuple[str, str]]:
         part = re.search(r'<p class="windows" id="window-selector">.*?</p>', html, re.S)
@@ -263,7 +292,7 @@ def test_the_supervisor_page_lists_the_workers_on_its_host(browser: TestClient) 
     assert rows(page, "supervisor-summary")[1][:2] == ["sup-1", "h1"]
     assert [r[:4] for r in rows(page, "supervisor-workers")[1:]] == [["wc", "6700", "1m 40s", "3"],
                                                                      ["wc", "6701", "1m 40s", "1"]]
-    assert "No worker runs on this host." in browser.get("/supervisor/sup-2").text
+    assert "This supervisor runs no worker." in browser.get("/supervisor/sup-2").text
     api = "/api/v1/supervisor"
     assert [w["port"] for w in valid(browser.get(api, params={"id": "sup-1"}), api)["workers"]] == [6700, 6701]
     assert valid(browser.get(api, params={"host": "h2"}), api)["supervisors"][0]["id"] == "sup-2"
@@ -308,3 +337,21 @@ def test_the_supervisor_api_matches_workers_by_host_and_says_when_the_host_is_sh
     assert ([s["id"] for s in by_host["supervisors"]], by_host["sharedHost"]) == (["sup-1", "sup-3"], False)
     with pytest.raises(UnknownSupervisor, match="no supervisor has host 'h9'"):
         supervisor_page(cluster, [], [], host="h9")
+
+
+def test_workers_name_their_supervisor_and_a_supervisors_page_lists_only_its_own() -> None:
+    """Nimbus names each worker's supervisor (``ExecutorSummary.supervisor_id``): two supervisors on one host
+    each list their own workers; a worker reported without one (an older nimbus) is matched by host."""
+    cluster = cluster_summary()
+    cluster.supervisors.append(storm.SupervisorSummary(host="h1", uptime_secs=1, num_workers=1, num_used_workers=1,
+                                                       supervisor_id="sup-3"))
+    info = running_info()
+    for e in info.executors:
+        e.supervisor_id = "sup-1" if e.port == 6700 else "sup-3"
+    assert [(w["supervisorId"], w["port"]) for w in topology_page(info, running_topology(), {}, now_secs=NOW)[
+        "workers"]] == [("sup-1", 6700), ("sup-3", 6701)]
+    assert [w["port"] for w in supervisor_page(cluster, [], [info], supervisor_id="sup-3")["workers"]] == [6701]
+    assert [w["port"] for w in supervisor_page(cluster, [], [info], supervisor_id="sup-1")["workers"]] == [6700]
+    older = running_info()
+    assert [w["port"] for w in supervisor_page(cluster, [], [older], supervisor_id="sup-3")["workers"]] == [
+        6700, 6701], "no supervisor id: matched by host"

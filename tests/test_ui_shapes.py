@@ -31,10 +31,12 @@ def executor(task: int, component: str, stats: TaskStats | None, *, spout: bool 
         stats=to_executor_stats(stats, spout=spout, windows=windows) if stats else None)
 
 
-def spout(task: int, emitted: int, acked: int, latency: float, failed: int = 0, **kw: Any) -> Any:
+def spout(task: int, emitted: int, acked: int, latency: float, failed: int = 0, timed_out: int = 0, **kw: Any) -> Any:
+    """A sentences task; of its ``failed`` trees, ``timed_out`` timed out and a bolt failed the rest."""
     return executor(task, "sentences", TaskStats(
         emitted={"default": emitted, "__ack_init": emitted}, transferred={"default": emitted, "__ack_init": emitted},
-        acked={"default": acked}, failed={"default": failed}, latency_ms={"default": latency}), spout=True, **kw)
+        acked={"default": acked}, failed={"default": failed}, latency_ms={"default": latency},
+        failed_by_reason={"timeout": timed_out, "explicit": failed - timed_out}), spout=True, **kw)
 
 
 def split(task: int, executed: int, latency: float, ticks: int = 0, **kw: Any) -> Any:
@@ -92,8 +94,8 @@ def test_cluster_supervisor_nimbus_and_topology_summaries() -> None:
 
 def test_topology_page_adds_up_executors_and_weights_latencies() -> None:
     info, topology = wordcount(
-        spout(1, emitted=100, acked=90, latency=10.0, failed=2),
-        spout(2, emitted=300, acked=10, latency=110.0, port=6701),
+        spout(1, emitted=100, acked=90, latency=10.0, failed=2, timed_out=1),
+        spout(2, emitted=300, acked=10, latency=110.0, port=6701, failed=3, timed_out=3),
         split(3, executed=40, latency=2.0, ticks=5, uptime=10),
         split(4, executed=60, latency=1.0, ticks=5, port=6701),
         executor(5, "count", None),  # no stats yet
@@ -104,7 +106,7 @@ def test_topology_page_adds_up_executors_and_weights_latencies() -> None:
     (sentences,) = page["spouts"]
     assert {k: sentences[k] for k in ("executors", "tasks", "emitted", "transferred", "acked", "failed",
                                       "completeLatency")} == {
-        "executors": 2, "tasks": 2, "emitted": 400, "transferred": 400, "acked": 100, "failed": 2,
+        "executors": 2, "tasks": 2, "emitted": 400, "transferred": 400, "acked": 100, "failed": 5,
         "completeLatency": "20.000"}, "latency weighted by acked trees: (90 * 10 + 10 * 110) / 100"
     count, split_row = page["bolts"]
     assert (count["executors"], count["emitted"], count["executed"], count["capacity"]) == (1, 0, 0, "0.000")
@@ -114,13 +116,14 @@ def test_topology_page_adds_up_executors_and_weights_latencies() -> None:
     assert split_row["capacity"] == "0.508", "task 3: (40 * 2 ms + 5 ticks * 1000 ms) / 10 s of uptime"
     *windows, stats = page["topologyStats"]
     assert stats == {"window": ":all-time", "windowPretty": "All time", "emitted": 700, "transferred": 700,
-                     "acked": 100, "failed": 2, "completeLatency": "20.000"}
+                     "acked": 100, "failed": 5, "completeLatency": "20.000", "failedTimeout": 4, "failedExplicit": 1,
+                     "failedException": 0}, "failures by reason are the spouts' trees'"
     assert [(w["window"], w["windowPretty"], w["emitted"]) for w in windows] == [
         ("600", "10m 0s", 0), ("10800", "3h 0m 0s", 0), ("86400", "1d 0h 0m 0s", 0)], \
         "Storm's four windows, shortest first; executors that sent no window count nothing in it"
     assert (page["tasksTotal"], page["executorsTotal"], page["workersTotal"], page["msgTimeout"]) == (6, 6, 2, 30)
     assert page["workers"][0] == {
-        "host": "h1", "port": 6700, "topologyId": "wc-1-1", "topologyName": "wc", "executorsTotal": 4,
+        "supervisorId": "", "host": "h1", "port": 6700, "topologyId": "wc-1-1", "topologyName": "wc", "executorsTotal": 4,
         "componentNumTasks": {"sentences": 1, "split": 1, "count": 1, "__acker": 1}, "uptime": "1m 40s",
         "uptimeSeconds": 100, "workerLogLink": ""}
 
@@ -184,6 +187,24 @@ def test_component_pages_of_a_spout_and_a_bolt() -> None:
     with_ticks = component_page(info, topology, "split", now_secs=NOW, sys=True)
     assert [(i["component"], i["stream"]) for i in with_ticks["inputStats"]] == [("__system", "__tick"),
                                                                                 ("sentences", "default")]
+
+
+def test_a_components_failures_by_reason_in_each_window_and_its_user_metrics_per_task() -> None:
+    picky = TaskStats(executed={"sentences:default": 10}, acked={"sentences:default": 6},
+                      failed={"sentences:default": 4}, failed_by_reason={"explicit": 1, "exception": 3},
+                      user_counters={"seen": 10}, user_gauges={"last.n": 9.0})
+    info, topology = wordcount(
+        executor(3, "split", picky, windows={"600": TaskStats(failed_by_reason={"exception": 1})}),
+        executor(4, "split", TaskStats(user_counters={"seen": 2}), port=6701))
+    page = component_page(info, topology, "split", now_secs=NOW)
+    ten_minutes, *_, all_time = page["boltStats"]
+    assert [(w["failedExplicit"], w["failedException"], w["failedTimeout"]) for w in (ten_minutes, all_time)] == [
+        (0, 1, 0), (1, 3, 0)]
+    assert [(e["id"], e["failedException"]) for e in page["executorStats"]] == [("[3-3]", 3), ("[4-4]", 0)]
+    assert page["userMetrics"] == [
+        {"task": "3", "host": "h1", "port": 6700, "name": "last.n", "type": "gauge", "value": 9.0},
+        {"task": "3", "host": "h1", "port": 6700, "name": "seen", "type": "counter", "value": 10},
+        {"task": "4", "host": "h1", "port": 6701, "name": "seen", "type": "counter", "value": 2}]
 
 
 def test_a_window_asked_for_shows_its_counts_and_capacity_over_its_length() -> None:

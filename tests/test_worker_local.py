@@ -23,8 +23,8 @@ from squall.devzk import free_port
 from squall.dsl import Topology
 from squall.thrift import storm
 from support import wait_until
-from topologies import (GATES, BatchOf, Blocked, Boom, Director, EmitTwice, EvenTwice, Forward, Gate, Holdout, Join, Keeper,
-                        Numbers, Paced, PacedBatch, Recorder, Reporter, RootsOf)
+from topologies import (GATES, BatchBoom, BatchOf, Blocked, Boom, Director, EmitTwice, EvenTwice, Forward, Gate, Holdout, Join, Keeper,
+                        Metered, Numbers, Paced, PacedBatch, Picky, Recorder, Reporter, RootsOf)
 from worker.layout import Placement
 from worker.local import LocalTopology, compile_topology
 from worker.runtime import WorkerRuntime
@@ -349,6 +349,40 @@ def test_a_bolt_exception_fails_its_tuple_is_reported_and_the_worker_goes_on() -
         task = local.layout.component_tasks["boom"][0]
         assert any(t == task and "RuntimeError: boom on" in text for t, text in local.errors)
         assert local.runtime.failure is None
+
+
+def test_failures_are_counted_by_reason_at_the_bolt_and_at_the_spout() -> None:
+    """A bolt's failures split into exceptions and explicit fails; its spout sees both as trees a bolt failed,
+    and a held tuple as a timeout. Each number fails once (replays are acked), so the counts are exact."""
+    t = Topology("reasons")
+    t.bolt("picky", Picky).shuffle(t.spout("numbers", Numbers, args=[30]))
+    with run(t, topology_message_timeout_secs=2) as local:
+        spout = local.component("numbers")
+        wait_until(lambda: sorted(spout.acked) == list(range(30)), 20, "every number acked in the end")
+        bolt, trees = local.tasks("picky")[0].task_stats(), local.tasks("numbers")[0].task_stats()
+        assert bolt.failed_by_reason == {"exception": 3, "explicit": 3} and bolt.failed == {"numbers:default": 6}
+        assert trees.failed_by_reason == {"explicit": 6, "timeout": 1} and trees.failed == {"default": 7}
+
+
+def test_an_execute_batch_exception_counts_its_rows_as_exception_failures() -> None:
+    t = Topology("batch-reasons")
+    t.bolt("boom", BatchBoom, args=[7]).shuffle(t.spout("numbers", Numbers, args=[50]))
+    with run(t) as local:
+        spout = local.component("numbers")
+        wait_until(lambda: sorted(spout.acked) == list(range(50)), 20, "every number acked in the end")
+        stats = local.tasks("boom")[0].task_stats()
+        assert stats.failed_by_reason == {"exception": sum(stats.failed.values())} and stats.failed
+
+
+def test_user_metrics_are_read_at_each_heartbeat() -> None:
+    t = Topology("metered")
+    t.bolt("metered", Metered).shuffle(t.spout("numbers", Numbers, args=[100]))
+    with run(t) as local:
+        wait_until(lambda: sorted(local.component("numbers").acked) == list(range(100)), 20, "every number acked")
+        stats = local.tasks("metered")[0].task_stats()
+        assert stats.user_counters == {"seen": 100, "n.sizes.count": 100}
+        assert stats.user_gauges["n.sizes.max"] == 99 and stats.user_gauges["n.sizes.min"] == 0
+        assert stats.user_gauges["last.n"] in range(100)
 
 
 def test_report_error_is_recorded_for_the_task() -> None:

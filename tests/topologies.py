@@ -384,6 +384,45 @@ class Boom(Bolt):
         self.emit(tup.values)
 
 
+class Picky(Bolt):
+    """Fails some inputs once each, one way per kind, and acks the rest (and every replay): raises on n % 10 == 0,
+    calls ``fail`` on n % 10 == 1, and holds n == 2 (its tree times out)."""
+
+    auto_ack = False
+
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+
+    def execute(self, tup: Tuple) -> None:
+        n, first = tup["n"], tup["n"] not in self.seen
+        self.seen.add(n)
+        if first and n % 10 == 0:
+            raise RuntimeError(f"picky about {n}")
+        if first and n % 10 == 1:
+            self.fail(tup)
+        elif not (first and n == 2):
+            self.ack(tup)
+
+
+class Metered(Bolt):
+    """Registers Storm-style user metrics in ``prepare``: a counter ``seen`` of its inputs, a gauge ``last.n``
+    (the latest n), a histogram ``n.sizes`` of n; forwards each input."""
+
+    outputs = ["key", "n"]
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.seen = context.register_counter("seen")
+        self.sizes = context.register_histogram("n.sizes")
+        self.last = -1
+        context.register_gauge("last.n", lambda: self.last)
+
+    def execute(self, tup: Tuple) -> None:
+        self.seen.inc()
+        self.last = tup["n"]
+        self.sizes.update(tup["n"])
+        self.emit(tup.values)
+
+
 class Reporter(Bolt):
     """Calls report_error once per input and acks it."""
 

@@ -11,6 +11,7 @@ pool, so a slow nimbus holds a thread, never the event loop.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,7 +29,7 @@ from squall.httpd import error_body
 from squall.thrift import storm
 from ui import metrics, pages, shapes
 from ui.openapi import document
-from ui.params import BadRequest, rebalance_options, supervisor_query, wait_secs, window_and_sys
+from ui.params import BadRequest, jsonp_callback, rebalance_options, supervisor_query, wait_secs, window_and_sys
 from ui.source import NimbusSource, NimbusUnreachable
 
 log = structlog.get_logger(__name__)
@@ -49,36 +50,36 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
     async def ask(call: Callable[..., Any], *args: Any) -> Any:
         return await run_in_threadpool(call, *args)
 
-    async def configuration(_request: Request) -> JSONResponse:
-        return JSONResponse(await ask(source.nimbus_conf))
+    async def configuration(request: Request) -> Response:
+        return reply(request, await ask(source.nimbus_conf))
 
-    async def cluster_summary(_request: Request) -> JSONResponse:
-        return JSONResponse(shapes.cluster_summary(await ask(source.cluster)))
+    async def cluster_summary(request: Request) -> Response:
+        return reply(request, shapes.cluster_summary(await ask(source.cluster)))
 
-    async def nimbus_summary(_request: Request) -> JSONResponse:
-        return JSONResponse(shapes.nimbus_summary(await ask(source.cluster)))
+    async def nimbus_summary(request: Request) -> Response:
+        return reply(request, shapes.nimbus_summary(await ask(source.cluster)))
 
-    async def supervisor_summary(_request: Request) -> JSONResponse:
-        return JSONResponse(shapes.supervisor_summary(*await ask(source.cluster_and_blacklist)))
+    async def supervisor_summary(request: Request) -> Response:
+        return reply(request, shapes.supervisor_summary(*await ask(source.cluster_and_blacklist)))
 
-    async def supervisor_page(request: Request) -> JSONResponse:
+    async def supervisor_page(request: Request) -> Response:
         query = supervisor_query(request.query_params)
         cluster, blacklist, infos = await ask(source.cluster_with_topologies)
-        return JSONResponse(shapes.supervisor_page(cluster, blacklist, infos, **query, logviewer_port=logs))
+        return reply(request, shapes.supervisor_page(cluster, blacklist, infos, **query, logviewer_port=logs))
 
-    async def topology_summary(_request: Request) -> JSONResponse:
-        return JSONResponse(shapes.topology_summary(await ask(source.cluster)))
+    async def topology_summary(request: Request) -> Response:
+        return reply(request, shapes.topology_summary(await ask(source.cluster)))
 
-    async def topology_page(request: Request) -> JSONResponse:
+    async def topology_page(request: Request) -> Response:
         window, sys = window_and_sys(request.query_params)
         parts = await ask(source.topology, request.path_params["id"])
-        return JSONResponse(shapes.topology_page(parts.info, parts.topology, parts.conf, now_secs=now(),
+        return reply(request, shapes.topology_page(parts.info, parts.topology, parts.conf, now_secs=now(),
                                                  window=window, sys=sys, logviewer_port=logs))
 
-    async def component_page(request: Request) -> JSONResponse:
+    async def component_page(request: Request) -> Response:
         window, sys = window_and_sys(request.query_params)
         parts = await ask(source.topology, request.path_params["id"])
-        return JSONResponse(shapes.component_page(parts.info, parts.topology, request.path_params["component"],
+        return reply(request, shapes.component_page(parts.info, parts.topology, request.path_params["component"],
                                                   now_secs=now(), window=window, sys=sys, logviewer_port=logs))
 
     def action(operation: str, prepare: Callable[[Request, bytes], NimbusCall]) -> Callable[..., Any]:
@@ -111,6 +112,17 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
         metrics.route(source, ask),
     ]
     return Starlette(routes=routes, exception_handlers=_ERRORS)
+
+
+def reply(request: Request, body: Any) -> Response:
+    """A GET's JSON, or with Storm's ``callback`` parameter its JSONP: ``/**/NAME(JSON);`` as JavaScript (the
+    comment keeps the answer from starting with bytes the caller chose; ``ensure_ascii`` escapes U+2028)."""
+    callback = jsonp_callback(request.query_params)
+    if callback is None:
+        return JSONResponse(body)
+    text = json.dumps(body, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    return Response(f"/**/{callback}({text});", media_type="application/javascript",
+                    headers={"X-Content-Type-Options": "nosniff"})
 
 
 #: What an action does once the topology's name is known: ``call(nimbus, name)``.

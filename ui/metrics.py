@@ -6,6 +6,10 @@ There is no polling thread and no state: a scrape asks nimbus what the REST API 
 metric families with :mod:`ui.shapes`' own arithmetic, so ``/metrics`` and ``/api/v1/...`` never disagree.
 While nimbus cannot be reached the scrape still answers, with ``squall_up 0`` alone.
 
+User metrics (:mod:`squall.metrics`) are ``squall_user_counter_total`` and ``squall_user_gauge``, labelled
+with the metric's ``name`` beside its task's labels; failures by reason ``squall_component_failures_total``
+(and ``_task_``, ``_topology_``) with a ``reason`` label: ``timeout``, ``explicit``, ``exception``.
+
 Counts are nimbus's ``:all-time`` window (since each task started), exposed as counters (``_total``): a
 restarted task starts again from 0, which Prometheus's ``rate()`` reads as a counter reset. Latencies are
 gauges in seconds (Prometheus's unit; Storm's UI shows milliseconds), capacity a gauge (1: always busy).
@@ -53,6 +57,11 @@ TIMED = {
     "executeLatency": ("execute_latency_seconds", "mean time a bolt spends in execute"),
     "processLatency": ("process_latency_seconds", "mean time from a bolt's input to its ack"),
 }
+#: ``failedTimeout``... (shapes' names) → the ``reason`` label of ``*_failures_total``.
+REASONS = {name: reason for reason, name in shapes.REASON_STATS.items()}
+FAILURES = ("tuples failed by reason: timeout (a spout's tree timed out), explicit (a bolt called fail; at a spout, "
+            "a bolt failed the tree) or exception (a bolt's execute raised)")
+USER_LABELS = ("topology", "component", "task", "host", "port", "name")
 UP = "1 when nimbus answered this scrape, 0 when it could not be reached"
 CAPACITY = "share of its uptime a bolt spent executing (its busiest task, for a component): near 1, it cannot keep up"
 
@@ -78,6 +87,9 @@ class _Families:
             if stat in COUNTED:
                 self.add(CounterMetricFamily, f"{level}_{stat}", f"{COUNTED[stat]}, since each task started",
                          labels, values, value)
+            elif stat in REASONS:
+                self.add(CounterMetricFamily, f"{level}_failures", f"{FAILURES}, since each task started",
+                         (*labels, "reason"), (*values, REASONS[stat]), value)
             elif stat in TIMED:
                 name, doc = TIMED[stat]
                 self.add(GaugeMetricFamily, f"{level}_{name}", doc, labels, values, value / 1000)
@@ -131,6 +143,9 @@ def _topology(out: _Families, info: Any) -> None:
                     value)
     out.add(GaugeMetricFamily, "topology_complete_latency_seconds", TIMED["completeLatency"][1], ("topology",),
             (info.name,), totals["completeLatency"] / 1000)
+    for stat, reason in REASONS.items():
+        out.add(CounterMetricFamily, "topology_failures", f"{FAILURES}: the spouts' trees, since each task started",
+                ("topology", "reason"), (info.name, reason), totals[stat])
     for component, kind in sorted(kinds.items()):
         if is_system(component):
             continue
@@ -142,6 +157,16 @@ def _topology(out: _Families, info: Any) -> None:
                 e = part.summary
                 out.stats("task", TASK_LABELS, (info.name, component, part.task, e.host, str(e.port)),
                           shapes.stats_numbers([part], kind == "spout", False))
+        for m in shapes.user_metrics(parts):
+            labels = (info.name, component, m["task"], m["host"], str(m["port"]), m["name"])
+            if m["type"] == "counter":
+                out.add(CounterMetricFamily, "user_counter", "a user counter (TopologyContext.register_counter, a "
+                        "meter's count, a histogram's NAME.count), since its task started", USER_LABELS, labels,
+                        m["value"])
+            else:
+                out.add(GaugeMetricFamily, "user_gauge", "a user gauge (TopologyContext.register_gauge, a "
+                        "histogram's NAME.min/max/mean/p50/p95/p99) at its task's latest heartbeat", USER_LABELS,
+                        labels, m["value"])
 
 
 class ClusterCollector:

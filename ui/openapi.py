@@ -40,7 +40,14 @@ def ref(name: str) -> dict[str, Any]:
 
 UPTIME = {"uptime": STRING, "uptimeSeconds": INTEGER}
 WINDOW = {"window": STRING, "windowPretty": STRING}
-COUNTS = {"emitted": INTEGER, "transferred": INTEGER, "acked": INTEGER, "failed": INTEGER}
+#: Squall's split of ``failed`` by reason; they add up to ``failed`` (ticks and system inputs included).
+FAILED_BY_REASON = {
+    "failedTimeout": {**INTEGER, "description": "a spout's trees that timed out (topology.message.timeout.secs)"},
+    "failedExplicit": {**INTEGER, "description": "a bolt's inputs it failed by calling fail; a spout's trees a "
+                                                 "bolt failed (by fail or an exception in execute)"},
+    "failedException": {**INTEGER, "description": "a bolt's inputs failed because execute raised"},
+}
+COUNTS = {"emitted": INTEGER, "transferred": INTEGER, "acked": INTEGER, "failed": INTEGER, **FAILED_BY_REASON}
 BOLT_COUNTS = {**COUNTS, "executed": INTEGER, "executeLatency": DECIMAL, "processLatency": DECIMAL,
                "capacity": DECIMAL}
 SPOUT_COUNTS = {**COUNTS, "completeLatency": DECIMAL}
@@ -66,7 +73,7 @@ SCHEMAS: dict[str, Any] = {
     "TopologySummary": obj(schedulerDisplayResource=BOOLEAN, topologies=array(obj(
         id=STRING, encodedId=STRING, name=STRING, owner=nullable(STRING), status=STRING, **UPTIME,
         tasksTotal=INTEGER, workersTotal=INTEGER, executorsTotal=INTEGER, schedulerInfo=nullable(STRING)))),
-    "Worker": obj(host=STRING, port=INTEGER, topologyId=STRING, topologyName=STRING, executorsTotal=INTEGER,
+    "Worker": obj(supervisorId=STRING, host=STRING, port=INTEGER, topologyId=STRING, topologyName=STRING, executorsTotal=INTEGER,
                   componentNumTasks={"type": "object", "additionalProperties": INTEGER}, **UPTIME,
                   workerLogLink=STRING),
     "Topology": obj(
@@ -88,7 +95,11 @@ SCHEMAS: dict[str, Any] = {
                                   errorLapsedSecs=INTEGER, errorWorkerLogLink=STRING)),
         executorStats=array(obj(id=STRING, encodedId=STRING, host=STRING, port=INTEGER, **UPTIME,
                                 workerLogLink=STRING, **COUNTS)),
-        outputStats=array(obj(stream=STRING, emitted=INTEGER, transferred=INTEGER))),
+        outputStats=array(obj(stream=STRING, emitted=INTEGER, transferred=INTEGER)),
+        userMetrics=array({**obj(task=STRING, host=STRING, port=INTEGER, name=STRING,
+                                 type={"enum": ["counter", "gauge"]}, value=NUMBER),
+                           "description": "user metrics (TopologyContext.register_counter, register_gauge, "
+                                          "register_meter, register_histogram) per task, as of its latest heartbeat"})),
         "oneOf": [
             obj(componentType={"const": "spout"}, spoutSummary=array(obj(**WINDOW, **SPOUT_COUNTS)),
                 executorStats=array(obj(completeLatency=DECIMAL))),
@@ -112,18 +123,30 @@ STATS_QUERY = [
 ]
 
 
+CALLBACK = {"name": "callback", "in": "query", "schema": {"type": "string", "pattern": r"^[A-Za-z_$][A-Za-z0-9_$.]*$",
+                                                          "maxLength": 64},
+            "description": "JSONP (as Storm's UI): the answer is /**/CALLBACK(JSON); as application/javascript; "
+                           "a JavaScript function name, or names joined by dots"}
+
+
+def _ok(description: str, schema: str) -> dict[str, Any]:
+    """A GET's answer: JSON, or JSONP with ``callback``."""
+    return {"description": description, "content": {"application/json": {"schema": ref(schema)},
+                                                    "application/javascript": {"schema": STRING}}}
+
+
 def _error(description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": ref("Error")}}}
 
 
 def _get(summary: str, schema: str, parameters: Sequence[dict[str, Any]] = (), *,
          missing: str = "") -> dict[str, Any]:
-    responses = {"200": {"description": summary, "content": {"application/json": {"schema": ref(schema)}}},
-                 "503": _error("nimbus is down, leaderless or too slow")}
+    responses = {"200": _ok(summary, schema), "503": _error("nimbus is down, leaderless or too slow"),
+                 "400": _error("a callback that is not a function name" + (", or a window nimbus does not keep"
+                                                                           if missing else ""))}
     if missing:
         responses["404"] = _error(missing)
-        responses["400"] = _error("a window nimbus does not keep")
-    return {"get": {"summary": summary, "parameters": list(parameters), "responses": responses}}
+    return {"get": {"summary": summary, "parameters": [*parameters, CALLBACK], "responses": responses}}
 
 
 def _post(summary: str, parameters: list[dict[str, Any]], body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -155,10 +178,9 @@ PATHS: dict[str, Any] = {
         "summary": "a supervisor and the workers on its host",
         "parameters": [{"name": "id", "in": "query", "schema": STRING, "description": "the supervisor's id"},
                        {"name": "host", "in": "query", "schema": STRING,
-                        "description": "instead of id: the supervisors on this host"}],
-        "responses": {"200": {"description": "the supervisor(s) and the workers on their host",
-                              "content": {"application/json": {"schema": ref("Supervisor")}}},
-                      "400": _error("neither id nor host given"),
+                        "description": "instead of id: the supervisors on this host"}, CALLBACK],
+        "responses": {"200": _ok("the supervisor(s) and the workers on their host", "Supervisor"),
+                      "400": _error("neither id nor host given, or a bad callback"),
                       "404": _error("no supervisor has that id or runs on that host"),
                       "503": _error("nimbus is down, leaderless or too slow")}}},
     "/api/v1/topology/summary": _get("every topology", "TopologySummary"),

@@ -1,11 +1,12 @@
 """The UI's request parameters, checked before nimbus is asked: the stats window and ``sys`` flag of the
-pages, a wait-time, and Storm's rebalance body. A bad one is :class:`BadRequest`, whose message says what
+pages, a wait-time, Storm's rebalance body, and a JSONP callback. A bad one is :class:`BadRequest`, whose message says what
 the parameter takes (the API answers it with 400, a page with its error page).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +21,27 @@ MAX_I32 = 2**31 - 1
 
 class BadRequest(ValueError):
     """A parameter or body the API cannot use; the message says which and what it takes."""
+
+
+#: A JSONP callback: a JavaScript name, or names joined by dots (``jQuery3.cb``), ASCII, nothing else.
+CALLBACK = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)*")
+MAX_CALLBACK_CHARS = 64
+
+
+def jsonp_callback(query: Mapping[str, str]) -> str | None:
+    """Storm's ``callback`` parameter: the function a JSONP answer calls (None: plain JSON). Only a plain
+    (dotted) JavaScript name is taken, so the answer can never be more than one call of it.
+
+    >>> jsonp_callback({"callback": "jQuery.cb_1"}), jsonp_callback({})
+    ('jQuery.cb_1', None)
+    """
+    callback = query.get("callback")
+    if callback is None:
+        return None
+    if len(callback) > MAX_CALLBACK_CHARS or not CALLBACK.fullmatch(callback):
+        raise BadRequest(f"callback must be a JavaScript function name (letters, digits, _ and $, names joined by "
+                         f"dots, not starting with a digit), at most {MAX_CALLBACK_CHARS} characters")
+    return callback
 
 
 def window_and_sys(query: Mapping[str, str]) -> tuple[str, bool]:

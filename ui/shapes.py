@@ -19,8 +19,7 @@ the numbers are made follows Storm too:
 Nimbus keeps Storm's four windows (:data:`WINDOWS`: the last 10 minutes, 3 hours, 1 day, and all time, made
 by :mod:`nimbus.windows`); ``topologyStats``, ``spoutSummary`` and ``boltStats`` list all four, as Storm's do,
 and the other tables show the window asked for. What Squall does not know is left out rather than invented: resources
-(``schedulerDisplayResource`` is false, as in Storm's default), the supervisor of a worker, and a
-topology's replication count. A worker's log link (``workerLogLink``, ``errorWorkerLogLink``) opens its log
+(``schedulerDisplayResource`` is false, as in Storm's default) and a topology's replication count. A worker's log link (``workerLogLink``, ``errorWorkerLogLink``) opens its log
 on the logviewer of its host, at the UI's ``logviewer.port``, as Storm's UI links them; without a port (or
 for an error with no worker) it is ``""``, Storm's value for "no link", as are the daemons' own log links
 (``nimbusLogLink``, ``logLink``): the logviewer serves worker logs only.
@@ -157,10 +156,9 @@ def supervisor_page(cluster: Any, blacklist: Iterable[str], infos: Iterable[Any]
     """``/api/v1/supervisor?id=ID`` (or ``?host=HOST``): the supervisor(s) and the workers on their host, from
     the ``ClusterSummary`` and every running topology's ``TopologyInfo``.
 
-    Nimbus's Thrift API says on which host and port a worker runs, not which supervisor runs it, so workers
-    are matched by host: where several supervisors share a host (a dev cluster), each one's page lists the
-    workers of all of them, and ``sharedHost`` says so. Raises :class:`UnknownSupervisor` naming the
-    supervisors when none matches.
+    A supervisor's workers are those nimbus says it runs (``supervisorId``); a worker an older nimbus reported
+    without one is matched by host. ``sharedHost`` says when other supervisors run on the same host (a dev
+    cluster). Raises :class:`UnknownSupervisor` naming the supervisors when none matches.
     """
     rows = supervisor_summary(cluster, blacklist)["supervisors"]
     chosen = [s for s in rows if (s["id"] == supervisor_id if supervisor_id else s["host"] == host)]
@@ -168,9 +166,10 @@ def supervisor_page(cluster: Any, blacklist: Iterable[str], infos: Iterable[Any]
         wanted = f"id {supervisor_id!r}" if supervisor_id else f"host {host!r}"
         known = ", ".join(f"{s['id']} ({s['host']})" for s in rows) or "none"
         raise UnknownSupervisor(f"no supervisor has {wanted}; the supervisors are {known}")
-    hosts = {s["host"] for s in chosen}
+    hosts, ids = {s["host"] for s in chosen}, {s["id"] for s in chosen}
     return {"supervisors": chosen,
-            "workers": [w for info in infos for w in _workers(info, logviewer_port) if w["host"] in hosts],
+            "workers": [w for info in infos for w in _workers(info, logviewer_port)
+                        if (w["supervisorId"] in ids if w["supervisorId"] else w["host"] in hosts)],
             "sharedHost": any(s["host"] in hosts for s in rows if s not in chosen),
             "schedulerDisplayResource": False}
 
@@ -213,6 +212,8 @@ class _Counts:
     executed: Mapping[StatKey, int]
     latency_ms: Mapping[StatKey, float]
     process_ms: Mapping[StatKey, float]
+    #: Failures by reason (:data:`squall.stats.FAIL_REASONS`); empty from an older worker.
+    failed_by_reason: Mapping[str, int]
 
 
 def _counts(stats: Any, window: str) -> _Counts | None:
@@ -224,13 +225,14 @@ def _counts(stats: Any, window: str) -> _Counts | None:
         values = (windows or {}).get(window) or {}
         return {(k.componentId, k.streamId) if input_keys else k: v for k, v in values.items()}
 
-    emitted, transferred = pick(stats.emitted), pick(stats.transferred)
+    emitted, transferred, reasons = pick(stats.emitted), pick(stats.transferred), pick(stats.failed_by_reason)
     if stats.specific.spout is not None:
         s = stats.specific.spout
-        return _Counts(True, emitted, transferred, pick(s.acked), pick(s.failed), {}, pick(s.complete_ms_avg), {})
+        return _Counts(True, emitted, transferred, pick(s.acked), pick(s.failed), {}, pick(s.complete_ms_avg), {},
+                       reasons)
     b = stats.specific.bolt
     return _Counts(False, emitted, transferred, pick(b.acked, True), pick(b.failed, True), pick(b.executed, True),
-                   pick(b.execute_ms_avg, True), pick(b.process_ms_avg, True))
+                   pick(b.execute_ms_avg, True), pick(b.process_ms_avg, True), reasons)
 
 
 def _shown(key: StatKey, sys: bool) -> bool:
@@ -293,6 +295,9 @@ def _tasks(parts: Iterable[Executed]) -> int:
 
 #: The stats Storm prints as ``"%.3f"`` strings (milliseconds, or a share for capacity).
 FORMATTED_STATS = ("completeLatency", "executeLatency", "processLatency", "capacity")
+#: Squall's split of ``failed`` by reason (:data:`squall.stats.FAIL_REASONS`) → its JSON field. A spout's
+#: ``failedExplicit`` counts trees a bolt failed (by ``fail`` or an exception), a bolt's its own ``fail`` calls.
+REASON_STATS = {"timeout": "failedTimeout", "explicit": "failedExplicit", "exception": "failedException"}
 
 
 def stats_numbers(parts: list[Executed], spout: bool, sys: bool) -> dict[str, float]:
@@ -301,6 +306,7 @@ def stats_numbers(parts: list[Executed], spout: bool, sys: bool) -> dict[str, fl
     processLatency (milliseconds) and capacity. The REST API and ``/metrics`` both read them here."""
     reported = _reported(parts)
     row: dict[str, float] = {stat: _sum(reported, stat, sys) for stat in ("emitted", "transferred", "acked", "failed")}
+    row.update({name: sum(c.failed_by_reason.get(reason, 0) for c in reported) for reason, name in REASON_STATS.items()})
     if spout:
         row["completeLatency"] = _latency(reported, "latency_ms", "acked", sys)
     else:
@@ -327,7 +333,8 @@ def topology_numbers(grouped: Mapping[str, list[Executed]], kinds: Mapping[str, 
     counts = _reported(p for c in shown for p in grouped.get(c, []))
     trees = stats_numbers([p for c in shown if kinds[c] == "spout" for p in grouped.get(c, [])], True, sys)
     return {"emitted": _sum(counts, "emitted", sys), "transferred": _sum(counts, "transferred", sys),
-            "acked": trees["acked"], "failed": trees["failed"], "completeLatency": trees["completeLatency"]}
+            "acked": trees["acked"], "failed": trees["failed"], "completeLatency": trees["completeLatency"],
+            **{name: trees[name] for name in REASON_STATS.values()}}
 
 
 def component_kinds(topology: Any) -> dict[str, str]:
@@ -421,7 +428,8 @@ def _workers(info: Any, logviewer_port: int | None) -> list[dict[str, Any]]:
         for e in executors:
             per_component[e.component_id] = per_component.get(e.component_id, 0) + 1
         uptime = max(e.uptime_secs for e in executors)
-        result.append({"host": host, "port": port, "topologyId": info.id, "topologyName": info.name,
+        result.append({"supervisorId": executors[0].supervisor_id or "", "host": host, "port": port,
+                       "topologyId": info.id, "topologyName": info.name,
                        "executorsTotal": len(executors), "componentNumTasks": per_component,
                        "uptime": pretty_uptime(uptime), "uptimeSeconds": uptime,
                        "workerLogLink": worker_log_link(logviewer_port, host, port, info.id)})
@@ -458,6 +466,7 @@ def component_page(info: Any, topology: Any, component: str, *, now_secs: int, w
         "executorStats": [_executor_row(p, info, kind == "spout", sys, logviewer_port) for p in
                           sorted(parts, key=lambda p: p.summary.executor_info.task_start)],
         "outputStats": _output_stats(reported, kind == "spout", sys),
+        "userMetrics": user_metrics(parts),
     }
     summary = [{**_window_fields(w), **_stats_row(executors_by_component(info, w).get(component, []),
                                                   kind == "spout", sys)} for w in WINDOWS]
@@ -468,6 +477,22 @@ def component_page(info: Any, topology: Any, component: str, *, now_secs: int, w
         page["boltStats"] = summary
         page["inputStats"] = _input_stats(reported, sys)
     return page
+
+
+def user_metrics(parts: Iterable[Executed]) -> list[dict[str, Any]]:
+    """The user metrics (:mod:`squall.metrics`) of a component's executors as of their latest heartbeats, one
+    entry per task and name, by task then name: ``type`` is ``"counter"`` (a count since the task started) or
+    ``"gauge"`` (a value)."""
+    rows = []
+    for part in sorted(parts, key=lambda p: p.summary.executor_info.task_start):
+        e, stats = part.summary, part.summary.stats
+        if stats is None:
+            continue
+        values = [(name, "counter", v) for name, v in (stats.user_counters or {}).items()]
+        values += [(name, "gauge", v) for name, v in (stats.user_gauges or {}).items()]
+        rows += [{"task": part.task, "host": e.host, "port": e.port, "name": name, "type": kind, "value": value}
+                 for name, kind, value in sorted(values)]
+    return rows
 
 
 def _executor_row(part: Executed, info: Any, spout: bool, sys: bool, logviewer_port: int | None) -> dict[str, Any]:

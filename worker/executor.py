@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 import structlog
 
 from squall.component import Bolt, Component, Spout, TopologyContext, attach, deliver, deliver_each, emit_problem
+from squall.metrics import TaskMetrics
 from squall.names import RESERVED_PREFIX
 from squall.topology import (ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM, ACKER,
                              HEARTBEAT_STREAM)
@@ -51,6 +52,9 @@ ACK_FAIL_FIELDS = Fields(["id"])
 
 #: Longest a task thread sleeps with nothing to do, so control messages and stop are never late by more.
 MAX_IDLE_SECS = 0.1
+#: A tree the acker fails this close to its timeout (or later) counts as timed out: a timeout reset reaches
+#: the spout a moment after the acker, so the spout's timer may have started a little later than the acker's.
+TIMEOUT_SLACK_SECS = 0.5
 
 _rand = random.Random()
 _bits = _rand.getrandbits
@@ -251,6 +255,9 @@ class Stats:
     executed: int = 0
     acked: int = 0
     failed: int = 0
+    #: Of ``failed``: a spout's trees that timed out, a bolt's inputs failed because execute raised.
+    failed_timeout: int = 0
+    failed_exception: int = 0
     #: Seconds spent in ``execute`` (bolts).
     execute_secs: float = 0.0
     #: Complete latencies (seconds) of acked roots, sampled at ``topology.stats.sample.rate``; the newest only.
@@ -406,6 +413,7 @@ class Executor:
         #: :meth:`step` returns; 0 steps it in the next round (new, or after an operator call).
         self.due = 0.0
         self.user: Component | None = None  # the user's spout or bolt, once started
+        self.metrics: TaskMetrics | None = None  # its user metrics (its context's), once started
         self.refresh(layout, placement)
 
     # -- routing ---------------------------------------------------------------------------------
@@ -533,8 +541,20 @@ class Executor:
             by = {"executed": dict(stats.executed_by), "acked": dict(stats.acked_by),
                   "failed": dict(stats.failed_by),
                   "latency_ms": {k: 1000 * t / stats.timed_by[k] for k, t in stats.latency_by.items() if stats.timed_by[k]}}
-        return TaskStats(emitted=emitted, transferred=transferred,
+        by["failed_by_reason"] = {"timeout": stats.failed_timeout, "exception": stats.failed_exception,
+                                  "explicit": stats.failed - stats.failed_timeout - stats.failed_exception}
+        counters, gauges = self._user_metrics()
+        return TaskStats(emitted=emitted, transferred=transferred, user_counters=counters, user_gauges=gauges,
                          **{name: {k: v for k, v in counts.items() if v} for name, counts in by.items()})
+
+    def _user_metrics(self) -> tuple[dict[str, int], dict[str, float]]:
+        """The user metrics' values now; a gauge that cannot be read is reported as the task's error."""
+        if not self.metrics:
+            return {}, {}
+        counters, gauges, problems = self.metrics.read()
+        for problem in problems:
+            self.report_error(problem)
+        return counters, gauges
 
     def report_error(self, error: BaseException | str) -> None:
         """A component's ``report_error`` and uncaught exceptions: logged and sent to ``/taskerrors``, throttled."""
@@ -564,7 +584,7 @@ class Executor:
             raise TypeError(f"{self.component!r} is a {type(component).__name__}, not a squall {base.__name__}")
         context = component_context(self._layout, self.spec, self.task)
         attach(component, self, context)
-        self.user = component
+        self.user, self.metrics = component, context.metrics
         return component, context
 
     # -- what a task thread calls ----------------------------------------------------------------
@@ -786,6 +806,7 @@ class SpoutExecutor(Executor):
             self._next_expiry = now + 1.0
             for msg_id, stream in self.pending.expire(now):
                 self.stats.failed += 1
+                self.stats.failed_timeout += 1
                 if self._keyed_outputs:
                     self.stats.failed_by[stream] += 1
                 self._call(self.spout.fail, msg_id)
@@ -867,6 +888,9 @@ class SpoutExecutor(Executor):
                     counts, method = stats.acked_by, self._on_ack
                 else:
                     stats.failed += len(done)
+                    # The acker fails the trees it timed out this way too: those whose timer ran out.
+                    cutoff = now - pending.timeout_secs + TIMEOUT_SLACK_SECS
+                    stats.failed_timeout += sum(1 for _, _, _, timer in done if timer <= cutoff)
                     counts, method = stats.failed_by, self._on_fail
                 if keyed:
                     counts.update(out for _, _, out, _ in done)
@@ -1076,6 +1100,8 @@ class BoltExecutor(Executor):
 
     def fail(self, tup: Tuple) -> None:
         self.stats.failed += 1
+        if self.bolt._input is tup:  # deliver_each failing the input execute raised on (Bolt.fail clears it first)
+            self.stats.failed_exception += 1
         if self._keyed_inputs:
             self.stats.failed_by[f"{tup._component}:{tup._stream}"] += 1
         if self._batch is not None:
@@ -1135,7 +1161,9 @@ class BoltExecutor(Executor):
             execute_batch(batch)
         except Exception as exc:
             self.bolt.report_error(exc)
+            failed_before = self.stats.failed
             self._settle_rest(batch, failed=True)
+            self.stats.failed_exception += self.stats.failed - failed_before
             self._user_code_failed(exc, already_reported=True)
         else:
             if self.bolt.auto_ack:

@@ -9,7 +9,8 @@ import time
 from typing import Any
 
 from squall.topology import HEARTBEAT_STREAM
-from squall.zk.records import TaskBeat, TaskStats
+from squall.stats import task_stats
+from squall.zk.records import TaskBeat
 from worker.executor import Executor
 
 
@@ -33,7 +34,7 @@ class TopologyMaster(Executor):
                 task, uptime, *stats = values  # a worker of an older Squall sends no stats
                 last = beats.get(task)
                 started = started or last is None or uptime < last.uptime_secs  # new, or restarted
-                beats[task] = TaskBeat(wall, uptime, TaskStats(**stats[0]) if stats else None)
+                beats[task] = TaskBeat(wall, uptime, task_stats(stats[0]) if stats else None)
         if started or (now >= self._next_report and (received or beats)):
             self._next_report = now + self._beat_every
             self.env.report_beats(dict(beats))

@@ -197,6 +197,9 @@ class TaskStats:
     ``emitted``/``transferred`` are keyed by output stream. ``acked``/``failed``/``latency_ms`` are keyed by
     output stream for spouts (latency: average complete latency) and by input ``component:stream`` for
     bolts (latency: average execute latency); ``executed`` is a bolt's, by input ``component:stream``.
+    ``failed_by_reason`` splits the failures by why (:data:`squall.stats.FAIL_REASONS`). ``user_counters`` and
+    ``user_gauges`` are the task's user metrics (:mod:`squall.metrics`) as read at the beat: values, not
+    windowed counts.
     """
 
     schema: ClassVar[int] = 1
@@ -206,6 +209,9 @@ class TaskStats:
     failed: dict[str, int] = field(default_factory=dict)
     executed: dict[str, int] = field(default_factory=dict)
     latency_ms: dict[str, float] = field(default_factory=dict)
+    failed_by_reason: dict[str, int] = field(default_factory=dict)
+    user_counters: dict[str, int] = field(default_factory=dict)
+    user_gauges: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
