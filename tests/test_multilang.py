@@ -15,7 +15,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from examples import wordcount
+from examples import multilang, wordcount
 from squall.config import ConfigError
 from squall.dsl import Topology
 from squall.restarts import restart_delay_secs
@@ -27,6 +27,7 @@ from worker.multilang import (JSON, MSGPACK, JsonDecoder, MsgpackDecoder, Multil
                               context_for, emit_target, grouping_json, heartbeat_message, resolve_command)
 
 RESOURCES = Path(__file__).resolve().parent / "multilang" / "resources"
+EXAMPLE_RESOURCES = Path(multilang.__file__).resolve().parent / "resources"
 #: streamparse's runner of pystorm components, beside this interpreter (the test extra installs it).
 STREAMPARSE_RUN = str(Path(sys.executable).parent / "streamparse_run")
 FAST = {"task.heartbeat.frequency.secs": 0.05, "topology.message.timeout.secs": 30}
@@ -181,16 +182,11 @@ def test_task_ids_come_back_unless_declined_and_metrics_are_kept() -> None:
         wait_until(lambda: running.tasks("ids")[0].metrics == {"last": count - 1}, 10, "the last metric")
 
 
-@pytest.mark.skipif(NODE is None, reason="needs node")
+@pytest.mark.skipif(NODE is None, reason="needs node (deploy/install-system-deps.sh --for-tests)")
 def test_a_nodejs_bolt_counts_words_exactly() -> None:
     rounds = 10
     expected = Counter(w for k in range(rounds * len(wordcount.SENTENCES))
                        for w in wordcount.SENTENCES[k % len(wordcount.SENTENCES)].split())
-    t = Topology("ml-node")
-    sentences = t.spout("sentences", wordcount.SentenceSpout, args=[rounds])
-    split = t.shell_bolt("split", command="node", script="splitsentence.js", outputs=["word"],
-                         parallelism=2).shuffle(sentences)
-    t.bolt("count", wordcount.WordCount, parallelism=2).fields(split, "word")
 
     def counts(running: LocalTopology) -> Counter[str]:
         total: Counter[str] = Counter()
@@ -198,11 +194,12 @@ def test_a_nodejs_bolt_counts_words_exactly() -> None:
             total.update(dict(executor.bolt.counts))
         return total
 
-    with local(t) as running:
+    with LocalTopology(multilang.topology(rounds=rounds), FAST, resources=EXAMPLE_RESOURCES) as running:
         wait_until(lambda: counts(running) == expected, 30, "exact word counts")
         sent = rounds * len(wordcount.SENTENCES)
         wait_until(lambda: sum(e.stats.acked for e in running.tasks("sentences")) == sent, 20, "sentences acked")
         assert running.errors == []
+        assert sum(e.stats.acked for e in running.tasks("split")) == sent  # acked by Node after its task ids came
 
 
 def test_a_hung_subprocess_is_killed_its_tuples_fail_and_replay(tmp_path: Path) -> None:

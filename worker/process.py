@@ -28,8 +28,8 @@ from squall.cli.options import common_options, load_or_exit
 from squall.clock import RealClock
 from squall.config import without_secrets
 from squall.local_state import (
-    CODE_FILES, code_dir, fetched_for, heartbeat_file, put_code_on_path, task_beats_file, write_heartbeat,
-    write_task_beats,
+    CODE_FILES, code_dir, fetched_for, heartbeat_file, put_code_on_path, resources_dir, task_beats_file,
+    write_heartbeat, write_task_beats,
 )
 from squall.loglevels import LogLevelOverrides
 from squall.logs import configure_logging

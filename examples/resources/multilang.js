@@ -1,4 +1,4 @@
-// A small Storm multilang client for Node.js, written for Squall's tests in the manner of Storm's storm.js:
+// A small Storm multilang client for Node.js, in the manner of Storm's storm.js (written for Squall):
 // JSON messages ended by a line "end" on stdin/stdout, the pid handshake, heartbeat syncs, and emits whose
 // task ids (sent back unless need_task_ids is false) arrive in order, interleaved with new tuples.
 "use strict";
