@@ -102,24 +102,23 @@ class JsonDecoder:
 
     def feed(self, data: bytes) -> list[Any]:
         buffer = self._rest + data if self._rest else data
-        messages, start, loads = [], 0, json.loads
-        while True:
-            if buffer.startswith(b"end\n", start):  # an empty message
-                start += 4
-                continue
-            end = buffer.find(b"\nend\n", start)
-            if end < 0:
-                break
-            text = buffer[start:end]
-            start = end + 5
-            if text.strip():
-                try:
-                    messages.append(loads(text))
-                except ValueError as exc:
-                    raise MultilangError(f"the subprocess wrote what is not a JSON message ({exc}): "
-                                         f"{text[:200]!r}") from None
-        self._rest = buffer[start:]
-        return messages
+        *texts, self._rest = buffer.replace(b"\nend\nend\n", b"\nend\n").split(b"\nend\n")
+        if texts and texts[0].startswith(b"end\n"):  # an empty message first in the stream
+            texts[0] = texts[0][4:]
+        texts = [text for text in texts if text.strip()]
+        if not texts:
+            return []
+        try:  # one parse for every message the read completed: a JSON array of them
+            return json.loads(b"[" + b",".join(texts) + b"]")
+        except ValueError:
+            pass
+        for text in texts:  # which one is not JSON (or held two values)
+            try:
+                json.loads(text)
+            except ValueError as exc:
+                raise MultilangError(f"the subprocess wrote what is not a JSON message ({exc}): "
+                                     f"{text[:200]!r}") from None
+        raise MultilangError(f"the subprocess wrote what is not one JSON message per 'end' line: {texts[:3]!r}")
 
 
 class MsgpackDecoder:
@@ -137,28 +136,35 @@ class MsgpackDecoder:
 
 
 class Codec:
-    """One serializer: ``encode`` a message to bytes, and a fresh ``decoder()`` per subprocess."""
+    """One serializer: ``encoder()`` makes a function from message to bytes (one per executor: encoders keep
+    state), ``decoder()`` a :class:`Decoder` (one per subprocess); ``encode`` is a shared encoder for tests."""
 
-    def __init__(self, name: str, encode: Callable[[Any], bytes], decoder: Callable[[], Decoder]) -> None:
+    def __init__(self, name: str, encoder: Callable[[], Callable[[Any], bytes]],
+                 decoder: Callable[[], Decoder]) -> None:
         self.name = name
-        self.encode = encode
+        self.encoder = encoder
         self.decoder = decoder
+        self.encode = encoder()
 
     def __repr__(self) -> str:
         return f"Codec({self.name!r})"
 
 
-def _json_encode(message: Any) -> bytes:
+def _json_encoder() -> Callable[[Any], bytes]:
     # What JSON cannot hold is sent as its text, as Storm's JsonSerializer does (toString).
-    return json.dumps(message, separators=(",", ":"), default=str).encode() + b"\nend\n"
+    encode = json.JSONEncoder(separators=(",", ":"), default=str, ensure_ascii=False).encode
+
+    def encode_json(message: Any) -> bytes:
+        return (encode(message) + "\nend\n").encode()
+    return encode_json
 
 
-def _msgpack_encode(message: Any) -> bytes:
-    return msgpack.packb(message, use_bin_type=True, default=str)
+def _msgpack_encoder() -> Callable[[Any], bytes]:
+    return msgpack.Packer(use_bin_type=True, default=str).pack
 
 
-JSON = Codec("json", _json_encode, JsonDecoder)
-MSGPACK = Codec("msgpack", _msgpack_encode, MsgpackDecoder)
+JSON = Codec("json", _json_encoder, JsonDecoder)
+MSGPACK = Codec("msgpack", _msgpack_encoder, MsgpackDecoder)
 
 
 def _script_serializer(script: str) -> str | None:
@@ -456,7 +462,7 @@ class _ShellHost(Executor):
     def _shell_start(self) -> None:
         """The first subprocess (on the task thread): a bad serializer or a missing command stops the task."""
         self._codec = codec_for(self.spec.conf, self.spec.obj.shell.script or "")
-        self._encode = self._codec.encode
+        self._encode = self._codec.encoder()
         self._now = time.monotonic()
         self._launch(self._now)
 
@@ -471,8 +477,8 @@ class _ShellHost(Executor):
         self._process = ShellProcess(self._argv(env), cwd, env, self._codec, wake=wake,
                                      label=f"{self.component}:{self.task}")
         self.launches += 1
-        self._process.send(self._codec.encode(handshake(conf, context_for(self._layout, self.component, self.task),
-                                                        self._pid_dir)))
+        self._process.send(self._encode(handshake(conf, context_for(self._layout, self.component, self.task),
+                                                  self._pid_dir)))
         self._process.flush()
         self._last_heard = now
         log.info("shell component started", component=self.component, task=self.task, pid=self._process.pid,
