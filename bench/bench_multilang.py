@@ -24,6 +24,7 @@ from cpu import Run, Sample, Summary, calls_per_cpu_sec  # noqa: E402
 
 from examples import multilang, perf  # noqa: E402
 from squall.dsl import Topology  # noqa: E402
+from squall.logs import configure_logging  # noqa: E402
 from worker.local import LocalTopology  # noqa: E402
 
 #: streamparse's runner of pystorm components, beside this interpreter.
@@ -60,6 +61,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs of each configuration, interleaved")
     parser.add_argument("--ackers", type=int, default=1, help="acker tasks (0: unreliable)")
     args = parser.parse_args()
+    configure_logging(level="WARNING", stream=sys.stderr)
     print(f"machine: {platform.platform()}, {os.cpu_count()} cpus, load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; python {platform.python_version()}; "
           f"{calls_per_cpu_sec() / 1e6:.1f}M calls per CPU-s")
