@@ -235,6 +235,23 @@ def test_a_crashed_subprocess_reports_its_error_and_is_restarted(tmp_path: Path)
         assert any("exited with code 1" in text and "restarting it now" in text for text in texts)
 
 
+@pytest.mark.parametrize("trouble", ["hang", "crash"])
+def test_a_shell_spout_in_trouble_is_restarted_and_emits_again(trouble: str, tmp_path: Path) -> None:
+    count = 50
+    t = Topology("ml-spout-" + trouble, conf={"test.count": count, "test.trouble": trouble, "test.trouble.n": 20,
+                                              "test.marker.dir": str(tmp_path)})
+    numbers = t.shell_spout("numbers", command=STREAMPARSE_RUN, script="pystorm_components.NumberSpoutInTrouble",
+                            outputs=["n"])
+    t.bolt("sink", Recorder).shuffle(numbers)
+    with local(t, **{"topology.subprocess.timeout.secs": 1.5}) as running:
+        spout = running.tasks("numbers")[0]
+        wait_until(lambda: set(seen_n(running)) == set(range(count)), 30, "every number after the restart")
+        assert spout.launches == 2
+        texts = [text for _, text in running.errors]
+        reason = "heartbeat timeout" if trouble == "hang" else "exited with code 1"
+        assert any(reason in text and "shell spout 'numbers'" in text for text in texts), texts
+
+
 def test_a_crash_loop_backs_off_as_workers_do() -> None:
     t = Topology("ml-loop")
     numbers = t.spout("numbers", Numbers, args=[10])

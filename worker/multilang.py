@@ -392,9 +392,12 @@ class ShellProcess:
     def alive(self) -> bool:
         return self._popen.poll() is None
 
-    def kill(self) -> int | None:
-        """Kill the child (SIGKILL) and reap it; its exit code."""
-        if self._popen.poll() is None:
+    def kill(self, grace: float = 0.0) -> int | None:
+        """Reap the child, killed (SIGKILL) unless it exits by itself within ``grace`` seconds; its exit code
+        (negative: the signal that ended it)."""
+        try:
+            self._popen.wait(grace)
+        except subprocess.TimeoutExpired:
             try:
                 self._popen.kill()
             except ProcessLookupError:
@@ -544,9 +547,7 @@ class _ShellHost(Executor):
         """False (and the subprocess killed) if it died, broke the protocol or, while ``waiting`` on it, said
         nothing for the subprocess timeout."""
         if (process.ended or process.problem) and not process.replies:  # its last words are read first
-            code = process.exit_code()
-            self._died(now, process.problem or ("exited" if code is not None else "closed its stdout")
-                       + (f" with code {code}" if code is not None else ""))
+            self._died(now, process.problem)
             return False
         if waiting and now - self._last_heard > self._timeout:
             self._died(now, f"subprocess heartbeat timeout: nothing from it for {now - self._last_heard:.1f}s "
@@ -554,14 +555,17 @@ class _ShellHost(Executor):
             return False
         return True
 
-    def _died(self, now: float, reason: str) -> None:
-        """Kill the subprocess, fail what it held, report it, and start another after the backoff."""
+    def _died(self, now: float, reason: str | None) -> None:
+        """Kill the subprocess, fail what it held, report it, and start another after the backoff. ``reason``
+        None: its stdout ended (it exited, or is exiting: it gets a second to do so)."""
         process, self._process = self._process, None
         code, tail, lived = None, "", 0.0
         if process is not None:
-            code = process.kill()
+            code = process.kill(grace=1.0 if reason is None else 0.0)
             tail = "\n".join(process.stderr_tail)
             lived = now - process.started
+        if reason is None:
+            reason = f"exited with code {code}" if code is None or code >= 0 else f"died of signal {-code}"
         if self._pid_dir:
             shutil.rmtree(self._pid_dir, ignore_errors=True)
             self._pid_dir = None
@@ -571,7 +575,7 @@ class _ShellHost(Executor):
         self._restart_at = now + delay
         argv = process.argv if process is not None else [self.spec.obj.shell.execution_command]
         text = (f"shell {self.spec.kind.value} {self.component!r} (task {self.task}, pid "
-                f"{process.pid if process else '-'}, {' '.join(argv)}): {reason}; killed (exit code {code}), "
+                f"{process.pid if process else '-'}, {' '.join(argv)}): {reason} (exit code {code}); "
                 f"{lost} in-flight tuples failed, restarting it {f'in {delay:g}s' if delay else 'now'} "
                 f"({self._failures} failures in a row)")
         if tail:
@@ -798,9 +802,7 @@ class ShellSpoutExecutor(_ShellHost, SpoutExecutor):
     def _lose_in_flight(self) -> int:
         """A new subprocess knows nothing of the old one's message ids: forget its pending trees (neither acked
         nor failed to the new one) and its unanswered commands."""
-        lost = len(self.pending.entries)
-        self.pending.entries.clear()
-        self.pending.extra = 0
+        lost = self.pending.forget()
         self._unsynced, self._next_sent = 0, None
         self._commands.queued = []  # the new one is activated once it answers the handshake
         return lost

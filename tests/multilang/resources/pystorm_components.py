@@ -81,3 +81,19 @@ class CrashesOnce(PassThrough):
         if _trouble_once(self.conf, tup.values[-1]):
             raise RuntimeError(f"cannot handle {tup.values[-1]}")
         super().process(tup)
+
+
+class NumberSpoutInTrouble(NumberSpout):
+    """NumberSpout that, about to emit ``test.trouble.n`` the first time, hangs (``test.trouble`` = "hang") or
+    raises ("crash")."""
+
+    def initialize(self, conf, context):
+        super().initialize(conf, context)
+        self.conf = conf
+
+    def emit(self, tup, **kwargs):
+        if _trouble_once(self.conf, tup[-1]):
+            if self.conf["test.trouble"] == "hang":
+                time.sleep(3600)
+            raise RuntimeError(f"cannot emit {tup[-1]}")
+        return super().emit(tup, **kwargs)
