@@ -34,8 +34,8 @@ def build_package(sources: Iterable[str | Path], dest: str | Path) -> Path:
                 files = [(path, str(path.relative_to(source.parent))) for path in sorted(source.rglob("*"))
                          if path.is_file() and not _SKIP_DIRS.intersection(path.parts) and path.suffix != ".pyc"]
             else:
-                raise ValueError(f"{source} is neither a .py file, a package directory (with __init__.py) nor a "
-                                 f"{RESOURCES}/ directory")
+                raise ValueError(f"{source} is neither a .py file nor a package directory (with __init__.py), nor "
+                                 f"a {RESOURCES}/ directory")
             for path, name in files:
                 if name in names:
                     raise ValueError(f"{name} would be in the package twice")

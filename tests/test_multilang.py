@@ -18,6 +18,8 @@ import pytest
 from examples import multilang, wordcount
 from squall.config import ConfigError
 from squall.dsl import Topology
+from squall.local_state import CODE_FILES, resources_dir
+from squall.package import build_package
 from squall.restarts import restart_delay_secs
 from squall.thrift import storm
 from support import wait_until
@@ -26,7 +28,8 @@ from worker.local import LocalTopology, compile_topology
 from worker.multilang import (JSON, MSGPACK, JsonDecoder, MsgpackDecoder, MultilangError, codec_for, command,
                               context_for, emit_target, grouping_json, heartbeat_message, resolve_command)
 
-RESOURCES = Path(__file__).resolve().parent / "multilang" / "resources"
+REPO = Path(__file__).resolve().parent.parent
+RESOURCES = REPO / "tests" / "multilang" / "resources"
 EXAMPLE_RESOURCES = Path(multilang.__file__).resolve().parent / "resources"
 #: streamparse's runner of pystorm components, beside this interpreter (the test extra installs it).
 STREAMPARSE_RUN = str(Path(sys.executable).parent / "streamparse_run")
@@ -125,6 +128,26 @@ def test_commands_are_found_on_path() -> None:
     assert resolve_command("./run.sh", {"PATH": ""}) == "./run.sh"
     with pytest.raises(FileNotFoundError, match="not on the worker's PATH"):
         resolve_command("no-such-command-xyz", {"PATH": "/bin"})
+
+
+def test_the_package_carries_resources_unpacked_once_with_their_modes(tmp_path: Path) -> None:
+    source = tmp_path / "src" / "resources"
+    source.mkdir(parents=True)
+    (source / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    (source / "run.sh").chmod(0o755)
+    (source / "data").mkdir()
+    (source / "data" / "words.txt").write_text("a b\n")
+    code = tmp_path / "code"
+    code.mkdir()
+    build_package([source, REPO / "tests" / "topologies.py"], code / CODE_FILES["code"])
+    unpacked = resources_dir(code)
+    assert unpacked == code / "resources" and (unpacked / "data" / "words.txt").read_text() == "a b\n"
+    assert os.access(unpacked / "run.sh", os.X_OK)
+    assert resources_dir(code) == unpacked  # once: the second worker finds it there
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    build_package([REPO / "tests" / "topologies.py"], bare / CODE_FILES["code"])
+    assert resources_dir(bare) == bare  # no resources/: shell components run in the code directory
 
 
 # -- real subprocesses ----------------------------------------------------------------------------
