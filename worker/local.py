@@ -121,7 +121,8 @@ def compile_topology(topology: Topology | tuple[storm.StormTopology, Mapping[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``storm local FILE``: run the file's topology here for ``--local-ttl`` seconds; 1 if it fails."""
+    """``storm local FILE``: run the file's topology here for ``--local-ttl`` seconds; 1 if it fails. Shell
+    components run in the ``resources/`` directory beside FILE when there is one."""
     parser = common_options("storm local", "Run a topology in this process, for development: no daemons, no "
                                            "ZooKeeper, the same executors and acker as a cluster.")
     parser.add_argument("file", help="a Python file defining `topology` (a Topology or a function returning one)")
