@@ -576,7 +576,7 @@ class _ShellHost(Executor):
         argv = process.argv if process is not None else [self.spec.obj.shell.execution_command]
         text = (f"shell {self.spec.kind.value} {self.component!r} (task {self.task}, pid "
                 f"{process.pid if process else '-'}, {' '.join(argv)}): {reason} (exit code {code}); "
-                f"{lost} in-flight tuples failed, restarting it {f'in {delay:g}s' if delay else 'now'} "
+                f"{lost} in-flight tuples {self._LOST}, restarting it {f'in {delay:g}s' if delay else 'now'} "
                 f"({self._failures} failures in a row)")
         if tail:
             text += f"\nits last stderr lines:\n{tail}"
@@ -584,6 +584,9 @@ class _ShellHost(Executor):
         self.report_error(text)
         if self._exit_on_error:
             self.env.on_fatal(error)
+
+    #: What became of the tuples a dead subprocess had in flight (said in the error).
+    _LOST = "failed"
 
     def _lose_in_flight(self) -> int:
         """Settle what the dead subprocess held; how many tuples that was."""
@@ -798,6 +801,8 @@ class ShellSpoutExecutor(_ShellHost, SpoutExecutor):
                 self._on_message(message)
         except MultilangError as exc:
             self._died(self._now, str(exc))
+
+    _LOST = "forgotten (the new subprocess knows none of their ids)"
 
     def _lose_in_flight(self) -> int:
         """A new subprocess knows nothing of the old one's message ids: forget its pending trees (neither acked
