@@ -231,15 +231,15 @@ def test_a_hung_subprocess_is_killed_its_tuples_fail_and_replay(tmp_path: Path) 
     numbers = t.spout("numbers", Numbers, args=[count])
     passed = t.shell_bolt("pass", **pystorm("HangsOnce"), outputs=["key", "n"]).shuffle(numbers)
     t.bolt("sink", Recorder).shuffle(passed)
-    with local(t, **{"topology.subprocess.timeout.secs": 1.5}) as running:
+    with local(t, **{"topology.subprocess.timeout.secs": 2}) as running:
         spout, bolt = running.component("numbers"), running.tasks("pass")[0]
         hung = wait_until(lambda: bolt.pid, 10, "the first subprocess")
         wait_until(lambda: sorted(set(spout.acked)) == list(range(count)), 40, "every number acked after the hang")
         assert 7 in spout.failed  # the input it hung on failed, and was replayed
         assert set(seen_n(running)) == set(range(count))
-        assert bolt.launches == 2 and not _alive(hung)
-        (task, error), = [(task, text) for task, text in running.errors if "heartbeat timeout" in text]
-        assert task == bolt.task and f"pid {hung}" in error and "in-flight tuples failed" in error
+        assert bolt.launches >= 2 and not _alive(hung)  # (more than 2 only if load stalls a healthy one as long)
+        (task, error), *_ = [(task, text) for task, text in running.errors if f"pid {hung}," in text]
+        assert task == bolt.task and "heartbeat timeout" in error and "in-flight tuples failed" in error
 
 
 def test_a_crashed_subprocess_reports_its_error_and_is_restarted(tmp_path: Path) -> None:
@@ -266,10 +266,10 @@ def test_a_shell_spout_in_trouble_is_restarted_and_emits_again(trouble: str, tmp
     numbers = t.shell_spout("numbers", command=STREAMPARSE_RUN, script="pystorm_components.NumberSpoutInTrouble",
                             outputs=["n"])
     t.bolt("sink", Recorder).shuffle(numbers)
-    with local(t, **{"topology.subprocess.timeout.secs": 1.5}) as running:
+    with local(t, **{"topology.subprocess.timeout.secs": 2}) as running:
         spout = running.tasks("numbers")[0]
         wait_until(lambda: set(seen_n(running)) == set(range(count)), 30, "every number after the restart")
-        assert spout.launches == 2
+        assert spout.launches >= 2
         texts = [text for _, text in running.errors]
         reason = "heartbeat timeout" if trouble == "hang" else "exited with code 1"
         assert any(reason in text and "shell spout 'numbers'" in text for text in texts), texts
