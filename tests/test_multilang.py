@@ -14,6 +14,7 @@ from typing import Any
 
 import msgpack
 import pytest
+from structlog.testing import capture_logs
 
 from examples import multilang, wordcount
 from squall.config import ConfigError
@@ -195,9 +196,11 @@ def test_task_ids_come_back_unless_declined_and_metrics_are_kept() -> None:
     numbers = t.spout("numbers", Numbers, args=[count])
     ids = t.shell_bolt("ids", **pystorm("TaskIds"), outputs=["n", "task"]).shuffle(numbers)
     t.bolt("sink", Recorder, parallelism=2).shuffle(ids)
-    with local(t) as running:
+    with capture_logs() as logs, local(t) as running:
         spout = running.component("numbers")
         wait_until(lambda: len(spout.acked) == count, 30, "every number acked")
+        ready = [e for e in logs if "TaskIds ready in" in e["event"]]
+        assert ready and ready[0]["log_level"] == "info" and ready[0]["component"] == "ids"  # pystorm's log
         rows = [values for e in running.tasks("sink") for _, _, values in e.bolt.seen]
         sinks = set(running.layout.component_tasks["sink"])
         assert sorted(n for n, task in rows if task != -1) == list(range(count))
@@ -223,6 +226,22 @@ def test_a_nodejs_bolt_counts_words_exactly() -> None:
         wait_until(lambda: sum(e.stats.acked for e in running.tasks("sentences")) == sent, 20, "sentences acked")
         assert running.errors == []
         assert sum(e.stats.acked for e in running.tasks("split")) == sent  # acked by Node after its task ids came
+
+
+def test_a_shell_script_bolt_runs_in_resources_with_the_allow_listed_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "the worker's secret")  # not on the allow-list
+    count = 30
+    t = Topology("ml-sh")
+    numbers = t.spout("numbers", Numbers, args=[count])
+    env = t.shell_bolt("env", command="sh", script="envbolt.sh", outputs=["cwd", "home", "secret"]).shuffle(numbers)
+    t.bolt("sink", Recorder).shuffle(env)
+    with local(t) as running:
+        spout = running.component("numbers")
+        wait_until(lambda: len(spout.acked) == count, 30, "every number acked")
+        rows = {values for e in running.tasks("sink") for _, _, values in e.bolt.seen}
+        assert rows == {("resources dir", "home" if "HOME" in os.environ else "", "no secret")}
+        assert running.errors == []
 
 
 def test_a_hung_subprocess_is_killed_its_tuples_fail_and_replay(tmp_path: Path) -> None:
