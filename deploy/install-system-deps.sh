@@ -3,7 +3,8 @@
 # Spark), the zookeeper package (a real ZooKeeper for `storm dev-zookeeper`, `storm dev-cluster` and the tests) and
 # python3-venv; with --for-tests also docker-compose (tests/test_deploy.py validates docker-compose.yml with it; no
 # Docker engine needed), iproute2 (tests/test_partition_cluster.py's network namespaces) and chromium with
-# chromium-driver (tests/test_ui_browser.py drives the UI's pages in headless Chromium; no browser is downloaded).
+# chromium-driver (tests/test_ui_browser.py drives the UI's pages in headless Chromium; no browser is downloaded)
+# and nodejs (tests/test_multilang.py runs a Node.js bolt speaking Storm's multilang protocol).
 # SQUALL_NO_INSTALL=1 lists what is missing and stops (exit 1) instead of installing.
 # Safe to run repeatedly: nothing is printed or installed when nothing is missing.
 set -euo pipefail
@@ -24,6 +25,8 @@ if [ "${1:-}" = "--for-tests" ]; then
     || need chromium "headless Chromium: the UI test clicks through the pages in it"
   command -v chromedriver >/dev/null 2>&1 \
     || need chromium-driver "the WebDriver through which the UI test (selenium) drives Chromium"
+  command -v node >/dev/null 2>&1 \
+    || need nodejs "the multilang test runs a Node.js bolt speaking Storm's multilang protocol"
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 

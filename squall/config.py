@@ -428,6 +428,18 @@ KEYS: tuple[Key, ...] = (
     Key("topology.worker.exit.on.error", "bool", False, origin="squall",
         doc="An exception from user code stops the worker (the supervisor restarts it) instead of failing "
             "the tuple, reporting the error and going on."),
+    Key("topology.multilang.serializer", "str", "org.apache.storm.multilang.JsonSerializer", origin="storm",
+        doc="How shell (multilang) components talk to their subprocess: Storm's JsonSerializer (JSON ended by "
+            "'end' lines), or a MessagePack serializer (any class name with MessagePack or Msgpack in it, or "
+            "'msgpack'), which pystorm speaks as '-s msgpack'. Set per component in its conf."),
+    Key("topology.subprocess.timeout.secs", "float", None, origin="storm", nullable=True, minimum=0,
+        exclusive_minimum=True,
+        doc="A shell component's subprocess that sends nothing for this long (a bolt gets a heartbeat tuple "
+            "every second; a spout is waited on for sync) is killed, its in-flight tuples fail and it is "
+            "restarted; null means supervisor.worker.timeout.secs."),
+    Key("topology.shellbolt.max.pending", "int", 100, origin="storm", minimum=1,
+        doc="Tuples a shell bolt holds written but not yet read by its subprocess; past it the bolt stops "
+            "taking input, so a slow subprocess backpressures the topology instead of filling memory."),
     Key("topology.debug", "bool", False, origin="both",
         doc="Log every emitted tuple (slow; for debugging)."),
     Key("topology.tick.tuple.freq.secs", "float", None, origin="storm", nullable=True,

@@ -7,10 +7,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
+import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from squall.package import RESOURCES
 
 #: Artifacts of a topology in its code directory, as ``beginCodeDownload`` names them → file name.
 CODE_FILES = {"code": "code.pkg", "conf": "conf.json", "topology": "topology.bin"}
@@ -44,6 +49,39 @@ def put_code_on_path(directory: Path) -> None:
     package = directory / CODE_FILES["code"]
     if package.exists():
         sys.path.insert(0, str(package))
+
+
+def resources_dir(directory: Path) -> Path:
+    """Where a code directory's shell components run: its package's ``resources/``, unpacked beside the
+    package on first use (Storm's extracted jar resources), or the code directory itself when the package
+    has none. Workers of one code version share it; it appears whole or not at all (unpacked into a
+    staging directory, renamed into place), and files keep the permission bits they were packed with::
+
+        subprocess.Popen(["node", "splitsentence.js"], cwd=resources_dir(code_dir(conf, topology_id, 1)))
+    """
+    target = directory / RESOURCES
+    package = directory / CODE_FILES["code"]
+    if target.is_dir() or not package.exists():
+        return target if target.is_dir() else directory
+    with zipfile.ZipFile(package) as archive:
+        members = [m for m in archive.infolist() if m.filename.startswith(RESOURCES + "/")]
+        if not members:
+            return directory
+        staging = Path(tempfile.mkdtemp(prefix=".resources-", dir=directory))
+        try:
+            for member in members:
+                path = Path(archive.extract(member, staging))
+                mode = member.external_attr >> 16 & 0o777
+                if mode and path.is_file():
+                    path.chmod(mode)
+            try:
+                (staging / RESOURCES).rename(target)
+            except OSError:
+                if not target.is_dir():  # not another worker's copy winning the race
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
 
 
 def fetched_for(directory: Path) -> int:

@@ -18,13 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from squall.restarts import restart_delay_secs
 from squall.zk.records import Assignment, AssignmentType
 from supervisor.code import CodeKey
 
-#: Retry delay after the second consecutive death of a port's worker (the first restart is immediate),
-#: doubled per further failure up to the cap.
-BACKOFF_FIRST_SECS = 1.0
-BACKOFF_MAX_SECS = 60.0
 
 
 @dataclass(frozen=True)
@@ -187,7 +184,7 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
                 next_backoff.pop(port, None)  # it came up: forget earlier failures
             continue
         failures = backoff.get(port, Backoff()).failures + 1
-        delay = 0.0 if failures == 1 else min(BACKOFF_FIRST_SECS * 2 ** (failures - 2), BACKOFF_MAX_SECS)
+        delay = restart_delay_secs(failures)
         next_backoff[port] = Backoff(failures, now + delay)
         when = f"in {delay:g}s ({failures} failures in a row)" if delay else "now"
         actions += [Kill(port, worker.worker_id, problem),

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, fields
 from functools import reduce
 from itertools import count, islice, repeat
 from operator import xor
+from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
@@ -302,6 +303,9 @@ class ExecutorEnv:
     on_fatal: Callable[[BaseException], None]
     #: Where the topology master sends the latest task heartbeats (nimbus, or nowhere in local mode).
     report_beats: Callable[[dict[int, TaskBeat]], None]
+    #: The working directory of shell (multilang) components: the code package's ``resources/`` (None: this
+    #: process's working directory).
+    resources_dir: Path | None = None
 
 
 class StreamOut:
@@ -618,7 +622,8 @@ def build_component(spec: ComponentSpec) -> Component:
     """``module.Class(*args, **kwargs)`` from a component's ``python_object`` (JSON arguments only)."""
     py = spec.obj.python_object
     if py is None:
-        raise ValueError(f"component {spec.id!r} is not a Python component (shell components are not supported yet)")
+        raise ValueError(f"component {spec.id!r} is not a Python component (a shell component runs on "
+                         "worker.multilang's executors)")
     cls = getattr(importlib.import_module(py.module_name), py.class_name)
     args = json.loads(py.args_json) if py.args_json else []
     kwargs = json.loads(py.kwargs_json) if py.kwargs_json else {}
@@ -851,18 +856,22 @@ class SpoutExecutor(Executor):
         except Exception as exc:
             self._user_code_failed(exc)
         if self._acked_at_emit:
-            acked, self._acked_at_emit = self._acked_at_emit, []
-            stats.acked += len(acked)
-            ack = self._on_ack
-            for msg_id in acked if ack is not None else ():
-                try:
-                    ack(msg_id)
-                except Exception as exc:
-                    self._user_code_failed(exc)
+            self._ack_emitted()
         if idle:
             self._next_emit = now + self._idle_secs
             return self._idle_secs
         return 0.0
+
+    def _ack_emitted(self) -> None:
+        """Ack what was emitted with a message id while the topology has no ackers (Storm acks it at once)."""
+        acked, self._acked_at_emit = self._acked_at_emit, []
+        self.stats.acked += len(acked)
+        ack = self._on_ack
+        for msg_id in acked if ack is not None else ():
+            try:
+                ack(msg_id)
+            except Exception as exc:
+                self._user_code_failed(exc)
 
     def _wait(self, now: float) -> float:
         return max(0.0, min(self._next_beat, self._next_expiry) - now)

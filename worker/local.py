@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -24,6 +25,7 @@ from squall.cli.options import (command_line_overrides, common_options, interrup
 from squall.config import default_config, without_secrets
 from squall.dsl import Topology, TopologyError, load_topology
 from squall.logs import configure_logging
+from squall.package import RESOURCES
 from squall.thrift import storm
 from squall.topology import make_tasks, normalize, system_topology, topology_id, validate_topology
 from squall.zk.records import TaskBeat
@@ -44,20 +46,22 @@ class LocalTopology:
             print(local.tasks("split")[0].stats.executed) # an executor and its counters
 
     ``topology`` is a DSL :class:`~squall.dsl.Topology` or a built ``(StormTopology, conf)`` pair;
-    ``conf`` overrides cluster defaults and the topology's conf. Bad topologies raise
-    ``InvalidTopologyException`` here with nimbus's words.
+    ``conf`` overrides cluster defaults and the topology's conf; ``resources`` is the working directory of
+    its shell components (a cluster gives them the package's ``resources/``; default: this process's
+    working directory). Bad topologies raise ``InvalidTopologyException`` here with nimbus's words.
     """
 
     def __init__(self, topology: Topology | tuple[storm.StormTopology, Mapping[str, Any]],
                  conf: Mapping[str, Any] | None = None, *, active: bool = True,
-                 cluster: Mapping[str, Any] | None = None) -> None:
+                 cluster: Mapping[str, Any] | None = None, resources: str | Path | None = None) -> None:
         self.layout, self.conf = compile_topology(topology, conf, cluster=cluster)
         self.topology_id = self.layout.topology_id
         self.errors: list[tuple[int, str]] = []
         self.beats: dict[int, TaskBeat] = {}
         self.runtime = WorkerRuntime(self.layout, place_all(self.layout), self.conf,
                                      report_error=lambda task, text: self.errors.append((task, text)),
-                                     report_beats=self.beats.update)
+                                     report_beats=self.beats.update,
+                                     resources_dir=Path(resources) if resources is not None else None)
         self._active = active
 
     def start(self) -> LocalTopology:
@@ -117,7 +121,8 @@ def compile_topology(topology: Topology | tuple[storm.StormTopology, Mapping[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``storm local FILE``: run the file's topology here for ``--local-ttl`` seconds; 1 if it fails."""
+    """``storm local FILE``: run the file's topology here for ``--local-ttl`` seconds; 1 if it fails. Shell
+    components run in the ``resources/`` directory beside FILE when there is one."""
     parser = common_options("storm local", "Run a topology in this process, for development: no daemons, no "
                                            "ZooKeeper, the same executors and acker as a cluster.")
     parser.add_argument("file", help="a Python file defining `topology` (a Topology or a function returning one)")
@@ -130,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         topology = load_topology(args.file, args.topology)
         for typo in topology_typos(topology):
             warn_on_stderr(typo)
-        local = LocalTopology(topology, command_line_overrides(conf, args), cluster=conf)
+        resources = Path(args.file).resolve().parent / RESOURCES
+        local = LocalTopology(topology, command_line_overrides(conf, args), cluster=conf,
+                              resources=resources if resources.is_dir() else None)
     except storm.InvalidTopologyException as exc:
         print(f"storm local: InvalidTopologyException: {exc.msg}", file=sys.stderr)
         return 1

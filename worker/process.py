@@ -28,8 +28,8 @@ from squall.cli.options import common_options, load_or_exit
 from squall.clock import RealClock
 from squall.config import without_secrets
 from squall.local_state import (
-    CODE_FILES, code_dir, fetched_for, heartbeat_file, put_code_on_path, task_beats_file, write_heartbeat,
-    write_task_beats,
+    CODE_FILES, code_dir, fetched_for, heartbeat_file, put_code_on_path, resources_dir, task_beats_file,
+    write_heartbeat, write_task_beats,
 )
 from squall.loglevels import LogLevelOverrides
 from squall.logs import configure_logging
@@ -100,7 +100,8 @@ class Worker:
             self.runtime = WorkerRuntime(layout, placement, conf, report_error=self._report_error,
                                          report_beats=self._beats.offer, on_fatal=self._fatal,
                                          listen=(self.cluster_conf["worker.transfer.bind.address"], self.port),
-                                         transfer_secret=transfer_secret(self._stored_conf()))
+                                         transfer_secret=transfer_secret(self._stored_conf()),
+                                         resources_dir=resources_dir(self._code))
             # Watch before any wait (tasks preparing, peers not listening yet): a reassignment that moves a
             # dead peer away must reach this worker at once, not at the next poll.
             self.zk.watch_data(paths.topology(self.topology_id), StormBase, self._on_status)

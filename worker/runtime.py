@@ -14,6 +14,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -27,6 +28,7 @@ from worker.executor import (
     MAX_IDLE_SECS, BoltExecutor, ErrorThrottle, Executor, ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor, Wake,
 )
 from worker.layout import Address, Placement, TopologyLayout
+from worker.multilang import ShellBoltExecutor, ShellSpoutExecutor
 from worker.topology_master import TopologyMaster
 from worker.transport import LOG_INTERVAL_SECS, Receiver, Sender
 from worker.wire import WireBatch
@@ -136,14 +138,16 @@ def _check_user_class(executor: Executor) -> None:
 class WorkerRuntime:
     """The executors of the tasks ``placement`` gives this worker, and the transfer between workers.
 
-    ``listen`` is the port to receive other workers' tuples on (None in local mode).
+    ``listen`` is the port to receive other workers' tuples on (None in local mode); ``resources_dir`` is
+    where shell components run (see :class:`~worker.executor.ExecutorEnv`).
     """
 
     def __init__(self, layout: TopologyLayout, placement: Placement, conf: Mapping[str, Any], *,
                  report_error: Callable[[int, str], None],
                  report_beats: Callable[[dict[int, Any]], None] = lambda beats: None,
                  on_fatal: Callable[[BaseException], None] | None = None,
-                 listen: tuple[str, int] | None = None, transfer_secret: bytes | None = None) -> None:
+                 listen: tuple[str, int] | None = None, transfer_secret: bytes | None = None,
+                 resources_dir: Path | None = None) -> None:
         self.layout = layout
         self._transfer_secret = transfer_secret  # the topology's; kept off self.conf, which tasks see
         self.placement = placement
@@ -158,7 +162,8 @@ class WorkerRuntime:
         self.pressure = Pressure(self._fill, enabled=bool(conf["topology.backpressure.enable"]),
                                  high=float(conf["topology.backpressure.water.mark.high"]),
                                  low=float(conf["topology.backpressure.water.mark.low"]))
-        self.env = ExecutorEnv(layout.topology_id, report_error, self.pressure, self._fatal, report_beats)
+        self.env = ExecutorEnv(layout.topology_id, report_error, self.pressure, self._fatal, report_beats,
+                               resources_dir)
         self.inboxes: dict[int, Inbox] = {}
         #: The inboxes again, as a tuple replaced whole when tasks come or go: what :meth:`_fill` scans.
         self._queues: tuple[Inbox, ...] = ()
@@ -192,8 +197,10 @@ class WorkerRuntime:
             return Acker
         if component == TOPOLOGY_MASTER:
             return TopologyMaster
-        kind = self.layout.components[component].kind
-        return SpoutExecutor if kind is ComponentType.SPOUT else BoltExecutor
+        spec = self.layout.components[component]
+        if spec.obj.shell is not None:
+            return ShellSpoutExecutor if spec.kind is ComponentType.SPOUT else ShellBoltExecutor
+        return SpoutExecutor if spec.kind is ComponentType.SPOUT else BoltExecutor
 
     def _add_tasks(self, tasks: Iterable[int]) -> list[TaskThread]:
         started = []

@@ -316,5 +316,14 @@ class SpoutPending:
             expired.append((msg_id, stream))
         return expired
 
+    def forget(self) -> int:
+        """Drop every tree in flight (neither acked nor failed: the spout that emitted them is gone, a shell
+        spout's subprocess); how many there were. Their acker's late answers are then ignored."""
+        lost = len(self.entries)
+        self.entries.clear()
+        self._rows.clear()
+        self.extra = 0
+        return lost
+
     def _forget_rows(self, root: int) -> None:
         self.extra -= self._rows.pop(root, 1) - 1

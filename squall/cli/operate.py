@@ -320,7 +320,8 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
                    help="attribute holding the Topology or a function returning one; in a package, module:attr")
     p.add_argument("--name", help="submit under this name instead of the topology's own")
     p.add_argument("--include", action="append", default=[], metavar="PATH",
-                   help="another module or package the workers need (repeatable)")
+                   help="another module or package the workers need, or a resources/ directory (the scripts "
+                        "of shell components) (repeatable)")
     p.add_argument("--inactive", action="store_true", help="submit deactivated (spouts paused)")
     p.add_argument("--replace", action="store_true",
                    help="hot deploy: replace the running topology of that name (topology.hot.deploy.enable)")
