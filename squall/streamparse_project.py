@@ -78,9 +78,17 @@ def load_project(path: str | Path, topology: str | None = None, env: str | None 
     if not source.is_dir():
         raise StreamparseProjectError(f"{root.name} has no {SOURCE_DIR}/ directory: a streamparse project keeps "
                                       f"its spouts and bolts there (sparse quickstart makes one)")
-    streamparse_class = _topology_class(topology_file, source)
-    declared = Topology(name, conf=_topology_conf(env_config, streamparse_class.config))
-    _declare(declared, streamparse_class, _serializer(config, env_config), env_name, source)
+    imported = set(sys.modules)
+    sys.path.insert(0, str(source))
+    try:
+        streamparse_class = _topology_class(topology_file)
+        declared = Topology(name, conf=_topology_conf(env_config, streamparse_class.config))
+        _declare(declared, streamparse_class, _serializer(config, env_config), env_name, source)
+    finally:  # forget the project's modules: every quickstart project has its bolts and spouts packages
+        sys.path.remove(str(source))
+        for module in set(sys.modules) - imported:
+            if _defined_under(sys.modules[module], source):
+                del sys.modules[module]
     return StreamparseProject(root, declared, env_name)
 
 
@@ -131,12 +139,10 @@ def _env(root: Path, config: Mapping[str, Any], env: str | None) -> tuple[str | 
     return env, envs[env]
 
 
-def _topology_class(topology_file: Path, source: Path) -> Any:
-    """The ``streamparse.Topology`` subclass the file defines, run as ``sparse`` runs it (``src/`` on the path)."""
+def _topology_class(topology_file: Path) -> Any:
+    """The ``streamparse.Topology`` subclass the file defines (run with ``src/`` on the path, as ``sparse`` runs it)."""
     from streamparse.dsl.topology import Topology as StreamparseTopology, TopologyType
 
-    if str(source) not in sys.path:
-        sys.path.insert(0, str(source))
     spec = importlib.util.spec_from_file_location(topology_file.stem, topology_file)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -205,13 +211,16 @@ def _shell(label: str, obj: Any, source: Path) -> Any:
         raise StreamparseProjectError(f"{label} is a Java component ({java}): Squall runs no JVM; write it as a "
                                       "streamparse (pystorm) Bolt or Spout in src/")
     if obj.shell.execution_command == STREAMPARSE_RUN:
-        module = obj.shell.script.rpartition(".")[0]
-        where = getattr(sys.modules.get(module), "__file__", None)
-        if where is None or not Path(where).resolve().is_relative_to(source):
+        if not _defined_under(sys.modules.get(obj.shell.script.rpartition(".")[0]), source):
             raise StreamparseProjectError(
                 f"{label} runs {obj.shell.script}, which is not defined in a module under {source}: workers get "
                 f"{SOURCE_DIR}/ alone (as in streamparse's jar), so move the class into a module there")
     return obj.shell
+
+
+def _defined_under(module: Any, directory: Path) -> bool:
+    where = getattr(module, "__file__", None)
+    return where is not None and Path(where).resolve().is_relative_to(directory)
 
 
 def _parallelism(label: str, hint: Any, env: str | None) -> Any:
