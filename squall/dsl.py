@@ -437,7 +437,7 @@ def load_topology(path: str | Path, topology: str = "topology", args: Sequence[A
     from squall import streamparse_project  # it builds on this module
 
     if streamparse_project.is_project(path):
-        return streamparse_project.load_project(path, None if topology == "topology" else topology).topology
+        return streamparse_project.load_project(path, topology).topology
     directory, module_name, attribute = topology_module(path, topology)
     sys.path.insert(0, str(directory))
     found = getattr(importlib.import_module(module_name), attribute, None)

@@ -36,6 +36,9 @@ from squall.dsl import ComponentRef, Topology, TopologyError
 CONFIG_FILE = "config.json"
 #: Where a project keeps its components (streamparse's ``prepare_topology`` copies it into the jar's resources/).
 SOURCE_DIR = "src"
+#: What ``storm jar`` and ``storm local`` pass as ``--topology`` when given none (the DSL's attribute name):
+#: for a project without a ``topologies/topology.py``, its only topology file.
+DEFAULT_TOPOLOGY = "topology"
 #: The command streamparse's ``Bolt.spec()``/``Spout.spec()`` give Python components.
 STREAMPARSE_RUN = "streamparse_run"
 
@@ -55,17 +58,16 @@ def is_project(path: str | Path) -> bool:
 
 @dataclass(frozen=True)
 class StreamparseProject:
-    """A loaded project: its directory, the topology declared for Squall (named after its file, as
-    streamparse names it) and the config.json env whose options and serializer it took (None: no env)."""
+    """A loaded project: the topology declared for Squall (named after its file, as streamparse names it)
+    and the config.json env whose options and serializer it took (None: no env)."""
 
-    root: Path
     topology: Topology
     env: str | None
 
 
 def load_project(path: str | Path, topology: str | None = None, env: str | None = None) -> StreamparseProject:
-    """Load ``topologies/<topology>.py`` of the project at ``path`` (``topology`` None: the project's only
-    one) with the ``env`` of its config.json (None: its only env, or no env when it has several), as
+    """Load ``topologies/<topology>.py`` of the project at ``path`` (``topology`` None or
+    :data:`DEFAULT_TOPOLOGY`: the project's only one) with the ``env`` of its config.json (None: its only env, or no env when it has several), as
     ``sparse submit -n TOPOLOGY -e ENV`` would. The topology file runs with ``src/`` on ``sys.path``;
     an exception it raises propagates (the caller shows it with the user's file and line)."""
     root = Path(path).resolve()
@@ -89,7 +91,7 @@ def load_project(path: str | Path, topology: str | None = None, env: str | None 
         for module in set(sys.modules) - imported:
             if _defined_under(sys.modules[module], source):
                 del sys.modules[module]
-    return StreamparseProject(root, declared, env_name)
+    return StreamparseProject(declared, env_name)
 
 
 def source_path(path: str | Path) -> Path:
@@ -117,6 +119,8 @@ def _topology_file(root: Path, config: Mapping[str, Any], topology: str | None) 
     specs = root / str(config.get("topology_specs", "topologies/"))
     found = sorted(specs.glob("*.py")) if specs.is_dir() else []
     names = ", ".join(p.stem for p in found) or "none"
+    if topology == DEFAULT_TOPOLOGY and not (specs / f"{topology}.py").is_file():
+        topology = None
     if topology is not None:
         if not (specs / f"{topology}.py").is_file():
             raise StreamparseProjectError(f"{root.name} has no {specs.relative_to(root) / topology}.py "

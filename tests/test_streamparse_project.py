@@ -225,6 +225,8 @@ def test_the_topology_file_and_env_are_chosen_as_sparse_chooses_them(project: Pa
     assert load_project(project, "wordcount").env is None  # several envs, none named: none applies
     with pytest.raises(StreamparseProjectError, match="no env is chosen: choose one with -e ENV"):
         load_project(project, "routes")
+    shutil.copy(project / "topologies" / "wordcount.py", project / "topologies" / "topology.py")
+    assert load_project(project, "topology").topology.name == "topology"  # storm jar's default names a real file
     (project / "config.json").write_text("{not json")
     with pytest.raises(StreamparseProjectError, match="config.json is not valid JSON"):
         load_project(project, "wordcount")

@@ -134,7 +134,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     for name, (_, help_text) in COMMANDS.items():
         sub = commands.add_parser(name, help=help_text, description=help_text)
         if name == "local":
-            sub.add_argument("rest", nargs=argparse.REMAINDER, help="FILE [--local-ttl N] [--topology NAME]")
+            sub.add_argument("rest", nargs=argparse.REMAINDER, help="FILE|PROJECT [--local-ttl N] [--topology NAME]")
         elif name == "spark-connect":
             sub.add_argument("--port", type=positive, default=DEFAULT_PORT, help=f"(default {DEFAULT_PORT})")
             sub.add_argument("--master", default="local[*]", help="where its jobs run (default local[*])")

@@ -66,7 +66,7 @@ def jar(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
             typos = topology_typos(topology)
             package = _package(args.source, args.include, tmp)
             if not is_project(args.source):  # a project's components run from resources/, checked as it loads
-                check_package(package, args.source, args.topology or "topology", topology)
+                check_package(package, args.source, args.topology, topology)
         except (OSError, ValueError) as exc:
             print(f"storm {args.command}: cannot build the package: {exc}", file=sys.stderr)
             return 1
@@ -99,7 +99,7 @@ def _load(args: argparse.Namespace) -> Topology:
     if args.environment is not None:
         raise SubmitCheckError(f"-e/--environment names an env of a streamparse project's config.json; {args.source} "
                                "is not a streamparse project")
-    return load_for_submit(args.source, args.topology or "topology", [json_or_text(a) for a in args.args])
+    return load_for_submit(args.source, args.topology, [json_or_text(a) for a in args.args])
 
 
 def list_topologies(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
@@ -340,10 +340,9 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     p.add_argument("source", metavar="FILE|PACKAGE|PROJECT",
                    help="a .py file or a package directory defining the topology, or a streamparse project directory")
     p.add_argument("args", nargs="*", metavar="ARG", help="arguments for a topology function (JSON when they parse)")
-    p.add_argument("--topology", metavar="ATTR",
-                   help="attribute holding the Topology or a function returning one (default: topology); in a "
-                        "package, module:attr; in a streamparse project, NAME of topologies/NAME.py (default: the "
-                        "only one)")
+    p.add_argument("--topology", default="topology", metavar="ATTR",
+                   help="attribute holding the Topology or a function returning one; in a package, module:attr; in a "
+                        "streamparse project, NAME of topologies/NAME.py (default: the only one)")
     p.add_argument("-e", "--environment", metavar="ENV",
                    help="streamparse project: the config.json env whose options and serializer to use (default: "
                         "the only one)")
