@@ -12,7 +12,7 @@ imports the components as it does on Storm. No JVM, no lein, no SSH.
 
     project = load_project("wordcount")          # its only topology file and its only env
     topology, conf = project.topology.build()    # what nimbus gets
-    build_package([], "/tmp/wordcount.zip", resources=source_path("wordcount"))   # resources/bolts/wordcount.py ...
+    build_project_package("wordcount", "/tmp/wordcount.zip")   # resources/bolts/wordcount.py, resources/spouts/...
 
 Components must be defined under ``src/`` (workers get ``src/`` only, as streamparse's jar holds only
 ``src/``); Java components are refused, as is anything else Squall cannot run, with a
@@ -23,14 +23,17 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import sys
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from squall.component import Stream
 from squall.dsl import ComponentRef, Topology, TopologyError
+from squall.package import RESOURCES, build_package
 
 #: The file that makes a directory a streamparse project (``sparse`` itself refuses to run without it).
 CONFIG_FILE = "config.json"
@@ -95,9 +98,21 @@ def load_project(path: str | Path, topology: str | None = None, env: str | None 
 
 
 def source_path(path: str | Path) -> Path:
-    """The project's ``src/``: the code package's ``resources/`` (:func:`squall.package.build_package`); ``storm
-    local DIR`` puts it on the PYTHONPATH its shell subprocesses inherit instead."""
+    """The project's ``src/``: the code package's ``resources/`` (:func:`build_project_package`); ``storm local
+    DIR`` puts it on the PYTHONPATH its shell subprocesses inherit instead."""
     return Path(path).resolve() / SOURCE_DIR
+
+
+def build_project_package(path: str | Path, dest: str | Path, include: Iterable[str | Path] = ()) -> Path:
+    """The code package of the project at ``path``: its ``src/`` as the package's ``resources/`` (what
+    streamparse's jar holds), and any ``include``-d modules or packages at its root::
+
+        build_project_package("wordcount", "/tmp/wordcount.zip")   # resources/bolts/wordcount.py, ...
+    """
+    with tempfile.TemporaryDirectory(prefix="squall-project-") as staging:
+        resources = Path(staging) / RESOURCES
+        shutil.copytree(source_path(path), resources, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        return build_package([resources, *include], dest)
 
 
 # ------------------------------------------------------------------------------------------------

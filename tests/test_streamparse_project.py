@@ -31,8 +31,7 @@ from squall import STORM_VERSION
 from squall.cli.main import main
 from squall.devzk import free_port
 from squall.nimbus_client import nimbus_client
-from squall.package import build_package
-from squall.streamparse_project import StreamparseProjectError, load_project
+from squall.streamparse_project import StreamparseProjectError, build_project_package, load_project
 from squall.thrift import from_bytes, storm
 from supervisor.code import download_code
 from support import storm_on_path, wait_until
@@ -239,7 +238,9 @@ def test_the_package_holds_src_under_resources_where_streamparse_run_imports_it_
         project: Path, tmp_path: Path) -> None:
     """streamparse_run started as a worker starts a shell component — in the package's resources/ (Storm >= 1.0.3)
     or its root (Storm <= 1.0.2) — imports the spout and answers the multilang handshake and a ``next``."""
-    package = build_package([], tmp_path / "wordcount.zip", resources=project / "src")
+    (project / "src" / "bolts" / "__pycache__").mkdir()
+    (project / "src" / "bolts" / "__pycache__" / "wordcount.cpython-311.pyc").write_bytes(b"stale")
+    package = build_project_package(project, tmp_path / "wordcount.zip")
     with zipfile.ZipFile(package) as archive:
         assert sorted(archive.namelist()) == ["resources/bolts/__init__.py", "resources/bolts/wordcount.py",
                                               "resources/spouts/__init__.py", "resources/spouts/words.py"]
@@ -255,17 +256,6 @@ def test_the_package_holds_src_under_resources_where_streamparse_run_imports_it_
         commands = [m.get("command") for m in messages]
         assert [m.get("tuple") for m in messages if m.get("command") == "emit"] == [["dog"]], child.stderr
         assert commands.index("sync") > commands.index("emit"), commands  # then it exits: stdin has ended
-
-
-def test_resources_must_be_a_directory_and_names_stay_unique(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="is not a directory"):
-        build_package([], tmp_path / "p.zip", resources=tmp_path / "missing")
-    (tmp_path / "resources").mkdir()
-    (tmp_path / "resources" / "__init__.py").write_text("")
-    (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "__init__.py").write_text("")
-    with pytest.raises(ValueError, match="resources/__init__.py would be in the package twice"):
-        build_package([tmp_path / "resources"], tmp_path / "p.zip", resources=tmp_path / "src")
 
 
 # -- the CLI --------------------------------------------------------------------------------------
@@ -412,6 +402,12 @@ ROUNDS = 300
 EXPECTED = {"dog": 10 * ROUNDS, "cat": ROUNDS, "zebra": ROUNDS, "elephant": ROUNDS}
 
 
+def with_virtualenv_on_path(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with this interpreter's bin/ first on PATH, as in a shell whose virtualenv (Squall and streamparse
+    installed) is activated: the workers find ``streamparse_run`` there, as a worker finds any shell command."""
+    return {**env, "PATH": f"{BIN}{os.pathsep}{env['PATH']}"}
+
+
 def counting_project(project: Path, out: Path, **env: Any) -> None:
     """The quickstart project with a finite spout and a bolt recording the counts it emits in ``out``."""
     pytest.importorskip("worker.multilang", reason="shell components run once the multilang executor is in")
@@ -438,9 +434,10 @@ def counts(out: Path) -> dict[str, int]:
 
 @pytest.mark.slow
 def test_the_quickstart_word_count_runs_on_a_dev_cluster_via_storm_jar_with_exact_counts(
-        zk_conf: dict[str, Any], project: Path, tmp_path: Path) -> None:
+        zk_conf: dict[str, Any], project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "counts"
     counting_project(project, out)
+    monkeypatch.setenv("PATH", with_virtualenv_on_path(dict(os.environ))["PATH"])  # the cluster's processes inherit it
     with ExitStack() as stack:
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack)
         cluster.start_nimbus()
@@ -455,7 +452,7 @@ def test_the_quickstart_word_count_runs_on_a_dev_cluster_via_storm_jar_with_exac
 def test_the_quickstart_word_count_runs_in_storm_local_with_exact_counts(project: Path, tmp_path: Path) -> None:
     out = tmp_path / "counts"
     counting_project(project, out)
-    env = storm_on_path(tmp_path / "bin")
+    env = with_virtualenv_on_path(storm_on_path(tmp_path / "bin"))
     local = subprocess.Popen(["storm", "local", str(project), "--local-ttl", "300"], cwd=tmp_path, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:

@@ -25,7 +25,7 @@ from squall.local_state import workers_dir
 from squall.nimbus_client import nimbus_client
 from squall.dsl import Topology
 from squall.package import build_package
-from squall.streamparse_project import is_project, load_project, source_path
+from squall.streamparse_project import build_project_package, is_project, load_project
 from squall.submitcheck import SubmitCheckError, check_package, load_for_submit, load_user_code
 from squall.submitter import submit_topology, upload_package
 from squall.thrift import storm
@@ -46,7 +46,7 @@ def _package(source: str, include: list[str], tmp: str) -> Path:
     """The code package of a topology file, a package directory or a streamparse project (its src/ as resources/)."""
     dest = Path(tmp) / f"{Path(source).resolve().name}.zip"
     if is_project(source):
-        return build_package(include, dest, resources=source_path(source))
+        return build_project_package(source, dest, include)
     return build_package([source, *include], dest)
 
 
