@@ -70,16 +70,18 @@ class StreamparseProject:
 
 def load_project(path: str | Path, topology: str | None = None, env: str | None = None) -> StreamparseProject:
     """Load ``topologies/<topology>.py`` of the project at ``path`` (``topology`` None or
-    :data:`DEFAULT_TOPOLOGY`: the project's only one) with the ``env`` of its config.json (None: its only env, or no env when it has several), as
-    ``sparse submit -n TOPOLOGY -e ENV`` would. The topology file runs with ``src/`` on ``sys.path``;
-    an exception it raises propagates (the caller shows it with the user's file and line)."""
+    :data:`DEFAULT_TOPOLOGY`: the project's only one) with the ``env`` of its config.json (None: its only
+    env, or no env when it has several), as ``sparse submit -n TOPOLOGY -e ENV`` would. The topology file
+    runs with ``src/`` on ``sys.path``; an exception it raises propagates (the caller shows it with the
+    user's file and line). The project's modules are forgotten afterwards, so projects with the same module
+    names (every quickstart has ``bolts`` and ``spouts``) load one after another in one process."""
     root = Path(path).resolve()
     if not is_project(root):
         raise StreamparseProjectError(f"{path} is not a streamparse project: it has no {CONFIG_FILE}")
     config = _read_config(root)
     name, topology_file = _topology_file(root, config, topology)
     env_name, env_config = _env(root, config, env)
-    source = root / SOURCE_DIR
+    source = source_path(root)
     if not source.is_dir():
         raise StreamparseProjectError(f"{root.name} has no {SOURCE_DIR}/ directory: a streamparse project keeps "
                                       f"its spouts and bolts there (sparse quickstart makes one)")
@@ -89,7 +91,7 @@ def load_project(path: str | Path, topology: str | None = None, env: str | None 
         streamparse_class = _topology_class(topology_file)
         declared = Topology(name, conf=_topology_conf(env_config, streamparse_class.config))
         _declare(declared, streamparse_class, _serializer(config, env_config), env_name, source)
-    finally:  # forget the project's modules: every quickstart project has its bolts and spouts packages
+    finally:
         sys.path.remove(str(source))
         for module in set(sys.modules) - imported:
             if _defined_under(sys.modules[module], source):

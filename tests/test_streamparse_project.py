@@ -226,6 +226,9 @@ def test_the_topology_file_and_env_are_chosen_as_sparse_chooses_them(project: Pa
         load_project(project, "routes")
     shutil.copy(project / "topologies" / "wordcount.py", project / "topologies" / "topology.py")
     assert load_project(project, "topology").topology.name == "topology"  # storm jar's default names a real file
+    shutil.move(project / "src", project / "source")
+    with pytest.raises(StreamparseProjectError, match="wordcount has no src/ directory"):
+        load_project(project, "wordcount")
     (project / "config.json").write_text("{not json")
     with pytest.raises(StreamparseProjectError, match="config.json is not valid JSON"):
         load_project(project, "wordcount")
