@@ -418,7 +418,8 @@ def topology_module(path: str | Path, topology: str = "topology") -> tuple[Path,
     if source.is_dir() and (source / "__init__.py").exists():
         module, _, attribute = topology.rpartition(":")
         return source.parent, module or source.name, attribute
-    raise FileNotFoundError(f"{path} is neither a .py file nor a package directory (with __init__.py)")
+    raise FileNotFoundError(f"{path} is neither a .py file nor a package directory (with __init__.py) nor a "
+                            "streamparse project (a directory with config.json)")
 
 
 def load_topology(path: str | Path, topology: str = "topology", args: Sequence[Any] = ()) -> Topology:
@@ -429,7 +430,14 @@ def load_topology(path: str | Path, topology: str = "topology", args: Sequence[A
     Topology, or a function called with ``args`` that returns one. The file's directory goes on
     ``sys.path`` and the module is imported under its own name, so its components are importable
     the way workers import them from the code package.
+
+    ``path`` may also be a streamparse project directory (see :mod:`squall.streamparse_project`):
+    ``topology`` then names its ``topologies/<topology>.py``; left at its default, the project's only one.
     """
+    from squall import streamparse_project  # it builds on this module
+
+    if streamparse_project.is_project(path):
+        return streamparse_project.load_project(path, topology).topology
     directory, module_name, attribute = topology_module(path, topology)
     sys.path.insert(0, str(directory))
     found = getattr(importlib.import_module(module_name), attribute, None)

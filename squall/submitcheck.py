@@ -28,7 +28,7 @@ import tempfile
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import squall
 from squall.classcheck import Kind, NotAComponentClass, resolve
@@ -40,6 +40,8 @@ from squall.thrift import storm
 CHECK_TIMEOUT_SECS = 60.0
 
 _SQUALL_DIR = str(Path(squall.__file__).resolve().parent) + os.sep
+
+T = TypeVar("T")
 
 #: How a traceback's file is shown to the user, or None for a file that is not the user's.
 Shown = Callable[[str], "str | None"]
@@ -64,10 +66,22 @@ class SubmitCheckError(Exception):
 def load_for_submit(source: str, topology: str = "topology", args: Sequence[Any] = ()) -> Topology:
     """:func:`squall.dsl.load_topology` and ``build()``, with any failure of the user's code as a
     :class:`SubmitCheckError` naming the file and line it happened at."""
-    try:
+    def load() -> Topology:
         loaded = load_topology(source, topology, args)
         loaded.build()
         return loaded
+
+    return load_user_code(source, load)
+
+
+def load_user_code(source: str, load: Callable[[], T]) -> T:
+    """``load()``, which runs user code from ``source`` (a file or directory), with any failure as a
+    :class:`SubmitCheckError` naming the user's file and line::
+
+        project = load_user_code("wordcount", lambda: load_project("wordcount"))
+    """
+    try:
+        return load()
     except Exception as exc:  # user code may raise anything while it is imported or builds its topology
         raise SubmitCheckError(one_line(exc, _user_files(source)), _traceback(exc)) from None
 

@@ -28,6 +28,7 @@ from squall.devcluster import run_dev_cluster, stop_dev_cluster
 from squall.devzk import LocalZooKeeper, ZooKeeperUnavailable
 from squall.logs import configure_logging
 from squall.sparkconnect import DEFAULT_PORT, server_command
+from squall.streamparse_project import is_project, source_path
 from squall.nimbus_client import NoTlsListener
 from squall.thrift import NimbusUnavailable, storm
 
@@ -89,11 +90,18 @@ def spark_connect(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
 
 
 def local(_conf: Mapping[str, Any], args: argparse.Namespace) -> int:
-    """``storm local FILE [--local-ttl N]``: the topology in one process (see :mod:`worker.local`)."""
+    """``storm local FILE [--local-ttl N]``: the topology in one process (see :mod:`worker.local`).
+
+    FILE may be a streamparse project directory: its ``src/`` then goes first on the PYTHONPATH that the
+    shell subprocesses running its components inherit, as a worker on a cluster gives them the package's
+    ``resources/``."""
     argv = [sys.executable, "-m", "worker.local", *(["--config", args.config] if args.config else [])]
     for override in args.overrides:
         argv += ["-c", override]
-    os.execv(sys.executable, [*argv, *args.rest])
+    env = dict(os.environ)
+    if (project := next((arg for arg in args.rest if is_project(arg)), None)) is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source_path(project)), env.get("PYTHONPATH")]))
+    os.execve(sys.executable, [*argv, *args.rest], env)
     return 1  # not reached
 
 
@@ -113,7 +121,8 @@ COMMANDS: dict[str, tuple[Command, str]] = {
                                         "on logviewer.host:logviewer.port, where the UI's log links point"),
     "spark-connect": (spark_connect, "run a Spark Connect server on this host for Spark bolts (spark.remote) until "
                                      "Ctrl-C"),
-    "local": (local, "run a topology file in this process for development: storm local FILE [--local-ttl N]"),
+    "local": (local, "run a topology file (or a streamparse project) in this process for development: "
+                     "storm local FILE|PROJECT [--local-ttl N]"),
 }
 
 
@@ -125,7 +134,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     for name, (_, help_text) in COMMANDS.items():
         sub = commands.add_parser(name, help=help_text, description=help_text)
         if name == "local":
-            sub.add_argument("rest", nargs=argparse.REMAINDER, help="FILE [--local-ttl N] [--topology NAME]")
+            sub.add_argument("rest", nargs=argparse.REMAINDER, help="FILE|PROJECT [--local-ttl N] [--topology NAME]")
         elif name == "spark-connect":
             sub.add_argument("--port", type=positive, default=DEFAULT_PORT, help=f"(default {DEFAULT_PORT})")
             sub.add_argument("--master", default="local[*]", help="where its jobs run (default local[*])")

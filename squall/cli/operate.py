@@ -23,8 +23,10 @@ from squall.cli.options import (command_line_overrides, conf_file_json, json_or_
 from squall.devcluster import dev_cluster_root
 from squall.local_state import workers_dir
 from squall.nimbus_client import nimbus_client
+from squall.dsl import Topology
 from squall.package import build_package
-from squall.submitcheck import SubmitCheckError, check_package, load_for_submit
+from squall.streamparse_project import build_project_package, is_project, load_project
+from squall.submitcheck import SubmitCheckError, check_package, load_for_submit, load_user_code
 from squall.submitter import submit_topology, upload_package
 from squall.thrift import storm
 from squall.zk.client import ZkClient
@@ -41,7 +43,11 @@ PROGRESS_BYTES = 1 << 20
 
 
 def _package(source: str, include: list[str], tmp: str) -> Path:
-    return build_package([source, *include], Path(tmp) / f"{Path(source).resolve().name}.zip")
+    """The code package of a topology file, a package directory or a streamparse project (its src/ as resources/)."""
+    dest = Path(tmp) / f"{Path(source).resolve().name}.zip"
+    if is_project(source):
+        return build_project_package(source, dest, include)
+    return build_package([source, *include], dest)
 
 
 def _progress(sent: int, total: int) -> None:
@@ -56,10 +62,11 @@ def jar(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     """Package the topology's code, upload it and submit (Storm's ``storm jar``)."""
     with tempfile.TemporaryDirectory(prefix="squall-jar-") as tmp:
         try:
-            topology = load_for_submit(args.source, args.topology, [json_or_text(a) for a in args.args])
+            topology = _load(args)
             typos = topology_typos(topology)
             package = _package(args.source, args.include, tmp)
-            check_package(package, args.source, args.topology, topology)
+            if not is_project(args.source):  # a project's components run from resources/, checked as it loads
+                check_package(package, args.source, args.topology, topology)
         except (OSError, ValueError) as exc:
             print(f"storm {args.command}: cannot build the package: {exc}", file=sys.stderr)
             return 1
@@ -71,12 +78,28 @@ def jar(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         for typo in typos:
             warn_on_stderr(typo)
         overrides = command_line_overrides(conf, args)
+        overrides.update({key: value for key, value in (("topology.workers", args.workers),
+                                                        ("topology.acker.executors", args.ackers)) if value is not None})
         if args.replace:
             overrides["topology.hot.deploy.enable"] = True
         topology_id = submit_topology(conf, topology, package=package, conf_overrides=overrides,
                                       name=args.name, progress=_progress, active=not args.inactive)
     print(f"Finished submitting topology: {args.name or topology.name} ({topology_id})")
     return 0
+
+
+def _load(args: argparse.Namespace) -> Topology:
+    """The topology ``storm jar`` submits: a streamparse project's (``--topology`` NAME, ``-e`` ENV) or a
+    Python file's or package's (``--topology`` attribute, topology function ARGs)."""
+    if is_project(args.source):
+        if args.args:
+            raise SubmitCheckError(f"a streamparse project takes no topology arguments (got {' '.join(args.args)}); "
+                                   "its topology class is declarative")
+        return load_user_code(args.source, lambda: load_project(args.source, args.topology, args.environment)).topology
+    if args.environment is not None:
+        raise SubmitCheckError(f"-e/--environment names an env of a streamparse project's config.json; {args.source} "
+                               "is not a streamparse project")
+    return load_for_submit(args.source, args.topology, [json_or_text(a) for a in args.args])
 
 
 def list_topologies(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
@@ -314,10 +337,18 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
         return commands.add_parser(name, help=help_text, description=help_text, aliases=list(aliases))
 
     p = command("jar", jar, "package a topology's code, upload it to nimbus and submit it", aliases=("submit",))
-    p.add_argument("source", metavar="FILE|PACKAGE", help="a .py file or a package directory defining the topology")
+    p.add_argument("source", metavar="FILE|PACKAGE|PROJECT",
+                   help="a .py file or a package directory defining the topology, or a streamparse project directory")
     p.add_argument("args", nargs="*", metavar="ARG", help="arguments for a topology function (JSON when they parse)")
     p.add_argument("--topology", default="topology", metavar="ATTR",
-                   help="attribute holding the Topology or a function returning one; in a package, module:attr")
+                   help="attribute holding the Topology or a function returning one; in a package, module:attr; in a "
+                        "streamparse project, NAME of topologies/NAME.py (default: the only one)")
+    p.add_argument("-e", "--environment", metavar="ENV",
+                   help="streamparse project: the config.json env whose options and serializer to use (default: "
+                        "the only one)")
+    p.add_argument("-w", "--workers", type=positive, metavar="N", help="topology.workers (as sparse submit -w)")
+    p.add_argument("-a", "--ackers", type=non_negative, metavar="N",
+                   help="topology.acker.executors (as sparse submit -a)")
     p.add_argument("--name", help="submit under this name instead of the topology's own")
     p.add_argument("--include", action="append", default=[], metavar="PATH",
                    help="another module or package the workers need, or a resources/ directory (the scripts "
@@ -364,7 +395,8 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     p.add_argument("conf", nargs="?", metavar="CONF.yaml", help="config to merge into the topology's")
     p = command("update_topology", update_topology, "give a running topology new code and/or conf (JStorm)")
     p.add_argument("name")
-    p.add_argument("--jar", "-jar", metavar="FILE|PACKAGE", help="new code: a .py file or package directory")
+    p.add_argument("--jar", "-jar", metavar="FILE|PACKAGE|PROJECT",
+                   help="new code: a .py file, a package directory or a streamparse project")
     p.add_argument("--include", action="append", default=[], metavar="PATH", help="more code (repeatable)")
     p.add_argument("--conf", "-conf", metavar="CONF.yaml", help="config to merge into the topology's")
     p = command("set_log_level", set_log_level, "change logger levels in a running topology's workers (Storm)")
