@@ -272,6 +272,8 @@ def test_a_crashed_subprocess_reports_its_error_and_is_restarted(tmp_path: Path)
         wait_until(lambda: sorted(set(spout.acked)) == list(range(count)), 30, "every number acked after the crash")
         assert 5 in spout.failed and set(seen_n(running)) == set(range(count))
         assert bolt.launches == 2
+        assert bolt.stats.failed_exception >= 1 and bolt.stats.failed - bolt.stats.failed_exception == 1, \
+            "pystorm fails the tuple it raised on itself (explicit); what the dead subprocess held fails as exceptions"
         texts = [text for _, text in running.errors]
         assert any("Shell Process Exception" in text and "cannot handle 5" in text for text in texts)
         assert any("exited with code 1" in text and "restarting it now" in text for text in texts)

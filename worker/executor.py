@@ -1109,7 +1109,7 @@ class BoltExecutor(Executor):
 
     def fail(self, tup: Tuple) -> None:
         self.stats.failed += 1
-        if self.bolt._input is tup:  # deliver_each failing the input execute raised on (Bolt.fail clears it first)
+        if self._raised_on(tup):
             self.stats.failed_exception += 1
         if self._keyed_inputs:
             self.stats.failed_by[f"{tup._component}:{tup._stream}"] += 1
@@ -1158,6 +1158,11 @@ class BoltExecutor(Executor):
                 stats.timed_by[key] += rows
         self._acks.flush(self._outbox)  # the step's acks: one message per acker and kind for all its roots
         return 0.0
+
+    def _raised_on(self, tup: Tuple) -> bool:
+        """Whether ``tup`` fails because user code raised on it: deliver_each fails the input execute raised on
+        while it is still the bolt's current input (Bolt.fail clears that first)."""
+        return self.bolt._input is tup
 
     def _failed_input(self, exc: Exception) -> None:
         self._user_code_failed(exc, already_reported=True)

@@ -699,6 +699,10 @@ class ShellBoltExecutor(_ShellHost, BoltExecutor):
         if wanted:
             process.send(self._encode(list(targets)))
 
+    def _raised_on(self, tup: Tuple) -> bool:
+        """A tuple fails as an exception when its subprocess died (crashed or hung) holding it."""
+        return self._process is None
+
     def _lose_in_flight(self) -> int:
         lost, self._in_flight = self._in_flight, {}
         for tup, _ in lost.values():
