@@ -347,6 +347,12 @@ def test_a_sender_that_cannot_reach_its_peer_queues_a_bounded_backlog_and_discar
     assert sender.discard() == 10 and sender.backlog == 0
     sender.send([entry(99)])
     assert sender.dropped == 26, "a discarded sender takes nothing more"
+    whole = Sender("127.0.0.1", free_port(), TOPOLOGY, max_pending=10)
+    try:
+        whole.send_runs([WireBatch(1, 1, "s", [(i,) for i in range(4)]), WireBatch(2, 1, "s", [(i,) for i in range(21)])])
+        assert (whole.backlog, whole.dropped) == (10, 15), "a run larger than the room left is cut, not let through"
+    finally:
+        whole.discard()
 
 
 # -- a worker's peers follow its assignment -------------------------------------------------------
