@@ -611,7 +611,9 @@ class SpoutExecutor(Executor):
     After a ``next_tuple`` that emits nothing, or a ``next_batch`` that emits fewer rows than it was asked for
     (all the spout had), it waits ``topology.sleep.spout.wait.strategy.time.ms`` (1) before the next call, even
     while acks arrive (Storm's sleep wait strategy), so a spout ahead of its rate or reading a trickle wakes once
-    per millisecond."""
+    per millisecond. A spout that keeps emitting nothing at all waits twice as long after each such step, up to
+    ``topology.sleep.spout.wait.strategy.max.time.ms`` (8), so an active spout with nothing to emit costs its
+    worker little; a step that emits anything starts again from the shortest wait."""
 
     #: Without ackers a step emits up to this many bursts of ``topology.transfer.batch.size`` tuples unless the
     #: spout runs dry first: each target then gets one batch per step, and a round's fixed cost (a flush, the
@@ -631,6 +633,9 @@ class SpoutExecutor(Executor):
         self.pending = SpoutPending(max_pending, timeout if conf["topology.enable.message.timeouts"] else float("inf"))
         self._burst = int(conf["topology.transfer.batch.size"])
         self._idle_secs = int(conf["topology.sleep.spout.wait.strategy.time.ms"]) / 1000
+        self._max_idle_secs = max(self._idle_secs, int(conf["topology.sleep.spout.wait.strategy.max.time.ms"]) / 1000)
+        #: The wait after the next step that emits nothing at all: doubles with each such step, up to the max.
+        self._backoff = self._idle_secs
         self._step_rows = self.BURSTS_PER_STEP * self._burst
         self._sample_every = _sample_period(conf["topology.stats.sample.rate"])
         self._active = False
@@ -805,7 +810,7 @@ class SpoutExecutor(Executor):
         if self.env.pressure.high or not self.pending.can_emit():
             return self._idle_secs if self.env.pressure.high else self._wait(now)
         stats, pending, idle = self.stats, self.pending, False
-        cap, entries = pending.max_pending, pending.entries
+        cap, entries, emitted = pending.max_pending, pending.entries, self.stats.emitted
         try:
             step = self._burst if self._n_ackers else self._step_rows
             if self._next_batch is not None:
@@ -841,10 +846,16 @@ class SpoutExecutor(Executor):
                     ack(msg_id)
                 except Exception as exc:
                     self._user_code_failed(exc)
-        if idle:
-            self._next_emit = now + self._idle_secs
-            return self._idle_secs
-        return 0.0
+        if not idle:
+            self._backoff = self._idle_secs
+            return 0.0
+        if stats.emitted == emitted:  # nothing at all: wait longer each time, up to the max
+            wait = self._backoff
+            self._backoff = min(wait * 2, self._max_idle_secs)
+        else:  # all it had (a paced spout, a trickle): the shortest wait
+            wait = self._backoff = self._idle_secs
+        self._next_emit = now + wait
+        return wait
 
     def _wait(self, now: float) -> float:
         return max(0.0, min(self._next_beat, self._next_expiry) - now)
