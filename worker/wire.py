@@ -245,8 +245,9 @@ class WireBatch(_LazyRows):
 _packer = msgpack.Packer(use_bin_type=True)
 #: msgpack extension code of a repeated column: one value (packed) that every row of the message holds.
 REPEATED = 1
-#: The types a column may be sent once for: immutable, so rows sharing one decoded object cannot tell, and a
-#: value of another type never compares equal to one of these without being packed as one.
+#: The types a column may be sent once for: immutable, so rows sharing one decoded object cannot tell; a value
+#: equal to one of these is one (or a subclass, packed as one) — unlike 1, 1.0 and True, which compare equal and
+#: would arrive as the first — unless its own ``__eq__`` claims it, and msgpack could not pack such an object.
 _REPEATABLE = (str, bytes)
 
 
