@@ -421,6 +421,13 @@ KEYS: tuple[Key, ...] = (
             "for), and while the worker is backpressured: Storm's sleep spout wait strategy. A wait costs a Python "
             "worker 15-30 µs of CPU, so 1 ms keeps a quiet spout's worker at ~2.5 % of a core; longer is cheaper "
             "and delays the first tuple after a quiet spell by up to the wait."),
+    Key("topology.sleep.spout.wait.strategy.max.time.ms", "int", 8, origin="squall", minimum=1,
+        doc="Longest wait of a spout that keeps emitting nothing: each step that emits nothing at all doubles the "
+            "wait, from topology.sleep.spout.wait.strategy.time.ms up to this, and a step that emits anything "
+            "starts again from the shortest. An active spout with nothing to emit then wakes ~125 times a second, "
+            "not 1,000 (~0.5 % of a core, not ~2.5-3 %), and its first tuple after a quiet spell waits up to this "
+            "long; a paced spout, which has something every wait, keeps the shortest. Set it to the shortest wait "
+            "for Storm's fixed sleep."),
     Key("topology.max.error.report.per.interval", "int", 5, origin="storm", minimum=1,
         doc="Errors a task may report to ZooKeeper per throttle interval; the rest are counted, not stored."),
     Key("topology.error.throttle.interval.secs", default=10, origin="storm", **_SECS,

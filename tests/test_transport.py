@@ -23,7 +23,7 @@ from worker.runtime import WorkerRuntime
 from worker.transport import Receiver, Sender
 from squall.tuple import Fields, Tuple
 from worker.wire import (
-    HELLO, MAX_ROWS, MESSAGE_ROWS, Decoder, Entry, Greeting, WireBatch, WireError, encode, hello, proof_message,
+    HELLO, MAX_ROWS, MESSAGE_ROWS, REPEATED, Decoder, Entry, Greeting, WireBatch, WireError, encode, hello, proof_message,
     runs_of_tuples, transfer_proof,
 )
 
@@ -291,6 +291,39 @@ def test_a_sender_merges_runs_of_any_tracking_form_in_order(receiver: Receiver, 
         [([t.values[0]], t.id, dict(t.anchors)) for t in sent]
 
 
+def test_a_column_of_one_str_or_bytes_value_travels_once_and_arrives_as_every_row_sent() -> None:
+    tag = "eu-west-" + "1"  # built at run time: equal rows, not one interned object
+    rows = [(tag, i, b"k") for i in range(500)]
+    run = WireBatch.decode(WireBatch(7, 3, "s", rows).encode())
+    assert run.rows == rows
+    assert len(WireBatch(7, 3, "s", rows).encode()) < 500 * len(tag), "the tag column went once"
+    same = [("some data",)] * 300  # one row object, as a constant spout emits
+    assert len(WireBatch(7, 3, "s", same).encode()) < 40
+    assert WireBatch.decode(WireBatch(7, 3, "s", same).encode()).rows == same
+    # Equal is not the same: 1, 1.0 and True compare equal and must arrive as sent, and so must a lone row.
+    mixed = [(1,), (1.0,), (True,), (1,)]
+    assert WireBatch.decode(WireBatch(7, 3, "s", mixed).encode()).rows == mixed
+    assert [type(v) for (v,) in WireBatch.decode(WireBatch(7, 3, "s", mixed).encode()).rows] == [int, float, bool, int]
+    assert WireBatch.decode(WireBatch(7, 3, "s", [("x",)]).encode()).rows == [("x",)]
+    lists = [(["a"],)] * 3  # a mutable value is never shared by the receiver's rows
+    got = WireBatch.decode(WireBatch(7, 3, "s", lists).encode()).rows
+    assert got == [(["a"],)] * 3 and len({id(v) for (v,) in got}) == 3
+
+
+def test_a_repeated_column_from_a_peer_is_refused_unless_it_is_one_str_or_bytes_within_bounds() -> None:
+    def message(n: int, column: Any) -> bytes:
+        return msgpack.packb([1, 7, 3, "s", n, [column], None, None, None])
+
+    assert WireBatch.decode(message(3, msgpack.ExtType(REPEATED, msgpack.packb("x")))).rows == [("x",)] * 3
+    with pytest.raises(WireError, match="no repeated str or bytes"):
+        WireBatch.decode(message(3, msgpack.ExtType(REPEATED, msgpack.packb([1, 2]))))
+    with pytest.raises(WireError, match="no repeated str or bytes"):
+        WireBatch.decode(message(3, msgpack.ExtType(REPEATED + 1, msgpack.packb("x"))))
+    many = msgpack.packb([1, 7, 3, "s", MAX_ROWS, [msgpack.ExtType(REPEATED, msgpack.packb("x"))] * 2, None, None, None])
+    with pytest.raises(WireError, match="more repeated cells"):
+        WireBatch.decode(many)
+
+
 @pytest.mark.parametrize("message, error", [
     ([1, [[7, 3, "s", ["x"], 0, []]]], "older Squall release"),        # the entry-list format
     ([1, 7, 3, "s", 2, [["x"]], None, None, None], "row count or columns"),
@@ -314,6 +347,12 @@ def test_a_sender_that_cannot_reach_its_peer_queues_a_bounded_backlog_and_discar
     assert sender.discard() == 10 and sender.backlog == 0
     sender.send([entry(99)])
     assert sender.dropped == 26, "a discarded sender takes nothing more"
+    whole = Sender("127.0.0.1", free_port(), TOPOLOGY, max_pending=10)
+    try:
+        whole.send_runs([WireBatch(1, 1, "s", [(i,) for i in range(4)]), WireBatch(2, 1, "s", [(i,) for i in range(21)])])
+        assert (whole.backlog, whole.dropped) == (10, 15), "a run larger than the room left is cut, not let through"
+    finally:
+        whole.discard()
 
 
 # -- a worker's peers follow its assignment -------------------------------------------------------

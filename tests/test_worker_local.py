@@ -25,7 +25,9 @@ from squall.thrift import storm
 from support import wait_until
 from topologies import (GATES, BatchBoom, BatchOf, Blocked, Boom, Director, EmitTwice, EvenTwice, Forward, Gate, Holdout, Join, Keeper,
                         Metered, Numbers, Paced, PacedBatch, Picky, Recorder, Reporter, RootsOf)
-from worker.layout import Placement
+from squall.component import Spout
+from worker.executor import ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor, Wake
+from worker.layout import Placement, place_all
 from worker.local import LocalTopology, compile_topology
 from worker.runtime import WorkerRuntime
 
@@ -465,6 +467,55 @@ def test_a_batch_spout_that_emits_all_it_has_is_called_once_per_idle_wait() -> N
         full = (spout.emitted - emitted) / local.conf["topology.transfer.batch.size"]
         assert spout.emitted - emitted > 10_000, "the spout kept its rate"
         assert spout.calls - calls <= 1.2 * (waits + full), f"{spout.calls - calls} calls in {waits:.0f} idle waits"
+
+
+class Tap(Spout):
+    """Emits ``(n,)`` once per call while ``open_rows`` says so (a queue with messages), nothing otherwise."""
+
+    outputs = ["n"]
+
+    def __init__(self) -> None:
+        self.calls, self.open_rows = 0, False
+
+    def next_tuple(self) -> None:
+        self.calls += 1
+        if self.open_rows:
+            self.emit([self.calls])
+
+
+def spout_alone(topology: Topology, **conf: Any) -> SpoutExecutor:
+    """The topology's spout task as an executor this test steps itself, at the times it chooses (``step(now)``)."""
+    layout, full = compile_topology(topology, {**FAST, "topology.acker.executors": 0, **conf})
+    (task,) = layout.component_tasks["tap"]
+    wake = Wake()
+    pressure = Pressure(lambda: 0.0, enabled=False, high=0.9, low=0.4)
+    env = ExecutorEnv(layout.topology_id, lambda *_: None, pressure, lambda exc: None, lambda beats: None)
+    executor = SpoutExecutor(task, layout, place_all(layout), Outbox(lambda *_: False, wake), Inbox(100, wake), env)
+    executor.start()
+    executor.set_active(True)
+    return executor
+
+
+@pytest.mark.parametrize("max_ms, waits", [(8, [1, 2, 4, 8, 8, 8]), (1, [1, 1, 1, 1, 1, 1])])
+def test_a_spout_with_nothing_to_emit_waits_twice_as_long_each_time_up_to_the_max_and_from_the_start_once_it_emits(
+        max_ms: int, waits: list[int]) -> None:
+    t = Topology("quiet")
+    t.bolt("sink", Recorder).shuffle(t.spout("tap", Tap))
+    executor = spout_alone(t, **{"topology.sleep.spout.wait.strategy.max.time.ms": max_ms})
+    tap, now, seen = executor.spout, 1000.0, []
+    for _ in waits:
+        calls = tap.calls
+        wait = executor.step(now)
+        assert tap.calls == calls + 1, "one call, which emitted nothing"
+        assert executor.step(now + wait / 2) == pytest.approx(wait / 2) and tap.calls == calls + 1, \
+            "not called again before its wait is over"
+        seen.append(round(wait * 1000))
+        now += wait
+    assert seen == waits
+    tap.open_rows = True
+    assert executor.step(now) == 0.0 and executor.stats.emitted > 0, "rows again: no wait"
+    tap.open_rows = False
+    assert round(executor.step(now) * 1000) == 1, "the next quiet spell starts from the shortest wait"
 
 
 def test_spouts_pause_while_a_receive_queue_is_over_the_high_water_mark_and_resume_once_it_drains() -> None:

@@ -172,6 +172,8 @@ class WorkerRuntime:
         self.shared = self._new_thread("tasks")
         self.threads: list[TaskThread] = [self.shared]
         self.senders: dict[Address, Sender] = {}
+        #: The senders again, as a tuple replaced whole when they come or go: what :meth:`_fill` scans every round.
+        self._sending: tuple[Sender, ...] = ()
         self._senders_lock = threading.Lock()
         #: Notified when a sender reaches its peer or a refresh changes the peers (see :meth:`wait_for_peers`).
         self._peers_changed = threading.Condition()
@@ -310,6 +312,7 @@ class WorkerRuntime:
             self.set_active(True)
         with self._senders_lock:
             gone = [self.senders.pop(a) for a in list(self.senders) if a not in placement.peers]
+            self._sending = tuple(self.senders.values())
         for sender in gone:
             # Not sent: its tasks now run elsewhere or nowhere. Reliable spouts replay the dropped tuples.
             dropped = sender.discard()
@@ -328,7 +331,7 @@ class WorkerRuntime:
         for thread in self.threads:
             thread.stop()
         with self._senders_lock:
-            senders, self.senders = list(self.senders.values()), {}
+            senders, self.senders, self._sending = list(self.senders.values()), {}, ()
         for sender in senders:
             sender.close()
         if self.receiver is not None:
@@ -373,6 +376,7 @@ class WorkerRuntime:
                                                         max_pending=self._send_capacity,
                                                         secret=self._transfer_secret,
                                                         on_connected=self._notify_peers_changed)
+                self._sending = tuple(self.senders.values())
             return sender
 
     def _on_remote_batch(self, batch: WireBatch) -> None:
@@ -429,7 +433,8 @@ class WorkerRuntime:
         for inbox in self._queues:
             if inbox.size > queued:
                 queued = inbox.size
-        fill = queued / self._capacity
-        if self.senders:
-            fill = max(fill, max(sender.backlog for sender in list(self.senders.values())) / self._send_capacity)
-        return fill
+        backlog = 0
+        for sender in self._sending:
+            if sender.backlog > backlog:
+                backlog = sender.backlog
+        return max(queued / self._capacity, backlog / self._send_capacity)

@@ -354,9 +354,16 @@ class Sender:
         rows = sum(map(len, runs))
         with self._lock:
             before = self._backlog
-            if self._closed or (before >= self._max_pending and not self.connected.is_set()):
-                self.dropped += rows  # closed, or a peer not reachable yet: do not grow without bound
+            if self._closed:
+                self.dropped += rows
                 return
+            if before + rows > self._max_pending and not self.connected.is_set():
+                # A peer not reachable yet: keep the first max_pending rows, drop the rest, never grow without bound.
+                runs = _first_rows(runs, self._max_pending - before)
+                self.dropped += rows - (kept := sum(map(len, runs)))
+                rows = kept
+                if not rows:
+                    return
             pending = self._pending
             for run in runs:
                 last = pending[-1] if pending else None
@@ -500,6 +507,20 @@ class Sender:
                     log.error("dropping a tuple that cannot travel between workers", stream=run.stream,
                               source_task=run.source, error=str(exc))
         return b"".join(good)
+
+
+def _first_rows(runs: Sequence[WireBatch], n: int) -> list[WireBatch]:
+    """The first ``n`` rows of ``runs`` (whole runs, then the start of the one that does not fit)."""
+    kept: list[WireBatch] = []
+    for run in runs:
+        if n <= 0:
+            break
+        if len(run) > n:
+            run = WireBatch(run.target, run.source, run.stream, run.rows[:n],
+                            *(None if column is None else column[:n] for column in (run.ids, run.roots, run.anchors)))
+        kept.append(run)
+        n -= len(run)
+    return kept
 
 
 def _handshake_reply(sock: socket.socket) -> list[object]:

@@ -6,7 +6,9 @@ One message carries a *run*: tuples with the same target task, source task and s
 
 ``columns`` holds the values column by column (one list per field, each ``row_count`` long): cheaper
 to pack, and to unpack into value tuples, than a list per row (measured in bench/bench_transfer.py),
-and a byte less per row. Tracking travels only when some row has it: ``ids`` (each row's edge id, 0
+and a byte less per row. A column whose every row holds one str or bytes value (a constant field) travels as
+that value once, a msgpack extension (:data:`REPEATED`), and arrives as a list of that one object: neither
+side pays per row for it. Tracking travels only when some row has it: ``ids`` (each row's edge id, 0
 for an untracked row) with either ``roots`` (each row's single root, whose edge is its id; 0 for an
 untracked row) or, when some row has several roots, ``anchors`` (each row's flat ``[root, edge, ...]``);
 the others are nil. So a message costs one header per run and no per-tuple array at all. The leading
@@ -213,15 +215,20 @@ class WireBatch(_LazyRows):
         middle = (start + stop) // 2
         return self._pack(start, middle, max_bytes) + self._pack(middle, stop, max_bytes)
 
-    def _columns_of(self, start: int, stop: int, whole: bool) -> list[list[Any]]:
-        """The values of rows ``start`` to ``stop``, one list per field (a C loop per field, no tuple per row)."""
+    def _columns_of(self, start: int, stop: int, whole: bool) -> list[list[Any] | msgpack.ExtType]:
+        """The values of rows ``start`` to ``stop``, one list per field (a C loop per field, no tuple per row),
+        a column that holds one str or bytes value in every row as that value once (:func:`_repeated`)."""
         columns = self._columns
         if columns is not None:  # a decoded run, never read as rows
-            return columns if whole else [column[start:stop] for column in columns]
+            return [_repeated(column) for column in (columns if whole else [c[start:stop] for c in columns])]
         rows = self.rows if whole else self.rows[start:stop]
         if not rows:
             return []
-        return [list(map(itemgetter(i), rows)) for i in range(len(rows[0]))]
+        first = rows[0]
+        if len(rows) > 1 and rows[-1] == first and rows.count(first) == len(rows):  # every row alike: no columns to cut
+            return [msgpack.ExtType(REPEATED, _packer.pack(value)) if type(value) in _REPEATABLE
+                    else list(map(itemgetter(i), rows)) for i, value in enumerate(first)]
+        return [_repeated(list(map(itemgetter(i), rows))) for i in range(len(first))]
 
     def __getitem__(self, i: int) -> "WireBatch":
         """Row ``i`` alone, as a one-row run (to find which row cannot travel)."""
@@ -236,6 +243,23 @@ class WireBatch(_LazyRows):
 
 
 _packer = msgpack.Packer(use_bin_type=True)
+#: msgpack extension code of a repeated column: one value (packed) that every row of the message holds.
+REPEATED = 1
+#: The types a column may be sent once for: immutable, so rows sharing one decoded object cannot tell; a value
+#: equal to one of these is one (or a subclass, packed as one) — unlike 1, 1.0 and True, which compare equal and
+#: would arrive as the first — unless its own ``__eq__`` claims it, and msgpack could not pack such an object.
+_REPEATABLE = (str, bytes)
+
+
+def _repeated(column: list[Any]) -> list[Any] | msgpack.ExtType:
+    """``column`` as it travels: when every value is one str or bytes value (a constant field: a source name, a
+    tag; storm-perf's constant spout) that value once, as a :data:`REPEATED` extension, so neither side pays per
+    row; else the list. Cheap to refuse: a column whose ends differ costs two comparisons."""
+    first = column[0] if column else None
+    if (type(first) in _REPEATABLE and column[-1] == first and len(column) > 1
+            and column.count(first) == len(column)):
+        return msgpack.ExtType(REPEATED, _packer.pack(first))
+    return column
 
 
 def runs_of_tuples(target: int, tuples: Sequence[Tuple]) -> list[WireBatch]:
@@ -390,7 +414,8 @@ class Decoder:
 
     def __init__(self, max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
         # Lists stay lists (a bolt sees the list it was sent); a run's rows become tuples when first read.
-        self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max_message_bytes, strict_map_key=False)
+        self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max_message_bytes, strict_map_key=False,
+                                          ext_hook=_Repeated.of)
         self._max = max_message_bytes
         self._fed = 0
 
@@ -415,6 +440,23 @@ class Decoder:
 _LIST, _INT = {list}, {int}
 
 
+class _Repeated:
+    """A decoded :data:`REPEATED` column: its one value, made a list of the message's row count by :func:`_batch`."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    @classmethod
+    def of(cls, code: int, data: bytes) -> "_Repeated":
+        value = msgpack.unpackb(data, raw=False) if code == REPEATED else None
+        if type(value) not in _REPEATABLE:
+            raise WireError(f"malformed batch: extension {code} is no repeated str or bytes column")
+        return cls(value)
+
+
+
 def _batch(message: Any) -> WireBatch:
     if not (type(message) is list and len(message) == 9 and message[0] == VERSION):
         if type(message) is list and len(message) == 2 and message[0] == VERSION:
@@ -422,6 +464,10 @@ def _batch(message: Any) -> WireBatch:
                             "run one Squall release on every worker of a topology")
         raise WireError(f"not a version-{VERSION} batch")
     _, target, source, stream, n, columns, ids, roots, anchors = message
+    if type(columns) is list and type(n) is int and 0 < n <= MAX_ROWS and _Repeated in set(map(type, columns)):
+        if n * sum(type(column) is _Repeated for column in columns) > MAX_ROWS:
+            raise WireError("malformed batch: more repeated cells than a message may have")  # a few bytes, 8 MB each
+        columns = [[column.value] * n if type(column) is _Repeated else column for column in columns]
     if not (type(target) is int and type(source) is int and type(stream) is str
             and type(n) is int and 0 <= n <= MAX_ROWS and type(columns) is list
             and set(map(type, columns)) <= _LIST and all(len(column) == n for column in columns)):
