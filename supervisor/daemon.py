@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import socket
-import sys
 import threading
 import time
 import uuid
