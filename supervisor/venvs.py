@@ -47,6 +47,8 @@ log = structlog.get_logger(__name__)
 
 #: In an environment: written last, when pip has installed everything.
 READY_FILE = ".ready"
+#: Beside the environments: each build's requirements file and wheels, unpacked from the package for pip.
+SOURCES = ".sources"
 #: In an environment's site-packages: puts the supervisor's site-packages after the environment's own.
 HOST_PTH = "_squall_host.pth"
 
@@ -149,12 +151,16 @@ class PythonEnvironments:
     def collect(self, keep: Iterable[str]) -> None:
         """Remove the environments whose key is not in ``keep`` (those of the code versions assigned or running
         here) and not being built."""
-        on_disk = [p.name for p in self.root.iterdir() if p.is_dir()] if self.root.is_dir() else []
+        on_disk = [p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")]
         with self._lock:
             gone = self.book.collectable(set(keep), on_disk)
+            building = {key for key, build in self.book.builds.items() if build.state is EnvState.BUILDING}
         for key in gone:
             log.info("removing a Python environment no code version here uses", key=key)
             shutil.rmtree(self.root / key, ignore_errors=True)
+        for left in (self.root / SOURCES).glob("*"):
+            if left.name not in building:  # a build cut short by a crash
+                shutil.rmtree(left, ignore_errors=True)
 
     def _requirements(self, code: Path) -> Requirements:
         stamp = fetched_for(code)
@@ -165,7 +171,7 @@ class PythonEnvironments:
 
     def _build(self, key: str, needs: Requirements, code: Path, user: WorkerUser | None) -> None:
         started = time.monotonic()
-        home, sources = self.root / key, self.root / f".src-{key}"
+        home, sources = self.root / key, self.root / SOURCES / key
         log.info("building a Python environment", key=key, code=str(code), base=self.base.path)
         error: str | None = None
         try:
@@ -223,7 +229,7 @@ class PythonEnvironments:
     @staticmethod
     def _unpack(code: Path, sources: Path) -> None:
         """The package's requirements file and wheels, where pip reads them."""
-        sources.mkdir(parents=True)
+        sources.mkdir(parents=True, mode=0o711)
         with zipfile.ZipFile(code / CODE_FILES["code"]) as archive:
             for name in archive.namelist():
                 if name == REQUIREMENTS or (name.startswith(f"{WHEELS}/") and name.count("/") == 1):
