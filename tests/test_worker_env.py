@@ -20,8 +20,10 @@ from supervisor.environments import (
     BadRequirements, BaseInterpreter, Decision, EnvironmentBook, EnvState, Requirements, environment_key,
     pip_install_args,
 )
+from supervisor.runas import local_user
 from supervisor.sync import Download, Kill, Launch, LocalWorker, UpgradePorts, WorkerSpec, plan
 from supervisor.venvs import READY_FILE, Environment, PythonEnvironments, base_interpreter, package_requirements
+from support import python_for_other_users
 from wheels import make_wheel
 
 BASE = BaseInterpreter("/usr/bin/python3.11", "3.11.2")
@@ -196,3 +198,31 @@ def test_a_topology_that_needs_nothing_runs_on_the_supervisors_python(tmp_path: 
     conf = {"storm.local.dir": str(tmp_path / "local"), "supervisor.worker.env.build.timeout.secs": 60}
     envs = PythonEnvironments(conf, base_interpreter(conf), on_change=lambda: None, environ=lambda _user: {})
     assert envs.for_code(code, None) == Environment(EnvState.READY, sys.executable)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="building an environment as another user needs root")
+def test_with_run_as_user_pip_runs_as_the_owner_and_the_environment_is_theirs_alone(open_dir: Path) -> None:
+    """supervisor.run.worker.as.user: the environment is built by and for the topology's user (here ``nobody``) on
+    a Python that user can run, 0700 and theirs, and that user's python imports the shipped package from it."""
+    python, missing = python_for_other_users()
+    if python is None:
+        pytest.skip(f"no Python other users can run Squall's workers on: {missing}")
+    code = _package(open_dir / "code", "squall_test_dep\n", {"squall_test_dep": "VALUE = 'as nobody'\n"})
+    user = local_user("nobody")
+    conf = {"storm.local.dir": str(open_dir / "local"), "supervisor.worker.env.build.timeout.secs": 120,
+            "supervisor.worker.python": python}
+    done = threading.Event()
+    envs = PythonEnvironments(conf, base_interpreter(conf), on_change=done.set,
+                              environ=lambda _user: user_code_environment(os.environ))
+    assert envs.for_code(code, user).state is EnvState.BUILDING
+    assert done.wait(120)
+    ready = envs.for_code(code, user)
+    assert ready.state is EnvState.READY, ready.error
+    assert ready.key != environment_key(package_requirements(code), envs.base), "each user's environments are theirs"
+    assert ready.home is not None and (ready.home.stat().st_uid, ready.home.stat().st_mode & 0o777) == (user.uid, 0o700)
+    installed = next((ready.home / "lib").glob("python3*/site-packages/squall_test_dep/__init__.py"))
+    assert installed.stat().st_uid == user.uid, "pip ran as the user"
+    seen = subprocess.run([ready.python, "-c", "import squall_test_dep, squall; print(squall_test_dep.VALUE)"],
+                          capture_output=True, text=True, user=user.uid, group=user.gid, timeout=60,
+                          env={**user_code_environment(os.environ), **ready.variables(os.environ)})
+    assert (seen.returncode, seen.stdout.strip()) == (0, "as nobody"), seen.stderr
