@@ -250,14 +250,21 @@ class Supervisor:
     def _unprepared(self, wanted: Mapping[int, WorkerSpec], records: Mapping[int, WorkerRecord],
                     code: Mapping[CodeKey, int]) -> frozenset[CodeKey]:
         """The code versions wanted here whose code or Python environment is not ready yet (their builds started):
-        a gray upgrade switches no worker to one of them until it is. The running workers' environments are
-        asked for too, so that :meth:`PythonEnvironments.collect` keeps them."""
-        unprepared = set()
-        for key in {spec.code for spec in wanted.values()} | {(r.topology_id, r.version) for r in records.values()}:
-            environment = self._environment(key) if key in code else None
-            if environment is None or environment.state is not EnvState.READY:
-                unprepared.add(key)
-        return frozenset(unprepared)
+        a gray upgrade switches no worker to one of them until it is. A failed build is reported, once per port
+        and failure, to the tasks of each port that wants it. The running workers' environments are asked for
+        too, so that :meth:`PythonEnvironments.collect` keeps them."""
+        environments = {key: self._environment(key) if key in code else None for key in
+                        {spec.code for spec in wanted.values()} | {(r.topology_id, r.version) for r in records.values()}}
+        for port, spec in sorted(wanted.items()):
+            environment = environments[spec.code]
+            if environment is not None and environment.state is EnvState.FAILED and \
+                    (port, environment.key, environment.since) not in self._environment_failures:
+                self._environment_failures.add((port, environment.key, environment.since))
+                self._report(ReportError(spec.topology_id, spec.tasks, (
+                    f"worker on port {port} not started on code version {spec.version}: the Python environment of "
+                    f"{spec.topology_id} code version {spec.version} failed to build: {environment.error}")))
+        return frozenset(key for key, environment in environments.items()
+                         if environment is None or environment.state is not EnvState.READY)
 
     def _environment(self, key: CodeKey) -> Environment | None:
         """The Python environment of a code version on disk — the one place that says what its workers run on
@@ -312,15 +319,8 @@ class Supervisor:
             return
         self._refused.discard(spec.topology_id)
         environment = self._environment(spec.code)
-        if environment is None or environment.state is EnvState.BUILDING:
-            return  # its build ends with a sync
-        if environment.state is EnvState.FAILED:
-            if (port, environment.key, environment.since) not in self._environment_failures:
-                self._environment_failures.add((port, environment.key, environment.since))
-                self._report(ReportError(spec.topology_id, spec.tasks, (
-                    f"worker on port {port} not started: the Python environment of {spec.topology_id} code version "
-                    f"{spec.version} failed to build: {environment.error}")))
-            return
+        if environment is None or environment.state is not EnvState.READY:
+            return  # building: a sync follows its end; failed: reported (see _unprepared), retried later
         self._hand_code_over(spec.topology_id, spec.version)
         worker_id = new_worker_id()
         env = self._worker_environment(user)
