@@ -115,6 +115,7 @@ class Supervisor:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        self.environments.stop()
         for watch in [self._watch, *(w for ws in self._topology_watches.values() for w in ws)]:
             if watch is not None:
                 watch.cancel()

@@ -12,9 +12,9 @@ With ``supervisor.run.worker.as.user``, pip runs as the topology's owner and the
 (0700), as its code directory is.
 
     envs = PythonEnvironments(conf, base_interpreter(conf), on_change=supervisor.request_sync, environ=worker_env)
-    env = envs.for_code(code_dir(conf, topology_id, 2), user=None)
+    env = envs.for_code(code_dir(conf, topology_id, 2), user=None)   # starts its build, if needed
     if env.state is EnvState.READY:
-        subprocess.Popen([env.python, "-m", "worker", ...], env={**base_env, "PATH": env.path_with(base_env)})
+        subprocess.Popen([env.python, "-m", "worker", ...], env={**base_env, **env.variables(base_env)})
 """
 
 from __future__ import annotations
@@ -128,6 +128,7 @@ class PythonEnvironments:
         self._clock = clock
         self._lock = threading.Lock()
         self._needs: dict[Path, tuple[int, Requirements]] = {}  # code dir → (fetched for, its requirements)
+        self._steps: dict[str, subprocess.Popen[str]] = {}  # key → the build step running for it
 
     def for_code(self, code: Path, user: WorkerUser | None) -> Environment:
         """The environment the workers of the code version in ``code`` run in, as it stands; starts its build
@@ -162,6 +163,17 @@ class PythonEnvironments:
             if left.name not in building:  # a build cut short by a crash
                 shutil.rmtree(left, ignore_errors=True)
 
+    def stop(self) -> None:
+        """Kill the build steps running (venv, pip): a supervisor that stops leaves no pip behind; the builds
+        cut short are redone by its next life (no ``.ready`` file)."""
+        with self._lock:
+            steps = list(self._steps.values())
+        for step in steps:
+            try:
+                os.killpg(step.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
     def _requirements(self, code: Path) -> Requirements:
         stamp = fetched_for(code)
         known = self._needs.get(code)
@@ -177,7 +189,7 @@ class PythonEnvironments:
         try:
             for stale in (home, sources):
                 shutil.rmtree(stale, ignore_errors=True)
-            self._run([self.base.path, "-m", "venv", "--without-pip", str(home)], "venv", None, started)
+            self._run(key, [self.base.path, "-m", "venv", "--without-pip", str(home)], "venv", None, started)
             (self._site_packages(home) / HOST_PTH).write_text(
                 "".join(f"import site; site.addsitedir({p!r})\n" for p in host_site_packages()))
             if not needs.empty:
@@ -185,7 +197,7 @@ class PythonEnvironments:
                 if user is not None:
                     hand_over(home, user)
                     hand_over(sources, user)
-                self._run([str(home / "bin" / "python"), "-m", "pip",
+                self._run(key, [str(home / "bin" / "python"), "-m", "pip",
                            *pip_install_args(needs, sources, self.pip_args)], "pip install", user, started)
             elif user is not None:
                 hand_over(home, user)
@@ -204,13 +216,15 @@ class PythonEnvironments:
             self.book.finished(key, error, self._clock())
         self._on_change()
 
-    def _run(self, argv: list[str], what: str, user: WorkerUser | None, started: float) -> None:
+    def _run(self, key: str, argv: list[str], what: str, user: WorkerUser | None, started: float) -> None:
         """Run one build step (as ``user``, if any), within what is left of the build's time limit."""
         as_user: dict[str, Any] = {} if user is None else {
             "user": user.uid, "group": user.gid, "extra_groups": list(user.groups), "umask": 0o077}
         left = self.timeout_secs - (time.monotonic() - started)
         child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                  text=True, start_new_session=True, env=self._environ(user), cwd="/", **as_user)
+        with self._lock:
+            self._steps[key] = child
         try:
             output, _ = child.communicate(timeout=max(left, 0.001))
         except subprocess.TimeoutExpired:
@@ -218,6 +232,9 @@ class PythonEnvironments:
             child.communicate()
             raise BuildFailed(f"{what} took more than supervisor.worker.env.build.timeout.secs "
                               f"({self.timeout_secs:g}s)") from None
+        finally:
+            with self._lock:
+                self._steps.pop(key, None)
         if child.returncode:
             raise BuildFailed(f"{what} failed (exit {child.returncode}): {_errors(output)}")
 

@@ -191,6 +191,17 @@ def test_a_bad_requirement_fails_the_build_naming_it(tmp_path: Path) -> None:
     assert failed.home is not None and not failed.home.exists(), "a failed build leaves nothing behind"
 
 
+def test_a_build_that_takes_too_long_is_killed_and_fails_saying_so(tmp_path: Path) -> None:
+    code = _package(tmp_path / "code", "squall_test_dep\n", {"squall_test_dep": "VALUE = 1\n"})
+    conf = {"storm.local.dir": str(tmp_path / "local"), "supervisor.worker.env.build.timeout.secs": 0.05}
+    done = threading.Event()
+    envs = PythonEnvironments(conf, base_interpreter(conf), on_change=done.set, environ=lambda _user: {})
+    failed = _built(envs, code, done)
+    assert failed.state is EnvState.FAILED
+    assert failed.error == "venv took more than supervisor.worker.env.build.timeout.secs (0.05s)"
+    assert failed.home is not None and not failed.home.exists()
+
+
 def test_a_topology_that_needs_nothing_runs_on_the_supervisors_python(tmp_path: Path) -> None:
     code = tmp_path / "code"
     code.mkdir()
