@@ -36,9 +36,9 @@ from squall.zk.client import Watch, ZkClient
 from squall.zk.errors import record_task_error
 from squall.zk.records import Assignment, GrayUpgradeConf, StormBase, SupervisorInfo, TaskError, WorkerMark
 from supervisor.code import CodeKey, DownloadFailed, code_on_disk, download_code, remove_code
+from supervisor.environments import EnvState
 from supervisor.processes import WorkerProcesses, WorkerRecord, new_worker_id
 from supervisor.runas import KEY as RUN_AS_USER, NoLocalUser, WorkerUser, check_supervisor, hand_over, local_user
-from supervisor.environments import EnvState
 from supervisor.runas import interpreter, private_to_root
 from supervisor.sync import (
     Action, Backoff, ConfirmSwitch, Download, Kill, Launch, LocalWorker, RemoveCode, ReportError, UpgradePorts,

@@ -154,10 +154,12 @@ class EnvironmentBook:
         return done
 
     def collectable(self, keep: set[str], on_disk: Sequence[str]) -> list[str]:
-        """Environments on disk no code version here needs any more, and not being built: to remove (and forget)."""
+        """Environments on disk no code version here needs any more, and not being built: to remove (and forget,
+        with the failed builds no code version needs)."""
         gone = [key for key in on_disk if key not in keep
                 and (key not in self.builds or self.builds[key].state is not EnvState.BUILDING)]
-        for key in gone:
+        forgotten = [key for key, build in self.builds.items() if key not in keep and build.state is EnvState.FAILED]
+        for key in [*gone, *forgotten]:
             self.builds.pop(key, None)
         return sorted(gone)
 

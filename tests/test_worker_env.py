@@ -82,8 +82,10 @@ def test_only_environments_no_code_version_needs_and_not_building_are_collected(
     book.want("old", 0.0)
     book.finished("old", None, 1.0)
     book.want("building", 0.0)
+    book.want("failed", 0.0)
+    book.finished("failed", "ERROR: No matching distribution found for squall_nope", 1.0)
     assert book.collectable({"used"}, ["used", "old", "building", "left-by-a-crash"]) == ["left-by-a-crash", "old"]
-    assert set(book.builds) == {"used", "building"}
+    assert set(book.builds) == {"used", "building"}, "a failed build no code version needs is forgotten too"
 
 
 def test_a_gray_upgrade_switches_no_worker_before_the_new_versions_environment_is_ready() -> None:
