@@ -25,6 +25,7 @@ system-deps:
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+	chmod -R a+rX $(VENV)  # workers run as other users (supervisor.run.worker.as.user) import from it
 	touch $@
 
 clean:

@@ -353,6 +353,16 @@ KEYS: tuple[Key, ...] = (
         doc="Environment variables of the supervisor passed on to workers besides the built-in allow-list "
             "(PATH, HOME, LANG, LC_*, PYTHONPATH, JAVA_HOME, SPARK_HOME...: squall.environment.ALLOWED); "
             "every other variable stays with the supervisor."),
+    Key("supervisor.worker.python", "str", None, origin="squall", nullable=True,
+        doc="The Python workers run on and topologies' environments are made from (null: the supervisor's own). "
+            "Must be the supervisor's minor version (workers load its packages); with supervisor.run.worker.as.user "
+            "it must be one other users can run, e.g. /usr/bin/python3.11 when the supervisor's is under /root."),
+    Key("supervisor.worker.env.build.timeout.secs", default=600, origin="squall", **_SECS,
+        doc="Longest a topology's Python environment may take to build (venv and pip install of the requirements "
+            "in its package); a build that takes longer fails, as a task error of its topology."),
+    Key("supervisor.worker.env.pip.args", "list[str]", [], origin="squall",
+        doc="Extra pip install arguments for topologies' environments, e.g. [\"--index-url\", \"https://pypi.internal/"
+            "simple\"]; a package that ships wheels/ installs from them alone (--no-index)."),
     Key("supervisor.run.worker.as.user", "bool", False, origin="storm",
         doc="Run each worker as its topology's owner's OS user (the TLS principal recorded at submit is the user "
             "name, as Storm's DefaultPrincipalToLocal), so topology code cannot read the daemons' "

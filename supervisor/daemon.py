@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -37,13 +36,15 @@ from squall.zk.client import Watch, ZkClient
 from squall.zk.errors import record_task_error
 from squall.zk.records import Assignment, GrayUpgradeConf, StormBase, SupervisorInfo, TaskError, WorkerMark
 from supervisor.code import CodeKey, DownloadFailed, code_on_disk, download_code, remove_code
+from supervisor.environments import EnvState
 from supervisor.processes import WorkerProcesses, WorkerRecord, new_worker_id
 from supervisor.runas import KEY as RUN_AS_USER, NoLocalUser, WorkerUser, check_supervisor, hand_over, local_user
 from supervisor.runas import interpreter, private_to_root
 from supervisor.sync import (
     Action, Backoff, ConfirmSwitch, Download, Kill, Launch, LocalWorker, RemoveCode, ReportError, UpgradePorts,
-    WorkerSpec, plan,
+    WorkerSpec, desired_workers, plan,
 )
+from supervisor.venvs import Environment, PythonEnvironments, base_interpreter, environments_dir
 
 log = structlog.get_logger(__name__)
 
@@ -65,7 +66,8 @@ def supervisor_id(local: Path) -> str:
 class Supervisor:
     def __init__(self, conf: Mapping[str, Any], *, host: str | None = None) -> None:
         self.conf = dict(conf)
-        check_supervisor(conf, [Path(conf["storm.local.dir"]), log_dir(conf), *interpreter()])
+        base = base_interpreter(conf)
+        check_supervisor(conf, [Path(conf["storm.local.dir"]), log_dir(conf), *interpreter(base)])
         self.run_as_user = bool(conf[RUN_AS_USER])
         self.host = host or conf.get("storm.local.hostname") or socket.getfqdn()
         self.local = Path(conf["storm.local.dir"]) / "supervisor"
@@ -87,7 +89,10 @@ class Supervisor:
         self._refused: set[str] = set()  # topologies whose owner has no user here, reported once
         self._beats_sent: dict[str, int] = {}  # worker id → mtime (ns) of the task beats last sent for it
         if self.run_as_user:
-            private_to_root(self.local, stormdist_dir(conf), workers_dir(conf), self.log_dir)
+            private_to_root(self.local, stormdist_dir(conf), workers_dir(conf), self.log_dir, environments_dir(conf))
+        self.environments = PythonEnvironments(conf, base, on_change=self.request_sync, environ=self._worker_environment)
+        self._environments_in_use: set[str] = set()  # environment keys the code versions of this sync need
+        self._environment_failures: set[tuple[int, str, float]] = set()  # (port, key, since) reported
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -110,6 +115,7 @@ class Supervisor:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        self.environments.stop()
         for watch in [self._watch, *(w for ws in self._topology_watches.values() for w in ws)]:
             if watch is not None:
                 watch.cancel()
@@ -192,21 +198,26 @@ class Supervisor:
         """One convergence round: gather, plan, act."""
         assignments = self._assignments()
         records = self._records_by_port()
+        upgrades = self._upgrades(assignments)
+        code = code_on_disk(self.conf)
+        self._environments_in_use = set()
+        unprepared = self._unprepared(desired_workers(self.supervisor_id, assignments, upgrades), records, code)
         now = time.time()
         workers = {port: LocalWorker(WorkerSpec(r.topology_id, r.tasks, r.version), r.worker_id,
                                      self.processes.alive(r), r.started_secs, self.processes.last_beat(r.worker_id),
                                      self.processes.stop_requested(r.worker_id))
                    for port, r in records.items()}
-        result = plan(self.supervisor_id, assignments, workers, code_on_disk(self.conf), self._backoff, now,
+        result = plan(self.supervisor_id, assignments, workers, code, self._backoff, now,
                       start_timeout_secs=float(self.conf["supervisor.worker.start.timeout.secs"]),
                       worker_timeout_secs=float(self.conf["supervisor.worker.timeout.secs"]),
-                      upgrades=self._upgrades(assignments))
+                      upgrades=upgrades, unprepared=unprepared)
         failing_before, self._backoff = sorted(self._backoff), dict(result.backoff)
         failed: set[CodeKey] = set()
         for action in result.actions:
             if self._stopping.is_set():
                 return
             self._act(action, assignments, records, failed)
+        self.environments.collect(self._environments_in_use)
         used = sorted(r.port for r in self.processes.records())
         if used != self._used_ports or sorted(self._backoff) != failing_before:
             self._used_ports = used
@@ -236,6 +247,37 @@ class Supervisor:
             remove_code(self.conf, action.topology_id, action.version)
         elif isinstance(action, ConfirmSwitch):
             self._confirm_switch(action)
+
+    def _unprepared(self, wanted: Mapping[int, WorkerSpec], records: Mapping[int, WorkerRecord],
+                    code: Mapping[CodeKey, int]) -> frozenset[CodeKey]:
+        """The code versions wanted here whose code or Python environment is not ready yet (their builds started):
+        a gray upgrade switches no worker to one of them until it is. A failed build is reported, once per port
+        and failure, to the tasks of each port that wants it. The running workers' environments are asked for
+        too, so that :meth:`PythonEnvironments.collect` keeps them."""
+        environments = {key: self._environment(key) if key in code else None for key in
+                        {spec.code for spec in wanted.values()} | {(r.topology_id, r.version) for r in records.values()}}
+        for port, spec in sorted(wanted.items()):
+            environment = environments[spec.code]
+            if environment is not None and environment.state is EnvState.FAILED and \
+                    (port, environment.key, environment.since) not in self._environment_failures:
+                self._environment_failures.add((port, environment.key, environment.since))
+                self._report(ReportError(spec.topology_id, spec.tasks, (
+                    f"worker on port {port} not started on code version {spec.version}: the Python environment of "
+                    f"{spec.topology_id} code version {spec.version} failed to build: {environment.error}")))
+        return frozenset(key for key, environment in environments.items()
+                         if environment is None or environment.state is not EnvState.READY)
+
+    def _environment(self, key: CodeKey) -> Environment | None:
+        """The Python environment of a code version on disk — the one place that says what its workers run on
+        (None when its owner has no user here, which :meth:`_launch` reports)."""
+        try:
+            user = self._worker_user(key[0])
+        except NoLocalUser:
+            return None
+        environment = self.environments.for_code(code_dir(self.conf, *key), user)
+        if environment.key:
+            self._environments_in_use.add(environment.key)
+        return environment
 
     def _records_by_port(self) -> dict[int, WorkerRecord]:
         """One record per port; an extra one (a crash between launch and kill) is killed at once."""
@@ -277,15 +319,20 @@ class Supervisor:
                                          f"worker on port {port} not started: {spec.topology_id}: {exc}"))
             return
         self._refused.discard(spec.topology_id)
+        environment = self._environment(spec.code)
+        if environment is None or environment.state is not EnvState.READY:
+            return  # building: a sync follows its end; failed: reported (see _unprepared), retried later
         self._hand_code_over(spec.topology_id, spec.version)
         worker_id = new_worker_id()
-        argv = [sys.executable, "-m", "worker", "--config", str(self._worker_conf), "--code-version", str(spec.version),
+        env = self._worker_environment(user)
+        env.update(environment.variables(env))
+        argv = [environment.python, "-m", "worker", "--config", str(self._worker_conf), "--code-version", str(spec.version),
                 spec.topology_id, self.supervisor_id, str(port), worker_id]
         record = self.processes.launch(
             worker_id, argv, port=port, topology_id=spec.topology_id, tasks=spec.tasks, version=spec.version,
             log_file=self.log_dir / worker_log_name(spec.topology_id, port),
             cwd=code_dir(self.conf, spec.topology_id, spec.version), on_exit=self.request_sync,
-            env=self._worker_environment(user), user=user)
+            env=env, user=user)
         log.info("worker launched", topology_id=spec.topology_id, port=port, worker_id=worker_id, pid=record.pid,
                  version=spec.version, user=user.name if user else None)
 

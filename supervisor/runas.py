@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import os
 import pwd
-import sys
+import site
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import squall
 from squall.config import ConfigError
+from supervisor.environments import BaseInterpreter
 
 KEY = "supervisor.run.worker.as.user"
 #: Files of the daemons' private keys, which no worker user may read.
@@ -83,9 +85,16 @@ def check_supervisor(conf: Mapping[str, Any], reached: Iterable[Path]) -> None:
                               f" whose mode is {closed.stat().st_mode & 0o777:04o}: chmod o+x {closed}")
 
 
-def interpreter() -> list[Path]:
-    """What a worker's interpreter is made of: this Python (through its links) and its standard library."""
-    return [Path(sys.executable), Path(sys.executable).resolve(), Path(os.__file__).resolve().parent]
+def interpreter(base: BaseInterpreter) -> list[Path]:
+    """What a worker's interpreter is made of: the base Python (``supervisor.worker.python``, through its links)
+    and its standard library, then the supervisor's site-packages and Squall, which workers import."""
+    return [Path(base.path), Path(base.path).resolve(), Path(base.stdlib).resolve(),
+            *map(Path, host_site_packages()), Path(squall.__file__).resolve().parent]
+
+
+def host_site_packages() -> list[str]:
+    """The supervisor's site-packages: where a worker finds Squall's dependencies (and Squall, when installed)."""
+    return [p for p in site.getsitepackages() if Path(p).is_dir()]
 
 
 def closed_to_others(path: Path) -> Path | None:

@@ -137,7 +137,7 @@ def desired_workers(supervisor_id: str, assignments: Mapping[str, Assignment],
 def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Mapping[int, LocalWorker],
          code: Mapping[CodeKey, int], backoff: Mapping[int, Backoff], now: float, *,
          start_timeout_secs: float, worker_timeout_secs: float,
-         upgrades: Mapping[str, UpgradePorts] | None = None) -> Plan:
+         upgrades: Mapping[str, UpgradePorts] | None = None, unprepared: frozenset[CodeKey] = frozenset()) -> Plan:
     """Converge local workers on the assignments.
 
     A worker is dead when its process exited, when it never beat within ``start_timeout_secs``, or
@@ -150,6 +150,10 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
     otherwise (``storm update_topology`` gave new code) it keeps running and takes the new version when it
     next starts.
 
+    ``unprepared`` are code versions whose code or Python environment is not ready yet: a gray upgrade's port
+    keeps its old worker until its new version is ready (downloaded, environment built), so a slow or failing
+    build never leaves the port without a worker.
+
     ``code`` maps the code versions on disk to the assignment timestamp they were fetched for; an
     ``update`` assignment newer than that fetches its version (new code and/or conf), which the
     topology's workers here read the new conf from.
@@ -160,6 +164,7 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
     actions: list[Action] = []
     next_backoff = {port: retry for port, retry in backoff.items() if port in wanted}
     running: dict[int, WorkerSpec] = {}
+    preparing: set[CodeKey] = set()  # new versions a switching port waits for
     for port, worker in sorted(workers.items()):
         spec = wanted.get(port)
         if spec is None or spec.topology_id != worker.spec.topology_id:
@@ -167,12 +172,16 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
             next_backoff.pop(port, None)
             continue
         if spec.version != worker.spec.version:
-            if port in switching.get(spec.topology_id, ()):
+            if port in switching.get(spec.topology_id, ()) and spec.code in unprepared:
+                preparing.add(spec.code)
+                spec = replace(spec, version=worker.spec.version)
+            elif port in switching.get(spec.topology_id, ()):
                 actions.append(Kill(port, worker.worker_id,
                                     f"switching from code version {worker.spec.version} to {spec.version}"))
                 next_backoff.pop(port, None)
                 continue
-            spec = replace(spec, version=worker.spec.version)  # updated code: taken at its next start
+            else:
+                spec = replace(spec, version=worker.spec.version)  # updated code: taken at its next start
         if worker.stop_requested and not worker.alive:
             actions.append(Kill(port, worker.worker_id, "stopped on request"))  # no report, no back-off
             next_backoff.pop(port, None)
@@ -192,7 +201,7 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
                                 f"worker {worker.worker_id} on port {port} (code version {worker.spec.version}) "
                                 f"{problem}; restarting it {when}")]
 
-    needed = {spec.code for port, spec in wanted.items() if port not in running}
+    needed = {spec.code for port, spec in wanted.items() if port not in running} | preparing
     updated = {(t, a.code_version) for t, a in assignments.items()
                if a.type is AssignmentType.UPDATE and any(spec.topology_id == t for spec in wanted.values())}
     stale = {key for key in updated if code.get(key, 0) < assignments[key[0]].timestamp_ms}
@@ -202,7 +211,7 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
             actions.append(Launch(port, spec))
     for topology_id, upgrade in sorted(upgrades.items()):
         for port in sorted(upgrade.upgrading):
-            if port in running and running[port].topology_id == topology_id and workers[port].last_beat_secs:
+            if port in running and running[port] == wanted[port] and workers[port].last_beat_secs:
                 actions.append(ConfirmSwitch(topology_id, port, upgrade.rollback))
     in_use = ({spec.code for spec in wanted.values()} | {w.spec.code for w in workers.values()}
               | {(t, a.code_version) for t, a in assignments.items()})

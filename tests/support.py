@@ -170,3 +170,27 @@ def tls_conf(certs: Path, client: str, *, server: str = "nimbus") -> dict[str, A
             "nimbus.thrift.client.use.tls": True,
             "nimbus.thrift.tls.client.keystore.path": str(certs / f"{client}.pem"),
             "nimbus.thrift.tls.client.truststore.path": str(certs / "ca.pem")}
+
+
+def python_for_other_users() -> tuple[str | None, str]:
+    """A ``supervisor.worker.python`` other users can run Squall's workers on — this Python, else the system's
+    of the same minor version (Debian's /usr/bin/python3.11 when this one is pyenv's under /root, 0700) — and,
+    when there is none, why (what a test that needs one skips with)."""
+    from squall.config import ConfigError
+    from supervisor.runas import closed_to_others, interpreter
+    from supervisor.venvs import base_interpreter
+    why = []
+    for python in dict.fromkeys([sys.executable, "/usr/bin/python%d.%d" % sys.version_info[:2]]):
+        if not Path(python).exists():
+            why.append(f"{python} is not installed")
+            continue
+        try:
+            base = base_interpreter({"supervisor.worker.python": python})
+        except ConfigError as exc:
+            why.append(str(exc))
+            continue
+        closed = [(path, found) for path in interpreter(base) if (found := closed_to_others(path)) is not None]
+        if not closed:
+            return python, ""
+        why.append(f"other users cannot enter {closed[0][1]} (on the way to {closed[0][0]}) to run {python}")
+    return None, "; ".join(why)

@@ -11,7 +11,6 @@ import secrets
 import shutil
 import socket
 import subprocess
-import sys
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -37,9 +36,9 @@ from squall.zk import paths
 from squall.zk.client import ZkClient, connect_string
 from squall.zk.errors import record_task_error
 from squall.zk.records import TaskError, TopologyTasks
-from supervisor.runas import closed_to_others, interpreter
+from supervisor.venvs import environments_dir
 from scenarios import counted_word_count, final_counts
-from support import listening, make_certs, tls_conf, wait_until
+from support import listening, make_certs, python_for_other_users, tls_conf, wait_until
 from topologies import Paced, Snoop, Spy, read_records
 from worker.wire import Greeting, WireBatch, hello
 
@@ -230,17 +229,16 @@ def test_workers_run_as_their_topologys_owner(zk_conf: dict[str, Any], open_dir:
     still reach nimbus (relayed by the supervisor, since the workers hold no credential nimbus takes beats
     from); every worker process has its owner's uid. A topology whose owner has no OS user here gets no worker
     and a task error saying so."""
-    closed = [found for path in interpreter() if (found := closed_to_others(path)) is not None]
-    if closed:
-        pytest.skip(f"other users cannot enter {closed[0]} on the way to this Python ({sys.executable}), so no "
-                    f"worker could start as them: chmod o+x {closed[0]} to run this test")
+    python, missing = python_for_other_users()
+    if python is None:
+        pytest.skip(f"no Python other users can run Squall's workers on: {missing}")
     tag = secrets.token_hex(3)
     alice, bob, nobody = f"sqa{tag}", f"sqb{tag}", f"sqn{tag}"  # TLS principals; the first two get OS users
     base = open_dir  # not tmp_path: workers run as other users, who cannot enter it
     with ExitStack() as stack:
         users = _local_users(stack, alice, bob)
         certs = make_certs(base / "certs", "squall-daemons", alice, bob, nobody, "ops")
-        secure = {**_secure_profile(certs), "supervisor.run.worker.as.user": True}
+        secure = {**_secure_profile(certs), "supervisor.run.worker.as.user": True, "supervisor.worker.python": python}
         records = base / "records"
         topology, expected = counted_word_count(records, rounds=10, workers=2)
         records.chmod(0o1777)  # alice's sink and spy record here
@@ -259,7 +257,7 @@ def test_workers_run_as_their_topologys_owner(zk_conf: dict[str, Any], open_dir:
         wait_until(lambda: [r.topology_id for r in cluster.workers("sup")] == [bobs], 60, "bob's worker")
         bobs_code = stormdist_dir(cluster.daemon_conf("sup")) / bobs
         secrets_of_others = [str(cluster.root / "sup.yaml"), str(certs / "squall-daemons.pem"), str(bobs_code),
-                             str(bobs_code / "1" / "conf.json")]
+                             str(bobs_code / "1" / "conf.json"), str(environments_dir(cluster.daemon_conf("sup")))]
         topology.spout("spy", Spy, args=[str(records), secrets_of_others])
         alices = submit_topology({**cluster.conf, **tls_conf(certs, alice), **seeds}, topology, package=package,
                                  zk=cluster.zk)
