@@ -33,7 +33,7 @@ from typing import Any
 
 from squall.component import Stream
 from squall.dsl import ComponentRef, Topology, TopologyError
-from squall.package import RESOURCES, build_package
+from squall.package import REQUIREMENTS, RESOURCES, WHEELS, build_package
 
 #: The file that makes a directory a streamparse project (``sparse`` itself refuses to run without it).
 CONFIG_FILE = "config.json"
@@ -105,16 +105,40 @@ def source_path(path: str | Path) -> Path:
     return Path(path).resolve() / SOURCE_DIR
 
 
-def build_project_package(path: str | Path, dest: str | Path, include: Iterable[str | Path] = ()) -> Path:
+def build_project_package(path: str | Path, dest: str | Path, include: Iterable[str | Path] = (),
+                          topology: str | None = None, env: str | None = None) -> Path:
     """The code package of the project at ``path``: its ``src/`` as the package's ``resources/`` (what
-    streamparse's jar holds), and any ``include``-d modules or packages at its root::
+    streamparse's jar holds), and any ``include``-d modules or packages at its root. Where ``sparse submit``
+    would build a virtualenv on each worker host (``use_virtualenv``, on unless the env turns it off), the
+    topology's ``virtualenvs/<name>.txt`` goes in as the package's ``requirements.txt`` and the project's
+    ``wheels/`` (if any) with it: each supervisor builds that environment (:mod:`supervisor.environments`)::
 
         build_project_package("wordcount", "/tmp/wordcount.zip")   # resources/bolts/wordcount.py, ...
     """
     with tempfile.TemporaryDirectory(prefix="squall-project-") as staging:
         resources = Path(staging) / RESOURCES
         shutil.copytree(source_path(path), resources, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        return build_package([resources, *include], dest)
+        return build_package([resources, *_environment_files(Path(path), Path(staging), topology, env), *include],
+                             dest)
+
+
+def _environment_files(root: Path, staging: Path, topology: str | None, env: str | None) -> list[Path]:
+    """The requirements file (as ``requirements.txt``) and ``wheels/`` of the topology's virtualenv, as
+    ``sparse submit`` picks them: ``virtualenv_specs``/``virtualenv_name`` (default the topology's name:
+    ``topology``, else the project's only topology file's)."""
+    config = _read_config(root)
+    name = topology if topology not in (None, DEFAULT_TOPOLOGY) else _topology_file(root, config, None)[0]
+    _, env_config = _env(root, config, env)
+    if not env_config.get("install_virtualenv", env_config.get("use_virtualenv", True)):
+        return []
+    spec = root / str(config.get("virtualenv_specs", "virtualenvs/")) / f"{env_config.get('virtualenv_name') or name}.txt"
+    files = []
+    if spec.is_file():
+        files.append(staging / REQUIREMENTS)
+        shutil.copyfile(spec, files[-1])
+    if (root / WHEELS).is_dir():
+        files.append(root / WHEELS)
+    return files
 
 
 # ------------------------------------------------------------------------------------------------

@@ -245,8 +245,11 @@ def test_the_package_holds_src_under_resources_where_streamparse_run_imports_it_
     (project / "src" / "bolts" / "__pycache__" / "wordcount.cpython-311.pyc").write_bytes(b"stale")
     package = build_project_package(project, tmp_path / "wordcount.zip")
     with zipfile.ZipFile(package) as archive:
-        assert sorted(archive.namelist()) == ["resources/bolts/__init__.py", "resources/bolts/wordcount.py",
-                                              "resources/spouts/__init__.py", "resources/spouts/words.py"]
+        assert sorted(archive.namelist()) == ["requirements.txt", "resources/bolts/__init__.py",
+                                              "resources/bolts/wordcount.py", "resources/spouts/__init__.py",
+                                              "resources/spouts/words.py"]
+        assert archive.read("requirements.txt") == (project / "virtualenvs" / "wordcount.txt").read_bytes(), \
+            "the topology's virtualenv spec is what each supervisor builds its environment from"
         archive.extractall(tmp_path / "code")
     for cwd in (tmp_path / "code" / "resources", tmp_path / "code"):
         child = subprocess.run(
@@ -259,6 +262,23 @@ def test_the_package_holds_src_under_resources_where_streamparse_run_imports_it_
         commands = [m.get("command") for m in messages]
         assert [m.get("tuple") for m in messages if m.get("command") == "emit"] == [["dog"]], child.stderr
         assert commands.index("sync") > commands.index("emit"), commands  # then it exits: stdin has ended
+
+
+def test_the_virtualenv_spec_and_wheels_travel_as_sparse_submit_would_use_them(project: Path, tmp_path: Path) -> None:
+    """``virtualenv_name`` picks the spec, a project's wheels/ go with it, and an env with ``use_virtualenv``
+    off ships no requirements (sparse submit would then run the hosts' streamparse_run)."""
+    (project / "virtualenvs" / "shared.txt").write_text("squall_test_dep\n")
+    (project / "wheels").mkdir()
+    (project / "wheels" / "squall_test_dep-1.0-py3-none-any.whl").write_bytes(b"PK")
+    config = json.loads((project / "config.json").read_text())
+    config["envs"]["prod"]["virtualenv_name"] = "shared"
+    config["envs"]["plain"] = {"use_virtualenv": False}
+    (project / "config.json").write_text(json.dumps(config))
+    with zipfile.ZipFile(build_project_package(project, tmp_path / "prod.zip", env="prod")) as archive:
+        assert archive.read("requirements.txt") == b"squall_test_dep\n"
+        assert "wheels/squall_test_dep-1.0-py3-none-any.whl" in archive.namelist()
+    with zipfile.ZipFile(build_project_package(project, tmp_path / "plain.zip", env="plain")) as archive:
+        assert not {"requirements.txt", "wheels/squall_test_dep-1.0-py3-none-any.whl"} & set(archive.namelist())
 
 
 # -- the CLI --------------------------------------------------------------------------------------

@@ -42,11 +42,12 @@ LIST_ROW = "{:<20} {:<10} {:<10} {:<12} {:<12} {:<10} {}"
 PROGRESS_BYTES = 1 << 20
 
 
-def _package(source: str, include: list[str], tmp: str) -> Path:
-    """The code package of a topology file, a package directory or a streamparse project (its src/ as resources/)."""
+def _package(source: str, include: list[str], tmp: str, topology: str | None = None, env: str | None = None) -> Path:
+    """The code package of a topology file, a package directory or a streamparse project (its src/ as
+    resources/, its topology's virtualenv spec as requirements.txt)."""
     dest = Path(tmp) / f"{Path(source).resolve().name}.zip"
     if is_project(source):
-        return build_project_package(source, dest, include)
+        return build_project_package(source, dest, include, topology, env)
     return build_package([source, *include], dest)
 
 
@@ -64,7 +65,7 @@ def jar(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         try:
             topology = _load(args)
             typos = topology_typos(topology)
-            package = _package(args.source, args.include, tmp)
+            package = _package(args.source, args.include, tmp, args.topology, args.environment)
             if not is_project(args.source):  # a project's components run from resources/, checked as it loads
                 check_package(package, args.source, args.topology, topology)
         except (OSError, ValueError) as exc:
@@ -267,7 +268,7 @@ def update_topology(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     with nimbus_client(conf) as nimbus, tempfile.TemporaryDirectory(prefix="squall-jar-") as tmp:
         location = ""
         if args.jar is not None:
-            location = upload_package(conf, nimbus, _package(args.jar, args.include, tmp), _progress)
+            location = upload_package(conf, nimbus, _package(args.jar, args.include, tmp, args.name), _progress)
         nimbus.updateTopology(args.name, location, conf_file_json(args.conf))
     print(f"Updated topology: {args.name}")
     return 0
