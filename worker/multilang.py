@@ -47,6 +47,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from itertools import count
 from pathlib import Path
 from typing import Any, Protocol
@@ -56,6 +57,7 @@ import structlog
 
 from squall.config import ConfigError
 from squall.environment import user_code_environment
+from squall.metrics import MetricError, TaskMetrics
 from squall.names import RESERVED_PREFIX
 from squall.restarts import BACKOFF_MAX_SECS, restart_delay_secs
 from squall.thrift import storm
@@ -437,8 +439,10 @@ class _ShellHost(Executor):
         self._failures = 0
         self._restart_at = 0.0
         self._due = 0.0
-        #: The last value each ``metrics`` message gave, by name (Storm hands them to a registered IShellMetric).
-        self.metrics: dict[str, Any] = {}
+        #: The user metrics: each name a ``metrics`` message gives becomes a gauge of its last ``params``
+        #: (Storm hands them to an IShellMetric registered in Java; here they ride the heartbeat as user gauges).
+        self.metrics = TaskMetrics()
+        self._metric_values: dict[str, Any] = {}
         #: Subprocesses started so far (the first and every restart).
         self.launches = 0
 
@@ -537,11 +541,21 @@ class _ShellHost(Executor):
         elif name == "metrics":
             if not message.get("name"):
                 raise MultilangError(f"metrics without a name: {message!r}")
-            self.metrics[str(message["name"])] = message.get("params")
+            self._set_metric(str(message["name"]), message.get("params"))
         elif name is None:
             raise MultilangError(f"a message without a command: {message!r}")
         else:
             self.report_error(f"shell component {self.component!r} sent an unknown command {name!r}: {message!r}")
+
+    def _set_metric(self, name: str, value: Any) -> None:
+        """A ``metrics`` message: the gauge ``name`` reads ``value`` from now on (registered the first time; a
+        name over a limit is reported once, a value that is not a number when the heartbeat reads it)."""
+        if name not in self._metric_values:
+            try:
+                self.metrics.register_gauge(name, partial(self._metric_values.__getitem__, name))
+            except MetricError as exc:
+                self.report_error(f"shell {self.spec.kind.value} {self.component!r}: {exc}")
+        self._metric_values[name] = value
 
     def _check(self, process: ShellProcess, now: float, *, waiting: bool) -> bool:
         """False (and the subprocess killed) if it died, broke the protocol or, while ``waiting`` on it, said
