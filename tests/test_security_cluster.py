@@ -37,9 +37,11 @@ from squall.zk import paths
 from squall.zk.client import ZkClient, connect_string
 from squall.zk.errors import record_task_error
 from squall.zk.records import TaskError, TopologyTasks
+from logviewer.server import LogviewerServer
 from supervisor.runas import closed_to_others, interpreter
 from scenarios import counted_word_count, final_counts
 from support import listening, make_certs, tls_conf, wait_until
+from test_ui_auth import https_client, https_conf
 from topologies import Paced, Snoop, Spy, read_records
 from worker.wire import Greeting, WireBatch, hello
 
@@ -133,7 +135,8 @@ def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path) 
     digests. Alice's word count reaches its exact counts and her gray upgrade completes (old and new workers
     authenticating to each other with the topology's transfer secret); bob may neither kill nor upgrade it
     (AuthorizationException), the admin may kill it; an anonymous ZooKeeper session can write no Squall znode;
-    a forged connection to a worker's port is refused and delivers nothing."""
+    a forged connection to a worker's port is refused and delivers nothing; the supervisor host's logviewer over
+    HTTPS serves alice's worker log to her and not to bob."""
     certs = make_certs(tmp_path / "certs", "squall-daemons", "alice", "bob", "ops")
     secure = _secure_profile(certs)
     records = tmp_path / "records"
@@ -157,6 +160,16 @@ def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path) 
         topology_id = submit_topology(as_("alice"), topology, package=package("v1"), zk=cluster.zk)
         wait_until(lambda: final_counts(records) == expected, 90, "exact counts")
         first_run = len(read_records(records, "seen"))
+        # The supervisor host's logviewer over HTTPS: alice's worker log is hers, not bob's.
+        logviewer = LogviewerServer({**cluster.conf, "storm.local.dir": str(cluster.root / "sup"),
+                                     **https_conf(certs, "logviewer")}).start()
+        stack.callback(logviewer.stop)
+        with https_client(certs, logviewer.port, "alice") as alice_reads, \
+                https_client(certs, logviewer.port, "bob") as bob_reads:
+            (log_name, *_) = alice_reads.get("/api/v1/listLogs", params={"topoId": topology_id}).json()
+            assert "worker runtime started" in alice_reads.get("/api/v1/read", params={"file": log_name}).text
+            assert bob_reads.get("/api/v1/read", params={"file": log_name}).status_code == 403
+            assert bob_reads.get("/api/v1/listLogs").json() == []
         with nimbus_client(as_("bob")) as bob:
             assert [t.owner for t in bob.getClusterInfo().topologies] == ["alice"]
             with pytest.raises(storm.AuthorizationException, match="'bob' may not killTopology"):
