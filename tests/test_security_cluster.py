@@ -3,6 +3,7 @@ in a worker can see of the daemons' credentials, and Thrift over mutual TLS only
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -26,6 +27,7 @@ from thriftpy2.rpc import make_client
 from thriftpy2.transport import TFramedTransportFactory, TTransportException
 
 from processcluster import REPO, ProcessCluster
+from squall.cli.logs import logs
 from squall.devzk import free_port
 from squall.dsl import Topology
 from squall.local_state import stormdist_dir
@@ -130,7 +132,8 @@ def _znodes_under(zk: KazooClient, path: str = "/") -> list[str]:
 
 
 @pytest.mark.slow  # a process cluster, a word count and a gray upgrade: about a minute
-def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path) -> None:
+def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path,
+                                       capsysbinary: pytest.CaptureFixture[bytes]) -> None:
     """Every part of the secure profile at once: Thrift over mutual TLS only, the simple authorizer, ZooKeeper
     digests. Alice's word count reaches its exact counts and her gray upgrade completes (old and new workers
     authenticating to each other with the topology's transfer secret); bob may neither kill nor upgrade it
@@ -170,6 +173,13 @@ def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path) 
             assert "worker runtime started" in alice_reads.get("/api/v1/read", params={"file": log_name}).text
             assert bob_reads.get("/api/v1/read", params={"file": log_name}).status_code == 403
             assert bob_reads.get("/api/v1/listLogs").json() == []
+        for reader, code in (("alice", 0), ("bob", 1)):  # storm logs over HTTPS, with the reader's certificate
+            capsysbinary.readouterr()
+            assert logs({**as_(reader), "logviewer.https.port": logviewer.port},
+                        argparse.Namespace(name="wordcount", component=None, follow=False, bytes=4096)) == code
+            printed = capsysbinary.readouterr()
+            assert (b"==> 127.0.0.1:" in printed.out) == (reader == "alice"), printed
+            assert (b"answered 403" in printed.err) == (reader == "bob"), printed
         with nimbus_client(as_("bob")) as bob:
             assert [t.owner for t in bob.getClusterInfo().topologies] == ["alice"]
             with pytest.raises(storm.AuthorizationException, match="'bob' may not killTopology"):

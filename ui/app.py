@@ -50,7 +50,7 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
     """
     source = source or NimbusSource(conf)
     clock = clock or RealClock()
-    logs = conf.get("logviewer.port")  # each worker's log is on the logviewer of its host, at this port
+    logs = shapes.logviewer_port_of(conf)  # each worker's log is on the logviewer of its host, at this port
 
     def now() -> int:
         return int(clock.time())
