@@ -19,10 +19,10 @@ import pytest
 from logviewer.server import LogviewerServer
 from nimbus.daemon import Nimbus
 from squall.local_state import worker_log_name, write_log_acl
-from squall.thrift import storm
 from support import make_certs, tls_conf
 from test_authorization import ADMIN, DAEMONS, as_, secured
 from test_nimbus import Cluster, cluster, leader, word_count  # noqa: F401  (fixtures)
+from test_ui import valid
 from ui.server import UiServer
 
 UI = "squall-ui"
@@ -86,6 +86,7 @@ def test_only_the_owner_its_topology_users_and_admins_see_and_operate_a_topology
             refused(bob.post(f"/api/v1/topology/{wc}/deactivate"), "bob", "deactivate")
             refused(bob.post(f"/api/v1/topology/{wc}/rebalance/0", json={"numWorkers": 2}), "bob", "rebalance")
             refused(bob.get(f"/api/v1/topology/{wc}"), "bob", "getTopology")
+            valid(bob.get(f"/api/v1/topology/{wc}"), "/api/v1/topology/{id}")  # as the OpenAPI document says
             refused(bob.get(f"/api/v1/topology/{wc}/component/split"), "bob", "getTopology")
             page = bob.get(f"/topology/{wc}")
             assert page.status_code == 403 and "bob" in page.text, "the topology's HTML page is refused too"
@@ -96,7 +97,11 @@ def test_only_the_owner_its_topology_users_and_admins_see_and_operate_a_topology
             assert carol.post(f"/api/v1/topology/{wc}/deactivate").status_code == 200
         assert status(wc) == "INACTIVE"
         with https_client(certs, port, "alice") as as_alice:
-            assert as_alice.post(f"/api/v1/topology/{wc}/activate").status_code == 200
+            forged = as_alice.post(f"/api/v1/topology/{wc}/kill/0", headers={"Origin": "https://elsewhere.example"})
+            assert forged.status_code == 403 and "another site" in valid(forged, "/api/v1/topology/{id}/kill/{wait_time}")[
+                "errorMessage"], "a page of another site cannot make alice's browser kill it"
+            assert as_alice.post(f"/api/v1/topology/{wc}/activate", headers={"Origin": f"https://127.0.0.1:{port}"}) \
+                .status_code == 200, "the UI's own page may"
             assert status(wc) == "ACTIVE"
             assert as_alice.post(f"/api/v1/topology/{wc}/kill/0").status_code == 200
         with https_client(certs, port, ADMIN) as admin:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import structlog
 from starlette.applications import Starlette
@@ -49,6 +50,7 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
         app = create_app(load_config())        # serve with uvicorn, or test with starlette.testclient
     """
     source = source or NimbusSource(conf)
+    identify = Authorizer(conf).enabled  # users are their certificates: anonymous ones and other sites refused
     clock = clock or RealClock()
     logs = shapes.logviewer_port_of(conf)  # each worker's log is on the logviewer of its host, at this port
 
@@ -98,6 +100,9 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
         nimbus's ACLs name it), then nimbus is called with the topology's name."""
         async def run(request: Request) -> JSONResponse:
             topology_id = request.path_params["id"]
+            if identify and not same_origin(request):
+                raise HTTPException(403, f"{operation} from another site's page ({request.headers['origin']}) is "
+                                         "refused: a browser presents the user's certificate to any page's request")
             call = prepare(request, await request.body())
             await ask(source.operate, topology_id, call, http_principal(request.scope), nimbus_operation or operation)
             log.info("topology action", operation=operation, topology_id=topology_id)
@@ -123,7 +128,15 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
         *pages.routes(source, ask, now, logs),
         metrics.route(source, ask),
     ]
-    return Starlette(routes=routes, exception_handlers=_ERRORS, middleware=[identified(Authorizer(conf).enabled)])
+    return Starlette(routes=routes, exception_handlers=_ERRORS, middleware=[identified(identify)])
+
+
+def same_origin(request: Request) -> bool:
+    """Whether a request comes from the UI's own pages or from a tool: browsers send ``Origin`` with every
+    cross-site POST, tools (curl, streamparse) none; a page of another site could otherwise make the browser
+    act with its user's client certificate (cross-site request forgery)."""
+    origin = request.headers.get("origin")
+    return origin is None or urlsplit(origin).netloc == request.headers.get("host")
 
 
 def reply(request: Request, body: Any) -> Response:
