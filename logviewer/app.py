@@ -19,7 +19,8 @@ Who may read what (README "Security"): over HTTPS (``logviewer.https.*``) a read
 common name. With ``nimbus.authorizer`` on, an anonymous reader is refused everything, and a worker's log is
 readable only by its topology's owner, ``topology.users``/``groups``, ``logs.users``/``groups`` (as the
 supervisor wrote them, :func:`squall.local_state.write_log_acl`) and ``nimbus.admins``; other files (daemon
-logs) by admins only. The lists show only what the reader may read. Files are read on Starlette's thread pool, never on the event loop.
+logs) by admins only. The lists show only what the reader may read. Files are read on Starlette's thread
+pool, never on the event loop.
 """
 
 from __future__ import annotations

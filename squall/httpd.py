@@ -78,12 +78,30 @@ class _Identified:
         await self.app(scope, receive, send)
 
 
+_RFC4514_NAMES = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU",
+                  "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST"}
+
+
+def _rfc4514(value: str) -> str:
+    r"""An attribute value escaped as RFC 4514 wants it in a distinguished name.
+
+    >>> _rfc4514("Smith, J+R")
+    'Smith\\, J\\+R'
+    """
+    escaped = "".join(f"\\{c}" if c in ',+"\\<>;=' else c for c in value)
+    if escaped.startswith(("#", " ")):
+        escaped = "\\" + escaped
+    if escaped.endswith(" ") and not escaped.endswith("\\ "):
+        escaped = escaped[:-1] + "\\ "
+    return escaped
+
+
 def _tls_extension(ssl_object: ssl.SSLObject | None) -> dict[str, Any]:
     """ASGI's TLS extension for a connection (its peer certificate is verified by then, or absent)."""
     peer = ssl_object.getpeercert() if ssl_object is not None else None
     der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-    subject = ",".join("+".join(f"{name}={value}" for name, value in rdn) for rdn in reversed((peer or {}).get(
-        "subject", ())))
+    subject = ",".join("+".join(f"{_RFC4514_NAMES.get(name, name)}={_rfc4514(value)}" for name, value in rdn)
+                       for rdn in reversed((peer or {}).get("subject", ())))
     return {"server_cert": None, "client_cert_chain": [ssl.DER_cert_to_PEM_cert(der)] if der else [],
             "client_cert_name": subject or None, "client_cert_error": None,
             "tls_version": None, "cipher_suite": None, "principal": principal(peer)}

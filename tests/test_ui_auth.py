@@ -15,10 +15,14 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.responses import JSONResponse
 
 from logviewer.server import LogviewerServer
 from nimbus.daemon import Nimbus
+from squall.config import ConfigError
+from squall.httpd import HttpServer
 from squall.local_state import worker_log_name, write_log_acl
+from squall.tls import https_context
 from support import make_certs, tls_conf
 from test_authorization import ADMIN, DAEMONS, as_, secured
 from test_nimbus import Cluster, cluster, leader, word_count  # noqa: F401  (fixtures)
@@ -196,3 +200,31 @@ def test_the_logviewer_serves_a_worker_log_only_to_its_topology_users(tmp_path: 
             assert admin.get("/api/v1/read", params={"file": "supervisor.log"}).text == "daemon\n"
     finally:
         server.stop()
+
+
+def test_a_request_over_https_carries_asgi_s_tls_extension(certs: Path) -> None:
+    """What squall.httpd puts in the scope for an app: the client certificate (PEM), its name and its principal."""
+    async def echo(scope: Any, receive: Any, send: Any) -> None:
+        tls = scope["extensions"]["tls"]
+        await JSONResponse({k: tls[k] for k in ("principal", "client_cert_name")} | {
+            "pem": tls["client_cert_chain"][0]})(scope, receive, send)
+
+    conf = https_conf(certs, "ui", "need")
+    server = HttpServer(echo, "127.0.0.1", 0, name="echo", title="echo", keys="-", tls=https_context(conf, "ui"))
+    server.start()
+    try:
+        with https_client(certs, server.port, "alice") as alice:
+            seen = alice.get("/").json()
+    finally:
+        server.stop()
+    assert seen["principal"] == "alice" and seen["client_cert_name"] == "CN=alice"
+    assert seen["pem"].startswith("-----BEGIN CERTIFICATE-----") and seen["pem"] in (certs / "alice.pem").read_text()
+
+
+def test_https_without_its_files_is_a_config_error_naming_the_key(certs: Path) -> None:
+    with pytest.raises(ConfigError, match="ui.https.keystore.path is not set: HTTPS needs it"):
+        https_context({"ui.https.port": 8443}, "ui")
+    with pytest.raises(ConfigError, match="logviewer.https.truststore.path is not set"):
+        https_context({"logviewer.https.port": 8443, "logviewer.https.keystore.path": str(certs / "nimbus.pem"),
+                       "logviewer.https.need.client.auth": True}, "logviewer")
+    assert https_context({"ui.port": 8080}, "ui") is None, "no ui.https.port: plain HTTP, as before"
