@@ -96,8 +96,9 @@ def _read(log: WorkerLog, start: int | None, length: int) -> tuple[bytes, int, i
             reason = str(exc)
         raise Unreachable(f"{log.host}:{log.port}: the logviewer answered {exc.code}: {reason}") from None
     except (OSError, ValueError, TypeError) as exc:
+        key = "logviewer.https.port" if log.tls else "logviewer.port"
         raise Unreachable(f"{log.host}:{log.port}: cannot read its log from the logviewer at {log.url.split('/api')[0]} "
-                          f"(logviewer.port or logviewer.https.port; is `storm logviewer` running on {log.host}?): {exc}") from None
+                          f"({key}; is `storm logviewer` running on {log.host}?): {exc}") from None
 
 
 def catch_up(log: WorkerLog, out: BinaryIO, last_header: list[str | None], first_bytes: int | None = None) -> None:
