@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Certificates for Squall's mutual TLS on Thrift (nimbus.thrift.tls.*), with openssl: a CA of the cluster's own,
+# Certificates for Squall's mutual TLS on Thrift (nimbus.thrift.tls.*) and HTTPS, with openssl: a CA of the cluster's own,
 # then one PEM file (certificate + private key) per nimbus host and per client principal, as the keystore keys
 # want them. The CA's key signs every certificate: keep it off the cluster.
 #
@@ -7,13 +7,15 @@
 #   deploy/make-certs.sh DIR nimbus nimbus1 nimbus1.example 10.0.0.5
 #                                  # DIR/nimbus1.pem: principal "nimbus1", valid for these host names and addresses
 #                                  # (clients check the host they connect to); usable as server and as client
+#   deploy/make-certs.sh DIR server ui ui.example 10.0.0.6    # the same for another server: the UI's and the
+#                                                             # logviewers' HTTPS (ui.https.*, logviewer.https.*)
 #   deploy/make-certs.sh DIR client alice                     # DIR/alice.pem: a client, principal "alice"
 #
 # Certificates last SQUALL_CERT_DAYS days (default 365). Keys are EC P-256 and unencrypted, readable by their
 # owner only (set *.keystore.password only for keys you encrypt yourself).
 set -euo pipefail
 
-usage() { sed -n '2,13p' "$0" >&2; exit 2; }
+usage() { sed -n '2,15p' "$0" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 dir=$1 kind=$2
 shift 2
@@ -36,13 +38,13 @@ case "$kind" in
     chmod 644 "$dir/ca.pem"
     echo "$dir/ca.pem"
     ;;
-  nimbus|client)
+  nimbus|server|client)
     [ $# -ge 1 ] || usage
     name=$1
     [ -e "$dir/ca.pem" ] && [ -e "$dir/ca-key.pem" ] || { echo "no CA in $dir: run $0 $dir ca first" >&2; exit 1; }
     usages="clientAuth"
     alt=""
-    if [ "$kind" = nimbus ]; then
+    if [ "$kind" != client ]; then
       usages="serverAuth,clientAuth"
       for host in "$@"; do
         if [[ "$host" =~ ^[0-9.]+$ || "$host" == *:* ]]; then kind_of=IP; else kind_of=DNS; fi

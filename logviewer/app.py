@@ -12,8 +12,15 @@ bytes for tools, the whole file, a search within it, and the list of files.
 ``GET /api/v1/listLogs[?topoId=ID][&port=P]``   the files' names, as JSON
 ==============================================  =========================================================
 
-Errors are Storm's error JSON: 400 for a bad parameter, 403 for a name outside the log directory, 404 for a
-file that is not there. Files are read on Starlette's thread pool, never on the event loop.
+Errors are Storm's error JSON: 400 for a bad parameter, 403 for a name outside the log directory or a reader
+who may not read it, 404 for a file that is not there.
+
+Who may read what (README "Security"): over HTTPS (``logviewer.https.*``) a reader is its client certificate's
+common name. With ``nimbus.authorizer`` on, an anonymous reader is refused everything, and a worker's log is
+readable only by its topology's owner, ``topology.users``/``groups``, ``logs.users``/``groups`` (as the
+supervisor wrote them, :func:`squall.local_state.write_log_acl`) and ``nimbus.admins``; other files (daemon
+logs) by admins only. The lists show only what the reader may read. Files are read on Starlette's thread
+pool, never on the event loop.
 """
 
 from __future__ import annotations
@@ -32,9 +39,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from logviewer.files import CHUNK, DEFAULT_MATCHES, DEFAULT_PAGE, LogDir, LogError
-from squall.httpd import error_body
-from squall.local_state import log_dir, worker_of_log
+from logviewer.files import CHUNK, DEFAULT_MATCHES, DEFAULT_PAGE, LogDir, LogError, Refused
+from nimbus.authorizer import LOGS, Authorizer, TopologyAcl
+from squall.httpd import error_body, http_principal, identified
+from squall.local_state import log_dir, read_log_acl, worker_of_log
+from squall.thrift import storm
 
 TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("logviewer", "templates"), autoescape=True,
                                undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -68,16 +77,41 @@ def create_app(conf: Mapping[str, Any]) -> Starlette:
     """
     logs = LogDir(log_dir(conf))
     host = conf.get("storm.local.hostname") or socket.getfqdn()
+    access = Authorizer(conf)
+
+    def refusal(request: Request, name: str) -> str | None:
+        """Why the request's reader may not read the file ``name`` (named as :meth:`LogDir.names` names it); None
+        when it may."""
+        if not access.enabled:
+            return None
+        topology_id = worker[0] if (worker := worker_of_log(name)) is not None else name
+        owner, acl = read_log_acl(conf, topology_id) if worker is not None else ("", {})
+        try:
+            access.check(http_principal(request.scope), LOGS, TopologyAcl(topology_id, owner, acl))
+        except storm.AuthorizationException as exc:
+            return str(exc.msg)
+        return None
+
+    def checked(request: Request) -> str:
+        """The requested file's name, once it is in the directory and the reader may read it."""
+        name = _file(request)
+        why = refusal(request, logs.path(name).relative_to(logs.root.resolve()).as_posix())
+        if why is not None:
+            raise Refused(why)
+        return name
+
+    def readable(request: Request) -> list[str]:
+        return [name for name in logs.names() if refusal(request, name) is None]
 
     def render(template: str, **context: Any) -> HTMLResponse:
         return HTMLResponse(TEMPLATES.get_template(template).render(host=host, **context))
 
-    async def index(_request: Request) -> HTMLResponse:
-        return render("index.html", root=str(logs.root), names=await run_in_threadpool(logs.names))
+    async def index(request: Request) -> HTMLResponse:
+        return render("index.html", root=str(logs.root), names=await run_in_threadpool(readable, request))
 
     def page_of(request: Request) -> Any:
         query = request.query_params
-        return logs.page(_file(request), _optional(query, "start"), _number(query, "length", DEFAULT_PAGE))
+        return logs.page(checked(request), _optional(query, "start"), _number(query, "length", DEFAULT_PAGE))
 
     async def log_page(request: Request) -> HTMLResponse:
         page = await run_in_threadpool(page_of, request)
@@ -89,12 +123,12 @@ def create_app(conf: Mapping[str, Any]) -> Starlette:
         return Response(page.data, media_type="text/plain; charset=utf-8", headers={
             "X-Log-Start": str(page.start), "X-Log-End": str(page.end), "X-Log-Size": str(page.size)})
 
-    def located(name: str) -> tuple[Path, int]:
-        path = logs.path(name)
+    def located(request: Request) -> tuple[Path, int]:
+        path = logs.path(checked(request))
         return path, path.stat().st_size  # what is written after this is not part of a download
 
     async def download(request: Request) -> StreamingResponse:
-        path, size = await run_in_threadpool(located, _file(request))
+        path, size = await run_in_threadpool(located, request)
 
         def chunks() -> Iterator[bytes]:
             with open(path, "rb") as f:
@@ -108,7 +142,7 @@ def create_app(conf: Mapping[str, Any]) -> Starlette:
 
     async def search(request: Request) -> JSONResponse:
         query = request.query_params
-        name = _file(request)
+        name = await run_in_threadpool(checked, request)
         found = await run_in_threadpool(lambda: logs.search(
             name, query.get("search-string", "").encode(), start=_number(query, "start-byte-offset", 0),
             matches=_number(query, "num-matches", DEFAULT_MATCHES)))
@@ -125,7 +159,7 @@ def create_app(conf: Mapping[str, Any]) -> Starlette:
 
     async def list_logs(request: Request) -> JSONResponse:
         topology, port = request.query_params.get("topoId"), _optional(request.query_params, "port")
-        names = await run_in_threadpool(logs.names)
+        names = await run_in_threadpool(readable, request)
         if topology or port is not None:
             names = [n for n in names if (worker := worker_of_log(n)) is not None
                      and topology in (None, "", worker[0]) and port in (None, worker[1])]
@@ -139,7 +173,8 @@ def create_app(conf: Mapping[str, Any]) -> Starlette:
         Route("/api/v1/search", search),
         Route("/api/v1/listLogs", list_logs),
     ]
-    return Starlette(routes=routes, exception_handlers={LogError: _log_error, HTTPException: _http_error})
+    return Starlette(routes=routes, exception_handlers={LogError: _log_error, HTTPException: _http_error},
+                     middleware=[identified(access.enabled)])
 
 
 def _log_error(_request: Request, exc: Exception) -> JSONResponse:

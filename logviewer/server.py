@@ -1,4 +1,5 @@
-"""The logviewer daemon: its app served on ``logviewer.host``:``logviewer.port`` (:class:`squall.httpd.HttpServer`)."""
+"""The logviewer daemon: its app served on ``logviewer.host``:``logviewer.port`` (:class:`squall.httpd.HttpServer`),
+or over HTTPS on ``logviewer.https.port``."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from logviewer.app import create_app
-from squall.httpd import HttpServer
+from squall.httpd import HttpServer, daemon_address
 
 
 class LogviewerServer(HttpServer):
@@ -18,5 +19,5 @@ class LogviewerServer(HttpServer):
     """
 
     def __init__(self, conf: Mapping[str, Any]) -> None:
-        super().__init__(create_app(conf), conf["logviewer.host"], conf["logviewer.port"], name="logviewer",
-                         title="the logviewer", keys="logviewer.host, logviewer.port")
+        host, port, keys, tls = daemon_address(conf, "logviewer")
+        super().__init__(create_app(conf), host, port, name="logviewer", title="the logviewer", keys=keys, tls=tls)

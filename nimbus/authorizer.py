@@ -11,6 +11,11 @@ working on an open cluster. With it set:
   it: kill, rebalance, (de)activate, upgrade, roll back, restart, set log levels, read its conf and code;
 * ``nimbus.supervisor.users`` (the daemons) may download any topology's code and conf (supervisors start its
   workers, other nimbuses keep copies) and send heartbeats;
+* ``nimbus.impersonation.users`` (the UI's certificate) may read any topology and kill, rebalance, (de)activate
+  it: the UI has checked its HTTP user against these same ACLs first (Storm's UI impersonates its user; Squall's
+  Thrift carries no doAs user, so nimbus trusts the listed principals' own check);
+* a worker's log (``readLogs``, the logviewer) is readable by whoever may operate its topology and by its
+  ``logs.users`` and ``logs.groups``;
 * everything else is refused with an ``AuthorizationException`` naming the principal and the operation.
 
 Example::
@@ -31,7 +36,7 @@ from typing import Any
 
 from squall.thrift import storm
 
-__all__ = ["Authorizer", "TopologyAcl", "USER", "TOPOLOGY", "DAEMON", "ADMIN"]
+__all__ = ["Authorizer", "TopologyAcl", "USER", "TOPOLOGY", "DAEMON", "ADMIN", "IMPERSONATED", "LOGS"]
 
 #: Operations any authenticated principal in nimbus.users may do (Storm's userCommands).
 USER = frozenset({"submitTopology", "fileUpload"})
@@ -42,6 +47,11 @@ TOPOLOGY = frozenset({"killTopology", "rebalance", "activate", "deactivate", "ge
                       "completeUpgrade", "rollbackTopology", "updateTopology", "restart", "hotDeploy"})
 #: Operations of the daemons, nimbus.supervisor.users (Storm's supervisorCommands, plus worker heartbeats).
 DAEMON = frozenset({"fileDownload", "updateTaskHeartbeat"})
+#: What nimbus.impersonation.users may do on any topology: what the UI reads and its REST API's actions.
+IMPERSONATED = frozenset({"getTopologyConf", "getTopology", "getUserTopology", "killTopology", "rebalance",
+                          "activate", "deactivate"})
+#: Reading a topology's worker logs on the logviewer.
+LOGS = "readLogs"
 #: Operations only admins may do: they concern every topology.
 ADMIN = frozenset({"setHostInBlackList", "removeHostOutBlackList"})
 
@@ -67,6 +77,7 @@ class Authorizer:
         self.admins = frozenset(conf.get("nimbus.admins") or ())
         self.users = frozenset(conf.get("nimbus.users") or ())
         self.daemons = frozenset(conf.get("nimbus.supervisor.users") or ())
+        self.impersonators = frozenset(conf.get("nimbus.impersonation.users") or ())
 
     def check(self, principal: str, operation: str, topology: TopologyAcl | None = None) -> None:
         """Return if ``principal`` may do ``operation`` (on ``topology`` for a topology's operations), else raise
@@ -89,18 +100,23 @@ class Authorizer:
             return True
         if operation in USER:
             return not self.users or principal in self.users
-        if operation in TOPOLOGY and topology is not None:
-            return principal == topology.owner or principal in (topology.conf.get("topology.users") or ()) \
-                or not groups_of(principal).isdisjoint(topology.conf.get("topology.groups") or ())
+        if operation in IMPERSONATED and principal in self.impersonators:
+            return True
+        if (operation in TOPOLOGY or operation == LOGS) and topology is not None:
+            acls, conf = ("topology", "logs") if operation == LOGS else ("topology",), topology.conf
+            return principal == topology.owner \
+                or any(principal in (conf.get(f"{acl}.users") or ()) for acl in acls) \
+                or any(not groups_of(principal).isdisjoint(conf.get(f"{acl}.groups") or ()) for acl in acls)
         return False
 
     def _who_may(self, operation: str, topology: TopologyAcl | None) -> str:
         if operation in USER:
             return "only nimbus.users and nimbus.admins may"
-        if operation in TOPOLOGY and topology is not None:
+        if (operation in TOPOLOGY or operation == LOGS) and topology is not None:
             owner = f"its owner {topology.owner!r}" if topology.owner else "its owner (none recorded)"
             daemons = ", nimbus.supervisor.users" if operation in DAEMON else ""
-            return f"only {owner}, its topology.users and topology.groups{daemons} and nimbus.admins may"
+            logs = ", logs.users, logs.groups" if operation == LOGS else ""
+            return f"only {owner}, its topology.users and topology.groups{logs}{daemons} and nimbus.admins may"
         if operation in DAEMON:
             return "only nimbus.supervisor.users and nimbus.admins may"
         return "only nimbus.admins may"

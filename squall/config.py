@@ -297,6 +297,11 @@ KEYS: tuple[Key, ...] = (
     Key("nimbus.supervisor.users", "list[str]", [], origin="storm",
         doc="Principals of the daemons (supervisors, their workers, other nimbuses): they may download any "
             "topology's code and conf and send heartbeats, nothing else (with nimbus.authorizer)."),
+    Key("nimbus.impersonation.users", "list[str]", [], origin="squall",
+        doc="Principals nimbus trusts to act for the people they authenticate (the UI's certificate): they may "
+            "read any topology's conf and code and kill, rebalance, (de)activate it; the UI itself checks each "
+            "HTTP user against the ACLs first (with nimbus.authorizer). Squall's Thrift carries no doAs user, so "
+            "this plain list stands for Storm's nimbus.impersonation.acl."),
     Key("topology.users", "list[str]", [], origin="storm",
         doc="Principals besides the topology's owner that may operate it: kill, rebalance, (de)activate, "
             "upgrade, read its conf and code (with nimbus.authorizer)."),
@@ -373,6 +378,20 @@ KEYS: tuple[Key, ...] = (
     Key("ui.port", "int", 8080, origin="storm", minimum=0, maximum=65535,
         doc="The UI daemon's HTTP port for Storm's REST API (/api/v1/...), where streamparse's `sparse stats` "
             "looks; 0 binds a free port."),
+    Key("ui.https.port", "int", None, origin="storm", nullable=True, minimum=0, maximum=65535,
+        doc="Serve the UI over HTTPS on this port instead of HTTP on ui.port (Storm's ui.disable.http.binding); "
+            "null: plain HTTP. The principal of a request is its client certificate's common name."),
+    Key("ui.https.keystore.path", "str", None, origin="storm", nullable=True,
+        doc="PEM file with the UI's HTTPS certificate (chain) and private key."),
+    Key("ui.https.keystore.password", "str", None, origin="storm", nullable=True, secret=True,
+        doc="Password of the private key in ui.https.keystore.path, if it is encrypted."),
+    Key("ui.https.truststore.path", "str", None, origin="storm", nullable=True,
+        doc="PEM file of the CA certificates HTTP users' client certificates must chain to."),
+    Key("ui.https.want.client.auth", "bool", False, origin="storm",
+        doc="Ask browsers for a client certificate; one without is anonymous (refused everything when "
+            "nimbus.authorizer is on)."),
+    Key("ui.https.need.client.auth", "bool", False, origin="storm",
+        doc="Require a client certificate the truststore trusts: a connection without one fails its TLS handshake."),
     Key("ui.nimbus.timeout.secs", default=10, origin="squall", **_SECS,
         doc="How long the UI waits on nimbus (finding the leader, connecting, each reply) before it answers 503."),
     # Logviewer (storm logviewer) ------------------------------------------------------------------------
@@ -381,6 +400,25 @@ KEYS: tuple[Key, ...] = (
     Key("logviewer.port", "int", 8000, origin="storm", minimum=0, maximum=65535,
         doc="Port of the logviewer on every supervisor host, serving its worker logs over HTTP; the UI's log "
             "links and storm logs use it; 0 binds a free port."),
+    Key("logviewer.https.port", "int", None, origin="storm", nullable=True, minimum=0, maximum=65535,
+        doc="Serve the logviewer over HTTPS on this port instead of HTTP on logviewer.port; null: plain HTTP. "
+            "With nimbus.authorizer a worker's log is readable only by its topology's owner, topology.users, "
+            "topology.groups, logs.users, logs.groups and nimbus.admins."),
+    Key("logviewer.https.keystore.path", "str", None, origin="storm", nullable=True,
+        doc="PEM file with the logviewer's HTTPS certificate (chain) and private key."),
+    Key("logviewer.https.keystore.password", "str", None, origin="storm", nullable=True, secret=True,
+        doc="Password of the private key in logviewer.https.keystore.path, if it is encrypted."),
+    Key("logviewer.https.truststore.path", "str", None, origin="storm", nullable=True,
+        doc="PEM file of the CA certificates readers' client certificates must chain to."),
+    Key("logviewer.https.want.client.auth", "bool", False, origin="storm",
+        doc="Ask readers for a client certificate; one without is anonymous."),
+    Key("logviewer.https.need.client.auth", "bool", False, origin="storm",
+        doc="Require a client certificate the truststore trusts: a connection without one fails its TLS handshake."),
+    Key("logs.users", "list[str]", [], origin="storm",
+        doc="Principals besides the topology's users that may read its workers' logs on the logviewer "
+            "(with nimbus.authorizer)."),
+    Key("logs.groups", "list[str]", [], origin="storm",
+        doc="Groups whose members may read the topology's workers' logs, as logs.users may."),
     # Worker and task ----------------------------------------------------------------------------------
     Key("worker.heartbeat.frequency.secs", default=1, origin="storm", **_SECS,
         doc="How often a worker writes its local heartbeat for the supervisor (JStorm 2)."),

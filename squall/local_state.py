@@ -124,6 +124,31 @@ def worker_of_log(name: str) -> tuple[str, int] | None:
     return (found["topology"], int(found["port"])) if found else None
 
 
+#: What a topology's conf says about who may read its worker logs (with its owner, :func:`log_acl_file`).
+LOG_ACL_KEYS = ("topology.users", "topology.groups", "logs.users", "logs.groups")
+
+
+def log_acl_file(conf: Mapping[str, Any], topology_id: str) -> Path:
+    """``<local>/logs-acl/<topology id>.json``: who may read the topology's worker logs on this host's logviewer
+    — its owner and the conf's :data:`LOG_ACL_KEYS` — written by the supervisor as it launches a worker (Storm's
+    worker.yaml in workers-artifacts)."""
+    return Path(conf["storm.local.dir"]) / "logs-acl" / f"{topology_id}.json"
+
+
+def write_log_acl(conf: Mapping[str, Any], topology_id: str, owner: str, topology_conf: Mapping[str, Any]) -> None:
+    acl = {"owner": owner, **{key: list(topology_conf.get(key) or ()) for key in LOG_ACL_KEYS}}
+    write_atomically(log_acl_file(conf, topology_id), json.dumps(acl, sort_keys=True).encode(), 0o644)
+
+
+def read_log_acl(conf: Mapping[str, Any], topology_id: str) -> tuple[str, dict[str, Any]]:
+    """The owner and ACL conf :func:`write_log_acl` wrote; ("", {}) when none was (only admins may read)."""
+    try:
+        acl = json.loads(log_acl_file(conf, topology_id).read_text())
+    except (OSError, ValueError):
+        return "", {}
+    return str(acl.get("owner") or ""), {key: acl.get(key) or [] for key in LOG_ACL_KEYS}
+
+
 #: In a worker's directory under :func:`workers_dir`: what the worker itself writes (its user's, when
 #: ``supervisor.run.worker.as.user`` runs it as its topology's owner).
 HEARTBEATS = "heartbeats"

@@ -3,7 +3,9 @@
 Nimbus's TLS listener (``nimbus.thrift.tls.port``) and Squall's clients (``nimbus.thrift.client.use.tls``) both
 present a certificate and check the other's against a truststore of CA certificates, as Storm 2.7's mTLS does;
 the files are PEM (certificate chain and private key in one file), not Java keystores. A client's principal is
-its certificate's subject common name. Every problem with a file is a :class:`~squall.config.ConfigError` that
+its certificate's subject common name. The UI and the logviewer serve HTTPS from the same kind of files
+(``ui.https.*``, ``logviewer.https.*``, Storm's keys), asking for client certificates as Storm's
+``*.https.want.client.auth`` / ``need.client.auth`` say. Every problem with a file is a :class:`~squall.config.ConfigError` that
 names the key to fix.
 
     server = make_server(handler, "0.0.0.0", 6067, ssl_context=server_context(conf))
@@ -19,7 +21,7 @@ from typing import Any
 
 from squall.config import ConfigError
 
-__all__ = ["client_context", "principal", "server_context"]
+__all__ = ["client_context", "https_context", "principal", "server_context"]
 
 _SERVER, _CLIENT = "nimbus.thrift.tls.server", "nimbus.thrift.tls.client"
 
@@ -45,6 +47,26 @@ def client_context(conf: Mapping[str, Any]) -> ssl.SSLContext | None:
     return context
 
 
+def https_context(conf: Mapping[str, Any], daemon: str) -> ssl.SSLContext | None:
+    """What ``daemon`` ("ui" or "logviewer") serves HTTPS with: None unless ``{daemon}.https.port`` is set; else
+    its certificate, and client certificates required (``need.client.auth``), checked when given
+    (``want.client.auth``) or not asked for, against ``{daemon}.https.truststore.path``::
+
+        https_context({"ui.https.port": 8443, "ui.https.keystore.path": "ui.pem", ...}, "ui")
+    """
+    prefix = f"{daemon}.https"
+    if conf.get(f"{prefix}.port") is None:
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if conf.get(f"{prefix}.need.client.auth"):
+        context.verify_mode = ssl.CERT_REQUIRED
+    elif conf.get(f"{prefix}.want.client.auth"):
+        context.verify_mode = ssl.CERT_OPTIONAL
+    _load(context, conf, prefix, trust=context.verify_mode != ssl.CERT_NONE)
+    return context
+
+
 def principal(peer_certificate: Mapping[str, Any] | None) -> str:
     """The principal of a verified peer certificate (``SSLSocket.getpeercert()``): its subject's common name;
     "" for none."""
@@ -55,17 +77,20 @@ def principal(peer_certificate: Mapping[str, Any] | None) -> str:
     return ""
 
 
-def _load(context: ssl.SSLContext, conf: Mapping[str, Any], prefix: str) -> None:
+def _load(context: ssl.SSLContext, conf: Mapping[str, Any], prefix: str, trust: bool = True) -> None:
     keystore, truststore = f"{prefix}.keystore.path", f"{prefix}.truststore.path"
-    for key in (keystore, truststore):
+    what = "HTTPS" if ".https" in prefix else "Thrift over TLS"
+    for key in (keystore, truststore) if trust else (keystore,):
         if not conf.get(key):
-            raise ConfigError(f"{key} is not set: Thrift over TLS needs it (a PEM file)")
+            raise ConfigError(f"{key} is not set: {what} needs it (a PEM file)")
     try:
         # Without a password, an encrypted key fails here instead of OpenSSL prompting on the terminal.
         context.load_cert_chain(conf[keystore], password=conf.get(f"{prefix}.keystore.password") or (lambda: ""))
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"{keystore}: cannot load {conf[keystore]} ({exc}); it must be a PEM file holding the "
                           "certificate and its private key") from None
+    if not trust:
+        return
     try:
         context.load_verify_locations(cafile=conf[truststore])
     except (OSError, ssl.SSLError) as exc:

@@ -27,7 +27,8 @@ from squall import __version__
 from squall.config import without_secrets
 from squall.environment import user_code_environment
 from squall.local_state import (
-    code_dir, log_dir, read_task_beats, stormdist_dir, task_beats_file, worker_log_name, workers_dir, write_atomically,
+    CODE_FILES, code_dir, log_dir, read_task_beats, stormdist_dir, task_beats_file, worker_log_name, workers_dir,
+    write_atomically, write_log_acl,
 )
 from squall.nimbus_client import nimbus_client
 from squall.thrift import from_bytes, storm
@@ -322,6 +323,7 @@ class Supervisor:
         environment = self._environment(spec.code)
         if environment is None or environment.state is not EnvState.READY:
             return  # building: a sync follows its end; failed: reported (see _unprepared), retried later
+        self._write_log_acl(spec)
         self._hand_code_over(spec.topology_id, spec.version)
         worker_id = new_worker_id()
         env = self._worker_environment(user)
@@ -335,6 +337,17 @@ class Supervisor:
             env=env, user=user)
         log.info("worker launched", topology_id=spec.topology_id, port=port, worker_id=worker_id, pid=record.pid,
                  version=spec.version, user=user.name if user else None)
+
+    def _write_log_acl(self, spec: WorkerSpec) -> None:
+        """Tell this host's logviewer who may read the worker's log: the topology's owner and its conf's
+        topology.users/groups, logs.users/groups."""
+        base = self.zk.read(paths.topology(spec.topology_id), StormBase)
+        conf_file = code_dir(self.conf, spec.topology_id, spec.version) / CODE_FILES["conf"]
+        try:
+            topology_conf = json.loads(conf_file.read_text())
+        except (OSError, ValueError):
+            topology_conf = {}  # its log stays readable by admins only
+        write_log_acl(self.conf, spec.topology_id, base.owner if base is not None else "", topology_conf)
 
     def _worker_environment(self, user: WorkerUser | None) -> dict[str, str]:
         env = user_code_environment(os.environ, self.conf["supervisor.worker.env.allow"])

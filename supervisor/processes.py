@@ -24,6 +24,8 @@ from squall.local_state import HEARTBEATS, read_worker_file
 from supervisor.runas import WorkerUser, hand_over
 
 
+#: How long a SIGKILLed worker may take to be gone (it is at once unless the host is too busy to run the kill).
+KILLED_EXIT_SECS = 5.0
 #: Beside a worker's record: an operator asked for it to stop (see :meth:`WorkerProcesses.stop_on_request`).
 STOP_REQUESTED = "stop-requested"
 
@@ -142,18 +144,23 @@ class WorkerProcesses:
         return (self.root / worker_id / STOP_REQUESTED).exists()
 
     def kill(self, record: WorkerRecord, grace_secs: float) -> None:
-        """SIGTERM the worker's process group, SIGKILL after ``grace_secs``, then forget it."""
+        """SIGTERM the worker's process group, SIGKILL after ``grace_secs`` (and wait, up to
+        :data:`KILLED_EXIT_SECS`, for the kill to land: a busy host may not run it at once), then forget it."""
         if self.alive(record):
             self._signal(record, signal.SIGTERM)
-            deadline = time.monotonic() + grace_secs
-            while self.alive(record) and time.monotonic() < deadline:
-                time.sleep(0.05)  # waiting on another process's exit; there is no event to wait on
+            self._wait_gone(record, grace_secs)
             if self.alive(record):
                 self._signal(record, signal.SIGKILL)
+                self._wait_gone(record, KILLED_EXIT_SECS)
         child = self._children.pop(record.worker_id, None)
         if child is not None:
             child.wait()
         shutil.rmtree(self.root / record.worker_id, ignore_errors=True)
+
+    def _wait_gone(self, record: WorkerRecord, secs: float) -> None:
+        deadline = time.monotonic() + secs
+        while self.alive(record) and time.monotonic() < deadline:
+            time.sleep(0.05)  # waiting on another process's exit; there is no event to wait on
 
     @staticmethod
     def _signal(record: WorkerRecord, sig: signal.Signals) -> None:

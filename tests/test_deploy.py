@@ -188,7 +188,7 @@ def test_the_secure_profile_mounts_its_conf_and_certificates_and_gives_each_daem
     result = secure_compose({"SQUALL_ZK_PASSWORD": "s3cret"})
     assert result.returncode == 0, result.stderr
     services = yaml.safe_load(result.stdout)["services"]
-    for name in ("nimbus", *SUPERVISORS, "ui"):
+    for name in ("nimbus", *SUPERVISORS, "ui", "logviewer-1", "logviewer-2"):
         by_target = mounts(services[name])
         assert by_target["/etc/squall/storm.yaml"] == (str(SECURE_CONF), True)
         assert by_target["/etc/squall/certs"] == (str(REPO / "deploy" / "docker" / "certs"), True)
@@ -198,6 +198,12 @@ def test_the_secure_profile_mounts_its_conf_and_certificates_and_gives_each_daem
     assert "6067" in " ".join(services["nimbus"]["healthcheck"]["test"]), "healthy once the TLS port answers"
     assert parse_override(services["ui"]["command"][1]) == (
         "nimbus.thrift.tls.client.keystore.path", "/etc/squall/certs/squall-ui.pem")
+    conf = load_config(SECURE_CONF, env={})
+    for name, daemon in (("ui", "ui"), ("supervisor-1", "logviewer"), ("supervisor-2", "logviewer")):
+        https = conf[f"{daemon}.https.port"]  # the logviewers share their supervisor's network, and its ports
+        assert any(str(p["target"]) == str(https) for p in services[name]["ports"]), name
+    for name in ("ui", "logviewer-1", "logviewer-2"):
+        assert "8443" in " ".join(services[name]["healthcheck"]["test"]), f"{name}: healthy once HTTPS answers"
 
 
 def test_the_secure_profile_wants_the_zookeeper_password_set() -> None:
@@ -214,3 +220,10 @@ def test_the_secure_conf_turns_every_part_on_with_the_certificates_make_certs_ma
     certs = {Path(conf[k]).name for k in conf if k.startswith("nimbus.thrift.tls.") and k.endswith(".path")}
     assert certs == {"ca.pem", "nimbus.pem", "squall-daemons.pem"}
     assert conf["nimbus.supervisor.users"] == ["squall-daemons"]
+    assert conf["nimbus.impersonation.users"] == ["squall-ui"]
+    header = SECURE_COMPOSE_FILE.read_text()
+    for daemon in ("ui", "logviewer"):  # HTTPS with client certificates only, from certificates the header makes
+        assert conf[f"{daemon}.https.need.client.auth"] is True
+        assert Path(conf[f"{daemon}.https.truststore.path"]).name == "ca.pem"
+        assert Path(conf[f"{daemon}.https.keystore.path"]).name == f"{daemon}.pem"
+        assert f"deploy/make-certs.sh $d server {daemon} " in header

@@ -3,6 +3,7 @@ in a worker can see of the daemons' credentials, and Thrift over mutual TLS only
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -25,6 +26,7 @@ from thriftpy2.rpc import make_client
 from thriftpy2.transport import TFramedTransportFactory, TTransportException
 
 from processcluster import REPO, ProcessCluster
+from squall.cli.logs import logs
 from squall.devzk import free_port
 from squall.dsl import Topology
 from squall.local_state import stormdist_dir
@@ -36,9 +38,11 @@ from squall.zk import paths
 from squall.zk.client import ZkClient, connect_string
 from squall.zk.errors import record_task_error
 from squall.zk.records import TaskError, TopologyTasks
+from logviewer.server import LogviewerServer
 from supervisor.venvs import environments_dir
 from scenarios import counted_word_count, final_counts
 from support import listening, make_certs, python_for_other_users, tls_conf, wait_until
+from test_ui_auth import https_client, https_conf
 from topologies import Paced, Snoop, Spy, read_records
 from worker.wire import Greeting, WireBatch, hello
 
@@ -127,12 +131,14 @@ def _znodes_under(zk: KazooClient, path: str = "/") -> list[str]:
 
 
 @pytest.mark.slow  # a process cluster, a word count and a gray upgrade: about a minute
-def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path) -> None:
+def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path,
+                                       capsysbinary: pytest.CaptureFixture[bytes]) -> None:
     """Every part of the secure profile at once: Thrift over mutual TLS only, the simple authorizer, ZooKeeper
     digests. Alice's word count reaches its exact counts and her gray upgrade completes (old and new workers
     authenticating to each other with the topology's transfer secret); bob may neither kill nor upgrade it
     (AuthorizationException), the admin may kill it; an anonymous ZooKeeper session can write no Squall znode;
-    a forged connection to a worker's port is refused and delivers nothing."""
+    a forged connection to a worker's port is refused and delivers nothing; the supervisor host's logviewer over
+    HTTPS serves alice's worker log to her and not to bob."""
     certs = make_certs(tmp_path / "certs", "squall-daemons", "alice", "bob", "ops")
     secure = _secure_profile(certs)
     records = tmp_path / "records"
@@ -156,6 +162,23 @@ def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path) 
         topology_id = submit_topology(as_("alice"), topology, package=package("v1"), zk=cluster.zk)
         wait_until(lambda: final_counts(records) == expected, 90, "exact counts")
         first_run = len(read_records(records, "seen"))
+        # The supervisor host's logviewer over HTTPS: alice's worker log is hers, not bob's.
+        logviewer = LogviewerServer({**cluster.conf, "storm.local.dir": str(cluster.root / "sup"),
+                                     **https_conf(certs, "logviewer")}).start()
+        stack.callback(logviewer.stop)
+        with https_client(certs, logviewer.port, "alice") as alice_reads, \
+                https_client(certs, logviewer.port, "bob") as bob_reads:
+            (log_name, *_) = alice_reads.get("/api/v1/listLogs", params={"topoId": topology_id}).json()
+            assert "worker runtime started" in alice_reads.get("/api/v1/read", params={"file": log_name}).text
+            assert bob_reads.get("/api/v1/read", params={"file": log_name}).status_code == 403
+            assert bob_reads.get("/api/v1/listLogs").json() == []
+        for reader, code in (("alice", 0), ("bob", 1)):  # storm logs over HTTPS, with the reader's certificate
+            capsysbinary.readouterr()
+            assert logs({**as_(reader), "logviewer.https.port": logviewer.port},
+                        argparse.Namespace(name="wordcount", component=None, follow=False, bytes=4096)) == code
+            printed = capsysbinary.readouterr()
+            assert (b"==> 127.0.0.1:" in printed.out) == (reader == "alice"), printed
+            assert (b"answered 403" in printed.err) == (reader == "bob"), printed
         with nimbus_client(as_("bob")) as bob:
             assert [t.owner for t in bob.getClusterInfo().topologies] == ["alice"]
             with pytest.raises(storm.AuthorizationException, match="'bob' may not killTopology"):

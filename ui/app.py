@@ -2,6 +2,13 @@
 :mod:`ui.source` (nimbus) to :mod:`ui.shapes` (Storm's JSON), and the HTML pages (:mod:`ui.pages`) made
 from the same JSON.
 
+Who may see and do what (README "Security"): over HTTPS (``ui.https.*``) a request's user is its client
+certificate's common name; with ``nimbus.authorizer`` on, a request without one is refused (403), a topology's
+pages and REST GETs are for whoever nimbus's ACLs let read it (its owner, ``topology.users``/``groups``,
+``nimbus.admins``) and its actions for whoever they let do them, else 403 naming the user and the operation.
+The UI asks nimbus with its own certificate, which nimbus lets act for others only when it is listed in
+``nimbus.impersonation.users``. Without an authorizer everyone may do everything, as before.
+
 API errors are JSON in Storm's shape (``{"error": "404 Not Found", "errorMessage": ...}``), a page's an
 HTML page with the same status and message: an unknown
 topology or component is 404, a bad parameter or a request nimbus refuses as invalid 400, nimbus down or
@@ -14,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import structlog
 from starlette.applications import Starlette
@@ -24,8 +32,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from thriftpy2.thrift import TApplicationException
 
+from nimbus.authorizer import Authorizer
 from squall.clock import Clock, RealClock
-from squall.httpd import error_body
+from squall.httpd import error_body, http_principal, identified
 from squall.thrift import storm
 from ui import metrics, pages, shapes
 from ui.openapi import document
@@ -41,8 +50,9 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
         app = create_app(load_config())        # serve with uvicorn, or test with starlette.testclient
     """
     source = source or NimbusSource(conf)
+    identify = Authorizer(conf).enabled  # users are their certificates: anonymous ones and other sites refused
     clock = clock or RealClock()
-    logs = conf.get("logviewer.port")  # each worker's log is on the logviewer of its host, at this port
+    logs = shapes.logviewer_port_of(conf)  # each worker's log is on the logviewer of its host, at this port
 
     def now() -> int:
         return int(clock.time())
@@ -73,21 +83,28 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
     async def topology_page(request: Request) -> Response:
         window, sys = window_and_sys(request.query_params)
         parts = await ask(source.topology, request.path_params["id"])
+        parts.check(http_principal(request.scope), "getTopology")
         return reply(request, shapes.topology_page(parts.info, parts.topology, parts.conf, now_secs=now(),
                                                  window=window, sys=sys, logviewer_port=logs))
 
     async def component_page(request: Request) -> Response:
         window, sys = window_and_sys(request.query_params)
         parts = await ask(source.topology, request.path_params["id"])
+        parts.check(http_principal(request.scope), "getTopology")
         return reply(request, shapes.component_page(parts.info, parts.topology, request.path_params["component"],
                                                   now_secs=now(), window=window, sys=sys, logviewer_port=logs))
 
-    def action(operation: str, prepare: Callable[[Request, bytes], NimbusCall]) -> Callable[..., Any]:
-        """A POST route: the request is checked first, then nimbus is called with the topology's name."""
+    def action(operation: str, prepare: Callable[[Request, bytes], NimbusCall], nimbus_operation: str = ""
+               ) -> Callable[..., Any]:
+        """A POST route: the request is checked first, then whether its user may (``nimbus_operation``, as
+        nimbus's ACLs name it), then nimbus is called with the topology's name."""
         async def run(request: Request) -> JSONResponse:
             topology_id = request.path_params["id"]
+            if identify and not same_origin(request):
+                raise HTTPException(403, f"{operation} from another site's page ({request.headers['origin']}) is "
+                                         "refused: a browser presents the user's certificate to any page's request")
             call = prepare(request, await request.body())
-            await ask(source.operate, topology_id, call)
+            await ask(source.operate, topology_id, call, http_principal(request.scope), nimbus_operation or operation)
             log.info("topology action", operation=operation, topology_id=topology_id)
             return JSONResponse(shapes.operation_body(topology_id, operation))
         return run
@@ -106,12 +123,20 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
         Route("/api/v1/topology/{id}/activate", action("activate", _activate), methods=["POST"]),
         Route("/api/v1/topology/{id}/deactivate", action("deactivate", _deactivate), methods=["POST"]),
         Route("/api/v1/topology/{id}/rebalance/{wait_time}", action("rebalance", _rebalance), methods=["POST"]),
-        Route("/api/v1/topology/{id}/kill/{wait_time}", action("kill", _kill), methods=["POST"]),
+        Route("/api/v1/topology/{id}/kill/{wait_time}", action("kill", _kill, "killTopology"), methods=["POST"]),
         Route("/api/v1/openapi.json", lambda _request: JSONResponse(openapi)),
         *pages.routes(source, ask, now, logs),
         metrics.route(source, ask),
     ]
-    return Starlette(routes=routes, exception_handlers=_ERRORS)
+    return Starlette(routes=routes, exception_handlers=_ERRORS, middleware=[identified(identify)])
+
+
+def same_origin(request: Request) -> bool:
+    """Whether a request comes from the UI's own pages or from a tool: browsers send ``Origin`` with every
+    cross-site POST, tools (curl, streamparse) none; a page of another site could otherwise make the browser
+    act with its user's client certificate (cross-site request forgery)."""
+    origin = request.headers.get("origin")
+    return origin is None or urlsplit(origin).netloc == request.headers.get("host")
 
 
 def reply(request: Request, body: Any) -> Response:
@@ -180,7 +205,7 @@ _ERRORS: dict[Any, Callable[[Request, Exception], Any]] = {
     shapes.UnknownSupervisor: _failure(404),
     BadRequest: _failure(400),
     storm.InvalidTopologyException: _failure(400, lambda e: e.msg),
-    storm.AuthorizationException: _failure(401, lambda e: e.msg),
+    storm.AuthorizationException: _failure(403, lambda e: e.msg),
     NimbusUnreachable: _failure(503),
     TApplicationException: _failure(500, lambda e: f"nimbus error: {e.message}"),
     Exception: _failure(500, lambda e: f"{type(e).__name__}: {e}"),

@@ -139,9 +139,14 @@ def _error(description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": ref("Error")}}}
 
 
+#: With nimbus.authorizer on (README "Security"): what is refused, and to whom.
+FORBIDDEN = _error("nimbus.authorizer is on and the request has no client certificate, comes from another "
+                   "site's page, or its user may not do this to the topology (the message names both)")
+
+
 def _get(summary: str, schema: str, parameters: Sequence[dict[str, Any]] = (), *,
          missing: str = "") -> dict[str, Any]:
-    responses = {"200": _ok(summary, schema), "503": _error("nimbus is down, leaderless or too slow"),
+    responses = {"200": _ok(summary, schema), "503": _error("nimbus is down, leaderless or too slow"), "403": FORBIDDEN,
                  "400": _error("a callback that is not a function name" + (", or a window nimbus does not keep"
                                                                            if missing else ""))}
     if missing:
@@ -155,6 +160,7 @@ def _post(summary: str, parameters: list[dict[str, Any]], body: dict[str, Any] |
         "responses": {"200": {"description": "nimbus accepted it",
                               "content": {"application/json": {"schema": ref("Operation")}}},
                       "400": _error("a bad wait-time or body, or nimbus refused the change"),
+                      "403": FORBIDDEN,
                       "404": _error("no topology has that id"),
                       "503": _error("nimbus is down, leaderless or too slow")}}
     if body is not None:

@@ -17,7 +17,7 @@ from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from squall.httpd import error_body
+from squall.httpd import error_body, http_principal
 from squall.stats import ALL_TIME, WINDOWS
 from ui import graph, shapes
 from ui.params import SYS_ON, window_and_sys
@@ -96,11 +96,13 @@ def routes(source: NimbusSource, ask: Ask, now: Callable[[], int], logviewer_por
     async def topology(request: Request) -> Mapping[str, Any]:
         window, sys = window_and_sys(request.query_params)
         parts = await ask(source.topology, request.path_params["id"])
+        parts.check(http_principal(request.scope), "getTopology")
         return topology_view(parts, now_secs=now(), window=window, sys=sys, logviewer_port=logviewer_port)
 
     async def component(request: Request) -> Mapping[str, Any]:
         window, sys = window_and_sys(request.query_params)
         parts = await ask(source.topology, request.path_params["id"])
+        parts.check(http_principal(request.scope), "getTopology")
         return {"component": shapes.component_page(parts.info, parts.topology, request.path_params["component"],
                                                    now_secs=now(), window=window, sys=sys,
                                                    logviewer_port=logviewer_port)}

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from squall.clock import Clock
-from squall.httpd import HttpServer
+from squall.httpd import HttpServer, daemon_address
 from ui.app import create_app
 
 
@@ -17,9 +17,11 @@ class UiServer(HttpServer):
         print(f"http://127.0.0.1:{server.port}/api/v1/cluster/summary")
         server.stop()
 
-    A stop waits for requests in flight at most as long as one waits on nimbus.
+    A stop waits for requests in flight at most as long as one waits on nimbus. With ``ui.https.port`` it serves
+    HTTPS there instead (:func:`squall.httpd.daemon_address`).
     """
 
     def __init__(self, conf: Mapping[str, Any], clock: Clock | None = None) -> None:
-        super().__init__(create_app(conf, clock=clock), conf["ui.host"], conf["ui.port"], name="ui", title="the UI",
-                         keys="ui.host, ui.port", grace_secs=float(conf["ui.nimbus.timeout.secs"]))
+        host, port, keys, tls = daemon_address(conf, "ui")
+        super().__init__(create_app(conf, clock=clock), host, port, name="ui", title="the UI", keys=keys,
+                         grace_secs=float(conf["ui.nimbus.timeout.secs"]), tls=tls)

@@ -20,7 +20,8 @@ Nimbus keeps Storm's four windows (:data:`WINDOWS`: the last 10 minutes, 3 hours
 by :mod:`nimbus.windows`); ``topologyStats``, ``spoutSummary`` and ``boltStats`` list all four, as Storm's do,
 and the other tables show the window asked for. What Squall does not know is left out rather than invented: resources
 (``schedulerDisplayResource`` is false, as in Storm's default) and a topology's replication count. A worker's log link (``workerLogLink``, ``errorWorkerLogLink``) opens its log
-on the logviewer of its host, at the UI's ``logviewer.port``, as Storm's UI links them; without a port (or
+on the logviewer of its host, at the UI's ``logviewer.port`` (``https://`` at ``logviewer.https.port`` when that
+is set), as Storm's UI links them; without a port (or
 for an error with no worker) it is ``""``, Storm's value for "no link", as are the daemons' own log links
 (``nimbusLogLink``, ``logLink``): the logviewer serves worker logs only.
 """
@@ -97,17 +98,31 @@ def encoded(ident: str) -> str:
     return quote(ident, safe="")
 
 
+class HttpsPort(int):
+    """A logviewer port served over HTTPS (``logviewer.https.port``): its links are ``https://``."""
+
+
+def logviewer_port_of(conf: Mapping[str, Any]) -> int | None:
+    """Where the UI links worker logs: ``logviewer.https.port`` (as an :class:`HttpsPort`) when set, else
+    ``logviewer.port``."""
+    https = conf.get("logviewer.https.port")
+    return HttpsPort(https) if https is not None else conf.get("logviewer.port")
+
+
 def worker_log_link(logviewer_port: int | None, host: str | None, port: int | None, topology_id: str) -> str:
     """The page of a worker's log on its host's logviewer, or ``""`` (no link) without a logviewer port or a
     worker.
 
     >>> worker_log_link(8000, "h1", 6700, "wc-1-1700000000")
     'http://h1:8000/api/v1/log?file=wc-1-1700000000-worker-6700.log'
+    >>> worker_log_link(HttpsPort(8443), "h1", 6700, "wc-1-1700000000")
+    'https://h1:8443/api/v1/log?file=wc-1-1700000000-worker-6700.log'
     """
     if not logviewer_port or not host or port is None:
         return NO_LINK
     where = f"[{host}]" if ":" in host else host  # an IPv6 address
-    return f"http://{where}:{logviewer_port}/api/v1/log?file={encoded(worker_log_name(topology_id, port))}"
+    scheme = "https" if isinstance(logviewer_port, HttpsPort) else "http"
+    return f"{scheme}://{where}:{logviewer_port}/api/v1/log?file={encoded(worker_log_name(topology_id, port))}"
 
 
 def operation_body(topology_id: str, operation: str) -> dict[str, str]:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from thriftpy2.thrift import TClient
 from thriftpy2.transport import TTransportException
 
+from nimbus.authorizer import Authorizer, TopologyAcl
 from squall.config import redact
 from squall.nimbus_client import nimbus_client
 from squall.thrift import NimbusUnavailable, storm
@@ -34,6 +35,13 @@ class TopologyParts:
     info: Any
     topology: Any
     conf: Mapping[str, Any]
+    #: Nimbus's ACLs (from nimbus's own conf, never the topology's): who may read or operate it.
+    access: Authorizer = field(default_factory=lambda: Authorizer({}))
+
+    def check(self, principal: str, operation: str) -> None:
+        """``AuthorizationException`` unless the HTTP user ``principal`` may do ``operation`` on this topology
+        (its owner, ``topology.users``/``groups``, admins; anyone when nimbus has no authorizer)."""
+        self.access.check(principal, operation, TopologyAcl(self.info.id, self.info.owner or "", self.conf))
 
 
 class NimbusSource:
@@ -85,15 +93,22 @@ class NimbusSource:
     def topology(self, topology_id: str) -> TopologyParts:
         """``NotAliveException`` when nimbus has no topology of that id."""
         with self._nimbus() as nimbus:
-            info = nimbus.getTopologyInfo(topology_id)
-            conf = {**json.loads(nimbus.getNimbusConf()), **json.loads(nimbus.getTopologyConf(topology_id))}
-            return TopologyParts(info, nimbus.getTopology(topology_id), redact(conf))
+            info, cluster_conf = nimbus.getTopologyInfo(topology_id), json.loads(nimbus.getNimbusConf())
+            conf = {**cluster_conf, **json.loads(nimbus.getTopologyConf(topology_id))}
+            return TopologyParts(info, nimbus.getTopology(topology_id), redact(conf), Authorizer(cluster_conf))
 
-    def operate(self, topology_id: str, call: Callable[[TClient, str], None]) -> None:
+    def operate(self, topology_id: str, call: Callable[[TClient, str], None], principal: str = "",
+                operation: str = "") -> None:
         """Run ``call(nimbus, name)`` on the topology of that id: nimbus's actions take names, Storm's REST API
-        ids. ``NotAliveException`` when no topology has that id."""
+        ids. ``NotAliveException`` when no topology has that id; ``AuthorizationException`` when nimbus has an
+        authorizer and its ACLs do not let the HTTP user ``principal`` do ``operation`` on it (the UI's own
+        principal, in ``nimbus.impersonation.users``, then acts for the user)."""
         with self._nimbus() as nimbus:
-            names = {t.id: t.name for t in nimbus.getClusterInfo().topologies}
-            if topology_id not in names:
+            topologies = {t.id: t for t in nimbus.getClusterInfo().topologies}
+            if topology_id not in topologies:
                 raise storm.NotAliveException(msg=topology_id)
-            call(nimbus, names[topology_id])
+            access = Authorizer(json.loads(nimbus.getNimbusConf()))
+            if access.enabled:
+                conf = json.loads(nimbus.getTopologyConf(topology_id))
+                access.check(principal, operation, TopologyAcl(topology_id, topologies[topology_id].owner or "", conf))
+            call(nimbus, topologies[topology_id].name)

@@ -1,5 +1,6 @@
 """``storm logs NAME [COMPONENT] [-f] [-b BYTES]``: a topology's worker logs, read over HTTP from the logviewer of
-each worker's host (``logviewer.port``), as the UI links them.
+each worker's host (``logviewer.port``), as the UI links them; over HTTPS at ``logviewer.https.port`` when that is
+set, presenting the client certificate the CLI shows nimbus (``nimbus.thrift.tls.client.*``).
 
 Nimbus says where the topology's workers run (``getTopologyInfoByName``: each executor's host and port); with
 a COMPONENT, only the workers running its tasks. Each log is printed whole (or its last BYTES) under a
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import ssl
 import sys
 import time
 import urllib.error
@@ -26,6 +28,7 @@ from squall.cli.options import positive
 from squall.local_state import worker_log_name
 from squall.names import is_system
 from squall.nimbus_client import nimbus_client
+from squall.tls import client_context
 
 #: Bytes asked for in one request (the logviewer's largest page).
 PAGE = 1 << 20
@@ -51,6 +54,7 @@ class WorkerLog:
     port: int
     components: list[str]
     url: str  # its logviewer's /api/v1/read, file included
+    tls: ssl.SSLContext | None = field(default=None, compare=False)  # for an https:// url
     offset: int | None = None  # the next byte to print; None: not read yet
     problem: str | None = field(default=None, compare=False)
 
@@ -59,9 +63,11 @@ class WorkerLog:
         return f"==> {self.host}:{self.port} ({', '.join(self.components)}) <=="
 
 
-def worker_logs(info: Any, logviewer_port: int, component: str | None = None) -> list[WorkerLog]:
+def worker_logs(info: Any, logviewer_port: int, component: str | None = None, *,
+                tls: ssl.SSLContext | None = None) -> list[WorkerLog]:
     """The logs of a ``TopologyInfo``'s workers (those running ``component``'s tasks, when given), by host and
-    port; :class:`LogsError` names the topology's components when it has no ``component``."""
+    port, over HTTPS with ``tls``; :class:`LogsError` names the topology's components when it has no
+    ``component``."""
     workers: dict[tuple[str, int], set[str]] = {}
     for e in info.executors:
         workers.setdefault((e.host, e.port), set()).add(e.component_id)
@@ -72,8 +78,8 @@ def worker_logs(info: Any, logviewer_port: int, component: str | None = None) ->
                             f"{', '.join(known) or 'none yet'}")
         workers = {w: cs for w, cs in workers.items() if component in cs}
     return [WorkerLog(host, port, sorted(c for c in components if not is_system(c)),
-                      f"http://{host}:{logviewer_port}/api/v1/read?"
-                      + urlencode({"file": worker_log_name(info.id, port)}))
+                      f"{'https' if tls else 'http'}://{host}:{logviewer_port}/api/v1/read?"
+                      + urlencode({"file": worker_log_name(info.id, port)}), tls=tls)
             for (host, port), components in sorted(workers.items())]
 
 
@@ -81,7 +87,7 @@ def _read(log: WorkerLog, start: int | None, length: int) -> tuple[bytes, int, i
     """Bytes of the log from ``start`` (None: its last ``length``): (data, where they start, the file's size)."""
     query = f"&length={length}" + (f"&start={start}" if start is not None else "")
     try:
-        with urllib.request.urlopen(log.url + query, timeout=TIMEOUT_SECS) as response:
+        with urllib.request.urlopen(log.url + query, timeout=TIMEOUT_SECS, context=log.tls) as response:
             return response.read(), int(response.headers["X-Log-Start"]), int(response.headers["X-Log-Size"])
     except urllib.error.HTTPError as exc:
         try:
@@ -90,8 +96,9 @@ def _read(log: WorkerLog, start: int | None, length: int) -> tuple[bytes, int, i
             reason = str(exc)
         raise Unreachable(f"{log.host}:{log.port}: the logviewer answered {exc.code}: {reason}") from None
     except (OSError, ValueError, TypeError) as exc:
+        key = "logviewer.https.port" if log.tls else "logviewer.port"
         raise Unreachable(f"{log.host}:{log.port}: cannot read its log from the logviewer at {log.url.split('/api')[0]} "
-                          f"(logviewer.port; is `storm logviewer` running on {log.host}?): {exc}") from None
+                          f"({key}; is `storm logviewer` running on {log.host}?): {exc}") from None
 
 
 def catch_up(log: WorkerLog, out: BinaryIO, last_header: list[str | None], first_bytes: int | None = None) -> None:
@@ -120,10 +127,12 @@ def catch_up(log: WorkerLog, out: BinaryIO, last_header: list[str | None], first
 
 def logs(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     """``storm logs NAME [COMPONENT] [-f] [-b BYTES]``."""
-    port = int(conf["logviewer.port"])
+    https = conf.get("logviewer.https.port") is not None
+    port = int(conf["logviewer.https.port" if https else "logviewer.port"])
+    tls = (client_context(conf) or ssl.create_default_context()) if https else None
     try:
         with nimbus_client(conf) as nimbus:
-            found = worker_logs(nimbus.getTopologyInfoByName(args.name), port, args.component)
+            found = worker_logs(nimbus.getTopologyInfoByName(args.name), port, args.component, tls=tls)
     except LogsError as exc:
         print(f"storm logs: {exc}", file=sys.stderr)
         return 1
