@@ -35,7 +35,7 @@ from squall.component import Bolt, Component, Spout, TopologyContext, attach, de
 from squall.names import RESERVED_PREFIX
 from squall.topology import (ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM, ACKER,
                              HEARTBEAT_STREAM)
-from squall.tuple import Fields, Tuple, TupleBatch, tick_tuple
+from squall.tuple import Fields, Piece, Tuple, TupleBatch, tick_tuple
 from squall.zk.records import ComponentType, TaskBeat, TaskStats
 from worker.tracking import SpoutPending
 from worker.grouping import constant_targets, make_grouper
@@ -504,6 +504,21 @@ class Executor:
                     part.append(values)
         return by_target.items()
 
+    def _emit_pieces(self, rows: list[tuple[Any, ...]], stream: str, out: StreamOut, direct_task: int | None,
+                     root: int) -> int:
+        """``rows`` in ``root``'s tree as one :class:`~squall.tuple.Piece` per target task (one batch, one random
+        edge each, never extended by later emits); returns the XOR of the edges (0: sent nowhere)."""
+        parts, init = list(self._parts(rows, out, direct_task)), 0
+        shared = len(parts) > 1 and parts[0][1] is parts[-1][1]  # every target gets ``rows`` itself: copies
+        component, task, add, fields = self.component, self.task, self._outbox.add, out.fields
+        for target, part in parts:
+            if part:
+                edge = _bits(64) or 1
+                init ^= edge
+                add(target, TupleBatch(list(part) if shared else part, fields, component, stream, task,
+                                       piece=Piece(root, edge, len(part))))
+        return init
+
     # -- timers, heartbeats, errors --------------------------------------------------------------
 
     def _heartbeat(self, now: float) -> None:
@@ -744,16 +759,11 @@ class SpoutExecutor(Executor):
 
     def _emit_tree(self, rows: list[tuple[Any, ...]], stream: str, out: StreamOut, direct_task: int | None,
                    msg_id: Any) -> None:
-        """``rows`` as one tuple tree: one root and one pending entry for the batch, an edge per row and target.
-        The acker gets one init, and a bolt that settles the batch whole sends one ack (``_settle_columns``)."""
-        root, init = next(self._roots), 0
-        for target, part in self._parts(rows, out, direct_task):
-            edges = _edges(len(part))
-            batch = self._batch_for(target, stream, out, ROOTS)
-            batch.rows.extend(part)
-            batch.ids.extend(edges)  # type: ignore[union-attr]
-            batch.roots.extend(repeat(root, len(part)))  # type: ignore[union-attr]
-            init ^= reduce(xor, edges, 0)
+        """``rows`` as one tuple tree: one root and one pending entry for the batch, and one edge per target task:
+        the rows each target gets are one :class:`~squall.tuple.Piece` (one batch, one edge), so the init is the
+        XOR of a few edges, and a bolt that settles the piece whole acks it with one value (``_settle_rest``)."""
+        root = next(self._roots)
+        init = self._emit_pieces(rows, stream, out, direct_task, root)
         owner = self._root_owner
         self._acks.roots[owner].append(root)
         self._acks.values[owner].append(init)  # 0 (sent nowhere): the acker acks it at once
@@ -1024,6 +1034,11 @@ class BoltExecutor(Executor):
             out.emitted += len(rows)
             self._emit_plain(rows, stream, out, None)
             return
+        piece = inputs.piece
+        if piece is not None and piece.left > 0 and not inputs._views:  # inputs of one piece, none settled yet
+            out.emitted += len(rows)  # the outputs are pieces of its tree, acked with the input piece
+            piece.fold ^= self._emit_pieces(rows, stream, out, None, piece.root)
+            return
         positions = range(len(rows)) if index is None else index
         if inputs.roots is None or inputs._views:  # several roots per input, or views made: per row
             for values, i in zip(rows, positions):
@@ -1070,6 +1085,14 @@ class BoltExecutor(Executor):
         roots = tup._anchors
         if roots and self._n_ackers:
             ack_val, n, acks = tup._ack_val, self._n_ackers, self._acks
+            if isinstance(roots, Piece):  # a row of a spout batch's piece: the piece acks with its last row
+                tup._anchors = roots.settled
+                value = roots.settle(ack_val)
+                if value is not None:
+                    for root in roots:
+                        acks.roots[root % n].append(root)
+                        acks.values[root % n].append(value)
+                return
             for root, edge in roots.items():
                 acks.roots[root % n].append(root)
                 acks.values[root % n].append(edge ^ ack_val)
@@ -1081,7 +1104,11 @@ class BoltExecutor(Executor):
         if self._batch is not None:
             self._settled.add(id(tup))
         if tup._anchors and self._n_ackers:
-            n, fails = self._n_ackers, self._acks.fails
+            n, fails, piece = self._n_ackers, self._acks.fails, tup._anchors
+            if isinstance(piece, Piece):
+                tup._anchors = piece.settled
+                if not piece.fail():  # its piece failed the root already
+                    return
             for root in tup._anchors:
                 fails[root % n].append(root)
 
@@ -1146,6 +1173,9 @@ class BoltExecutor(Executor):
 
     def _settle_rest(self, batch: TupleBatch, *, failed: bool) -> None:
         views, settled = batch._views or {}, self._settled
+        if batch.piece is not None and self._n_ackers:
+            self._settle_piece(batch, batch.piece, views, failed)
+            return
         if batch.tracked and self._n_ackers and not views and batch.roots is not None:
             self._settle_columns(batch, failed)
             return
@@ -1168,6 +1198,30 @@ class BoltExecutor(Executor):
             stats.acked += rest
         if self._keyed_inputs:
             (stats.failed_by if failed else stats.acked_by)[f"{batch.component}:{batch.stream}"] += rest
+
+    def _settle_piece(self, batch: TupleBatch, piece: Piece, views: dict[int, Tuple], failed: bool) -> None:
+        """Ack or fail the rows of a piece batch the bolt did not settle, in O(1) plus its views: one ack (the
+        piece's edge XOR what was anchored to its rows) once no row is left, or one fail for the root."""
+        ack_val, done = 0, 0
+        for view in views.values():
+            if view._anchors is piece:
+                ack_val ^= view._ack_val
+                view._anchors = piece.settled
+            else:
+                done += 1  # settled by the bolt (stats counted there)
+        rows, stats, n, root = len(batch) - done, self.stats, self._n_ackers, piece.root
+        if failed:
+            stats.failed += rows
+            if piece.fail():
+                self._acks.fails[root % n].append(root)
+        else:
+            stats.acked += rows
+            value = piece.settle(ack_val, rows)
+            if value is not None:
+                self._acks.roots[root % n].append(root)
+                self._acks.values[root % n].append(value)
+        if self._keyed_inputs:
+            (stats.failed_by if failed else stats.acked_by)[f"{batch.component}:{batch.stream}"] += rows
 
     def _settle_columns(self, batch: TupleBatch, failed: bool) -> None:
         """Ack or fail every row of a batch no view was made of, from its columns: each tracked row has one
