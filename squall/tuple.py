@@ -77,15 +77,15 @@ class Piece(dict):
     __slots__ = ("root", "edge", "left", "fold", "settled")
 
     def __init__(self, root: int, edge: int, rows: int) -> None:
-        super().__init__(((root, 0),))
+        self[root] = 0
         self.root = root
         self.edge = edge
         #: Rows not yet acked or failed; -1 once the piece failed (then nothing more is acked).
         self.left = rows
         #: XOR of the edges emitted anchored to its rows (their ``ackVal``), acked with the last row.
         self.fold = 0
-        #: The anchors of its rows once settled.
-        self.settled: Piece = _Settled(root) if type(self) is Piece else self
+        #: The anchors of its rows once settled (made when a first row is settled on its own).
+        self.settled: Piece | None = None
 
     def settle(self, ack_val: int, rows: int = 1) -> int | None:
         """``rows`` rows acked, with ``ack_val`` the XOR of what was emitted anchored to them; the value to ack
@@ -103,6 +103,20 @@ class Piece(dict):
         self.left = -1
         return True
 
+    def ack_row(self, row: Tuple) -> int | None:
+        """:meth:`settle` of one row, whose anchors become :attr:`settled` (a second ack is told apart)."""
+        row._anchors = self.settled or self._settled()
+        return self.settle(row._ack_val)
+
+    def fail_row(self, row: Tuple) -> bool:
+        """:meth:`fail` of one row, whose anchors become :attr:`settled`."""
+        row._anchors = self.settled or self._settled()
+        return self.fail()
+
+    def _settled(self) -> Piece:
+        settled = self.settled = _Settled(self.root)
+        return settled
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(root={self.root}, left={self.left})"
 
@@ -116,6 +130,7 @@ class _Settled(Piece):
 
     def __init__(self, root: int) -> None:
         super().__init__(root, 0, 0)
+        self.settled = self
 
     def settle(self, ack_val: int, rows: int = 1) -> int | None:
         return random.getrandbits(64) | 1
@@ -455,8 +470,7 @@ def stand_in(inputs: Iterable[Tuple | TupleBatch]) -> Tuple:
             if not isinstance(piece, Piece):
                 add(piece, item._ack_val)
                 continue
-            item._anchors = piece.settled  # a piece's row: the stand-in carries its share (the edge, with the last)
-            add(dict.fromkeys(piece, piece.settle(item._ack_val) or 0), 0)
+            add(dict.fromkeys(piece, piece.ack_row(item) or 0), 0)  # the row's share: the edge, with the last row
             continue
         piece = item.piece
         if piece is not None:  # the rows not yet settled, and the piece's edge with them (they are its last)
@@ -464,7 +478,7 @@ def stand_in(inputs: Iterable[Tuple | TupleBatch]) -> Tuple:
             for view in (item._views or {}).values():
                 if view._anchors is piece:
                     ack_val ^= view._ack_val
-                    view._anchors = piece.settled
+                    view._anchors = piece.settled or piece._settled()
             add(piece, piece.settle(ack_val, piece.left) or 0 if piece.left > 0 else 0)
             continue
         if item.ids is None:

@@ -628,12 +628,15 @@ class SpoutExecutor(Executor):
     while acks arrive (Storm's sleep wait strategy), so a spout ahead of its rate or reading a trickle wakes once
     per millisecond."""
 
-    #: Without ackers a step emits up to this many bursts of ``topology.transfer.batch.size`` tuples unless the
-    #: spout runs dry first, as a bolt's step takes up to ``BATCHES_PER_ROUND`` batches: each target then gets one
-    #: batch per step, and a round's fixed cost (a flush, the bolt's step, a batch object: ~10 µs, as much as a
-    #: ``next_batch`` of 100 rows) is paid once. With ackers a step is one burst: a tree's complete latency holds
-    #: its whole step and the acks of it (8 bursts took the batch API's p99 at half capacity from 5 to 11 ms).
+    #: A step emits up to this many bursts of ``topology.transfer.batch.size`` tuples unless the spout runs dry
+    #: first, as a bolt's step takes up to ``BATCHES_PER_ROUND`` batches: each target then gets one batch per step
+    #: (without ackers; a piece per burst with them), and a round's fixed cost (a flush, the bolt's step, a batch
+    #: object: ~10 µs, as much as a ``next_batch`` of 100 rows; with ackers also the init and ack messages, the
+    #: acker's step and the completions) is paid once.
     BURSTS_PER_STEP = 8
+    #: With ackers a step also ends once it has taken this long: a tree's complete latency holds its whole step
+    #: and the acks of it (8 bursts unbounded took the batch API's p99 at half capacity from 5 to 11 ms).
+    ACKED_STEP_SECS = 0.0002
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -811,14 +814,15 @@ class SpoutExecutor(Executor):
             return self._next_emit - now
         if self.env.pressure.high or not self.pending.can_emit():
             return self._idle_secs if self.env.pressure.high else self._wait(now)
-        stats, pending, idle = self.stats, self.pending, False
+        stats, pending, idle, burst = self.stats, self.pending, False, self._burst
         cap, entries = pending.max_pending, pending.entries
+        # With ackers a step also ends after ACKED_STEP_SECS: a tree's complete latency holds its whole step.
+        until = time.monotonic() + self.ACKED_STEP_SECS if self._n_ackers else float("inf")
         try:
-            step = self._burst if self._n_ackers else self._step_rows
             if self._next_batch is not None:
-                next_batch, left = self._next_batch, step
+                next_batch, left = self._next_batch, self._step_rows
                 while left > 0:
-                    rows = min(self._burst, left) if cap is None else min(self._burst, left, cap - len(pending))
+                    rows = min(burst, left) if cap is None else min(burst, left, cap - len(pending))
                     if rows <= 0:
                         break  # at the pending cap
                     before = stats.emitted
@@ -827,16 +831,24 @@ class SpoutExecutor(Executor):
                         idle = True
                         break
                     left -= stats.emitted - before
+                    if time.monotonic() >= until:
+                        break
             else:
-                next_tuple = self.spout.next_tuple
-                for _ in range(step):
-                    before = stats.emitted
-                    next_tuple()
-                    if stats.emitted == before:
-                        idle = True
-                        break
-                    if cap is not None and len(entries) + pending.extra >= cap:
-                        break
+                next_tuple, left = self.spout.next_tuple, self._step_rows
+                while left > 0:
+                    for _ in range(burst):
+                        before = stats.emitted
+                        next_tuple()
+                        if stats.emitted == before:
+                            idle = True
+                            break
+                        if cap is not None and len(entries) + pending.extra >= cap:
+                            break
+                    else:
+                        left -= burst
+                        if time.monotonic() < until:
+                            continue
+                    break
         except Exception as exc:
             self._user_code_failed(exc)
         if self._acked_at_emit:
@@ -1086,8 +1098,7 @@ class BoltExecutor(Executor):
         if roots and self._n_ackers:
             ack_val, n, acks = tup._ack_val, self._n_ackers, self._acks
             if isinstance(roots, Piece):  # a row of a spout batch's piece: the piece acks with its last row
-                tup._anchors = roots.settled
-                value = roots.settle(ack_val)
+                value = roots.ack_row(tup)
                 if value is not None:
                     for root in roots:
                         acks.roots[root % n].append(root)
@@ -1105,10 +1116,8 @@ class BoltExecutor(Executor):
             self._settled.add(id(tup))
         if tup._anchors and self._n_ackers:
             n, fails, piece = self._n_ackers, self._acks.fails, tup._anchors
-            if isinstance(piece, Piece):
-                tup._anchors = piece.settled
-                if not piece.fail():  # its piece failed the root already
-                    return
+            if isinstance(piece, Piece) and not piece.fail_row(tup):  # its piece failed the root already
+                return
             for root in tup._anchors:
                 fails[root % n].append(root)
 
@@ -1206,7 +1215,7 @@ class BoltExecutor(Executor):
         for view in views.values():
             if view._anchors is piece:
                 ack_val ^= view._ack_val
-                view._anchors = piece.settled
+                view._anchors = piece.settled or piece._settled()
             else:
                 done += 1  # settled by the bolt (stats counted there)
         rows, stats, n, root = len(batch) - done, self.stats, self._n_ackers, piece.root
