@@ -766,7 +766,13 @@ class SpoutExecutor(Executor):
         the rows each target gets are one :class:`~squall.tuple.Piece` (one batch, one edge), so the init is the
         XOR of a few edges, and a bolt that settles the piece whole acks it with one value (``_settle_rest``)."""
         root = next(self._roots)
-        init = self._emit_pieces(rows, stream, out, direct_task, root)
+        targets = out.constant if direct_task is None else (direct_task,)
+        if targets is not None and len(targets) == 1 and rows:  # the usual case, inline: one piece of every row
+            init = _bits(64) or 1
+            self._outbox.add(targets[0], TupleBatch(rows, out.fields, self.component, stream, self.task,
+                                                    piece=Piece(root, init, len(rows))))
+        else:
+            init = self._emit_pieces(rows, stream, out, direct_task, root)
         owner = self._root_owner
         self._acks.roots[owner].append(root)
         self._acks.values[owner].append(init)  # 0 (sent nowhere): the acker acks it at once
