@@ -636,7 +636,7 @@ class SpoutExecutor(Executor):
     BURSTS_PER_STEP = 8
     #: With ackers a step also ends once it has taken this long: a tree's complete latency holds its whole step
     #: and the acks of it (8 bursts unbounded took the batch API's p99 at half capacity from 5 to 11 ms).
-    ACKED_STEP_SECS = 0.0002
+    ACKED_STEP_SECS = 0.0005
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -1103,7 +1103,7 @@ class BoltExecutor(Executor):
         roots = tup._anchors
         if roots and self._n_ackers:
             ack_val, n, acks = tup._ack_val, self._n_ackers, self._acks
-            if isinstance(roots, Piece):  # a row of a spout batch's piece: the piece acks with its last row
+            if roots.__class__ is not dict and isinstance(roots, Piece):  # a row of a piece: it acks with its last row
                 value = roots.ack_row(tup)
                 if value is not None:
                     for root in roots:
@@ -1122,7 +1122,7 @@ class BoltExecutor(Executor):
             self._settled.add(id(tup))
         if tup._anchors and self._n_ackers:
             n, fails, piece = self._n_ackers, self._acks.fails, tup._anchors
-            if isinstance(piece, Piece) and not piece.fail_row(tup):  # its piece failed the root already
+            if piece.__class__ is not dict and isinstance(piece, Piece) and not piece.fail_row(tup):  # failed already
                 return
             for root in tup._anchors:
                 fails[root % n].append(root)
