@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from squall.component import Bolt
 from squall.devzk import free_port
 from squall.dsl import Topology
 from squall.tuple import Fields, Piece, TupleBatch
@@ -21,6 +22,21 @@ from worker.wire import Decoder, WireBatch
 
 FAST = {"task.heartbeat.frequency.secs": 0.05, "topology.message.timeout.secs": 30}
 TICKS = {"topology.tick.tuple.freq.secs": 0.05}
+
+
+class HalfByHand(Bolt):
+    """Forwards the even rows of each batch anchored to their own input (``batch[i]``) and acks those inputs by hand;
+    ``auto_ack`` settles the odd ones when ``execute_batch`` returns."""
+
+    outputs = ["key", "n"]
+
+    def execute(self, tup: Any) -> None:
+        pass
+
+    def execute_batch(self, batch: TupleBatch) -> None:
+        for i in range(0, len(batch), 2):
+            self.emit(batch.values[i], anchors=batch[i])
+            self.ack(batch[i])
 
 
 def run(topology: Topology, **conf: Any) -> LocalTopology:
@@ -75,6 +91,25 @@ def test_per_tuple_acks_of_a_batch_tree_complete_it_with_its_last_row_and_only_t
         wait_until(lambda: len(spout.trees_acked) == 3, 10, "the held row's batch acked once it was")
         assert sorted(spout.acked) == list(range(300)) and spout.trees_failed == []
         assert len(local.tasks("__acker")[0].state) == 0 and len(local.tasks("numbers")[0].pending) == 0
+
+
+def test_a_batch_bolt_acking_some_rows_by_hand_and_auto_acking_the_rest_completes_each_batch_once_downstream() -> None:
+    """Rows acked one by one (with outputs anchored to them) and the rest settled whole by ``auto_ack``: each batch
+    tree completes once, and only after the sink acked the forwarded rows."""
+    GATES.pop("sink-rows", None)
+    t = Topology("by-hand", conf={"topology.acker.executors": 1})
+    numbers = t.spout("numbers", BatchNumbers, args=[600], kwargs={"one_tree": True})
+    half = t.bolt("half", HalfByHand).shuffle(numbers)
+    t.bolt("rows", RowByRow, kwargs={"hold": [0], "gate": "sink-rows"}, conf=TICKS).shuffle(half)
+    with run(t) as local:
+        spout, rows = local.component("numbers"), local.component("rows")
+        wait_until(lambda: len(rows.acked) == 299, 10, "every even row but 0 acked at the sink")
+        wait_until(lambda: len(spout.trees_acked) == 5, 10, "the batches without row 0 acked")
+        let_time_pass(local, "numbers")
+        assert all(0 not in tree for tree in spout.trees_acked), "row 0's batch waits for the sink"
+        GATES["sink-rows"].set()
+        wait_until(lambda: sorted(spout.acked) == list(range(600)), 10, "every batch acked")
+        assert len(spout.trees_acked) == 6 and spout.trees_failed == []
 
 
 def test_a_row_acked_twice_never_completes_its_batch_early_the_tree_times_out_and_its_replay_completes() -> None:

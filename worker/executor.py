@@ -1216,7 +1216,9 @@ class BoltExecutor(Executor):
 
     def _settle_piece(self, batch: TupleBatch, piece: Piece, views: dict[int, Tuple], failed: bool) -> None:
         """Ack or fail the rows of a piece batch the bolt did not settle, in O(1) plus its views: one ack (the
-        piece's edge XOR what was anchored to its rows) once no row is left, or one fail for the root."""
+        piece's edge XOR what was anchored to its rows) once no row is left, or one fail for the root. The rows
+        left are the piece's count, not the batch's minus its settled views: a row may have been acked through a
+        view the batch does not keep (``batch.view(i)``)."""
         ack_val, done = 0, 0
         for view in views.values():
             if view._anchors is piece:
@@ -1231,7 +1233,7 @@ class BoltExecutor(Executor):
                 self._acks.fails[root % n].append(root)
         else:
             stats.acked += rows
-            value = piece.settle(ack_val, rows)
+            value = piece.settle(ack_val, piece.left) if piece.left > 0 else None  # every row not yet acked
             if value is not None:
                 self._acks.roots[root % n].append(root)
                 self._acks.values[root % n].append(value)
