@@ -25,7 +25,7 @@ from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import reduce
-from itertools import count, islice, repeat
+from itertools import count, islice
 from operator import xor
 from typing import Any, TypeVar
 
