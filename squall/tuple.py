@@ -10,6 +10,7 @@ per-stream :class:`Fields`, built once and shared by every tuple of the stream.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -52,6 +53,104 @@ TICK_FIELDS = Fields(["rate_secs"])
 NO_FIELDS = Fields()
 
 
+class Piece(dict):
+    """The rows of a batch tree (``emit_many(rows, msg_id=...)``) that travel in one message to one task:
+    they share ONE random edge id in the tree of ``root``, instead of one per row, so the spout's init, the
+    wire and a bolt that settles them all cost O(1) per message, not per row.
+
+    The acker still sees Storm's XOR tree: the piece's ``edge`` is XORed into the root's init once, and
+    back out once, by the ack of its last row (:meth:`settle` counts rows down in ``left`` and keeps what
+    was anchored to them in ``fold``). A piece split in two (a wire message bound) becomes two pieces whose
+    edges XOR to the old one (:func:`split_edge`). An unacked piece is just garbage: its tree times out at
+    the acker, as in Storm::
+
+        piece = Piece(root, edge, rows=3)
+        piece.settle(0)            # None: 2 rows left
+        piece.settle(child_edge)   # None: 1 left; what was anchored to that row is kept in the fold
+        piece.settle(0)            # edge ^ child_edge: the value to ack for the root
+
+    It is also its rows' ``anchors`` (the dict ``{root: 0}``: a row has no edge of its own), so a row's
+    :class:`Tuple` needs no field to find its piece; once the row is acked or failed its anchors become
+    :attr:`settled`, which tells a second ack apart.
+    """
+
+    __slots__ = ("root", "edge", "left", "fold", "settled")
+
+    def __init__(self, root: int, edge: int, rows: int) -> None:
+        self[root] = 0
+        self.root = root
+        self.edge = edge
+        #: Rows not yet acked or failed; -1 once the piece failed (then nothing more is acked).
+        self.left = rows
+        #: XOR of the edges emitted anchored to its rows (their ``ackVal``), acked with the last row.
+        self.fold = 0
+        #: The anchors of its rows once settled (made when a first row is settled on its own).
+        self.settled: Piece | None = None
+
+    def settle(self, ack_val: int, rows: int = 1) -> int | None:
+        """``rows`` rows acked, with ``ack_val`` the XOR of what was emitted anchored to them; the value to ack
+        for the root once that was the last row (None before, and after a fail)."""
+        self.fold ^= ack_val
+        if self.left <= 0:
+            return None
+        self.left -= rows
+        return None if self.left else self.edge ^ self.fold
+
+    def fail(self) -> bool:
+        """A row failed: True the first time (fail the root), False after (the root failed already)."""
+        if self.left < 0:
+            return False
+        self.left = -1
+        return True
+
+    def ack_row(self, row: Tuple) -> int | None:
+        """:meth:`settle` of one row, whose anchors become :attr:`settled` (a second ack is told apart)."""
+        row._anchors = self.settled or self._settled()
+        return self.settle(row._ack_val)
+
+    def fail_row(self, row: Tuple) -> bool:
+        """:meth:`fail` of one row, whose anchors become :attr:`settled`."""
+        row._anchors = self.settled or self._settled()
+        return self.fail()
+
+    def _settled(self) -> Piece:
+        settled = self.settled = _Settled(self.root)
+        return settled
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(root={self.root}, left={self.left})"
+
+
+class _Settled(Piece):
+    """The anchors of a piece's row once it was acked or failed: acking it again XORs a fresh random value into
+    its tree, so the tree times out as a double ack makes it in Storm, and never completes early; failing it
+    fails the tree, as in Storm."""
+
+    __slots__ = ()
+
+    def __init__(self, root: int) -> None:
+        super().__init__(root, 0, 0)
+        self.settled = self
+
+    def settle(self, ack_val: int, rows: int = 1) -> int | None:
+        return random.getrandbits(64) | 1
+
+    def fail(self) -> bool:
+        return True
+
+
+def split_edge(edge: int, parts: int) -> list[int]:
+    """``parts`` random non-zero edges that XOR to ``edge``: a piece cut in ``parts`` messages, in O(parts)."""
+    edges = [random.getrandbits(64) or 1 for _ in range(parts - 1)]
+    last = edge
+    for part in edges:
+        last ^= part
+    if not last:  # one in 2**64: draw again
+        return split_edge(edge, parts)
+    edges.append(last)
+    return edges
+
+
 class Tuple:
     """One tuple as a bolt sees it: its values, by index or field name, and where it came from.
 
@@ -64,7 +163,8 @@ class Tuple:
 
     ``id`` and ``anchors`` are the acker's: ``anchors`` maps each root id (a spout tuple this one
     descends from) to this tuple's edge id in that tree (Storm's MessageId), and ``id`` is the edge id
-    it was emitted under (its first anchor's); both are empty (0, {}) for untracked tuples.
+    it was emitted under (its first anchor's); both are empty (0, {}) for untracked tuples. A row of a
+    spout batch's :class:`Piece` has the piece as ``anchors`` (``{root: 0}``): its edge is the piece's.
     """
 
     __slots__ = ("_values", "_fields", "_component", "_stream", "_task", "_id", "_anchors", "_ack_val")
@@ -157,14 +257,16 @@ class TupleBatch:
     ``batch[i]`` (and iteration) gives the row as a :class:`Tuple`, the same object each time, so it can be
     acked, failed or anchored to like any input. Tracking is kept per row only when some row is tracked:
     ``ids`` (each row's edge id, 0 for an untracked row) with either ``roots`` (each row's one root, whose
-    edge is its id) or ``anchors`` (each row's root → edge map, when some row has several roots).
+    edge is its id) or ``anchors`` (each row's root → edge map, when some row has several roots). A batch
+    whose rows are one :class:`Piece` of a spout batch's tree has ``piece`` instead (and ``ids`` None).
     """
 
-    __slots__ = ("rows", "fields", "component", "stream", "task", "ids", "roots", "anchors", "key", "_views", "_xor")
+    __slots__ = ("rows", "fields", "component", "stream", "task", "ids", "roots", "anchors", "key", "_views", "_xor",
+                 "piece")
 
     def __init__(self, rows: list[tuple[Any, ...]], fields: Fields, component: str, stream: str, task: int,
                  ids: list[int] | None = None, roots: list[int] | None = None,
-                 anchors: list[Mapping[int, int]] | None = None, key: object = None) -> None:
+                 anchors: list[Mapping[int, int]] | None = None, key: object = None, piece: Piece | None = None) -> None:
         self.rows = rows
         self.fields = fields
         self.component = component
@@ -173,6 +275,7 @@ class TupleBatch:
         self.ids = ids
         self.roots = roots
         self.anchors = anchors
+        self.piece = piece
         #: What the emitting executor extends this batch by (its stream and form); None: never extended.
         self.key = key
         self._views: dict[int, Tuple] | None = None
@@ -218,7 +321,7 @@ class TupleBatch:
     @property
     def tracked(self) -> bool:
         """Whether some row is tracked by an acker."""
-        return self.ids is not None
+        return self.ids is not None or self.piece is not None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -239,7 +342,9 @@ class TupleBatch:
 
     def view(self, i: int) -> Tuple:
         """Row ``i`` as a new :class:`Tuple` (``batch[i]`` caches it; the runtime's per-tuple loop does not)."""
-        ids = self.ids
+        ids, piece = self.ids, self.piece
+        if piece is not None:
+            return Tuple(self.rows[i], self.fields, self.component, self.stream, self.task, piece.edge, piece)
         if ids is None or not ids[i]:
             return Tuple(self.rows[i], self.fields, self.component, self.stream, self.task)
         if self.roots is not None:
@@ -250,8 +355,13 @@ class TupleBatch:
 
     def views(self) -> Iterator[Tuple]:
         """Every row as a new :class:`Tuple`, in order: the per-tuple ``execute`` loop."""
-        rows, fields, component, stream, task = self.rows, self.fields, self.component, self.stream, self.task
-        if self.ids is None:
+        rows, fields, component, stream, task, piece = (self.rows, self.fields, self.component, self.stream,
+                                                        self.task, self.piece)
+        if piece is not None:
+            edge = piece.edge
+            for values in rows:
+                yield Tuple(values, fields, component, stream, task, edge, piece)
+        elif self.ids is None:
             for values in rows:
                 yield Tuple(values, fields, component, stream, task)
         elif self.roots is not None:
@@ -307,8 +417,8 @@ class ColumnBatch(_LazyRows, TupleBatch):
 
     def __init__(self, columns: list[list[Any]], n: int, fields: Fields, component: str, stream: str, task: int,
                  ids: list[int] | None = None, roots: list[int] | None = None,
-                 anchors: list[Mapping[int, int]] | None = None) -> None:
-        super().__init__([], fields, component, stream, task, ids, roots, anchors)
+                 anchors: list[Mapping[int, int]] | None = None, piece: Piece | None = None) -> None:
+        super().__init__([], fields, component, stream, task, ids, roots, anchors, piece=piece)
         del self.rows  # built from the columns when first read (__getattr__)
         self._columns: list[list[Any]] | None = columns  # None once the rows are built
         self._n = n
@@ -356,7 +466,20 @@ def stand_in(inputs: Iterable[Tuple | TupleBatch]) -> Tuple:
     for item in inputs:
         first = first or item
         if isinstance(item, Tuple):
-            add(item._anchors, item._ack_val)
+            piece = item._anchors
+            if not isinstance(piece, Piece):
+                add(piece, item._ack_val)
+                continue
+            add(dict.fromkeys(piece, piece.ack_row(item) or 0), 0)  # the row's share: the edge, with the last row
+            continue
+        piece = item.piece
+        if piece is not None:  # the rows not yet settled, and the piece's edge with them (they are its last)
+            ack_val = 0
+            for view in (item._views or {}).values():
+                if view._anchors is piece:
+                    ack_val ^= view._ack_val
+                    view._anchors = piece.settled or piece._settled()
+            add(piece, piece.settle(ack_val, piece.left) or 0 if piece.left > 0 else 0)
             continue
         if item.ids is None:
             continue

@@ -561,3 +561,43 @@ def recorded_numbers(name: str, records: Path, *, workers: int, sinks: int = 1,
     numbers = t.spout("numbers", Numbers, args=[10_000_000, 20], kwargs={"record_dir": str(records)})
     t.bolt("sink", Recorder, args=[str(records)], parallelism=sinks).fields(numbers, "key")
     return t
+
+
+class RowByRow(Bolt):
+    """Settles each input on its own (``execute``, no ``execute_batch``), by its ``n``: the first time it sees an n
+    in ``fail`` it fails it, in ``twice`` it acks it twice, in ``hold`` it holds it until the gate ``gate`` opens
+    (checked on ticks; then it acks the held ones); every other input it acks once. Each settled n is recorded in
+    ``acked``/``failed``, held ones in ``held``."""
+
+    auto_ack = False
+
+    def __init__(self, fail: list[int] = [], twice: list[int] = [], hold: list[int] = [],  # noqa: B006
+                 gate: str | None = None) -> None:
+        self.fail_once, self.twice, self.hold = set(fail), set(twice), set(hold)
+        self.gate = None if gate is None else GATES.setdefault(gate, threading.Event())
+        self.held: list[Tuple] = []
+        self.acked: list[int] = []
+        self.failed: list[int] = []
+
+    def execute(self, tup: Tuple) -> None:
+        if tup.is_tick:
+            if self.gate is not None and self.gate.is_set():
+                for held in self.held:
+                    self.ack(held)
+                    self.acked.append(held["n"])
+                self.held.clear()
+            return
+        n = tup["n"]
+        if n in self.fail_once:
+            self.fail_once.discard(n)
+            self.fail(tup)
+            self.failed.append(n)
+        elif n in self.hold:
+            self.hold.discard(n)
+            self.held.append(tup)
+        else:
+            self.ack(tup)
+            if n in self.twice:
+                self.twice.discard(n)
+                self.ack(tup)
+            self.acked.append(n)

@@ -25,7 +25,7 @@ from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import reduce
-from itertools import count, islice, repeat
+from itertools import count, islice
 from operator import xor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -37,7 +37,7 @@ from squall.metrics import TaskMetrics
 from squall.names import RESERVED_PREFIX
 from squall.topology import (ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM, ACKER,
                              HEARTBEAT_STREAM)
-from squall.tuple import Fields, Tuple, TupleBatch, tick_tuple
+from squall.tuple import Fields, Piece, Tuple, TupleBatch, tick_tuple
 from squall.zk.records import ComponentType, TaskBeat, TaskStats
 from worker.tracking import SpoutPending
 from worker.grouping import constant_targets, make_grouper
@@ -516,6 +516,21 @@ class Executor:
                     part.append(values)
         return by_target.items()
 
+    def _emit_pieces(self, rows: list[tuple[Any, ...]], stream: str, out: StreamOut, direct_task: int | None,
+                     root: int) -> int:
+        """``rows`` in ``root``'s tree as one :class:`~squall.tuple.Piece` per target task (one batch, one random
+        edge each, never extended by later emits); returns the XOR of the edges (0: sent nowhere)."""
+        parts, init = list(self._parts(rows, out, direct_task)), 0
+        shared = len(parts) > 1 and parts[0][1] is parts[-1][1]  # every target gets ``rows`` itself: copies
+        component, task, add, fields = self.component, self.task, self._outbox.add, out.fields
+        for target, part in parts:
+            if part:
+                edge = _bits(64) or 1
+                init ^= edge
+                add(target, TupleBatch(list(part) if shared else part, fields, component, stream, task,
+                                       piece=Piece(root, edge, len(part))))
+        return init
+
     # -- timers, heartbeats, errors --------------------------------------------------------------
 
     def _heartbeat(self, now: float) -> None:
@@ -640,15 +655,17 @@ class SpoutExecutor(Executor):
     ``topology.sleep.spout.wait.strategy.max.time.ms`` (8), so an active spout with nothing to emit costs its
     worker little; a step that emits anything starts again from the shortest wait."""
 
-    #: Without ackers a step emits up to this many bursts of ``topology.transfer.batch.size`` tuples unless the
-    #: spout runs dry first: each target then gets one batch per step, and a round's fixed cost (a flush, the
-    #: bolt's step, a batch object: ~10 µs, as much as a ``next_batch`` of 100 rows) is paid once; a remote target's
-    #: round costs more (a run queued for its sender, a message encoded, read, decoded and stepped: ~30 µs), so
-    #: 16 bursts, each remote target's ~800 rows a message, took the batch API's shuffle across two workers from
-    #: 0.80x to 0.83x of one worker per CPU-s (and both faster). With ackers a step is one burst: a tree's complete
-    #: latency holds its whole step and the acks of it (8 bursts took the batch API's p99 at half capacity from 5
-    #: to 11 ms).
+    #: A step emits up to this many bursts of ``topology.transfer.batch.size`` tuples unless the spout runs dry
+    #: first: each target then gets one batch per step (without ackers; a piece per burst with them), and a round's
+    #: fixed cost (a flush, the bolt's step, a batch object: ~10 µs, as much as a ``next_batch`` of 100 rows; with
+    #: ackers also the init and ack messages, the acker's step and the completions) is paid once. A remote target's
+    #: round costs more (a run queued for its sender, a message encoded, read, decoded and stepped: ~30 µs), so 16
+    #: bursts, each remote target's ~800 rows a message, took the batch API's shuffle across two workers from 0.80x
+    #: to 0.83x of one worker per CPU-s. With ackers a ``next_tuple`` spout's step is one burst.
     BURSTS_PER_STEP = 16
+    #: With ackers a ``next_batch`` step also ends once it has taken this long: a tree's complete latency holds its
+    #: whole step and the acks of it (8 bursts unbounded took the batch API's p99 at half capacity from 5 to 11 ms).
+    ACKED_STEP_SECS = 0.0005
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -777,16 +794,17 @@ class SpoutExecutor(Executor):
 
     def _emit_tree(self, rows: list[tuple[Any, ...]], stream: str, out: StreamOut, direct_task: int | None,
                    msg_id: Any) -> None:
-        """``rows`` as one tuple tree: one root and one pending entry for the batch, an edge per row and target.
-        The acker gets one init, and a bolt that settles the batch whole sends one ack (``_settle_columns``)."""
-        root, init = next(self._roots), 0
-        for target, part in self._parts(rows, out, direct_task):
-            edges = _edges(len(part))
-            batch = self._batch_for(target, stream, out, ROOTS)
-            batch.rows.extend(part)
-            batch.ids.extend(edges)  # type: ignore[union-attr]
-            batch.roots.extend(repeat(root, len(part)))  # type: ignore[union-attr]
-            init ^= reduce(xor, edges, 0)
+        """``rows`` as one tuple tree: one root and one pending entry for the batch, and one edge per target task:
+        the rows each target gets are one :class:`~squall.tuple.Piece` (one batch, one edge), so the init is the
+        XOR of a few edges, and a bolt that settles the piece whole acks it with one value (``_settle_rest``)."""
+        root = next(self._roots)
+        targets = out.constant if direct_task is None else (direct_task,)
+        if targets is not None and len(targets) == 1 and rows:  # the usual case, inline: one piece of every row
+            init = _bits(64) or 1
+            self._outbox.add(targets[0], TupleBatch(rows, out.fields, self.component, stream, self.task,
+                                                    piece=Piece(root, init, len(rows))))
+        else:
+            init = self._emit_pieces(rows, stream, out, direct_task, root)
         owner = self._root_owner
         self._acks.roots[owner].append(root)
         self._acks.values[owner].append(init)  # 0 (sent nowhere): the acker acks it at once
@@ -835,14 +853,16 @@ class SpoutExecutor(Executor):
             return self._next_emit - now
         if self.env.pressure.high or not self.pending.can_emit():
             return self._idle_secs if self.env.pressure.high else self._wait(now)
-        stats, pending, idle = self.stats, self.pending, False
-        cap, entries, emitted = pending.max_pending, pending.entries, self.stats.emitted
+        stats, pending, idle, burst = self.stats, self.pending, False, self._burst
+        cap, entries, emitted = pending.max_pending, pending.entries, stats.emitted
+        # With ackers a batch step also ends after ACKED_STEP_SECS: a tree's complete latency holds its whole step.
+        acking = bool(self._n_ackers)
+        until = time.monotonic() + self.ACKED_STEP_SECS if acking else float("inf")
         try:
-            step = self._burst if self._n_ackers else self._step_rows
             if self._next_batch is not None:
-                next_batch, left = self._next_batch, step
+                next_batch, left = self._next_batch, self._step_rows
                 while left > 0:
-                    rows = min(self._burst, left) if cap is None else min(self._burst, left, cap - len(pending))
+                    rows = min(burst, left) if cap is None else min(burst, left, cap - len(pending))
                     if rows <= 0:
                         break  # at the pending cap
                     before = stats.emitted
@@ -851,9 +871,11 @@ class SpoutExecutor(Executor):
                         idle = True
                         break
                     left -= stats.emitted - before
-            else:
+                    if time.monotonic() >= until:
+                        break
+            else:  # per tuple, one burst with ackers: more raised the p99 at half capacity from 3.5 to 12 ms
                 next_tuple = self.spout.next_tuple
-                for _ in range(step):
+                for _ in range(burst if acking else self._step_rows):
                     before = stats.emitted
                     next_tuple()
                     if stats.emitted == before:
@@ -1071,6 +1093,11 @@ class BoltExecutor(Executor):
             out.emitted += len(rows)
             self._emit_plain(rows, stream, out, None)
             return
+        piece = inputs.piece
+        if piece is not None and piece.left > 0 and not inputs._views:  # inputs of one piece, none settled yet
+            out.emitted += len(rows)  # the outputs are pieces of its tree, acked with the input piece
+            piece.fold ^= self._emit_pieces(rows, stream, out, None, piece.root)
+            return
         positions = range(len(rows)) if index is None else index
         if inputs.roots is None or inputs._views:  # several roots per input, or views made: per row
             for values, i in zip(rows, positions):
@@ -1117,6 +1144,13 @@ class BoltExecutor(Executor):
         roots = tup._anchors
         if roots and self._n_ackers:
             ack_val, n, acks = tup._ack_val, self._n_ackers, self._acks
+            if roots.__class__ is not dict and isinstance(roots, Piece):  # a row of a piece: it acks with its last row
+                value = roots.ack_row(tup)
+                if value is not None:
+                    for root in roots:
+                        acks.roots[root % n].append(root)
+                        acks.values[root % n].append(value)
+                return
             for root, edge in roots.items():
                 acks.roots[root % n].append(root)
                 acks.values[root % n].append(edge ^ ack_val)
@@ -1130,7 +1164,9 @@ class BoltExecutor(Executor):
         if self._batch is not None:
             self._settled.add(id(tup))
         if tup._anchors and self._n_ackers:
-            n, fails = self._n_ackers, self._acks.fails
+            n, fails, piece = self._n_ackers, self._acks.fails, tup._anchors
+            if piece.__class__ is not dict and isinstance(piece, Piece) and not piece.fail_row(tup):  # failed already
+                return
             for root in tup._anchors:
                 fails[root % n].append(root)
 
@@ -1202,6 +1238,9 @@ class BoltExecutor(Executor):
 
     def _settle_rest(self, batch: TupleBatch, *, failed: bool) -> None:
         views, settled = batch._views or {}, self._settled
+        if batch.piece is not None and self._n_ackers:
+            self._settle_piece(batch, batch.piece, views, failed)
+            return
         if batch.tracked and self._n_ackers and not views and batch.roots is not None:
             self._settle_columns(batch, failed)
             return
@@ -1224,6 +1263,32 @@ class BoltExecutor(Executor):
             stats.acked += rest
         if self._keyed_inputs:
             (stats.failed_by if failed else stats.acked_by)[f"{batch.component}:{batch.stream}"] += rest
+
+    def _settle_piece(self, batch: TupleBatch, piece: Piece, views: dict[int, Tuple], failed: bool) -> None:
+        """Ack or fail the rows of a piece batch the bolt did not settle, in O(1) plus its views: one ack (the
+        piece's edge XOR what was anchored to its rows) once no row is left, or one fail for the root. The rows
+        left are the piece's count, not the batch's minus its settled views: a row may have been acked through a
+        view the batch does not keep (``batch.view(i)``)."""
+        ack_val, done = 0, 0
+        for view in views.values():
+            if view._anchors is piece:
+                ack_val ^= view._ack_val
+                view._anchors = piece.settled or piece._settled()
+            else:
+                done += 1  # settled by the bolt (stats counted there)
+        rows, stats, n, root = len(batch) - done, self.stats, self._n_ackers, piece.root
+        if failed:
+            stats.failed += rows
+            if piece.fail():
+                self._acks.fails[root % n].append(root)
+        else:
+            stats.acked += rows
+            value = piece.settle(ack_val, piece.left) if piece.left > 0 else None  # every row not yet acked
+            if value is not None:
+                self._acks.roots[root % n].append(root)
+                self._acks.values[root % n].append(value)
+        if self._keyed_inputs:
+            (stats.failed_by if failed else stats.acked_by)[f"{batch.component}:{batch.stream}"] += rows
 
     def _settle_columns(self, batch: TupleBatch, failed: bool) -> None:
         """Ack or fail every row of a batch no view was made of, from its columns: each tracked row has one

@@ -291,10 +291,11 @@ class SpoutPending:
 
     def complete_many(self, roots: list[int]) -> list[tuple[Any, float, str, float]]:
         """:meth:`complete` of each root, leaving out the unknown ones."""
-        if self._rows:
-            return [entry for entry in map(self.complete, roots) if entry is not None]
-        pop = self.entries.pop
-        return [entry for entry in map(pop, roots, repeat(None)) if entry is not None]
+        pop, rows = self.entries.pop, self._rows
+        done = [entry for entry in map(pop, roots, repeat(None)) if entry is not None]
+        if rows:  # batch trees: their rows beyond one leave the count (a root not pending has no rows kept)
+            self.extra -= sum(map(rows.pop, roots, repeat(1))) - len(roots)
+        return done
 
     def reset_timeout(self, root: int, now: float) -> None:
         """The tree of ``root`` is being held on purpose: its timeout starts again at ``now`` (if still pending);

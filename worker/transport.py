@@ -367,8 +367,9 @@ class Sender:
             pending = self._pending
             for run in runs:
                 last = pending[-1] if pending else None
+                # A piece travels as it is: one edge for all its rows (merged, each row would need one).
                 if (last is not None and last.target == run.target and last.source == run.source
-                        and last.stream == run.stream):
+                        and last.stream == run.stream and last.piece is None and run.piece is None):
                     last.extend(run)
                 else:
                     pending.append(run)

@@ -11,8 +11,10 @@ that value once, a msgpack extension (:data:`REPEATED`), and arrives as a list o
 side pays per row for it. Tracking travels only when some row has it: ``ids`` (each row's edge id, 0
 for an untracked row) with either ``roots`` (each row's single root, whose edge is its id; 0 for an
 untracked row) or, when some row has several roots, ``anchors`` (each row's flat ``[root, edge, ...]``);
-the others are nil. So a message costs one header per run and no per-tuple array at all. The leading
-1 is the format's version: every worker of a topology runs one Squall release, and a peer speaking
+the others are nil. A run that is one piece of a spout batch's tree (:class:`~squall.tuple.Piece`: every row
+in one tree under one edge) carries just that edge as ``ids`` and that root as ``roots``, two integers for
+the whole message; a piece cut in several messages gets edges that XOR to its own (:func:`~squall.tuple.split_edge`).
+So a message costs one header per run and no per-tuple array at all. The leading 1 is the format's version: every worker of a topology runs one Squall release, and a peer speaking
 another format is refused by name, not misread.
 
 Messages follow each other on a TCP stream with no extra framing: msgpack delimits them, and the
@@ -44,7 +46,7 @@ from typing import Any, NamedTuple
 
 import msgpack
 
-from squall.tuple import ColumnBatch, Fields, _LazyRows, Tuple, TupleBatch
+from squall.tuple import ColumnBatch, Fields, Piece, _LazyRows, Tuple, TupleBatch, split_edge
 
 VERSION = 1
 #: The first element of a handshake (see :func:`hello`): what a Squall worker connection opens with.
@@ -90,11 +92,11 @@ class WireBatch(_LazyRows):
         WireBatch.decode(batch.encode()).rows                       # [('a', 1), ('b', 2)]
     """
 
-    __slots__ = ("target", "source", "stream", "rows", "_columns", "_n", "ids", "roots", "anchors")
+    __slots__ = ("target", "source", "stream", "rows", "_columns", "_n", "ids", "roots", "anchors", "piece")
 
     def __init__(self, target: int, source: int, stream: str, rows: list[Sequence[Any]],
                  ids: list[int] | None = None, roots: list[int] | None = None,
-                 anchors: list[list[int]] | None = None) -> None:
+                 anchors: list[list[int]] | None = None, piece: tuple[int, int] | None = None) -> None:
         self.target = target
         self.source = source
         self.stream = stream
@@ -104,14 +106,15 @@ class WireBatch(_LazyRows):
         self.ids = ids            # None: every row untracked
         self.roots = roots        # with ids: one root per row (0 = untracked row), its edge is the row's id
         self.anchors = anchors    # with ids, instead of roots: flat [root, edge, ...] per row
+        self.piece = piece        # instead of ids: (root, edge) of a piece, every row in it (see Piece)
 
     @classmethod
     def of_columns(cls, target: int, source: int, stream: str, columns: list[list[Any]], n: int,
                    ids: list[int] | None = None, roots: list[int] | None = None,
-                   anchors: list[list[int]] | None = None) -> WireBatch:
+                   anchors: list[list[int]] | None = None, piece: tuple[int, int] | None = None) -> WireBatch:
         """A run of ``n`` rows given as ``columns`` (one list of ``n`` values per field), as decoded: its
         ``rows`` slot stays empty until read, when ``__getattr__`` builds it (as :class:`ColumnBatch` does)."""
-        run = cls(target, source, stream, [], ids, roots, anchors)
+        run = cls(target, source, stream, [], ids, roots, anchors, piece)
         del run.rows
         run._columns, run._n = columns, n
         return run
@@ -124,6 +127,7 @@ class WireBatch(_LazyRows):
         return len(self.rows[0]) if self.rows else None
 
     def __iter__(self) -> Iterator[Entry]:
+        self._unpiece()
         head = (self.target, self.source, self.stream)
         if self.ids is None:
             return (Entry(*head, list(values), 0, []) for values in self.rows)
@@ -136,10 +140,12 @@ class WireBatch(_LazyRows):
     def tuple_batch(self, component: str, fields: Fields) -> TupleBatch:
         """The (decoded) run as the batch a bolt receives from ``component``: the columns as they are."""
         anchors = None if self.anchors is None else [dict(zip(a[::2], a[1::2])) for a in self.anchors]
+        piece = None if self.piece is None else Piece(*self.piece, len(self))
         if self._columns is not None:
             return ColumnBatch(self._columns, self._n, fields, component, self.stream, self.source, self.ids,
-                               self.roots, anchors)
-        return TupleBatch(self.rows, fields, component, self.stream, self.source, self.ids, self.roots, anchors)
+                               self.roots, anchors, piece)
+        return TupleBatch(self.rows, fields, component, self.stream, self.source, self.ids, self.roots, anchors,
+                          piece=piece)
 
     def tuples(self, component: str, fields: Fields) -> list[Tuple]:
         """The (decoded) rows as the Tuples a bolt receives from ``component``."""
@@ -149,10 +155,14 @@ class WireBatch(_LazyRows):
     def of(cls, target: int, batch: TupleBatch) -> WireBatch:
         """A task thread's batch for a remote ``target`` as a run (the rows shared, not copied)."""
         anchors = None if batch.anchors is None else [[n for pair in a.items() for n in pair] for a in batch.anchors]
-        return cls(target, batch.task, batch.stream, batch.rows, batch.ids, batch.roots, anchors)
+        piece = None if batch.piece is None else (batch.piece.root, batch.piece.edge)
+        return cls(target, batch.task, batch.stream, batch.rows, batch.ids, batch.roots, anchors, piece)
 
     def extend(self, other: "WireBatch") -> None:
-        """Append ``other``'s rows (same target, source and stream), converting forms if they differ."""
+        """Append ``other``'s rows (same target, source and stream), converting forms if they differ (a piece
+        becomes rows with an edge each: senders keep pieces apart instead, see ``Sender.send_runs``)."""
+        self._unpiece()
+        other._unpiece()
         if self.ids is None and other.ids is None:
             self.rows.extend(other.rows)
             return
@@ -168,6 +178,12 @@ class WireBatch(_LazyRows):
         self.ids.extend(other.ids)  # type: ignore[union-attr, arg-type]
         self.anchors.extend(other.anchors)  # type: ignore[union-attr, arg-type]
         self.rows.extend(other.rows)
+
+    def _unpiece(self) -> None:
+        """A piece as rows of one root with an edge each, XORing to the piece's (the form every row can take)."""
+        if self.piece is not None:
+            root, edge = self.piece
+            self.ids, self.roots, self.piece = split_edge(edge, len(self)), [root] * len(self), None
 
     def _to_roots(self) -> None:
         if self.ids is None:
@@ -190,8 +206,13 @@ class WireBatch(_LazyRows):
         step = min(max_rows if 0 < max_rows < n else max(n, 1), MAX_ROWS)
         try:
             if step >= n:
-                return self._pack(0, n, max_bytes)
-            return b"".join(self._pack(i, min(i + step, n), max_bytes) for i in range(0, n, step))
+                return self._pack(0, n, max_bytes, self.piece)
+            starts = range(0, n, step)
+            pieces: list[tuple[int, int] | None] = [None] * len(starts)
+            if self.piece is not None:  # a piece in several messages: edges that XOR to its own
+                root, edge = self.piece
+                pieces = [(root, part) for part in split_edge(edge, len(starts))]
+            return b"".join(self._pack(i, min(i + step, n), max_bytes, piece) for i, piece in zip(starts, pieces))
         except WireError:
             raise
         except IndexError:  # a row shorter than the first
@@ -200,11 +221,15 @@ class WireBatch(_LazyRows):
             raise WireError("tuple values must be msgpack-serialisable (str, bytes, numbers within 64 bits, "
                             f"lists, maps): {exc}") from None
 
-    def _pack(self, start: int, stop: int, max_bytes: int) -> bytes:
-        """Rows ``start`` to ``stop`` as messages of at most ``max_bytes`` each."""
+    def _pack(self, start: int, stop: int, max_bytes: int, piece: tuple[int, int] | None) -> bytes:
+        """Rows ``start`` to ``stop`` as messages of at most ``max_bytes`` each (``piece``: their root and edge,
+        when the run is a piece)."""
         whole = start == 0 and stop == len(self)
-        tracking = [None if column is None else column if whole else column[start:stop]
-                    for column in (self.ids, self.roots, self.anchors)]
+        if piece is not None:
+            tracking: list[Any] = [piece[1], piece[0], None]
+        else:
+            tracking = [None if column is None else column if whole else column[start:stop]
+                        for column in (self.ids, self.roots, self.anchors)]
         data = _packer.pack([VERSION, self.target, self.source, self.stream, stop - start,
                              self._columns_of(start, stop, whole), *tracking])
         if len(data) <= max_bytes:
@@ -213,7 +238,11 @@ class WireBatch(_LazyRows):
             raise WireError(f"a tuple of {len(data):,} bytes is larger than a worker accepts in one message "
                             f"({max_bytes:,} bytes): send large data by reference (a path, a key), not as a value")
         middle = (start + stop) // 2
-        return self._pack(start, middle, max_bytes) + self._pack(middle, stop, max_bytes)
+        if piece is None:
+            return self._pack(start, middle, max_bytes, None) + self._pack(middle, stop, max_bytes, None)
+        first, second = split_edge(piece[1], 2)
+        return (self._pack(start, middle, max_bytes, (piece[0], first))
+                + self._pack(middle, stop, max_bytes, (piece[0], second)))
 
     def _columns_of(self, start: int, stop: int, whole: bool) -> list[list[Any] | msgpack.ExtType]:
         """The values of rows ``start`` to ``stop``, one list per field (a C loop per field, no tuple per row),
@@ -232,6 +261,7 @@ class WireBatch(_LazyRows):
 
     def __getitem__(self, i: int) -> "WireBatch":
         """Row ``i`` alone, as a one-row run (to find which row cannot travel)."""
+        self._unpiece()
         return WireBatch(self.target, self.source, self.stream, [self.rows[i]],
                          *(None if column is None else [column[i]] for column in (self.ids, self.roots, self.anchors)))
 
@@ -472,6 +502,10 @@ def _batch(message: Any) -> WireBatch:
             and type(n) is int and 0 <= n <= MAX_ROWS and type(columns) is list
             and set(map(type, columns)) <= _LIST and all(len(column) == n for column in columns)):
         raise WireError("malformed batch: target, source, stream, row count or columns")
+    if type(ids) is int:  # a piece: (root, edge) for every row
+        if not (type(roots) is int and anchors is None and ids and roots and n):
+            raise WireError("malformed batch: a piece needs a non-zero root and edge and some rows")
+        return WireBatch.of_columns(target, source, stream, columns, n, piece=(roots, ids))
     if ids is None:
         tracking_ok = roots is None and anchors is None
     elif type(ids) is not list or len(ids) != n or not set(map(type, ids)) <= _INT:
