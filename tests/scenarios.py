@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from examples import wordcount
 from squall.dsl import BoltRef, Topology
@@ -14,11 +15,24 @@ from topologies import Forward, Numbers, Recorder, Tag, read_records
 REPO = Path(__file__).resolve().parent.parent
 
 
+def expected_word_counts(rounds: int) -> Counter[str]:
+    """The counts the example word count's spout (``rounds`` sentences a round) must end at."""
+    return Counter(w for k in range(rounds * len(wordcount.SENTENCES))
+                   for w in wordcount.SENTENCES[k % len(wordcount.SENTENCES)].split())
+
+
+def word_counts(running: Any) -> Counter[str]:
+    """What the ``count`` bolts of a running local topology have counted so far, all tasks together."""
+    total: Counter[str] = Counter()
+    for executor in running.tasks("count"):
+        total.update(dict(executor.bolt.counts))
+    return total
+
+
 def counted_word_count(records: Path, rounds: int, workers: int) -> tuple[Topology, Counter[str]]:
     """The example word count with a sink recording each (word, count), and the counts it must reach."""
     records.mkdir()
-    expected = Counter(w for k in range(rounds * len(wordcount.SENTENCES))
-                       for w in wordcount.SENTENCES[k % len(wordcount.SENTENCES)].split())
+    expected = expected_word_counts(rounds)
     t = wordcount.topology(rounds=rounds, workers=workers)
     t.bolt("sink", Recorder, args=[str(records)], parallelism=2).fields(BoltRef(t, "count"), "word")
     return t, expected

@@ -7,7 +7,9 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,6 +21,8 @@ from squall.config import load_config
 from squall.devcluster import wait_for
 from squall.devzk import free_port, port_is_free
 from squall.zk.client import ZkClient
+from worker.layout import Placement
+from worker.runtime import WorkerRuntime
 
 T = TypeVar("T")
 
@@ -194,3 +198,24 @@ def python_for_other_users() -> tuple[str | None, str]:
             return python, ""
         why.append(f"other users cannot enter {closed[0][1]} (on the way to {closed[0][0]}) to run {python}")
     return None, "; ".join(why)
+
+
+@contextmanager
+def two_workers(layout: Any, conf: dict, halves: Sequence[set[int]]) -> Iterator[list[Any]]:
+    """Two started, connected and active WorkerRuntimes over loopback TCP, ``halves[i]`` the tasks of the i-th;
+    stopped on the way out."""
+    ports = [free_port(), free_port()]
+    runtimes = [WorkerRuntime(layout, Placement(frozenset(mine), {task: ("127.0.0.1", ports[1 - i])
+                                                                  for task in halves[1 - i]}),
+                              conf, report_error=lambda *_: None, listen=("127.0.0.1", ports[i]))
+                for i, mine in enumerate(halves)]
+    try:
+        for runtime in runtimes:
+            runtime.start()
+        for runtime in runtimes:
+            assert runtime.wait_for_peers(10, threading.Event()) == frozenset()
+            runtime.set_active(True)
+        yield runtimes
+    finally:
+        for runtime in runtimes:
+            runtime.stop()

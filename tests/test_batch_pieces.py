@@ -5,18 +5,14 @@ and a piece cut in two on the wire completes only when both halves are acked."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from squall.component import Bolt
-from squall.devzk import free_port
 from squall.dsl import Topology
 from squall.tuple import Fields, Piece, TupleBatch
-from support import wait_until
+from support import two_workers, wait_until
 from topologies import GATES, BatchForward, BatchNumbers, Recorder, RowByRow
-from worker.layout import Placement
 from worker.local import LocalTopology, compile_topology
-from worker.runtime import WorkerRuntime
 from worker.tracking import AckerState
 from worker.wire import Decoder, WireBatch
 
@@ -168,17 +164,7 @@ def test_batch_trees_cross_workers_as_pieces_cut_by_the_message_bound_and_each_c
     sinks, ackers = layout.component_tasks["sink"], layout.component_tasks["__acker"]
     halves = [{spout_task, sinks[0], ackers[0], *layout.component_tasks["__topology_master"]},
               {forward_task, sinks[1], ackers[1]}]
-    ports = [free_port(), free_port()]
-    runtimes = [WorkerRuntime(layout, Placement(frozenset(mine), {task: ("127.0.0.1", ports[1 - i])
-                                                                  for task in halves[1 - i]}),
-                              conf, report_error=lambda *_: None, listen=("127.0.0.1", ports[i]))
-                for i, mine in enumerate(halves)]
-    try:
-        for runtime in runtimes:
-            runtime.start()
-        for runtime in runtimes:
-            assert runtime.wait_for_peers(10, threading.Event()) == frozenset()
-            runtime.set_active(True)
+    with two_workers(layout, conf, halves) as runtimes:
         spout = runtimes[0].executors[spout_task].spout
         wait_until(lambda: sorted(spout.acked) == list(range(count)), 30, "every batch acked")
         assert spout.trees_failed == [] and len(spout.trees_acked) == count // 1500
@@ -186,6 +172,3 @@ def test_batch_trees_cross_workers_as_pieces_cut_by_the_message_bound_and_each_c
         assert seen == list(range(count)), "every row reached a sink once"
         forwarded = runtimes[1].executors[forward_task].stats.executed
         assert forwarded == count
-    finally:
-        for runtime in runtimes:
-            runtime.stop()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from squall.local_state import CODE_FILES, resources_dir
 from squall.package import build_package
 from squall.restarts import restart_delay_secs
 from squall.thrift import storm
+from scenarios import expected_word_counts, word_counts
 from support import wait_until
 from topologies import Numbers, Recorder
 from worker.local import LocalTopology, compile_topology
@@ -212,17 +212,10 @@ def test_task_ids_come_back_unless_declined_and_metrics_become_user_gauges() -> 
 @pytest.mark.skipif(NODE is None, reason="needs node (deploy/install-system-deps.sh --for-tests)")
 def test_a_nodejs_bolt_counts_words_exactly() -> None:
     rounds = 10
-    expected = Counter(w for k in range(rounds * len(wordcount.SENTENCES))
-                       for w in wordcount.SENTENCES[k % len(wordcount.SENTENCES)].split())
-
-    def counts(running: LocalTopology) -> Counter[str]:
-        total: Counter[str] = Counter()
-        for executor in running.tasks("count"):
-            total.update(dict(executor.bolt.counts))
-        return total
+    expected = expected_word_counts(rounds)
 
     with LocalTopology(multilang.topology(rounds=rounds), FAST, resources=EXAMPLE_RESOURCES) as running:
-        wait_until(lambda: counts(running) == expected, 30, "exact word counts")
+        wait_until(lambda: word_counts(running) == expected, 30, "exact word counts")
         sent = rounds * len(wordcount.SENTENCES)
         wait_until(lambda: sum(e.stats.acked for e in running.tasks("sentences")) == sent, 20, "sentences acked")
         assert running.errors == []

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -19,17 +18,16 @@ from typing import Any
 import pytest
 
 from examples import wordcount
-from squall.devzk import free_port
 from squall.dsl import Topology
 from squall.thrift import storm
-from support import wait_until
+from scenarios import expected_word_counts, word_counts
+from support import two_workers, wait_until
 from topologies import (GATES, BatchBoom, BatchOf, Blocked, Boom, Director, EmitTwice, EvenTwice, Forward, Gate, Holdout, Join, Keeper,
                         Metered, Numbers, Paced, PacedBatch, Picky, Recorder, Reporter, RootsOf)
 from squall.component import Spout
 from worker.executor import ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor, Wake
-from worker.layout import Placement, place_all
+from worker.layout import place_all
 from worker.local import LocalTopology, compile_topology
-from worker.runtime import WorkerRuntime
 
 FAST = {"task.heartbeat.frequency.secs": 0.05, "topology.message.timeout.secs": 30}
 
@@ -59,18 +57,11 @@ def let_time_pass(local: LocalTopology, component: str, secs: int = 1) -> None:
 
 def test_word_count_counts_are_exact() -> None:
     rounds = 40
-    expected = Counter(w for k in range(rounds * len(wordcount.SENTENCES))
-                       for w in wordcount.SENTENCES[k % len(wordcount.SENTENCES)].split())
-
-    def counts(local: LocalTopology) -> Counter[str]:
-        total: Counter[str] = Counter()
-        for executor in local.tasks("count"):
-            total.update(dict(executor.bolt.counts))
-        return total
+    expected = expected_word_counts(rounds)
 
     sentences = rounds * len(wordcount.SENTENCES)
     with run(wordcount.topology(rounds=rounds)) as local:
-        wait_until(lambda: counts(local) == expected, 20, "exact word counts")
+        wait_until(lambda: word_counts(local) == expected, 20, "exact word counts")
         wait_until(lambda: sum(e.stats.acked for e in local.tasks("sentences")) == sentences, 20, "every sentence acked")
         assert sum(e.stats.failed for e in local.tasks("sentences")) == 0
 
@@ -308,17 +299,7 @@ def test_across_two_workers_each_spouts_roots_are_its_own_and_owned_by_the_acker
     ackers = layout.component_tasks["__acker"]
     halves = [{layout.component_tasks[c][i] for c in ("numbers", "roots", "__acker")} for i in (0, 1)]
     halves[0].update(layout.component_tasks["__topology_master"])
-    ports = [free_port(), free_port()]
-    runtimes = [WorkerRuntime(layout, Placement(frozenset(mine), {task: ("127.0.0.1", ports[1 - i])
-                                                                  for task in halves[1 - i]}),
-                              conf, report_error=lambda *_: None, listen=("127.0.0.1", ports[i]))
-                for i, mine in enumerate(halves)]
-    try:
-        for runtime in runtimes:
-            runtime.start()
-        for runtime in runtimes:
-            assert runtime.wait_for_peers(10, threading.Event()) == frozenset()
-            runtime.set_active(True)
+    with two_workers(layout, conf, halves) as runtimes:
         spouts = [runtimes[i].executors[task].spout for i, task in enumerate(layout.component_tasks["numbers"])]
         wait_until(lambda: sorted(spouts[0].acked + spouts[1].acked) == list(range(400)), 20, "every tree acked")
         assert spouts[0].failed == spouts[1].failed == []
@@ -332,9 +313,6 @@ def test_across_two_workers_each_spouts_roots_are_its_own_and_owned_by_the_acker
         for n, (root,) in roots.items():
             owner = ackers[root % len(ackers)]
             assert owner in halves[n % 2], f"root of {n} (spout task {n % 2}) owned by acker {owner} elsewhere"
-    finally:
-        for runtime in runtimes:
-            runtime.stop()
 
 
 # -- errors and ticks ---------------------------------------------------------------------------
