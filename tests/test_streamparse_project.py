@@ -5,8 +5,7 @@ work against Squall as against Storm.
 What Squall submits is checked against what streamparse itself would submit: streamparse's own functions
 (``get_topology_from_file``, ``set_topology_serializer``, ``resolve_options``, the per-env parallelism of
 ``sparse submit``) run in a subprocess inside the project, and its Thrift bytes, decoded with Squall's IDL,
-must equal Squall's topology. The word count runs end to end only where shell components run (the
-multilang executor, ``worker.multilang``); those tests skip without it.
+must equal Squall's topology. The word count runs end to end on a dev cluster and in ``storm local``.
 """
 
 from __future__ import annotations
@@ -433,7 +432,6 @@ def with_virtualenv_on_path(env: dict[str, str]) -> dict[str, str]:
 
 def counting_project(project: Path, out: Path, **env: Any) -> None:
     """The quickstart project with a finite spout and a bolt recording the counts it emits in ``out``."""
-    pytest.importorskip("worker.multilang", reason="shell components run once the multilang executor is in")
     (project / "src" / "spouts" / "words.py").write_text(FINITE_WORDS)
     (project / "src" / "bolts" / "totals.py").write_text(TOTALS)
     topology = (project / "topologies" / "wordcount.py").read_text()
