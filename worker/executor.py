@@ -983,7 +983,7 @@ class BoltExecutor(Executor):
     nothing. Per tuple, the first row of every n-th batch (``topology.stats.sample.rate``) is timed to its
     ack, whenever that comes, so held inputs count as well as auto-acked ones; ``ack`` looks it up only while
     some are timed. A batch bolt's rows acked by the end of its ``execute_batch`` call each take the call's
-    time, one sum per batch (see :meth:`_time_batch`)."""
+    time, one sum per batch (see :meth:`_run_batch`)."""
 
     #: Batches taken per round before other tasks of the thread get a turn.
     BATCHES_PER_ROUND = 8
@@ -1234,13 +1234,18 @@ class BoltExecutor(Executor):
             rows = len(batch.rows) if batch.__class__ is TupleBatch else len(batch)  # as Inbox.take counts
             stats.executed += rows
             stats.execute_secs += elapsed
+            acked = stats.acked - acked if execute_batch is not None else 0  # each takes the call's time: _run_batch
+            if acked:
+                stats.process_secs += elapsed * acked
+                stats.processed += acked
             if self._keyed_inputs:  # one stream per batch: each tuple takes the batch's mean time
                 key = f"{batch.component}:{batch.stream}"
                 stats.executed_by[key] += rows
                 stats.latency_by[key] += elapsed
                 stats.timed_by[key] += rows
-            if execute_batch is not None and stats.acked > acked:
-                self._time_batch(batch, elapsed, stats.acked - acked)
+                if acked:
+                    stats.process_by[key] += elapsed * acked
+                    stats.processed_by[key] += acked
         self._acks.flush(self._outbox)  # the step's acks: one message per acker and kind for all its roots
         return 0.0
 
@@ -1254,13 +1259,6 @@ class BoltExecutor(Executor):
         if len(self._timed) < self.MAX_TIMED:
             self._timed[id(first)] = (first, started)
         deliver_each(bolt, chain((first,), views), self._failed_input)
-
-    def _time_batch(self, batch: TupleBatch, elapsed: float, acked: int) -> None:
-        """Process latency of a batch bolt's call: each of the ``acked`` acks made by its end (auto-acked rows
-        and rows acked inside) takes the call's ``elapsed`` time, as all its rows began together. Rows held past
-        the call are not timed (timing them would cost each ack a lookup on the hot path); an earlier call's row
-        acked in this one counts this call's time."""
-        self._time_process(batch.component, batch.stream, elapsed * acked, acked)
 
     def _time_process(self, component: str, stream: str, secs: float, count: int) -> None:
         stats = self.stats
@@ -1281,7 +1279,12 @@ class BoltExecutor(Executor):
 
     def _run_batch(self, execute_batch: Callable[[TupleBatch], None], batch: TupleBatch) -> None:
         """``execute_batch`` with ``deliver``'s semantics per row: under ``auto_ack`` the rows the bolt did not
-        ack or fail are acked when it returns; an exception is reported once and fails every such row."""
+        ack or fail are acked when it returns; an exception is reported once and fails every such row.
+
+        Process latency (``step`` adds it up, per batch): each ack made by the call's end (auto-acked rows and
+        rows acked inside) takes the call's time, as all its rows began together. Rows held past the call are not
+        timed (that would cost every ack a lookup on the hot path); an earlier call's row acked in this one
+        counts this call's time."""
         self._batch = batch
         try:
             execute_batch(batch)
