@@ -248,7 +248,7 @@ def test_process_latency_runs_from_execute_to_the_ack() -> None:
 def test_a_batch_bolt_s_acked_rows_each_take_their_call_s_time_as_process_latency() -> None:
     t = Topology("batch-process-latency")
     t.bolt("forward", BatchForward).shuffle(t.spout("numbers", Numbers, args=[2000]))
-    with run(t) as local:
+    with run(t, topology_stats_sample_rate=1.0) as local:  # every batch sampled
         forward = local.tasks("forward")[0]
         wait_until(lambda: forward.stats.acked == 2000, 20, "every row acked")
         stats = forward.task_stats()

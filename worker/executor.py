@@ -979,11 +979,11 @@ class BoltExecutor(Executor):
     the bolt defines one, else ``execute`` per tuple in one loop (:func:`squall.component.deliver_each`);
     sends tick tuples when ``topology.tick.tuple.freq.secs`` is set for the component.
 
-    Process latency (Storm's: from the start of an input's execute to its ack) costs the hot path next to
-    nothing. Per tuple, the first row of every n-th batch (``topology.stats.sample.rate``) is timed to its
-    ack, whenever that comes, so held inputs count as well as auto-acked ones; ``ack`` looks it up only while
-    some are timed. A batch bolt's rows acked by the end of its ``execute_batch`` call each take the call's
-    time, one sum per batch (see :meth:`_run_batch`)."""
+    Process latency (Storm's: from the start of an input's execute to its ack, sampled at
+    ``topology.stats.sample.rate``) costs the hot path next to nothing: every n-th batch is sampled, a local
+    countdown per batch. Per tuple, its first row is timed to its ack, whenever that comes, so held inputs
+    count as well as auto-acked ones; ``ack`` looks it up only while some are timed. A batch bolt's rows acked
+    by the end of its ``execute_batch`` call each take the call's time (see :meth:`_run_batch`)."""
 
     #: Batches taken per round before other tasks of the thread get a turn.
     BATCHES_PER_ROUND = 8
@@ -1217,48 +1217,55 @@ class BoltExecutor(Executor):
             self._next_tick = now + self._tick_every  # type: ignore[operator]
             self._execute(bolt, tick_tuple(self._tick_every))  # type: ignore[arg-type]
         take, stats, clock, execute_batch = self.inbox.take, self.stats, time.perf_counter, self._execute_batch
+        to_sample = self._batches_to_sample  # a local: the batches not sampled cost a decrement each
         for _ in range(self.BATCHES_PER_ROUND):
             batch = take()
             if batch is None:
+                self._batches_to_sample = to_sample
                 self._acks.flush(self._outbox)
                 return max(0.0, min(self._next_beat, self._next_tick) - now)
-            started, acked = clock(), stats.acked
-            if execute_batch is not None:
-                self._run_batch(execute_batch, batch)
-            elif self._batches_to_sample > 1:
-                self._batches_to_sample -= 1
-                deliver_each(bolt, batch.views(), self._failed_input)
+            started = clock()
+            to_sample -= 1
+            if to_sample:
+                if execute_batch is None:
+                    deliver_each(bolt, batch.views(), self._failed_input)
+                else:
+                    self._run_batch(execute_batch, batch)
             else:
-                self._deliver_sampled(bolt, batch, started)
+                to_sample = self._sample_every
+                self._run_sampled(execute_batch, batch, started)
             elapsed = clock() - started
             rows = len(batch.rows) if batch.__class__ is TupleBatch else len(batch)  # as Inbox.take counts
             stats.executed += rows
             stats.execute_secs += elapsed
-            acked = stats.acked - acked if execute_batch is not None else 0  # each takes the call's time: _run_batch
-            if acked:
-                stats.process_secs += elapsed * acked
-                stats.processed += acked
             if self._keyed_inputs:  # one stream per batch: each tuple takes the batch's mean time
                 key = f"{batch.component}:{batch.stream}"
                 stats.executed_by[key] += rows
                 stats.latency_by[key] += elapsed
                 stats.timed_by[key] += rows
-                if acked:
-                    stats.process_by[key] += elapsed * acked
-                    stats.processed_by[key] += acked
+        self._batches_to_sample = to_sample
         self._acks.flush(self._outbox)  # the step's acks: one message per acker and kind for all its roots
         return 0.0
 
-    def _deliver_sampled(self, bolt: Bolt, batch: TupleBatch, started: float) -> None:
-        """``deliver_each`` with the batch's first row timed from ``started`` (its execute's start) to its ack."""
-        self._batches_to_sample = self._sample_every
+    def _run_sampled(self, execute_batch: Callable[[TupleBatch], None] | None, batch: TupleBatch,
+                     started: float) -> None:
+        """A batch whose process latency is sampled, from ``started``. Per tuple, its first row is timed to its
+        ack, whenever that comes; a batch bolt's acks made by the end of the call each take the call's time (see
+        :meth:`_run_batch`)."""
+        if execute_batch is not None:
+            acked = self.stats.acked
+            self._run_batch(execute_batch, batch)
+            acked = self.stats.acked - acked
+            if acked:
+                self._time_process(batch.component, batch.stream, (time.perf_counter() - started) * acked, acked)
+            return
         views = batch.views()
         first = next(views, None)
         if first is None:
             return
         if len(self._timed) < self.MAX_TIMED:
             self._timed[id(first)] = (first, started)
-        deliver_each(bolt, chain((first,), views), self._failed_input)
+        deliver_each(self.bolt, chain((first,), views), self._failed_input)
 
     def _time_process(self, component: str, stream: str, secs: float, count: int) -> None:
         stats = self.stats
@@ -1281,10 +1288,10 @@ class BoltExecutor(Executor):
         """``execute_batch`` with ``deliver``'s semantics per row: under ``auto_ack`` the rows the bolt did not
         ack or fail are acked when it returns; an exception is reported once and fails every such row.
 
-        Process latency (``step`` adds it up, per batch): each ack made by the call's end (auto-acked rows and
-        rows acked inside) takes the call's time, as all its rows began together. Rows held past the call are not
-        timed (that would cost every ack a lookup on the hot path); an earlier call's row acked in this one
-        counts this call's time."""
+        Process latency, in a sampled batch (:meth:`_run_sampled`): each ack made by the call's end (auto-acked
+        rows and rows acked inside) takes the call's time, as all its rows began together. Rows held past the
+        call are not timed (that would cost every ack a lookup on the hot path); an earlier call's row acked in
+        this one counts this call's time."""
         self._batch = batch
         try:
             execute_batch(batch)
