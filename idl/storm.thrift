@@ -255,6 +255,8 @@ struct BoltStats {
   3: required map<string, map<GlobalStreamId, double>> process_ms_avg;
   4: required map<string, map<GlobalStreamId, i64>> executed;
   5: required map<string, map<GlobalStreamId, double>> execute_ms_avg;
+  // Squall: how many acks each process_ms_avg holds (process latency is sampled), so windows weigh it right.
+  100: optional map<string, map<GlobalStreamId, i64>> processed;
 }
 
 struct SpoutStats {

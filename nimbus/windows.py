@@ -22,7 +22,9 @@ How a window is made (:meth:`TaskHistory.windows`):
 Memory is bounded per task (:data:`MAX_SNAPSHOTS`): snapshots are thinned to Storm's bucket sizes, 20 per
 window (30 s for 10 min, 9 min for 3 h, 72 min for 1 day), keeping the first snapshot of each bucket while
 it can still be needed. Latencies are averages; a window's is the difference of the total time (average ×
-what it timed: a bolt's executed tuples, a spout's acked trees) over the difference of the count.
+what it timed: a bolt's executed tuples, a spout's acked trees, a bolt's ``processed`` acks for its process
+latency) over the difference of the count. A task of an older release sends no process latency: its windows
+have none.
 """
 
 from __future__ import annotations
@@ -40,9 +42,11 @@ MAX_SNAPSHOTS = sum(length // bucket + 3 for length, bucket in WINDOW_BUCKETS.va
 _FINEST = min(bucket for _, bucket in WINDOW_BUCKETS.values())
 #: The counters windows are made of: every stat but the latency averages and the user metrics (values as read
 #: at the latest beat, served as they are: a gauge has no window, and a user counter is the user's own).
-_COUNTS = tuple(f.name for f in fields(TaskStats) if f.name not in ("latency_ms", "user_counters", "user_gauges"))
+_COUNTS = tuple(f.name for f in fields(TaskStats)
+                if f.name not in ("latency_ms", "process_ms", "user_counters", "user_gauges"))
 
-#: A snapshot's counters as numbers to subtract: per stat, per key; ``latency_ms`` holds total milliseconds.
+#: A snapshot's counters as numbers to subtract: per stat, per key; ``latency_ms`` and ``process_ms`` hold total
+#: milliseconds.
 Totals = dict[str, dict[str, float]]
 
 
@@ -164,6 +168,7 @@ def _totals(stats: TaskStats) -> Totals:
     totals: Totals = {name: dict(getattr(stats, name)) for name in _COUNTS}
     timed = stats.executed or stats.acked
     totals["latency_ms"] = {key: ms * timed.get(key, 0) for key, ms in stats.latency_ms.items()}
+    totals["process_ms"] = {key: ms * stats.processed.get(key, 0) for key, ms in stats.process_ms.items()}
     return totals
 
 
@@ -178,10 +183,16 @@ def _stats(now: Totals, base: Totals) -> TaskStats:
     :class:`TaskStats`."""
     counts = {name: {key: n for key, value in now[name].items() if (n := round(value - base[name].get(key, 0))) > 0}
               for name in _COUNTS}
-    timed_now, timed_base = (now["executed"], base["executed"]) if now["executed"] else (now["acked"], base["acked"])
-    latency = {}
-    for key, total in now["latency_ms"].items():
-        timed = timed_now.get(key, 0) - timed_base.get(key, 0)
-        if timed >= 0.5:
-            latency[key] = max(0.0, (total - base["latency_ms"].get(key, 0)) / timed)
-    return TaskStats(**counts, latency_ms=latency)
+    timed = "executed" if now["executed"] else "acked"
+    return TaskStats(**counts, latency_ms=_average(now, base, "latency_ms", timed),
+                     process_ms=_average(now, base, "process_ms", "processed"))
+
+
+def _average(now: Totals, base: Totals, total: str, timed: str) -> dict[str, float]:
+    """Per key, the average of ``total`` between ``base`` and ``now``: its difference over ``timed``'s."""
+    averages = {}
+    for key, value in now[total].items():
+        count = now[timed].get(key, 0) - base[timed].get(key, 0)
+        if count >= 0.5:
+            averages[key] = max(0.0, (value - base[total].get(key, 0)) / count)
+    return averages

@@ -45,8 +45,8 @@ def to_executor_stats(stats: TaskStats, *, spout: bool, windows: Mapping[str, Ta
     else:
         specific = storm.ExecutorSpecificStats(bolt=storm.BoltStats(
             acked=window("acked", _stream_id), failed=window("failed", _stream_id),
-            process_ms_avg={w: {} for w in by_window}, executed=window("executed", _stream_id),
-            execute_ms_avg=window("latency_ms", _stream_id)))
+            process_ms_avg=window("process_ms", _stream_id), executed=window("executed", _stream_id),
+            execute_ms_avg=window("latency_ms", _stream_id), processed=window("processed", _stream_id)))
     return storm.ExecutorStats(emitted=window("emitted"), transferred=window("transferred"),
                                specific=specific, rate=1.0, failed_by_reason=window("failed_by_reason"),
                                user_counters=dict(stats.user_counters) or None,
@@ -71,7 +71,10 @@ def from_executor_stats(value: Any) -> TaskStats:
     return TaskStats(**common, acked=_counts(b.acked, "acked", key=_input_key),
                      failed=_counts(b.failed, "failed", key=_input_key),
                      executed=_counts(b.executed, "executed", key=_input_key),
-                     latency_ms=_counts(b.execute_ms_avg, "execute_ms_avg", float, key=_input_key))
+                     latency_ms=_counts(b.execute_ms_avg, "execute_ms_avg", float, key=_input_key),
+                     # Optional: an older worker sends no process latency (its process_ms_avg maps are empty).
+                     process_ms=_counts(b.process_ms_avg, "process_ms_avg", float, key=_input_key),
+                     processed=_counts(b.processed, "processed", key=_input_key))
 
 
 def task_stats(values: Mapping[str, Any]) -> TaskStats:

@@ -15,7 +15,8 @@ SPOUT = TaskStats(emitted={"default": 10, "errors": 2}, transferred={"default": 
                   failed_by_reason={"timeout": 1})
 BOLT = TaskStats(emitted={"default": 4}, transferred={"default": 4}, acked={"split:default": 5, "raw:default": 1},
                  failed={"raw:default": 2}, executed={"split:default": 5, "raw:default": 3},
-                 latency_ms={"split:default": 0.25}, failed_by_reason={"explicit": 1, "exception": 1},
+                 latency_ms={"split:default": 0.25}, process_ms={"split:default": 4.5}, processed={"split:default": 2},
+                 failed_by_reason={"explicit": 1, "exception": 1},
                  user_counters={"seen": 9, "n.count": 3}, user_gauges={"last.n": -2.5})
 
 
@@ -82,6 +83,18 @@ def test_failures_by_reason_are_windowed_and_user_metrics_are_not() -> None:
     thrift = to_executor_stats(BOLT, spout=False, windows={"600": TaskStats(failed_by_reason={"explicit": 1})})
     assert thrift.failed_by_reason == {"600": {"explicit": 1}, ALL_TIME: {"explicit": 1, "exception": 1}}
     assert thrift.user_counters == {"seen": 9, "n.count": 3} and thrift.user_gauges == {"last.n": -2.5}
+
+
+def test_a_bolts_process_latency_goes_in_process_ms_avg_with_its_sample_count() -> None:
+    thrift = to_executor_stats(BOLT, spout=False).specific.bolt
+    split = storm.GlobalStreamId(componentId="split", streamId="default")
+    assert thrift.process_ms_avg == {ALL_TIME: {split: 4.5}} and thrift.processed == {ALL_TIME: {split: 2}}
+
+
+def test_a_bolt_of_an_older_worker_has_no_process_latency() -> None:
+    older = to_executor_stats(TaskStats(executed={"split:default": 3}), spout=False)
+    older.specific.bolt.processed = None  # an older worker sends no field 100, and empty process_ms_avg maps
+    assert from_executor_stats(older) == TaskStats(executed={"split:default": 3})
 
 
 def test_stats_of_an_older_worker_have_no_reasons_and_no_metrics() -> None:

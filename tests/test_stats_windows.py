@@ -111,6 +111,25 @@ def test_a_bolt_s_latency_is_weighted_by_the_tuples_it_executed() -> None:
     assert window.latency_ms["s:default"] == pytest.approx((400 - 200) / (200 - 400 / 3)), "3 ms each"
 
 
+def test_a_bolt_s_process_latency_is_weighted_by_the_acks_it_timed() -> None:
+    history = TaskHistory()
+    history.add(100, TaskStats(acked={"s:default": 1000}, processed={"s:default": 10}, process_ms={"s:default": 5.0}))
+    history.add(1000, TaskStats(acked={"s:default": 2000}, processed={"s:default": 40},
+                                process_ms={"s:default": 20.0}))
+    # the window starts at 400 s, a third of the way: 20 timed then, 50 + 10 * 250 = 300 ms in all; 800 ms now
+    window = history.windows()["600"]
+    assert window.processed == {"s:default": 20}
+    assert window.process_ms["s:default"] == pytest.approx((800 - 300) / 20), "sampled: by its own count, not acked"
+
+
+def test_an_older_worker_s_beats_have_no_process_latency_and_still_window() -> None:
+    history = TaskHistory()
+    history.add(100, TaskStats(executed={"s:default": 100}, latency_ms={"s:default": 1.0}))
+    history.add(1000, TaskStats(executed={"s:default": 200}, latency_ms={"s:default": 2.0}))
+    window = history.windows()["600"]
+    assert window.process_ms == {} and window.processed == {} and window.executed == {"s:default": 67}
+
+
 def test_a_restarted_task_counts_from_its_restart(clock: SimulatedClock) -> None:
     history = TaskHistory()
     spout = Spout(clock, history)

@@ -87,7 +87,8 @@ def test_a_running_word_count_seen_through_the_rest_api_and_streamparse(
     rounds = 30
     sentences = rounds * len(wordcount.SENTENCES)
     words = rounds * sum(len(s.split()) for s in wordcount.SENTENCES)
-    topology_id = cluster.submit(wordcount.topology(rounds, workers=2))
+    # every batch's first tuple timed to its ack: each bolt task surely has some process latency to show
+    topology_id = cluster.submit(wordcount.topology(rounds, workers=2), topology_stats_sample_rate=1.0)
     workers = cluster.start_workers(topology_id)
     with ui_in_front_of(cluster.conf, cluster.nimbus.port) as ui:
         page = f"/api/v1/topology/{topology_id}"
@@ -116,6 +117,7 @@ def test_a_running_word_count_seen_through_the_rest_api_and_streamparse(
         split = next(b for b in topology["bolts"] if b["boltId"] == "split")
         assert (split["emitted"], split["acked"], split["tasks"]) == (words, sentences, 4)
         assert 0 <= float(split["capacity"]) < 1 and float(split["executeLatency"]) > 0
+        assert all(float(b["processLatency"]) > 0 for b in topology["bolts"]), "execute's start to the ack, sampled"
         assert sorted((w["host"], w["port"]) for w in topology["workers"]) == sorted(
             ("127.0.0.1", w.port) for w in workers)
         assert sum(w["executorsTotal"] for w in topology["workers"]) == 12

@@ -22,7 +22,7 @@ from squall.dsl import Topology
 from squall.thrift import storm
 from scenarios import expected_word_counts, word_counts
 from support import two_workers, wait_until
-from topologies import (GATES, BatchBoom, BatchOf, Blocked, Boom, Director, EmitTwice, EvenTwice, Forward, Gate, Holdout, Join, Keeper,
+from topologies import (GATES, BatchBoom, BatchForward, BatchOf, Blocked, Boom, Director, EmitTwice, EvenTwice, Forward, Gate, Holdout, Join, Keeper,
                         Metered, Numbers, Paced, PacedBatch, Picky, Recorder, Reporter, RootsOf)
 from squall.component import Spout
 from worker.executor import ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor, Wake
@@ -227,6 +227,33 @@ def test_without_reset_timeout_the_same_hold_fails_the_tuple() -> None:
         spout = local.component("numbers")
         wait_until(lambda: spout.failed, 10, "the held tuple to time out")
         assert spout.failed == [0] and spout.acked == []
+
+
+def test_process_latency_runs_from_execute_to_the_ack() -> None:
+    """Storm's process latency: a bolt that holds each input 0.1 s before acking it shows at least that, while
+    its execute latency stays small; an auto-ack bolt's process latency is its execute latency's order."""
+    t = Topology("process-latency")
+    numbers = t.spout("numbers", Paced, args=[200])
+    t.bolt("keeper", Keeper, args=[0.1, False], conf={"topology.tick.tuple.freq.secs": 0.01}).shuffle(numbers)
+    t.bolt("sink", Recorder).shuffle(numbers)
+    with run(t, topology_stats_sample_rate=1.0) as local:
+        keeper, sink = local.tasks("keeper")[0], local.tasks("sink")[0]
+        wait_until(lambda: keeper.stats.processed >= 20 and sink.stats.processed >= 20, 20, "20 acks timed each")
+        held, auto = keeper.task_stats(), sink.task_stats()
+        assert held.process_ms["numbers:default"] >= 100 > 10 > held.latency_ms["numbers:default"]
+        assert 0.1 < auto.process_ms["numbers:default"] / auto.latency_ms["numbers:default"] < 10
+        assert held.processed["numbers:default"] <= held.acked["numbers:default"], "sampled: each ack at most once"
+
+
+def test_a_batch_bolt_s_acked_rows_each_take_their_call_s_time_as_process_latency() -> None:
+    t = Topology("batch-process-latency")
+    t.bolt("forward", BatchForward).shuffle(t.spout("numbers", Numbers, args=[2000]))
+    with run(t, topology_stats_sample_rate=1.0) as local:  # every batch sampled
+        forward = local.tasks("forward")[0]
+        wait_until(lambda: forward.stats.acked == 2000, 20, "every row acked")
+        stats = forward.task_stats()
+        assert stats.processed == stats.acked == {"numbers:default": 2000}, "every row auto-acked in its call"
+        assert stats.process_ms["numbers:default"] >= stats.latency_ms["numbers:default"] > 0, "a call per batch"
 
 
 def test_a_topology_started_inactive_never_calls_next_tuple_until_activated() -> None:

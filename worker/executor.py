@@ -25,7 +25,7 @@ from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import reduce
-from itertools import count, islice
+from itertools import chain, count, islice
 from operator import xor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -269,6 +269,12 @@ class Stats:
     #: Latency sums (seconds) by key and how many values each sum holds.
     latency_by: Counter[str] = field(default_factory=Counter)
     timed_by: Counter[str] = field(default_factory=Counter)
+    #: Process latency (bolts; Storm's: from the start of the input's execute to its ack): seconds summed over
+    #: the acks timed, and how many were timed, in total and by key as above.
+    process_secs: float = 0.0
+    processed: int = 0
+    process_by: Counter[str] = field(default_factory=Counter)
+    processed_by: Counter[str] = field(default_factory=Counter)
 
 
 class ErrorThrottle:
@@ -551,7 +557,9 @@ class Executor:
         if len(self._inputs) == 1:
             (key,) = self._inputs
             by = {"executed": {key: stats.executed}, "acked": {key: stats.acked}, "failed": {key: stats.failed},
-                  "latency_ms": {key: 1000 * stats.execute_secs / stats.executed} if stats.executed else {}}
+                  "latency_ms": {key: 1000 * stats.execute_secs / stats.executed} if stats.executed else {},
+                  "process_ms": {key: 1000 * stats.process_secs / stats.processed} if stats.processed else {},
+                  "processed": {key: stats.processed}}
         elif not self._inputs and len(self._outs) == 1:  # a spout with one stream
             (key,) = self._outs
             by = {"executed": {}, "acked": {key: stats.acked}, "failed": {key: stats.failed},
@@ -559,7 +567,10 @@ class Executor:
         else:
             by = {"executed": dict(stats.executed_by), "acked": dict(stats.acked_by),
                   "failed": dict(stats.failed_by),
-                  "latency_ms": {k: 1000 * t / stats.timed_by[k] for k, t in stats.latency_by.items() if stats.timed_by[k]}}
+                  "latency_ms": {k: 1000 * t / stats.timed_by[k] for k, t in stats.latency_by.items() if stats.timed_by[k]},
+                  "process_ms": {k: 1000 * t / stats.processed_by[k] for k, t in stats.process_by.items()
+                                 if stats.processed_by[k]},
+                  "processed": dict(stats.processed_by)}
         by["failed_by_reason"] = {"timeout": stats.failed_timeout, "exception": stats.failed_exception,
                                   "explicit": stats.failed - stats.failed_timeout - stats.failed_exception}
         counters, gauges = self._user_metrics()
@@ -966,10 +977,19 @@ class SpoutExecutor(Executor):
 class BoltExecutor(Executor):
     """Runs the bolt over its receive queue, a few batches per round: ``execute_batch`` once per batch when
     the bolt defines one, else ``execute`` per tuple in one loop (:func:`squall.component.deliver_each`);
-    sends tick tuples when ``topology.tick.tuple.freq.secs`` is set for the component."""
+    sends tick tuples when ``topology.tick.tuple.freq.secs`` is set for the component.
+
+    Process latency (Storm's: from the start of an input's execute to its ack, sampled at
+    ``topology.stats.sample.rate``) costs the hot path next to nothing: every n-th batch is sampled, a local
+    countdown per batch. Per tuple, its first row is timed to its ack, whenever that comes, so held inputs
+    count as well as auto-acked ones; ``ack`` looks it up only while some are timed. A batch bolt's rows acked
+    by the end of its ``execute_batch`` call each take the call's time (see :meth:`_run_batch`)."""
 
     #: Batches taken per round before other tasks of the thread get a turn.
     BATCHES_PER_ROUND = 8
+    #: Most inputs timed to their ack at once: none is sampled while this many wait (a bolt that never acks
+    #: some inputs cannot grow it).
+    MAX_TIMED = 64
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -981,6 +1001,10 @@ class BoltExecutor(Executor):
         #: The input batch ``execute_batch`` is working on, and the ids of its rows the bolt acked or failed.
         self._batch: TupleBatch | None = None
         self._settled: set[int] = set()
+        #: Per-tuple delivery: the sampled inputs not yet acked or failed, ``id(view) -> (view, execute start)``.
+        self._timed: dict[int, tuple[Tuple, float]] = {}
+        self._sample_every = _sample_period(self.spec.conf["topology.stats.sample.rate"])
+        self._batches_to_sample = 1
 
     def start(self) -> None:
         self.bolt, context = self._attach_user(Bolt)
@@ -1139,6 +1163,10 @@ class BoltExecutor(Executor):
         self.stats.acked += 1
         if self._keyed_inputs:
             self.stats.acked_by[f"{tup._component}:{tup._stream}"] += 1
+        if self._timed:
+            timed = self._timed.pop(id(tup), None)  # the view is held there, so its id is no other tuple's
+            if timed is not None:
+                self._time_process(tup._component, tup._stream, time.perf_counter() - timed[1], 1)
         if self._batch is not None:
             self._settled.add(id(tup))
         roots = tup._anchors
@@ -1161,6 +1189,8 @@ class BoltExecutor(Executor):
             self.stats.failed_exception += 1
         if self._keyed_inputs:
             self.stats.failed_by[f"{tup._component}:{tup._stream}"] += 1
+        if self._timed:
+            self._timed.pop(id(tup), None)  # a failed input has no process latency
         if self._batch is not None:
             self._settled.add(id(tup))
         if tup._anchors and self._n_ackers:
@@ -1187,16 +1217,23 @@ class BoltExecutor(Executor):
             self._next_tick = now + self._tick_every  # type: ignore[operator]
             self._execute(bolt, tick_tuple(self._tick_every))  # type: ignore[arg-type]
         take, stats, clock, execute_batch = self.inbox.take, self.stats, time.perf_counter, self._execute_batch
+        to_sample = self._batches_to_sample  # a local: the batches not sampled cost a decrement each
         for _ in range(self.BATCHES_PER_ROUND):
             batch = take()
             if batch is None:
+                self._batches_to_sample = to_sample
                 self._acks.flush(self._outbox)
                 return max(0.0, min(self._next_beat, self._next_tick) - now)
             started = clock()
-            if execute_batch is None:
-                deliver_each(bolt, batch.views(), self._failed_input)
+            to_sample -= 1
+            if to_sample:
+                if execute_batch is None:
+                    deliver_each(bolt, batch.views(), self._failed_input)
+                else:
+                    self._run_batch(execute_batch, batch)
             else:
-                self._run_batch(execute_batch, batch)
+                to_sample = self._sample_every
+                self._run_sampled(execute_batch, batch, started)
             elapsed = clock() - started
             rows = len(batch.rows) if batch.__class__ is TupleBatch else len(batch)  # as Inbox.take counts
             stats.executed += rows
@@ -1206,8 +1243,38 @@ class BoltExecutor(Executor):
                 stats.executed_by[key] += rows
                 stats.latency_by[key] += elapsed
                 stats.timed_by[key] += rows
+        self._batches_to_sample = to_sample
         self._acks.flush(self._outbox)  # the step's acks: one message per acker and kind for all its roots
         return 0.0
+
+    def _run_sampled(self, execute_batch: Callable[[TupleBatch], None] | None, batch: TupleBatch,
+                     started: float) -> None:
+        """A batch whose process latency is sampled, from ``started``. Per tuple, its first row is timed to its
+        ack, whenever that comes; a batch bolt's acks made by the end of the call each take the call's time (see
+        :meth:`_run_batch`)."""
+        if execute_batch is not None:
+            acked = self.stats.acked
+            self._run_batch(execute_batch, batch)
+            acked = self.stats.acked - acked
+            if acked:
+                self._time_process(batch.component, batch.stream, (time.perf_counter() - started) * acked, acked)
+            return
+        views = batch.views()
+        first = next(views, None)
+        if first is None:
+            return
+        if len(self._timed) < self.MAX_TIMED:
+            self._timed[id(first)] = (first, started)
+        deliver_each(self.bolt, chain((first,), views), self._failed_input)
+
+    def _time_process(self, component: str, stream: str, secs: float, count: int) -> None:
+        stats = self.stats
+        stats.process_secs += secs
+        stats.processed += count
+        if self._keyed_inputs:
+            key = f"{component}:{stream}"
+            stats.process_by[key] += secs
+            stats.processed_by[key] += count
 
     def _raised_on(self, tup: Tuple) -> bool:
         """Whether ``tup`` fails because user code raised on it: deliver_each fails the input execute raised on
@@ -1219,7 +1286,12 @@ class BoltExecutor(Executor):
 
     def _run_batch(self, execute_batch: Callable[[TupleBatch], None], batch: TupleBatch) -> None:
         """``execute_batch`` with ``deliver``'s semantics per row: under ``auto_ack`` the rows the bolt did not
-        ack or fail are acked when it returns; an exception is reported once and fails every such row."""
+        ack or fail are acked when it returns; an exception is reported once and fails every such row.
+
+        Process latency, in a sampled batch (:meth:`_run_sampled`): each ack made by the call's end (auto-acked
+        rows and rows acked inside) takes the call's time, as all its rows began together. Rows held past the
+        call are not timed (that would cost every ack a lookup on the hot path); an earlier call's row acked in
+        this one counts this call's time."""
         self._batch = batch
         try:
             execute_batch(batch)

@@ -196,7 +196,9 @@ class TaskStats:
 
     ``emitted``/``transferred`` are keyed by output stream. ``acked``/``failed``/``latency_ms`` are keyed by
     output stream for spouts (latency: average complete latency) and by input ``component:stream`` for
-    bolts (latency: average execute latency); ``executed`` is a bolt's, by input ``component:stream``.
+    bolts (latency: average execute latency); ``executed`` is a bolt's, by input ``component:stream``, and so
+    are ``process_ms`` (average process latency: execute's start to the ack) and ``processed`` (how many acks
+    that average holds: it is sampled, and windows weigh it by this count).
     ``failed_by_reason`` splits the failures by why (:data:`squall.stats.FAIL_REASONS`). ``user_counters`` and
     ``user_gauges`` are the task's user metrics (:mod:`squall.metrics`) as read at the beat: values, not
     windowed counts.
@@ -209,6 +211,8 @@ class TaskStats:
     failed: dict[str, int] = field(default_factory=dict)
     executed: dict[str, int] = field(default_factory=dict)
     latency_ms: dict[str, float] = field(default_factory=dict)
+    process_ms: dict[str, float] = field(default_factory=dict)
+    processed: dict[str, int] = field(default_factory=dict)
     failed_by_reason: dict[str, int] = field(default_factory=dict)
     user_counters: dict[str, int] = field(default_factory=dict)
     user_gauges: dict[str, float] = field(default_factory=dict)
