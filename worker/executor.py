@@ -526,6 +526,12 @@ class Executor:
                      root: int) -> int:
         """``rows`` in ``root``'s tree as one :class:`~squall.tuple.Piece` per target task (one batch, one random
         edge each, never extended by later emits); returns the XOR of the edges (0: sent nowhere)."""
+        targets = out.constant if direct_task is None else (direct_task,)
+        if targets is not None and len(targets) == 1 and rows:  # the usual case, without splitting: one piece
+            edge = _bits(64) or 1
+            self._outbox.add(targets[0], TupleBatch(rows, out.fields, self.component, stream, self.task,
+                                                    piece=Piece(root, edge, len(rows))))
+            return edge
         parts, init = list(self._parts(rows, out, direct_task)), 0
         shared = len(parts) > 1 and parts[0][1] is parts[-1][1]  # every target gets ``rows`` itself: copies
         component, task, add, fields = self.component, self.task, self._outbox.add, out.fields
@@ -809,13 +815,7 @@ class SpoutExecutor(Executor):
         the rows each target gets are one :class:`~squall.tuple.Piece` (one batch, one edge), so the init is the
         XOR of a few edges, and a bolt that settles the piece whole acks it with one value (``_settle_rest``)."""
         root = next(self._roots)
-        targets = out.constant if direct_task is None else (direct_task,)
-        if targets is not None and len(targets) == 1 and rows:  # the usual case, inline: one piece of every row
-            init = _bits(64) or 1
-            self._outbox.add(targets[0], TupleBatch(rows, out.fields, self.component, stream, self.task,
-                                                    piece=Piece(root, init, len(rows))))
-        else:
-            init = self._emit_pieces(rows, stream, out, direct_task, root)
+        init = self._emit_pieces(rows, stream, out, direct_task, root)
         owner = self._root_owner
         self._acks.roots[owner].append(root)
         self._acks.values[owner].append(init)  # 0 (sent nowhere): the acker acks it at once
