@@ -143,10 +143,7 @@ class DevCluster:
         """Start ``storm ui`` in front of the cluster's nimbuses, on ``ui.port`` (0: a free port); returns once it
         answers HTTP."""
         self.ui_port = int(self.conf["ui.port"]) or free_port()
-        process = self._start("ui", "ui")
-        wait_for(lambda: self._alive("ui") and _answers(f"{self.ui_url()}/api/v1/openapi.json"), timeout,
-                 f"the UI to answer (log: {self.log_file('ui')})")
-        return process
+        return self._start_http("ui", f"{self.ui_url()}/api/v1/openapi.json", timeout)
 
     def ui_url(self) -> str:
         return f"http://127.0.0.1:{self.ui_port}"
@@ -159,13 +156,17 @@ class DevCluster:
             raise ValueError("the dev cluster's logviewer serves one directory: set storm.log.dir, where its "
                              "supervisors' workers then all log")
         self.logviewer_port = int(self.conf["logviewer.port"]) or free_port()
-        process = self._start("logviewer", "logviewer")
-        wait_for(lambda: self._alive("logviewer") and _answers(f"{self.logviewer_url()}/api/v1/listLogs"), timeout,
-                 f"the logviewer to answer (log: {self.log_file('logviewer')})")
-        return process
+        return self._start_http("logviewer", f"{self.logviewer_url()}/api/v1/listLogs", timeout)
 
     def logviewer_url(self) -> str:
         return f"http://127.0.0.1:{self.logviewer_port}"
+
+    def _start_http(self, daemon: str, probe_url: str, timeout: float) -> subprocess.Popen[bytes]:
+        """Start the HTTP daemon ``daemon`` (``storm ui``, ``storm logviewer``); return once ``probe_url`` answers."""
+        process = self._start(daemon, daemon)
+        wait_for(lambda: self._alive(daemon) and _answers(probe_url), timeout,
+                 f"the {daemon} to answer (log: {self.log_file(daemon)})")
+        return process
 
     def start_supervisor(self, name: str, ports: Sequence[int] = (), *, host: str | None = None,
                          prefix: Sequence[str] = ()) -> subprocess.Popen[bytes]:
