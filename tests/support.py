@@ -20,7 +20,9 @@ from kazoo.exceptions import NoNodeError
 from squall.config import load_config
 from squall.devcluster import wait_for
 from squall.devzk import free_port, port_is_free
+from squall.zk import paths
 from squall.zk.client import ZkClient
+from squall.zk.records import TaskError
 from worker.layout import Placement
 from worker.runtime import WorkerRuntime
 
@@ -96,6 +98,15 @@ def stop_or_kill(process: subprocess.Popen[Any], sig: int, timeout: float = 60) 
 def wait_until(condition: Callable[[], T], timeout: float = 10.0, what: str = "condition") -> T:
     """Poll ``condition`` until it returns something truthy; fail with ``what`` at the deadline."""
     return wait_for(condition, timeout, what)
+
+
+def filed_errors(zk: ZkClient, topology_id: str) -> dict[int, list[str]]:
+    """Each task's filed error texts, oldest first, for the tasks that have one. A writer creates a task's node
+    before its first error, so a task node alone is not yet an error: wait on this, not on the task nodes."""
+    errors = {int(task): [zk.read(paths.task_error(topology_id, int(task), int(key)), TaskError).error
+                          for key in zk.children(paths.task_errors(topology_id, int(task)))]
+              for task in zk.children(paths.task_errors_root(topology_id))}
+    return {task: texts for task, texts in errors.items() if texts}
 
 
 def expire_session(client: ZkClient, zk_address: str) -> None:

@@ -41,7 +41,7 @@ from squall.zk.records import TaskError, TopologyTasks
 from logviewer.server import LogviewerServer
 from supervisor.venvs import environments_dir
 from scenarios import counted_word_count, final_counts
-from support import listening, make_certs, python_for_other_users, tls_conf, wait_until
+from support import filed_errors, listening, make_certs, python_for_other_users, tls_conf, wait_until
 from test_ui_auth import https_client, https_conf
 from topologies import Paced, Snoop, Spy, read_records
 from worker.wire import Greeting, WireBatch, hello
@@ -75,9 +75,9 @@ def test_user_code_in_a_worker_finds_no_daemon_credential(zk_conf: dict[str, Any
         assert seen["env"]["PATH"] and "PYTHONPATH" in seen["env"]
 
         root = paths.task_errors_root(topology_id)
-        [task] = wait_until(lambda: anonymous.children(root), 30, "the spout's error in ZooKeeper")
-        [key] = anonymous.children(paths.task_errors(topology_id, int(task)))
-        assert anonymous.read(paths.task_error(topology_id, int(task), int(key)), TaskError).error == "snooped"
+        [(task, errors)] = wait_until(lambda: filed_errors(anonymous, topology_id), 30,
+                                      "the spout's error in ZooKeeper").items()
+        assert errors == ["snooped"]
         with pytest.raises(NoAuthError):
             record_task_error(anonymous, topology_id, int(task), TaskError("forged", 1_700_000_000))
 
@@ -304,9 +304,8 @@ def test_workers_run_as_their_topologys_owner(zk_conf: dict[str, Any], open_dir:
         unowned.spout("paced", Paced, args=[1.0])
         orphan = submit_topology({**cluster.conf, **tls_conf(certs, nobody), **seeds}, unowned, package=package,
                                  zk=cluster.zk)
-        task = min(wait_until(lambda: cluster.zk.children(paths.task_errors_root(orphan)), 30, "the orphan's error"))
-        [key] = wait_until(lambda: cluster.zk.children(paths.task_errors(orphan, int(task))), 10, "its error")
-        error = cluster.zk.read(paths.task_error(orphan, int(task), int(key)), TaskError).error
+        errors = wait_until(lambda: filed_errors(cluster.zk, orphan), 30, "the orphan's error")
+        [error] = errors[min(errors)]
         assert "not started" in error and f"has no local user {nobody!r}" in error and f"useradd {nobody}" in error
         assert orphan not in {r.topology_id for r in cluster.workers("sup")}
 

@@ -20,8 +20,7 @@ from squall.dsl import Topology
 from squall.package import build_package
 from squall.submitter import submit_topology
 from squall.zk import paths
-from squall.zk.records import TaskError
-from support import wait_until
+from support import filed_errors, wait_until
 from topologies import read_records
 from wheels import make_wheel
 
@@ -158,9 +157,8 @@ def test_a_gray_upgrade_with_new_requirements_switches_a_worker_only_once_its_en
         [v2_worker] = cluster.workers("sup")
 
         submit("v3", "squall_no_such_dep==9.9\n", **upgrade)
-        task = min(wait_until(lambda: cluster.zk.children(paths.task_errors_root(topology_id)), 60, "an error"))
-        errors = [cluster.zk.read(paths.task_error(topology_id, int(task), int(key)), TaskError).error
-                  for key in cluster.zk.children(paths.task_errors(topology_id, int(task)))]
+        errors = [text for texts in wait_until(lambda: filed_errors(cluster.zk, topology_id), 60, "an error").values()
+                  for text in texts]
         assert any("code version 3 failed to build" in e and "squall_no_such_dep" in e for e in errors), errors
         assert cluster.workers("sup") == [v2_worker] and psutil.pid_exists(v2_worker.pid), "v2's worker runs on"
         assert cluster.zk.children(paths.upgrading_workers(topology_id)) and \
