@@ -54,14 +54,16 @@ def four_letter(host: str, port: int, command: str, timeout: float = 1.0) -> str
 
 
 def is_serving(host: str, port: int) -> bool:
+    """The server takes sessions. ``ruok`` says only that the process is up: a server still loading its data
+    answers ``imok`` and then drops every connection, so ask ``srvr``, which names the mode only once serving."""
     try:
-        return four_letter(host, port, "ruok") == "imok"
+        return "Mode: " in four_letter(host, port, "srvr")
     except OSError:
         return False
 
 
 class LocalZooKeeper:
-    """One ZooKeeper server: ``start()`` returns when it answers ``ruok``; ``stop()`` kills our pid."""
+    """One ZooKeeper server: ``start()`` returns when it serves (:func:`is_serving`); ``stop()`` kills our pid."""
 
     def __init__(self, data_dir: Path, port: int, host: str = "127.0.0.1") -> None:
         self.data_dir = Path(data_dir)
