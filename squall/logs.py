@@ -79,7 +79,8 @@ class DaemonLogFile(logging.handlers.RotatingFileHandler):
 
 def _formatter(fmt: str, colors: bool) -> logging.Formatter:
     """The stdlib formatter rendering every line, ours and the stdlib loggers', as ``fmt`` (json, console)."""
-    renderer: Any = structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=colors)
+    renderer: Any = (structlog.processors.JSONRenderer() if fmt == "json"
+                     else structlog.dev.ConsoleRenderer(colors=colors))
     final = [structlog.processors.dict_tracebacks] if fmt == "json" else []
     return structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[*_SHARED, structlog.stdlib.ExtraAdder()],

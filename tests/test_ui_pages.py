@@ -291,8 +291,8 @@ def test_a_window_selector_links_each_window_keeping_the_sys_flag(browser: TestC
 
 
 def test_nimbus_and_supervisor_hosts_link_to_their_daemon_logs_on_the_logviewer() -> None:
-    app = create_app({"ui.nimbus.timeout.secs": 1, "logviewer.port": 8000}, source=StructSource(),  # type: ignore[arg-type]
-                     clock=FixedClock())
+    app = create_app({"ui.nimbus.timeout.secs": 1, "logviewer.port": 8000},
+                     source=StructSource(), clock=FixedClock())  # type: ignore[arg-type]
     with TestClient(app) as linked:
         cluster = linked.get("/").text
         assert '<a class="log-link" href="http://n1:8000/daemonlog?file=nimbus.log">n1</a>' in cluster
