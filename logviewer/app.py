@@ -85,7 +85,7 @@ DAEMON_ROUTES = {"page": "/daemonlog", "download": "/api/v1/daemondownload", "li
 
 
 def create_app(conf: Mapping[str, Any]) -> Starlette:
-    """The logviewer of the worker logs under ``storm.log.dir`` (else ``<storm.local.dir>/logs``)::
+    """The logviewer of the worker and daemon logs under ``storm.log.dir`` (else ``<storm.local.dir>/logs``)::
 
         app = create_app(load_config())        # serve with uvicorn, or test with starlette.testclient
     """
