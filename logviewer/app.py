@@ -1,5 +1,7 @@
 """The logviewer's HTTP routes (Starlette), after Storm's logviewer: a page of a log for people, the same
-bytes for tools, the whole file, a search within it, and the list of files.
+bytes for tools, the whole file, a search within it, and the list of files — for the workers' logs, and for the
+daemons' own (``nimbus.log``, ``supervisor.log``, ``ui.log``, ``logviewer.log`` and their rolled files, which
+:func:`squall.cli.options.run_daemon` writes in the same directory).
 
 ==============================================  =========================================================
 ``GET /``                                       the files, linked to their pages
@@ -10,16 +12,23 @@ bytes for tools, the whole file, a search within it, and the list of files.
 ``GET /api/v1/download?file=F``                 the file as it was when asked for
 ``GET /api/v1/search?file=F&search-string=X``   Storm's search JSON (``num-matches``, ``start-byte-offset``)
 ``GET /api/v1/listLogs[?topoId=ID][&port=P]``   the files' names, as JSON
+``GET /daemonlog?file=D[&start=S][&length=L]``  a page of the daemon log D (Storm's; ``/api/v1/daemonlog`` too)
+``GET /api/v1/daemondownload?file=D``           the daemon log as it was when asked for
+``GET /api/v1/search?file=D&is-daemon=yes&…``   a search in a daemon log (Storm's ``is-daemon``)
+``GET /api/v1/listDaemonLogs``                  the daemon logs' names, as JSON
 ==============================================  =========================================================
 
-Errors are Storm's error JSON: 400 for a bad parameter, 403 for a name outside the log directory or a reader
-who may not read it, 404 for a file that is not there.
+Errors are Storm's error JSON: 400 for a bad parameter, 403 for a name outside the log directory, a daemon log
+asked of a worker log's route or the other way round, or a reader who may not read it, 404 for a file that is
+not there. A daemon log is only ever a plain name directly in the directory (no path, no symlink to elsewhere).
 
 Who may read what (README "Security"): over HTTPS (``logviewer.https.*``) a reader is its client certificate's
 common name. With ``nimbus.authorizer`` on, an anonymous reader is refused everything, and a worker's log is
 readable only by its topology's owner, ``topology.users``/``groups``, ``logs.users``/``groups`` (as the
-supervisor wrote them, :func:`squall.local_state.write_log_acl`) and ``nimbus.admins``; other files (daemon
-logs) by admins only. The lists show only what the reader may read. Files are read on Starlette's thread
+supervisor wrote them, :func:`squall.local_state.write_log_acl`), ``nimbus.admins`` and the operators
+(``logs.users``/``groups`` of the logviewer's own conf, as Storm's logviewer whitelists them); a daemon's log
+by the operators and admins only (``readDaemonLogs``); other files by admins only. The lists show only what
+the reader may read. Files are read on Starlette's thread
 pool, never on the event loop.
 """
 
@@ -40,9 +49,9 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from logviewer.files import CHUNK, DEFAULT_MATCHES, DEFAULT_PAGE, LogDir, LogError, Refused
-from nimbus.authorizer import LOGS, Authorizer, TopologyAcl
+from nimbus.authorizer import DAEMON_LOGS, LOGS, Authorizer, TopologyAcl
 from squall.httpd import error_body, http_principal, identified
-from squall.local_state import log_dir, read_log_acl, worker_of_log
+from squall.local_state import DAEMONS, is_daemon_log, log_dir, read_log_acl, worker_of_log
 from squall.thrift import storm
 
 TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("logviewer", "templates"), autoescape=True,
@@ -70,8 +79,13 @@ def _file(request: Request) -> str:
     return request.query_params.get("file", "")
 
 
+#: Where each kind of log is paged, downloaded and listed (the daemons' are Storm's paths).
+WORKER_ROUTES = {"page": "/api/v1/log", "download": "/api/v1/download", "list": "/api/v1/listLogs"}
+DAEMON_ROUTES = {"page": "/daemonlog", "download": "/api/v1/daemondownload", "list": "/api/v1/listDaemonLogs"}
+
+
 def create_app(conf: Mapping[str, Any]) -> Starlette:
-    """The logviewer of the worker logs under ``storm.log.dir`` (else ``<storm.local.dir>/logs``)::
+    """The logviewer of the worker and daemon logs under ``storm.log.dir`` (else ``<storm.local.dir>/logs``)::
 
         app = create_app(load_config())        # serve with uvicorn, or test with starlette.testclient
     """
@@ -84,71 +98,93 @@ def create_app(conf: Mapping[str, Any]) -> Starlette:
         when it may."""
         if not access.enabled:
             return None
-        topology_id = worker[0] if (worker := worker_of_log(name)) is not None else name
+        worker = worker_of_log(name)
+        topology_id = worker[0] if worker is not None else name
         owner, acl = read_log_acl(conf, topology_id) if worker is not None else ("", {})
         try:
-            access.check(http_principal(request.scope), LOGS, TopologyAcl(topology_id, owner, acl))
+            access.check(http_principal(request.scope), DAEMON_LOGS if is_daemon_log(name) else LOGS,
+                         TopologyAcl(topology_id, owner, acl))
         except storm.AuthorizationException as exc:
             return str(exc.msg)
         return None
 
-    def checked(request: Request) -> str:
-        """The requested file's name, once it is in the directory and the reader may read it."""
+    def checked(request: Request, *, daemon: bool = False) -> str:
+        """The requested file's name, once it is in the directory, of the kind the route serves (a daemon's log:
+        a plain name, no symlink) and the reader may read it."""
         name = _file(request)
-        why = refusal(request, logs.path(name).relative_to(logs.root.resolve()).as_posix())
+        if daemon and not is_daemon_log(name):
+            logs.path(name)  # a name outside the directory, or none, is told as such
+            raise Refused(f"{name!r} is no daemon's log ({', '.join(f'{d}.log' for d in DAEMONS)}, or one rolled: "
+                          f"nimbus.log.1); {DAEMON_ROUTES['list']} lists them")
+        resolved = logs.path(name).relative_to(logs.root.resolve()).as_posix()
+        if daemon and (logs.root / name).is_symlink():
+            raise Refused(f"{name!r} links to another file; only the daemons' own log files are served")
+        if not daemon and is_daemon_log(resolved):
+            raise Refused(f"{resolved!r} is a daemon's log: {DAEMON_ROUTES['page']}?file={quote(resolved)} serves it")
+        why = refusal(request, resolved)
         if why is not None:
             raise Refused(why)
         return name
 
-    def readable(request: Request) -> list[str]:
-        return [name for name in logs.names() if refusal(request, name) is None]
+    def readable(request: Request, *, daemon: bool = False) -> list[str]:
+        return [name for name in logs.names() if is_daemon_log(name) == daemon and refusal(request, name) is None
+                and not (daemon and (logs.root / name).is_symlink())]
 
     def render(template: str, **context: Any) -> HTMLResponse:
         return HTMLResponse(TEMPLATES.get_template(template).render(host=host, **context))
 
     async def index(request: Request) -> HTMLResponse:
-        return render("index.html", root=str(logs.root), names=await run_in_threadpool(readable, request))
+        return render("index.html", root=str(logs.root), names=await run_in_threadpool(readable, request),
+                      daemon_names=await run_in_threadpool(lambda: readable(request, daemon=True)))
 
-    def page_of(request: Request) -> Any:
+    def page_of(request: Request, daemon: bool = False) -> Any:
         query = request.query_params
-        return logs.page(checked(request), _optional(query, "start"), _number(query, "length", DEFAULT_PAGE))
+        return logs.page(checked(request, daemon=daemon), _optional(query, "start"),
+                         _number(query, "length", DEFAULT_PAGE))
 
-    async def log_page(request: Request) -> HTMLResponse:
-        page = await run_in_threadpool(page_of, request)
-        length = _number(request.query_params, "length", DEFAULT_PAGE)
-        return render("log.html", page=page, length=length, text=page.data.decode("utf-8", "replace"))
+    def log_page(daemon: bool) -> Any:
+        async def serve(request: Request) -> HTMLResponse:
+            page = await run_in_threadpool(page_of, request, daemon)
+            length = _number(request.query_params, "length", DEFAULT_PAGE)
+            return render("log.html", page=page, length=length, text=page.data.decode("utf-8", "replace"),
+                          routes=DAEMON_ROUTES if daemon else WORKER_ROUTES, daemon=daemon)
+        return serve
 
     async def read(request: Request) -> Response:
         page = await run_in_threadpool(page_of, request)
         return Response(page.data, media_type="text/plain; charset=utf-8", headers={
             "X-Log-Start": str(page.start), "X-Log-End": str(page.end), "X-Log-Size": str(page.size)})
 
-    def located(request: Request) -> tuple[Path, int]:
-        path = logs.path(checked(request))
+    def located(request: Request, daemon: bool) -> tuple[Path, int]:
+        path = logs.path(checked(request, daemon=daemon))
         return path, path.stat().st_size  # what is written after this is not part of a download
 
-    async def download(request: Request) -> StreamingResponse:
-        path, size = await run_in_threadpool(located, request)
+    def download(daemon: bool) -> Any:
+        async def serve(request: Request) -> StreamingResponse:
+            path, size = await run_in_threadpool(located, request, daemon)
 
-        def chunks() -> Iterator[bytes]:
-            with open(path, "rb") as f:
-                left = size
-                while left > 0 and (data := f.read(min(CHUNK, left))):
-                    left -= len(data)
-                    yield data
+            def chunks() -> Iterator[bytes]:
+                with open(path, "rb") as f:
+                    left = size
+                    while left > 0 and (data := f.read(min(CHUNK, left))):
+                        left -= len(data)
+                        yield data
 
-        return StreamingResponse(chunks(), media_type="text/plain; charset=utf-8", headers={
-            "Content-Length": str(size), "Content-Disposition": f'attachment; filename="{path.name}"'})
+            return StreamingResponse(chunks(), media_type="text/plain; charset=utf-8", headers={
+                "Content-Length": str(size), "Content-Disposition": f'attachment; filename="{path.name}"'})
+        return serve
 
     async def search(request: Request) -> JSONResponse:
         query = request.query_params
-        name = await run_in_threadpool(checked, request)
+        daemon = query.get("is-daemon", "no") == "yes"
+        name = await run_in_threadpool(lambda: checked(request, daemon=daemon))
         found = await run_in_threadpool(lambda: logs.search(
             name, query.get("search-string", "").encode(), start=_number(query, "start-byte-offset", 0),
             matches=_number(query, "num-matches", DEFAULT_MATCHES)))
-        around = f"{request.base_url}api/v1/log?file={quote(name, safe='')}"
+        page = (DAEMON_ROUTES if daemon else WORKER_ROUTES)["page"]
+        around = f"{str(request.base_url).rstrip('/')}{page}?file={quote(name, safe='')}"
         return JSONResponse({
-            "isDaemon": "no", "file": name, "searchString": query.get("search-string"),
+            "isDaemon": "yes" if daemon else "no", "file": name, "searchString": query.get("search-string"),
             "startByteOffset": found.start, "nextByteOffset": found.next,
             "matches": [{"byteOffset": m.offset, "beforeString": m.before.decode("utf-8", "replace"),
                          "matchString": m.match.decode("utf-8", "replace"),
@@ -165,13 +201,20 @@ def create_app(conf: Mapping[str, Any]) -> Starlette:
                      and topology in (None, "", worker[0]) and port in (None, worker[1])]
         return JSONResponse(names)
 
+    async def list_daemon_logs(request: Request) -> JSONResponse:
+        return JSONResponse(await run_in_threadpool(lambda: readable(request, daemon=True)))
+
     routes = [
         Route("/", index),
-        Route("/api/v1/log", log_page),
+        Route(WORKER_ROUTES["page"], log_page(daemon=False)),
         Route("/api/v1/read", read),
-        Route("/api/v1/download", download),
+        Route(WORKER_ROUTES["download"], download(daemon=False)),
         Route("/api/v1/search", search),
-        Route("/api/v1/listLogs", list_logs),
+        Route(WORKER_ROUTES["list"], list_logs),
+        Route(DAEMON_ROUTES["page"], log_page(daemon=True)),
+        Route("/api/v1/daemonlog", log_page(daemon=True)),
+        Route(DAEMON_ROUTES["download"], download(daemon=True)),
+        Route(DAEMON_ROUTES["list"], list_daemon_logs),
     ]
     return Starlette(routes=routes, exception_handlers={LogError: _log_error, HTTPException: _http_error},
                      middleware=[identified(access.enabled)])

@@ -15,7 +15,9 @@ working on an open cluster. With it set:
   it: the UI has checked its HTTP user against these same ACLs first (Storm's UI impersonates its user; Squall's
   Thrift carries no doAs user, so nimbus trusts the listed principals' own check);
 * a worker's log (``readLogs``, the logviewer) is readable by whoever may operate its topology and by its
-  ``logs.users`` and ``logs.groups``;
+  ``logs.users`` and ``logs.groups``, and by the operators: the ``logs.users`` and ``logs.groups`` of the
+  reading daemon's own conf (Storm's logviewer's whitelist);
+* a daemon's own log (``readDaemonLogs``: ``nimbus.log``...) only by those operators and admins;
 * everything else is refused with an ``AuthorizationException`` naming the principal and the operation.
 
 Example::
@@ -36,7 +38,8 @@ from typing import Any
 
 from squall.thrift import storm
 
-__all__ = ["Authorizer", "TopologyAcl", "USER", "TOPOLOGY", "DAEMON", "ADMIN", "IMPERSONATED", "LOGS"]
+__all__ = ["Authorizer", "TopologyAcl", "USER", "TOPOLOGY", "DAEMON", "ADMIN", "IMPERSONATED", "LOGS",
+           "DAEMON_LOGS"]
 
 #: Operations any authenticated principal in nimbus.users may do (Storm's userCommands).
 USER = frozenset({"submitTopology", "fileUpload"})
@@ -52,6 +55,8 @@ IMPERSONATED = frozenset({"getTopologyConf", "getTopology", "getUserTopology", "
                           "activate", "deactivate"})
 #: Reading a topology's worker logs on the logviewer.
 LOGS = "readLogs"
+#: Reading a daemon's own log (``nimbus.log``) on the logviewer: the operators' (``logs.users``, ``logs.groups``).
+DAEMON_LOGS = "readDaemonLogs"
 #: Operations only admins may do: they concern every topology.
 ADMIN = frozenset({"setHostInBlackList", "removeHostOutBlackList"})
 
@@ -78,6 +83,8 @@ class Authorizer:
         self.users = frozenset(conf.get("nimbus.users") or ())
         self.daemons = frozenset(conf.get("nimbus.supervisor.users") or ())
         self.impersonators = frozenset(conf.get("nimbus.impersonation.users") or ())
+        self.operators = {"logs.users": list(conf.get("logs.users") or ()),
+                          "logs.groups": list(conf.get("logs.groups") or ())}
 
     def check(self, principal: str, operation: str, topology: TopologyAcl | None = None) -> None:
         """Return if ``principal`` may do ``operation`` (on ``topology`` for a topology's operations), else raise
@@ -102,11 +109,11 @@ class Authorizer:
             return not self.users or principal in self.users
         if operation in IMPERSONATED and principal in self.impersonators:
             return True
+        if operation in (LOGS, DAEMON_LOGS) and _listed(principal, self.operators, ("logs",)):
+            return True
         if (operation in TOPOLOGY or operation == LOGS) and topology is not None:
-            acls, conf = ("topology", "logs") if operation == LOGS else ("topology",), topology.conf
-            return principal == topology.owner \
-                or any(principal in (conf.get(f"{acl}.users") or ()) for acl in acls) \
-                or any(not groups_of(principal).isdisjoint(conf.get(f"{acl}.groups") or ()) for acl in acls)
+            acls = ("topology", "logs") if operation == LOGS else ("topology",)
+            return principal == topology.owner or _listed(principal, topology.conf, acls)
         return False
 
     def _who_may(self, operation: str, topology: TopologyAcl | None) -> str:
@@ -119,7 +126,15 @@ class Authorizer:
             return f"only {owner}, its topology.users and topology.groups{logs}{daemons} and nimbus.admins may"
         if operation in DAEMON:
             return "only nimbus.supervisor.users and nimbus.admins may"
+        if operation == DAEMON_LOGS:
+            return "only the logviewer's logs.users, logs.groups and nimbus.admins may"
         return "only nimbus.admins may"
+
+
+def _listed(principal: str, conf: Mapping[str, Any], acls: tuple[str, ...]) -> bool:
+    """Whether ``principal`` is in one of ``conf``'s ``<acl>.users`` or, by a group, ``<acl>.groups``."""
+    return any(principal in (conf.get(f"{acl}.users") or ()) for acl in acls) \
+        or any(not groups_of(principal).isdisjoint(conf.get(f"{acl}.groups") or ()) for acl in acls)
 
 
 def groups_of(user: str) -> frozenset[str]:

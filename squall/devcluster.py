@@ -26,7 +26,7 @@ from thriftpy2.thrift import TClient
 
 import squall
 from squall.devzk import LocalZooKeeper, free_port
-from squall.local_state import workers_dir, write_atomically
+from squall.local_state import is_daemon_log, workers_dir, write_atomically
 from squall.nimbus_client import port_for
 from squall.thrift import connect
 from squall.tls import client_context
@@ -73,8 +73,9 @@ def wait_for(condition: Callable[[], T], timeout: float, what: str) -> T:
 
 class DevCluster:
     """Daemons under ``root``: ``<root>/<name>.yaml`` (config), ``<root>/<name>/`` (local dir),
-    ``<root>/<name>.log`` (daemon log) and ``<root>/<name>/logs/`` (its workers' logs), unless the conf's
-    ``storm.log.dir`` puts every supervisor's workers' logs in one directory, which the logviewer serves."""
+    ``<root>/<name>.log`` (what the daemon prints) and ``<root>/<name>/logs/`` (its own log file,
+    ``nimbus.log``, and its workers' logs), unless the conf's ``storm.log.dir`` puts every daemon's and worker's log
+    in one directory, which the logviewer serves."""
 
     def __init__(self, root: Path, conf: Mapping[str, Any]) -> None:
         self.root = Path(root).absolute()  # daemons run in other directories: every path they are given is absolute
@@ -276,7 +277,8 @@ class DevCluster:
 
     def logs(self, chars: int = 3000) -> str:
         """The end of every daemon and worker log."""
-        shared = [*Path(self.conf["storm.log.dir"]).glob("*.log")] if self.conf.get("storm.log.dir") else []
+        shared = [p for p in Path(self.conf["storm.log.dir"]).glob("*.log") if not is_daemon_log(p.name)] \
+            if self.conf.get("storm.log.dir") else []  # the daemons' lines are in their own <root>/<name>.log
         files = [*self.root.glob("*.log"), *self.root.glob("*/logs/*.log"), *shared]
         return "\n".join(f"== {p}\n{p.read_text(errors='replace')[-chars:]}" for p in sorted(files))
 
@@ -329,7 +331,8 @@ def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = 
                      else cluster.ui_url() if name == "ui" else cluster.logviewer_url() if name == "logviewer"
                      else f"slots {_ranges(cluster.ports[name])}")
             print(f"  {name:<14} {where:<22} pid {process.pid:<8} log {cluster.log_file(name)}", file=out)
-        print(f"Workers log to {cluster.conf['storm.log.dir']}/ (`storm logs NAME`, or the logviewer). Try `storm "
+        print(f"Workers log to {cluster.conf['storm.log.dir']}/ (`storm logs NAME`, or the logviewer), the daemons "
+              "there too (nimbus.log, supervisor.log, ui.log, logviewer.log; the UI links them). Try `storm "
               f"list`, the UI at {cluster.ui_url()}/, its REST API ({cluster.ui_url()}/api/v1/topology/summary) or "
               f"its Prometheus metrics ({cluster.ui_url()}/metrics); "
               "Ctrl-C or `storm dev-cluster stop` ends it.", file=out, flush=True)

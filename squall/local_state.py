@@ -124,6 +124,32 @@ def worker_of_log(name: str) -> tuple[str, int] | None:
     return (found["topology"], int(found["port"])) if found else None
 
 
+#: The daemons that log to a file of their own in :func:`log_dir` (Storm's ``logfile.name``: ``nimbus.log``).
+DAEMONS = ("nimbus", "supervisor", "ui", "logviewer")
+
+_DAEMON_LOG = re.compile(rf"(?:{'|'.join(DAEMONS)})\.log(?:\.[1-9][0-9]*)?")
+
+
+def daemon_log_name(daemon: str) -> str:
+    """A daemon's log file in :func:`log_dir`; rolled, it is ``nimbus.log.1`` and so on.
+
+    >>> daemon_log_name("nimbus")
+    'nimbus.log'
+    """
+    if daemon not in DAEMONS:
+        raise ValueError(f"{daemon!r} is no daemon with a log file; they are {', '.join(DAEMONS)}")
+    return f"{daemon}.log"
+
+
+def is_daemon_log(name: str) -> bool:
+    """Whether ``name`` (relative to :func:`log_dir`) is a daemon's log, or one of its rolled files.
+
+    >>> is_daemon_log("nimbus.log"), is_daemon_log("supervisor.log.3"), is_daemon_log("sub/nimbus.log")
+    (True, True, False)
+    """
+    return _DAEMON_LOG.fullmatch(name) is not None
+
+
 #: What a topology's conf says about who may read its worker logs (with its owner, :func:`log_acl_file`).
 LOG_ACL_KEYS = ("topology.users", "topology.groups", "logs.users", "logs.groups")
 

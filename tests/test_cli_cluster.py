@@ -373,6 +373,17 @@ def test_dev_cluster_runs_with_the_default_config_from_any_directory_and_stops_f
         assert len(links) == 2 and all("worker running" in httpx.get(link, timeout=30).text for link in links)
         logs = storm(["storm", "logs", "wordcount", "count"])
         assert logs.returncode == 0 and logs.stdout.count("==> 127.0.0.1:") == 2, logs.stderr
+        # each daemon also logs to a file of its own in the host's log directory, which its logviewer serves (the
+        # two supervisors share one supervisor.log) and the UI links to, as Storm's nimbusLogLink and logLink
+        assert {"nimbus.log", "supervisor.log", "logviewer.log", "ui.log"} <= {
+            p.name for p in (root / "logs").iterdir()}, "the daemons' own log files, beside the workers'"
+        (nimbus,) = httpx.get(f"{ui}/api/v1/nimbus/summary", timeout=30).json()["nimbuses"]
+        nimbus_log = httpx.get(nimbus["nimbusLogLink"], timeout=30)
+        assert nimbus_log.status_code == 200 and "nimbus started" in nimbus_log.text
+        assert "topology submitted" in nimbus_log.text and shown["id"] in nimbus_log.text, "its line of the submission"
+        supervisor_log = httpx.get(httpx.get(f"{ui}/api/v1/supervisor/summary", timeout=30).json()[
+            "supervisors"][0]["logLink"], timeout=30).text
+        assert supervisor_log.count("supervisor started") == 2 and "worker launched" in supervisor_log
 
         stopped = storm(["storm", "dev-cluster", "stop"])
         assert (stopped.returncode, stopped.stdout) == (0, "dev cluster stopped\n"), stopped.stderr

@@ -7,11 +7,13 @@ import json
 import logging
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 import structlog
 
-from squall.logs import bind, configure_logging
+from squall.cli.options import run_daemon
+from squall.logs import DAEMON_LOG_BACKUPS, DAEMON_LOG_BYTES, DaemonLogFile, bind, configure_logging
 
 
 @pytest.fixture(autouse=True)
@@ -94,3 +96,71 @@ def test_bad_format_or_level_is_refused() -> None:
         configure_logging(fmt="xml")
     with pytest.raises(ValueError, match="unknown log level"):
         configure_logging(fmt="json", level="LOUD")
+
+
+def test_a_daemon_s_lines_also_go_to_its_log_file_as_json_whatever_its_terminal_shows(tmp_path: Path) -> None:
+    out = io.StringIO()
+    configure_logging("nimbus", fmt="auto", stream=out, log_file=tmp_path / "logs" / "nimbus.log")
+    structlog.get_logger("squall.test").info("leader elected", host="n1")
+    logging.getLogger("kazoo.client").warning("Connection dropped")
+    written = [json.loads(line) for line in (tmp_path / "logs" / "nimbus.log").read_text().splitlines()]
+    assert [(line["event"], line["daemon"]) for line in written] == [("leader elected", "nimbus"),
+                                                                     ("Connection dropped", "nimbus")]
+    assert [line["event"] for line in lines(out)] == [line["event"] for line in written], "stderr keeps them too"
+    configure_logging("nimbus", fmt="console", stream=out, log_file=tmp_path / "logs" / "nimbus.log")
+    structlog.get_logger("squall.test").info("console now")
+    last = (tmp_path / "logs" / "nimbus.log").read_text().splitlines()[-1]
+    assert "console now" in last and "\x1b[" not in last, "console lines in a file, never coloured"
+
+
+def written_lines(directory: Path, name: str) -> list[str]:
+    """Every line of ``name`` and its rolled files, oldest first."""
+    files = sorted(directory.glob(f"{name}*"), key=lambda p: -int(p.suffix[1:]) if p.suffix != ".log" else 0)
+    return [line for f in files for line in f.read_text().splitlines()]
+
+
+def test_a_daemon_log_rolls_by_size_and_keeps_a_bounded_number_of_files(tmp_path: Path) -> None:
+    handler = DaemonLogFile(tmp_path / "ui.log", max_bytes=1000, backups=2)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    log = logging.getLogger("squall.test.rolled")
+    log.addHandler(handler)
+    try:
+        for i in range(500):
+            log.warning("line %04d", i)  # 10 bytes each
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ui.log", "ui.log.1", "ui.log.2"]
+    assert all(p.stat().st_size <= 1000 + 10 for p in tmp_path.iterdir()), "a file holds max_bytes and one line"
+    kept = written_lines(tmp_path, "ui.log")
+    assert kept == [f"line {i:04d}" for i in range(500 - len(kept), 500)] and len(kept) > 200, \
+        "the newest lines, in order, none lost between files"
+    assert DAEMON_LOG_BYTES == 100 << 20 and DAEMON_LOG_BACKUPS == 9, "Storm's cluster.xml: 100 MB, 9 files"
+
+
+def test_processes_sharing_a_daemon_log_follow_each_other_s_rolls(tmp_path: Path) -> None:
+    """Two supervisors of one host (a dev cluster) write one supervisor.log: a file one rolled is not written to
+    by the other, and it is rolled once, not once by each."""
+    first, second = (DaemonLogFile(tmp_path / "supervisor.log", max_bytes=100, backups=3) for _ in range(2))
+    try:
+        for i in range(30):
+            for n, handler in enumerate((first, second)):
+                handler.handle(logging.makeLogRecord({"msg": f"s{n} {i:03d}"}))  # 7 bytes each
+    finally:
+        first.close()
+        second.close()
+    kept = written_lines(tmp_path, "supervisor.log")
+    assert kept == [f"s{n} {i:03d}" for i in range(30) for n in (0, 1)][-len(kept):], "in order, none lost"
+    assert len(kept) > 40 and sorted(p.name for p in tmp_path.iterdir())[-1] == "supervisor.log.3"
+    assert all(p.stat().st_size <= 100 + 7 for p in tmp_path.iterdir()), "each roll filled a file: none twice"
+
+
+def test_a_daemon_that_cannot_write_its_log_says_which_key_to_set(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a-file").write_text("")
+    started: list[dict] = []
+    code = run_daemon("ui", started.append, ["-c", f"storm.log.dir={tmp_path / 'a-file'}",
+                                             "-c", f"storm.local.dir={tmp_path}"])
+    assert (code, started) == (2, [])
+    err = capsys.readouterr().err
+    assert f"storm ui: cannot write its log {tmp_path / 'a-file' / 'ui.log'}" in err and "set storm.log.dir" in err

@@ -150,6 +150,51 @@ def test_list_logs_by_topology_and_port(viewer: TestClient) -> None:
                                                               "the logs"
 
 
+def test_a_daemon_s_log_is_paged_downloaded_searched_and_listed_on_routes_of_its_own(
+        viewer: TestClient, logs: Path) -> None:
+    """Storm's /daemonlog: the daemons' own logs (nimbus.log and its rolled files), paged as a worker's log is, and
+    only there: a worker log's routes refuse them, and the daemon routes serve nothing else."""
+    (logs / "nimbus.log").write_bytes(LINES)
+    (logs / "nimbus.log.1").write_text("an older nimbus line\n")
+    (logs / "supervisor.log").write_text("supervisor started\n")
+    (logs / "other.txt").write_text("not a daemon's\n")
+    page = viewer.get("/daemonlog", params={"file": "nimbus.log", "start": 11 * 7, "length": 22})
+    assert page.status_code == 200 and "line 00007\nline 00008\n" in page.text and "line 00009" not in page.text
+    assert f"bytes 77–99 of {len(LINES)}" in page.text
+    assert 'href="/daemonlog?file=nimbus.log&amp;start=99&amp;length=22">next' in page.text
+    assert 'href="/daemonlog?file=nimbus.log&amp;start=55&amp;length=22">previous' in page.text
+    assert 'href="/api/v1/daemondownload?file=nimbus.log"' in page.text and 'name="is-daemon" value="yes"' in page.text
+    assert "line 19999" in viewer.get("/api/v1/daemonlog", params={"file": "nimbus.log"}).text, "Storm 2's path"
+    assert viewer.get("/daemonlog", params={"file": "nimbus.log", "length": MAX_PAGE + 1}).status_code == 400
+    assert viewer.get("/api/v1/daemondownload", params={"file": "nimbus.log.1"}).text == "an older nimbus line\n"
+    found = viewer.get("/api/v1/search", params={"file": "nimbus.log", "is-daemon": "yes",
+                                                 "search-string": "line 00003"}).json()
+    assert found["isDaemon"] == "yes" and [m["byteOffset"] for m in found["matches"]] == [33]
+    assert found["matches"][0]["logviewerURL"].startswith("http://testserver/daemonlog?file=nimbus.log&start=")
+    assert viewer.get("/api/v1/listDaemonLogs").json() == ["nimbus.log", "nimbus.log.1", "supervisor.log"]
+    assert "nimbus.log" not in viewer.get("/api/v1/listLogs").json(), "listLogs lists worker logs only (Storm's)"
+    index = viewer.get("/").text
+    assert 'href="/daemonlog?file=supervisor.log"' in index and 'href="/api/v1/log?file=supervisor.log"' not in index
+
+    for path in ("/api/v1/log", "/api/v1/read", "/api/v1/download", "/api/v1/search"):
+        for name in ("nimbus.log", "./nimbus.log", "sub/../nimbus.log"):
+            response = viewer.get(path, params={"file": name, "search-string": "line"})
+            assert response.status_code == 403 and "is a daemon's log: /daemonlog?file=nimbus.log serves it" in \
+                response.json()["errorMessage"], (path, name)
+    (logs / "ui.log").symlink_to(logs / LOG)  # a daemon's name on a worker's log: not read as a daemon's
+    (logs / "logviewer.log").symlink_to(logs.parent / "secret.txt")
+    for path in ("/daemonlog", "/api/v1/daemondownload"):
+        for name, message in ((LOG, "is no daemon's log"), ("other.txt", "is no daemon's log"),
+                              ("../secret.txt", "not in the log directory"), ("/etc/passwd", "not in the log"),
+                              ("./nimbus.log", "is no daemon's log"), ("ui.log", "links to another file"),
+                              ("logviewer.log", "not in the log directory")):
+            response = viewer.get(path, params={"file": name})
+            assert response.status_code == 403 and message in response.json()["errorMessage"], (path, name)
+            assert "not a log" not in response.text and "line 0" not in response.text
+        assert viewer.get(path, params={"file": "ui.log.2"}).json()["error"] == "404 Not Found"
+    assert viewer.get("/api/v1/listDaemonLogs").json() == ["nimbus.log", "nimbus.log.1", "supervisor.log"]
+
+
 def test_an_unreadable_log_dir_is_an_empty_list(tmp_path: Path) -> None:
     viewer = TestClient(create_app({"storm.log.dir": None, "storm.local.dir": str(tmp_path / "none")}))
     assert viewer.get("/api/v1/listLogs").json() == []

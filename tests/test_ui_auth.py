@@ -34,7 +34,7 @@ UI = "squall-ui"
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_certs(tmp_path_factory.mktemp("certs"), "alice", "bob", "carol", "dave", ADMIN, DAEMONS, UI)
+    return make_certs(tmp_path_factory.mktemp("certs"), "alice", "bob", "carol", "dave", "erin", ADMIN, DAEMONS, UI)
 
 
 def https_conf(certs: Path, daemon: str, client_auth: str = "need") -> dict[str, Any]:
@@ -178,7 +178,6 @@ def test_the_logviewer_serves_a_worker_log_only_to_its_topology_users(tmp_path: 
     logs.mkdir()
     alices = worker_log_name("wc-1-1700000000", 6700)
     (logs / alices).write_text("alice's words\n")
-    (logs / "supervisor.log").write_text("daemon\n")
     # What the supervisor writes as it launches the worker: the owner and the topology conf's ACLs.
     write_log_acl(conf, "wc-1-1700000000", "alice", {"topology.users": ["carol"], "logs.users": ["dave"],
                                                       "topology.workers": 1})
@@ -194,10 +193,44 @@ def test_the_logviewer_serves_a_worker_log_only_to_its_topology_users(tmp_path: 
             with https_client(certs, server.port, reader) as client:
                 assert client.get("/api/v1/read", params={"file": alices}).text == "alice's words\n", reader
                 assert alices in client.get("/api/v1/listLogs").json(), reader
-        with https_client(certs, server.port, "alice") as alice:
-            refused(alice.get("/api/v1/read", params={"file": "supervisor.log"}), "alice", "readLogs")
-        with https_client(certs, server.port, ADMIN) as admin:
-            assert admin.get("/api/v1/read", params={"file": "supervisor.log"}).text == "daemon\n"
+    finally:
+        server.stop()
+
+
+def test_the_logviewer_serves_daemon_logs_only_to_operators_and_admins(tmp_path: Path, certs: Path) -> None:
+    """A daemon's log (nimbus.log) is for the logviewer's own logs.users/logs.groups (its operators, who read
+    every worker's log too, as Storm's logviewer whitelists them) and admins; a topology's users may not read it,
+    and no worker log's route serves it, whoever asks."""
+    conf = {"storm.local.dir": str(tmp_path / "local"), "storm.log.dir": str(tmp_path / "logs"),
+            "nimbus.authorizer": "simple", "nimbus.admins": [ADMIN], "logs.users": ["erin"],
+            **https_conf(certs, "logviewer")}
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    alices = worker_log_name("wc-1-1700000000", 6700)
+    (logs / alices).write_text("alice's words\n")
+    (logs / "nimbus.log").write_text('{"event": "nimbus started"}\n')
+    write_log_acl(conf, "wc-1-1700000000", "alice", {"logs.users": ["dave"]})
+    server = LogviewerServer(conf).start()
+    try:
+        for reader in ("alice", "dave"):
+            with https_client(certs, server.port, reader) as client:
+                for path in ("/daemonlog", "/api/v1/daemondownload"):
+                    refused(client.get(path, params={"file": "nimbus.log"}), reader, "readDaemonLogs")
+                refused(client.get("/api/v1/search", params={"file": "nimbus.log", "is-daemon": "yes",
+                                                             "search-string": "nimbus"}), reader, "readDaemonLogs")
+                assert client.get("/api/v1/listDaemonLogs").json() == []
+                assert "daemonlog?file=nimbus.log" not in client.get("/").text
+        for reader in ("erin", ADMIN):
+            with https_client(certs, server.port, reader) as client:
+                assert "nimbus started" in client.get("/daemonlog", params={"file": "nimbus.log"}).text, reader
+                assert client.get("/api/v1/daemondownload", params={"file": "nimbus.log"}).text == \
+                    '{"event": "nimbus started"}\n'
+                assert client.get("/api/v1/listDaemonLogs").json() == ["nimbus.log"]
+                assert client.get("/api/v1/read", params={"file": alices}).text == "alice's words\n", reader
+                for path in ("/api/v1/read", "/api/v1/log", "/api/v1/download"):
+                    response = client.get(path, params={"file": "nimbus.log"})
+                    assert response.status_code == 403 and "is a daemon's log" in response.text, (reader, path)
+                assert "nimbus.log" not in client.get("/api/v1/listLogs").json()
     finally:
         server.stop()
 

@@ -10,12 +10,14 @@ such a run).
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 from selenium import webdriver
 from selenium.common.exceptions import (
     NoAlertPresentException, NoSuchElementException, StaleElementReferenceException,
@@ -27,6 +29,8 @@ from selenium.webdriver.common.by import By
 from examples import wordcount
 from minicluster import MiniCluster
 from squall.dsl import Topology
+from squall.local_state import daemon_log_name, log_dir
+from squall.logs import configure_logging
 from support import wait_until
 from test_ui import cluster, storm_list, ui_in_front_of, valid  # noqa: F401  (cluster: the fixture)
 from test_ui_logs import logviewer  # noqa: F401  (the fixture)
@@ -61,6 +65,21 @@ def chromium(tmp_path: Path) -> Iterator[webdriver.Chrome]:
         chrome.quit()
 
 
+@pytest.fixture
+def nimbus_log(cluster: MiniCluster) -> Iterator[Path]:  # noqa: F811
+    """The MiniCluster's nimbus runs in this process: it logs here as ``storm nimbus`` does (run_daemon), to its
+    host's ``<storm.log.dir>/nimbus.log`` too, while the test lasts (the test's other lines with it)."""
+    path = log_dir(cluster.conf) / daemon_log_name("nimbus")
+    configure_logging("nimbus", fmt="json", log_file=path)
+    try:
+        yield path
+    finally:
+        structlog.reset_defaults()
+        for handler in list(logging.getLogger().handlers):
+            logging.getLogger().removeHandler(handler)
+            handler.close()
+
+
 def screenshot(chrome: webdriver.Chrome, tmp_path: Path, name: str) -> Path:
     """The whole page, beyond the window, as ``NAME.png`` for a person to look at (Chromium's DevTools
     capture: selenium's own screenshot stops at the window's edge)."""
@@ -93,7 +112,8 @@ def confirmation(chrome: webdriver.Chrome) -> str | None:
 
 @pytest.mark.slow
 def test_a_person_sees_the_word_count_in_the_browser_opens_a_log_and_deactivates_it(
-        cluster: MiniCluster, logviewer: int, chromium: webdriver.Chrome, tmp_path: Path) -> None:  # noqa: F811
+        cluster: MiniCluster, logviewer: int, chromium: webdriver.Chrome, tmp_path: Path,  # noqa: F811
+        nimbus_log: Path) -> None:
     rounds = 200
     sentences = rounds * len(wordcount.SENTENCES)
     topology_id = cluster.submit(wordcount.topology(rounds, workers=2))
@@ -111,6 +131,13 @@ def test_a_person_sees_the_word_count_in_the_browser_opens_a_log_and_deactivates
             "wordcount", topology_id, "", "ACTIVE"], "the cluster page lists the running word count"
         assert len(chromium.find_elements(By.CSS_SELECTOR, "#supervisors tr")) == 1 + len(cluster.supervisor_ids)
         screenshot(chromium, tmp_path, "cluster")
+
+        chromium.find_element(By.CSS_SELECTOR, "#nimbuses a.log-link").click()  # the leader's host: its log
+        wait_until(lambda: chromium.title.startswith("nimbus.log"), 30, "nimbus's own log, from the logviewer")
+        shown = text(chromium, "pre.log")
+        assert "topology submitted" in shown and topology_id in shown, "the line nimbus logged as it took the topology"
+        chromium.back()
+        wait_until(lambda: chromium.title.startswith("Cluster"), 30, "back on the cluster page")
 
         chromium.find_element(By.LINK_TEXT, cluster.supervisor_ids[0]).click()
         wait_until(lambda: chromium.title.startswith("Supervisor"), 30, "the supervisor's page")

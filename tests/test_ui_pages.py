@@ -94,6 +94,9 @@ def cluster_summary() -> Any:
 class StructSource:
     """The UI's nimbus, answering with the structs above (``NotAliveException`` for another topology id)."""
 
+    def cluster(self) -> Any:
+        return cluster_summary()
+
     def cluster_and_blacklist(self) -> tuple[Any, list[str]]:
         return cluster_summary(), []
 
@@ -285,6 +288,26 @@ def test_a_window_selector_links_each_window_keeping_the_sys_flag(browser: TestC
     assert selector(component)[0] == ("", "10 minutes") and selector(component)[1] == ("?window=10800&amp;sys=1",
                                                                                       "3 hours")
     assert "<h2>Executors <span class=\"window\">(10m 0s)</span></h2>" in component
+
+
+def test_nimbus_and_supervisor_hosts_link_to_their_daemon_logs_on_the_logviewer() -> None:
+    app = create_app({"ui.nimbus.timeout.secs": 1, "logviewer.port": 8000},
+                     source=StructSource(), clock=FixedClock())  # type: ignore[arg-type]
+    with TestClient(app) as linked:
+        cluster = linked.get("/").text
+        assert '<a class="log-link" href="http://n1:8000/daemonlog?file=nimbus.log">n1</a>' in cluster
+        assert '<a class="log-link" href="http://h2:8000/daemonlog?file=supervisor.log">h2</a>' in cluster
+        assert '<a class="log-link" href="http://h1:8000/daemonlog?file=supervisor.log">h1</a>' in \
+            linked.get("/supervisor/sup-1").text
+        api = "/api/v1/nimbus/summary"
+        assert valid(linked.get(api), api)["nimbuses"][0]["nimbusLogLink"] == \
+            "http://n1:8000/daemonlog?file=nimbus.log"
+        api = "/api/v1/supervisor/summary"
+        assert [s["logLink"] for s in valid(linked.get(api), api)["supervisors"]] == [
+            "http://h1:8000/daemonlog?file=supervisor.log", "http://h2:8000/daemonlog?file=supervisor.log"]
+    assert 'class="log-link"' not in TestClient(create_app(  # type: ignore[arg-type]
+        {"ui.nimbus.timeout.secs": 1}, source=StructSource(), clock=FixedClock())).get("/").text, \
+        "no logviewer port: no link (Storm's empty link)"
 
 
 def test_the_supervisor_page_lists_the_workers_on_its_host(browser: TestClient) -> None:

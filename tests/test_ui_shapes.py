@@ -17,7 +17,7 @@ from squall.zk.records import TaskStats
 from ui.params import BadRequest, rebalance_options, wait_secs
 from ui.shapes import (
     UnknownComponent, cluster_summary, component_page, nimbus_summary, pretty_uptime,
-    supervisor_summary, topology_page, topology_summary, worker_log_link,
+    logviewer_port_of, supervisor_page, supervisor_summary, topology_page, topology_summary, worker_log_link,
 )
 
 NOW = 1_700_000_000
@@ -87,6 +87,8 @@ def test_cluster_supervisor_nimbus_and_topology_summaries() -> None:
     assert (second["blacklisted"], second["version"]) == (True, "VERSION_NOT_PROVIDED")
     assert [(n["host"], n["status"]) for n in nimbus_summary(cluster)["nimbuses"]] == [("n1", "Leader"),
                                                                                        ("n2", "Not a Leader")]
+    assert {n["nimbusLogLink"] for n in nimbus_summary(cluster)["nimbuses"]} == {""}, "no logviewer port: no link"
+    assert {s["logLink"] for s in supervisor_summary(cluster)["supervisors"]} == {""}
     (topology,) = topology_summary(cluster)["topologies"]
     assert (topology["id"], topology["uptime"], topology["workersTotal"], topology["schedulerInfo"]) == (
         "wc-1-1", "1h 2m 5s", 3, None)
@@ -163,6 +165,27 @@ def test_workers_and_their_errors_link_to_their_logs_on_the_logviewer_of_their_h
     assert {w["workerLogLink"] for w in without["workers"]} == {""}, "no logviewer port: Storm's no-link"
     assert worker_log_link(8000, "fe80::1", 6700, "wc-1-1") == "http://[fe80::1]:8000/api/v1/log?file=" \
                                                                 "wc-1-1-worker-6700.log"
+
+
+def test_nimbuses_and_supervisors_link_to_their_own_logs_on_the_logviewer_of_their_host() -> None:
+    """Storm's nimbusLogLink and logLink: /daemonlog?file=nimbus.log (supervisor.log) on the logviewer of the
+    daemon's host, at the UI's logviewer port (https:// at logviewer.https.port)."""
+    cluster = storm.ClusterSummary(
+        supervisors=[storm.SupervisorSummary(host="h1", uptime_secs=1, num_workers=2, num_used_workers=0,
+                                             supervisor_id="s1"),
+                     storm.SupervisorSummary(host="fe80::2", uptime_secs=1, num_workers=2, num_used_workers=0,
+                                             supervisor_id="s2")],
+        topologies=[], nimbuses=[storm.NimbusSummary(host="n1", port=6627, uptime_secs=1, isLeader=True,
+                                                     version="1.2.4")])
+    assert [n["nimbusLogLink"] for n in nimbus_summary(cluster, 8000)["nimbuses"]] == [
+        "http://n1:8000/daemonlog?file=nimbus.log"]
+    assert [s["logLink"] for s in supervisor_summary(cluster, (), 8000)["supervisors"]] == [
+        "http://h1:8000/daemonlog?file=supervisor.log", "http://[fe80::2]:8000/daemonlog?file=supervisor.log"]
+    https = logviewer_port_of({"logviewer.port": 8000, "logviewer.https.port": 8443})
+    assert nimbus_summary(cluster, https)["nimbuses"][0]["nimbusLogLink"] == \
+        "https://n1:8443/daemonlog?file=nimbus.log"
+    page = supervisor_page(cluster, (), [], supervisor_id="s1", logviewer_port=8000)
+    assert page["supervisors"][0]["logLink"] == "http://h1:8000/daemonlog?file=supervisor.log"
 
 
 def test_component_pages_of_a_spout_and_a_bolt() -> None:

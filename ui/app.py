@@ -52,7 +52,7 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
     source = source or NimbusSource(conf)
     identify = Authorizer(conf).enabled  # users are their certificates: anonymous ones and other sites refused
     clock = clock or RealClock()
-    logs = shapes.logviewer_port_of(conf)  # each worker's log is on the logviewer of its host, at this port
+    logs = shapes.logviewer_port_of(conf)  # each worker's and daemon's log is on the logviewer of its host, here
 
     def now() -> int:
         return int(clock.time())
@@ -67,10 +67,10 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
         return reply(request, shapes.cluster_summary(await ask(source.cluster)))
 
     async def nimbus_summary(request: Request) -> Response:
-        return reply(request, shapes.nimbus_summary(await ask(source.cluster)))
+        return reply(request, shapes.nimbus_summary(await ask(source.cluster), logs))
 
     async def supervisor_summary(request: Request) -> Response:
-        return reply(request, shapes.supervisor_summary(*await ask(source.cluster_and_blacklist)))
+        return reply(request, shapes.supervisor_summary(*await ask(source.cluster_and_blacklist), logs))
 
     async def supervisor_page(request: Request) -> Response:
         query = supervisor_query(request.query_params)

@@ -78,8 +78,8 @@ def topology_view(parts: Any, *, now_secs: int, window: str, sys: bool,
 
 def routes(source: NimbusSource, ask: Ask, now: Callable[[], int], logviewer_port: int | None = None
            ) -> list[BaseRoute]:
-    """The pages' routes and their static files, for :func:`ui.app.create_app`; workers link to their logs on
-    the logviewers at ``logviewer_port``."""
+    """The pages' routes and their static files, for :func:`ui.app.create_app`; workers and daemons link to their
+    logs on the logviewers at ``logviewer_port``."""
 
     def page(template: str, make: Callable[[Request], Awaitable[Mapping[str, Any]]]) -> Callable[..., Any]:
         async def serve(request: Request) -> HTMLResponse:
@@ -89,8 +89,9 @@ def routes(source: NimbusSource, ask: Ask, now: Callable[[], int], logviewer_por
 
     async def cluster(_request: Request) -> Mapping[str, Any]:
         summary, blacklist = await ask(source.cluster_and_blacklist)
-        return {"cluster": shapes.cluster_summary(summary), "nimbuses": shapes.nimbus_summary(summary)["nimbuses"],
-                "supervisors": shapes.supervisor_summary(summary, blacklist)["supervisors"],
+        return {"cluster": shapes.cluster_summary(summary),
+                "nimbuses": shapes.nimbus_summary(summary, logviewer_port)["nimbuses"],
+                "supervisors": shapes.supervisor_summary(summary, blacklist, logviewer_port)["supervisors"],
                 "topologies": shapes.topology_summary(summary)["topologies"]}
 
     async def topology(request: Request) -> Mapping[str, Any]:

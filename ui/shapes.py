@@ -21,9 +21,9 @@ by :mod:`nimbus.windows`); ``topologyStats``, ``spoutSummary`` and ``boltStats``
 and the other tables show the window asked for. What Squall does not know is left out rather than invented: resources
 (``schedulerDisplayResource`` is false, as in Storm's default) and a topology's replication count. A worker's log link (``workerLogLink``, ``errorWorkerLogLink``) opens its log
 on the logviewer of its host, at the UI's ``logviewer.port`` (``https://`` at ``logviewer.https.port`` when that
-is set), as Storm's UI links them; without a port (or
-for an error with no worker) it is ``""``, Storm's value for "no link", as are the daemons' own log links
-(``nimbusLogLink``, ``logLink``): the logviewer serves worker logs only.
+is set), as Storm's UI links them; so do the daemons' own log links (``nimbusLogLink``, a supervisor's
+``logLink``: ``/daemonlog?file=nimbus.log`` on the logviewer of the daemon's host). Without a port (or for
+an error with no worker) a link is ``""``, Storm's value for "no link".
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any, Union
 from urllib.parse import quote
 
 from squall import STORM_VERSION
-from squall.local_state import worker_log_name
+from squall.local_state import daemon_log_name, worker_log_name
 from squall.names import is_system
 from squall.stats import ALL_TIME, WINDOWS
 
@@ -118,11 +118,27 @@ def worker_log_link(logviewer_port: int | None, host: str | None, port: int | No
     >>> worker_log_link(HttpsPort(8443), "h1", 6700, "wc-1-1700000000")
     'https://h1:8443/api/v1/log?file=wc-1-1700000000-worker-6700.log'
     """
-    if not logviewer_port or not host or port is None:
+    if port is None:
+        return NO_LINK
+    return _logviewer_link(logviewer_port, host, f"/api/v1/log?file={encoded(worker_log_name(topology_id, port))}")
+
+
+def daemon_log_link(logviewer_port: int | None, host: str | None, daemon: str) -> str:
+    """The page of a daemon's own log on its host's logviewer (Storm's ``nimbusLogLink``, a supervisor's
+    ``logLink``), or ``""`` without a logviewer port or a host.
+
+    >>> daemon_log_link(8000, "h1", "nimbus"), daemon_log_link(None, "h1", "supervisor")
+    ('http://h1:8000/daemonlog?file=nimbus.log', '')
+    """
+    return _logviewer_link(logviewer_port, host, f"/daemonlog?file={encoded(daemon_log_name(daemon))}")
+
+
+def _logviewer_link(logviewer_port: int | None, host: str | None, path: str) -> str:
+    if not logviewer_port or not host:
         return NO_LINK
     where = f"[{host}]" if ":" in host else host  # an IPv6 address
     scheme = "https" if isinstance(logviewer_port, HttpsPort) else "http"
-    return f"{scheme}://{where}:{logviewer_port}/api/v1/log?file={encoded(worker_log_name(topology_id, port))}"
+    return f"{scheme}://{where}:{logviewer_port}{path}"
 
 
 def operation_body(topology_id: str, operation: str) -> dict[str, str]:
@@ -150,15 +166,16 @@ def cluster_summary(cluster: Any) -> dict[str, Any]:
     }
 
 
-def supervisor_summary(cluster: Any, blacklist: Iterable[str] = ()) -> dict[str, Any]:
+def supervisor_summary(cluster: Any, blacklist: Iterable[str] = (), logviewer_port: int | None = None
+                       ) -> dict[str, Any]:
     """``/api/v1/supervisor/summary``: every supervisor with its slots; ``blacklisted`` when nimbus keeps new
-    workers off its host."""
+    workers off its host; ``logLink``, its log on the logviewer of its host at ``logviewer_port``."""
     banned = set(blacklist)
     return {"supervisors": [{
         "id": s.supervisor_id, "host": s.host, "uptime": pretty_uptime(s.uptime_secs), "uptimeSeconds": s.uptime_secs,
         "slotsTotal": s.num_workers, "slotsUsed": s.num_used_workers,
         "slotsFree": max(0, s.num_workers - s.num_used_workers), "version": s.version,
-        "blacklisted": s.host in banned, "logLink": NO_LINK,
+        "blacklisted": s.host in banned, "logLink": daemon_log_link(logviewer_port, s.host, "supervisor"),
     } for s in cluster.supervisors], "schedulerDisplayResource": False}
 
 
@@ -175,7 +192,7 @@ def supervisor_page(cluster: Any, blacklist: Iterable[str], infos: Iterable[Any]
     without one is matched by host. ``sharedHost`` says when other supervisors run on the same host (a dev
     cluster). Raises :class:`UnknownSupervisor` naming the supervisors when none matches.
     """
-    rows = supervisor_summary(cluster, blacklist)["supervisors"]
+    rows = supervisor_summary(cluster, blacklist, logviewer_port)["supervisors"]
     chosen = [s for s in rows if (s["id"] == supervisor_id if supervisor_id else s["host"] == host)]
     if not chosen:
         wanted = f"id {supervisor_id!r}" if supervisor_id else f"host {host!r}"
@@ -189,12 +206,13 @@ def supervisor_page(cluster: Any, blacklist: Iterable[str], infos: Iterable[Any]
             "schedulerDisplayResource": False}
 
 
-def nimbus_summary(cluster: Any) -> dict[str, Any]:
-    """``/api/v1/nimbus/summary``: every nimbus that registered, the leader first."""
+def nimbus_summary(cluster: Any, logviewer_port: int | None = None) -> dict[str, Any]:
+    """``/api/v1/nimbus/summary``: every nimbus that registered, the leader first, each with ``nimbusLogLink``, its
+    log on the logviewer of its host at ``logviewer_port``."""
     return {"nimbuses": [{
         "host": n.host, "port": n.port, "status": "Leader" if n.isLeader else "Not a Leader", "version": n.version,
         "nimbusUpTime": pretty_uptime(n.uptime_secs), "nimbusUpTimeSeconds": n.uptime_secs,
-        "nimbusLogLink": NO_LINK,
+        "nimbusLogLink": daemon_log_link(logviewer_port, n.host, "nimbus"),
     } for n in cluster.nimbuses]}
 
 

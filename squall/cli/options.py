@@ -17,6 +17,7 @@ import structlog
 import yaml
 
 from squall.config import ConfigError, load_config, typo_warnings
+from squall.local_state import daemon_log_name, log_dir
 from squall.logs import configure_logging
 
 if TYPE_CHECKING:  # workers import this module: keep the topology DSL off their start-up
@@ -172,11 +173,18 @@ class Daemon(Protocol):
 
 
 def run_daemon(name: str, start: Callable[[dict[str, Any]], Daemon], argv: Sequence[str] | None = None) -> int:
-    """A daemon's ``main``: config, logging, ``start(conf)``, then serve until Ctrl-C or SIGTERM, then stop."""
+    """A daemon's ``main``: config, logging (to stderr and to ``<storm.log.dir>/<name>.log``, which the host's
+    logviewer serves), ``start(conf)``, then serve until Ctrl-C or SIGTERM, then stop."""
     args = common_options(f"storm {name}", f"Run the {name} daemon.").parse_args(argv)
     typos: list[str] = []
     conf = load_or_exit(args, warn=typos.append)
-    configure_logging(name, level=conf["squall.log.level"], fmt=conf["squall.log.format"])
+    log_file = log_dir(conf) / daemon_log_name(name)
+    try:
+        configure_logging(name, level=conf["squall.log.level"], fmt=conf["squall.log.format"], log_file=log_file)
+    except OSError as exc:
+        print(f"storm {name}: cannot write its log {log_file}: {exc.strerror}; set storm.log.dir to a directory "
+              "it may write", file=sys.stderr)
+        return 2
     for typo in typos:
         log.warning("config key looks mistyped", detail=typo)
     signal.signal(signal.SIGTERM, interrupt)
