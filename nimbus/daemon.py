@@ -36,7 +36,7 @@ from squall.config import ConfigError
 from squall.thrift import ThriftServer, make_server, storm
 from squall.tls import server_context
 from squall.zk import paths
-from squall.zk.client import ZkClient, topology_acl
+from squall.zk.client import ZkClient
 from squall.zk.errors import record_task_error
 from squall.zk.records import (
     Assignment, AssignmentType, Blacklist, ErrorLevel, GrayUpgradeConf, LoggerLevel, LoggerLevels, StormBase,
@@ -66,7 +66,7 @@ class Nimbus:
         self.clock = clock or RealClock()
         self.host = host or conf.get("storm.local.hostname") or socket.gethostname()
         local = Path(conf["storm.local.dir"]) / "nimbus"
-        self.zk = ZkClient(conf)
+        self.zk = ZkClient(conf, topology_conf=self._stored_conf)  # a topology's nodes grant its credential
         self.inbox = Inbox(local / "inbox", self.clock, max_upload_bytes=conf["nimbus.max.upload.bytes"],
                            session_expiry_secs=conf["nimbus.file.copy.expiration.secs"],
                            file_expiry_secs=conf["nimbus.inbox.jar.expiration.secs"],
@@ -229,6 +229,13 @@ class Nimbus:
     def merged_conf(self, topology_id: str) -> dict[str, Any]:
         return {**self.conf, **self.code.conf(topology_id)}
 
+    def _stored_conf(self, topology_id: str) -> dict[str, Any] | None:
+        """The topology's own stored conf (with its ZooKeeper credential); None when this nimbus lacks its code."""
+        try:
+            return self.code.conf(topology_id)
+        except MissingTopology:
+            return None
+
     def _message_timeout(self, topology_id: str) -> int:
         return int(self.topology_conf_or_cluster(topology_id)["topology.message.timeout.secs"])
 
@@ -307,7 +314,7 @@ class Nimbus:
         self.code.put(topology_id, package=package, conf=topology_conf, topology=normalized, system=system)
         self.zk.write(paths.tasks(topology_id), tasks)
         self.zk.write(paths.taskbeats(topology_id), TaskHeartbeats(topo.topology_master_task(tasks) or 0))
-        self.zk.create(paths.task_errors_root(topology_id), acl=topology_acl(self.conf, topology_conf))
+        self.zk.create(paths.task_errors_root(topology_id))
         self.zk.create(paths.upgrading_workers(topology_id))
         self.zk.create(paths.upgraded_workers(topology_id))
         self._await_replicas(topology_id, topology_conf)
