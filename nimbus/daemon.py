@@ -168,6 +168,7 @@ class Nimbus:
         """Became leader: copy the code it lacks, reload heartbeats, re-arm delayed actions, start the periodic
         work."""
         self._take_over_code()
+        self._enforce_acls()
         now = int(self.clock.time())
         for topology_id in self.zk.children(paths.TOPOLOGIES):
             beats = self.zk.read(paths.taskbeats(topology_id), TaskHeartbeats)
@@ -198,6 +199,18 @@ class Nimbus:
             return
         if missing:
             log.error("leading without the code of some topologies: no nimbus could serve it", topologies=missing)
+
+    def _enforce_acls(self) -> None:
+        """Close what an earlier Squall (or a cluster before ZooKeeper auth) left readable: every node gets the
+        ACL a new one would (:meth:`ZkClient.enforce_acls`). Once the code is taken over, so that each topology's
+        credential is known."""
+        try:
+            changed = self.zk.enforce_acls()
+        except Exception:  # leading with some old ACLs beats not leading
+            log.exception("could not enforce the ZooKeeper ACLs")
+            return
+        if changed:
+            log.info("zookeeper ACLs enforced", nodes_changed=changed)
 
     def _follow(self) -> None:
         self._ready.clear()

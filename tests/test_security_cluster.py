@@ -18,7 +18,9 @@ from typing import Any
 
 import psutil
 import pytest
+from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
+from kazoo.security import READ_ACL_UNSAFE, make_digest_acl
 from streamparse.thrift import storm_thrift as sp
 from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.rpc import make_client
@@ -34,7 +36,7 @@ from squall.package import build_package
 from squall.submitter import submit_topology
 from squall.thrift import storm
 from squall.zk import paths
-from squall.zk.client import ZkClient
+from squall.zk.client import ZkClient, connect_string
 from squall.zk.errors import record_task_error
 from squall.zk.records import TaskError, TopologyTasks
 from logviewer.server import LogviewerServer
@@ -136,7 +138,8 @@ def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path,
     digests. Alice's word count reaches its exact counts and her gray upgrade completes (old and new workers
     authenticating to each other with the topology's transfer secret); bob may neither kill nor upgrade it
     (AuthorizationException), the admin may kill it; an anonymous ZooKeeper session can write no Squall znode and
-    read none but the leader's address, a session with the topology's credential (its workers') reads only what
+    read none but the leader's address (nor what an earlier Squall left readable: nimbus closed it on taking the
+    lead), a session with the topology's credential (its workers') reads only what
     they read; ``storm zktool`` with the daemons' conf reads everything, without it says what it lacks;
     a forged connection to a worker's port is refused and delivers nothing; the supervisor host's logviewer over
     HTTPS serves alice's worker log to her and not to bob."""
@@ -147,8 +150,9 @@ def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path,
     with ExitStack() as stack:
         stack.callback(remove_as_daemons, {**zk_conf, **secure})  # last: the nodes are the daemons' to delete
         open_parent_of_root(zk_conf)  # other tests' roots go beside this one
+        earlier = _made_by_an_earlier_squall({**zk_conf, **secure}, paths.assignment_bak("earlier"))
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **secure)
-        cluster.start_nimbus()  # first: the daemons create every node, the root included
+        cluster.start_nimbus()  # first: the daemons create every other node
         cluster.start_supervisor("sup")
         cluster.wait_supervisors(1)
         anonymous = stack.enter_context(ZkClient(zk_conf))
@@ -215,7 +219,7 @@ def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path,
 
         kazoo = anonymous.kazoo
         nodes = ["/", *znodes_under(cluster.zk.kazoo)]
-        assert paths.topology(topology_id) in nodes and len(nodes) > 10
+        assert {paths.topology(topology_id), earlier} < set(nodes) and len(nodes) > 10
         assert readable(kazoo, nodes) == [paths.NIMBUS_MASTER]
         worker_conf = json.loads((code_dir(cluster.daemon_conf("sup"), topology_id, 2) / CODE_FILES["conf"]).read_text())
         with ZkClient({**zk_conf, **worker_conf}) as as_worker:  # the topology's credential, not the daemons'
@@ -324,6 +328,20 @@ def test_workers_run_as_their_topologys_owner(zk_conf: dict[str, Any], open_dir:
         [error] = errors[min(errors)]
         assert "not started" in error and f"has no local user {nobody!r}" in error and f"useradd {nobody}" in error
         assert orphan not in {r.topology_id for r in cluster.workers("sup")}
+
+
+def _made_by_an_earlier_squall(daemon_conf: dict[str, Any], path: str) -> str:
+    """Create ``path`` (and the root) as Squall did before it closed its nodes: the daemons all, everyone read."""
+    user, password = daemon_conf["storm.zookeeper.auth.payload"].split(":", 1)
+    earlier = KazooClient(hosts=connect_string(daemon_conf, with_root=False), auth_data=[("digest", f"{user}:{password}")])
+    earlier.start(timeout=10)
+    try:
+        earlier.create(daemon_conf["storm.zookeeper.root"] + path, makepath=True,
+                       acl=[make_digest_acl(user, password, all=True), *READ_ACL_UNSAFE])
+    finally:
+        earlier.stop()
+        earlier.close()
+    return path
 
 
 def _succeeds(call: Any, refusal: type[Exception]) -> bool:

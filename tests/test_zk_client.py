@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
-from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl_credential
+from kazoo.security import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl, make_digest_acl_credential
 
 from squall.zk import paths
 from squall.zk.client import ZkClient, ZkState
@@ -203,6 +203,37 @@ def test_with_zookeeper_auth_each_session_reads_only_what_it_needs(zk_conf: dict
                 forge()
         nimbus.delete(paths.task_errors_root("a-1-1"))  # the daemons may remove what a worker wrote
         assert not nimbus.exists(paths.task_errors_root("a-1-1"))
+
+
+def test_enforcing_acls_closes_what_an_earlier_squall_left_readable(zk_conf: dict[str, Any]) -> None:
+    """A cluster from before: nodes made without ZooKeeper auth, then (the daemons authenticating) by a Squall
+    that let everyone read. Enforcing the ACLs (nimbus does on taking the lead) gives each node the ACL a new one
+    gets, once; the nodes of a topology whose stored conf has no credential stay readable, as its workers hold
+    none."""
+    daemons = {**zk_conf, "storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": "squall:s3cret"}
+    stored: dict[str, dict[str, str]] = {"a-1-1": _topology_credential("a-1-1"), "old-0-0": {}}
+    with ExitStack() as stack:
+        open_parent_of_root(zk_conf)
+        stack.callback(remove_as_daemons, daemons)
+        with ZkClient(zk_conf) as before_auth:
+            for path in (paths.topology("old-0-0"), paths.assignment("old-0-0"), paths.BLACKLIST):
+                before_auth.create(path)
+        nimbus = stack.enter_context(ZkClient(daemons, topology_conf=stored.get))
+        everyone_reads = [make_digest_acl("squall", "s3cret", all=True), *READ_ACL_UNSAFE]
+        for path in (paths.topology("a-1-1"), paths.assignment("a-1-1"), paths.task_errors("a-1-1", 3),
+                     paths.supervisor("s1")):
+            nimbus.kazoo.create(path, acl=everyone_reads, makepath=True)
+        nodes = ["/", *znodes_under(nimbus.kazoo)]
+        anonymous = stack.enter_context(ZkClient(zk_conf))
+        assert readable(anonymous.kazoo, nodes) == nodes
+
+        assert nimbus.enforce_acls() == len(nodes) - 2
+        assert sorted(readable(anonymous.kazoo, nodes)) == [paths.assignment("old-0-0"), paths.topology("old-0-0")]
+        with ZkClient({**zk_conf, **stored["a-1-1"]}) as worker:
+            assert sorted(readable(worker.kazoo, nodes)) == sorted([
+                paths.topology("a-1-1"), paths.assignment("a-1-1"), paths.task_errors_root("a-1-1"),
+                paths.task_errors("a-1-1", 3), paths.assignment("old-0-0"), paths.topology("old-0-0")])
+        assert nimbus.enforce_acls() == 0
 
 
 def test_a_malformed_super_acl_is_refused_naming_the_key(zk_conf: dict[str, Any]) -> None:

@@ -111,18 +111,30 @@ class AclPolicy:
             return list(OPEN_ACL_UNSAFE)
         if path in WORLD_READ:
             return [*self.own, *READ_ACL_UNSAFE]
-        family, _, rest = path.strip("/").partition("/")
-        family = f"/{family}"
-        topology_id, _, below = rest.partition("/")
+        family, topology_id, below = _split(path)
         if family in TOPOLOGY_WRITE and below:
             return inherited(f"{family}/{topology_id}") or self.own
-        if topology_id and not below and family in TOPOLOGY_READ + TOPOLOGY_WRITE:
-            own = credential(self._topology_conf(topology_id) or {} if self._topology_conf else {}, (_TOPOLOGY,))
-            if own is not None:
-                return [*self.own, _digest(own[1], read_only=family in TOPOLOGY_READ)]
+        if topology_id and family in TOPOLOGY_READ + TOPOLOGY_WRITE:
+            digest = self._topology_credential(topology_id)
+            if digest is not None:
+                return [*self.own, _digest(digest, read_only=family in TOPOLOGY_READ)]
         return self.own
 
-    def is_topology_scoped(self, path: str) -> bool:
-        """True for a topology's own nodes (and below), which :meth:`acl` gives that topology's digest."""
-        family, _, rest = path.strip("/").partition("/")
-        return bool(rest) and f"/{family}" in TOPOLOGY_READ + TOPOLOGY_WRITE
+    def has_no_credential(self, path: str) -> bool:
+        """A node of a topology whose stored conf has no ZooKeeper credential (submitted before the daemons
+        authenticated): its workers have none either, so closing the node to everyone else would cut them off."""
+        family, topology_id, _ = _split(path)
+        return (bool(topology_id) and family in TOPOLOGY_READ + TOPOLOGY_WRITE
+                and self._topology_credential(topology_id) is None)
+
+    def _topology_credential(self, topology_id: str) -> str | None:
+        conf = self._topology_conf(topology_id) if self._topology_conf is not None else None
+        found = credential(conf or {}, (_TOPOLOGY,))
+        return found[1] if found is not None else None
+
+
+def _split(path: str) -> tuple[str, str, str]:
+    """``/family/<id>/below...`` → ("/family", id, "below..."), parts missing as ""."""
+    family, _, rest = path.strip("/").partition("/")
+    topology_id, _, below = rest.partition("/")
+    return f"/{family}", topology_id, below

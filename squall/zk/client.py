@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import structlog
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import NoAuthError, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.security import ACL
 
@@ -229,6 +229,29 @@ class ZkClient:
             return list(self._kz.retry(self._kz.get_acls, path)[0])
         except NoNodeError:
             return None
+
+    def enforce_acls(self, path: str = "/") -> int:
+        """Give ``path`` and every node below it the ACL :mod:`squall.zk.acls` gives a new node there (Storm's
+        nimbus fixes its ZooKeeper ACLs up likewise at start); returns how many nodes changed.
+
+        So nodes made before ZooKeeper auth, or by a Squall that let everyone read, are closed too. Left alone:
+        nothing without ZooKeeper auth (no node is opened), the nodes of a topology with no credential of its own
+        (:meth:`AclPolicy.has_no_credential`), and nodes this session may not administer (logged)."""
+        if self._policy.credential is None or self._policy.has_no_credential(path):
+            return 0
+        try:
+            wanted, (current, _) = self._acl_for(path), self._kz.retry(self._kz.get_acls, path)
+            changed = 0
+            if set(current) != set(wanted):
+                self._kz.retry(self._kz.set_acls, path, wanted)
+                changed = 1
+            children = self._kz.retry(self._kz.get_children, path)
+        except NoNodeError:
+            return 0
+        except NoAuthError:
+            log.warning("cannot set this znode's ACL with this session's credential; left as it is", path=path)
+            return 0
+        return changed + sum(self.enforce_acls(f"{path.rstrip('/')}/{child}") for child in children)
 
     def delete(self, path: str, *, recursive: bool = True) -> None:
         """Delete a node (and its subtree); deleting a missing node is not an error.
