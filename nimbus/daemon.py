@@ -36,7 +36,7 @@ from squall.config import ConfigError
 from squall.thrift import ThriftServer, make_server, storm
 from squall.tls import server_context
 from squall.zk import paths
-from squall.zk.client import ZkClient, topology_acl
+from squall.zk.client import ZkClient
 from squall.zk.errors import record_task_error
 from squall.zk.records import (
     Assignment, AssignmentType, Blacklist, ErrorLevel, GrayUpgradeConf, LoggerLevel, LoggerLevels, StormBase,
@@ -66,7 +66,7 @@ class Nimbus:
         self.clock = clock or RealClock()
         self.host = host or conf.get("storm.local.hostname") or socket.gethostname()
         local = Path(conf["storm.local.dir"]) / "nimbus"
-        self.zk = ZkClient(conf)
+        self.zk = ZkClient(conf, topology_conf=self._stored_conf)  # a topology's nodes grant its credential
         self.inbox = Inbox(local / "inbox", self.clock, max_upload_bytes=conf["nimbus.max.upload.bytes"],
                            session_expiry_secs=conf["nimbus.file.copy.expiration.secs"],
                            file_expiry_secs=conf["nimbus.inbox.jar.expiration.secs"],
@@ -168,6 +168,7 @@ class Nimbus:
         """Became leader: copy the code it lacks, reload heartbeats, re-arm delayed actions, start the periodic
         work."""
         self._take_over_code()
+        self._enforce_acls()
         now = int(self.clock.time())
         for topology_id in self.zk.children(paths.TOPOLOGIES):
             beats = self.zk.read(paths.taskbeats(topology_id), TaskHeartbeats)
@@ -199,6 +200,18 @@ class Nimbus:
         if missing:
             log.error("leading without the code of some topologies: no nimbus could serve it", topologies=missing)
 
+    def _enforce_acls(self) -> None:
+        """Close what an earlier Squall (or a cluster before ZooKeeper auth) left readable: every node gets the
+        ACL a new one would (:meth:`ZkClient.enforce_acls`). Once the code is taken over, so that each topology's
+        credential is known."""
+        try:
+            changed = self.zk.enforce_acls()
+        except Exception:  # leading with some old ACLs beats not leading
+            log.exception("could not enforce the ZooKeeper ACLs")
+            return
+        if changed:
+            log.info("zookeeper ACLs enforced", nodes_changed=changed)
+
     def _follow(self) -> None:
         self._ready.clear()
         for timer in self._leader_timers:
@@ -228,6 +241,13 @@ class Nimbus:
 
     def merged_conf(self, topology_id: str) -> dict[str, Any]:
         return {**self.conf, **self.code.conf(topology_id)}
+
+    def _stored_conf(self, topology_id: str) -> dict[str, Any] | None:
+        """The topology's own stored conf (with its ZooKeeper credential); None when this nimbus lacks its code."""
+        try:
+            return self.code.conf(topology_id)
+        except MissingTopology:
+            return None
 
     def _message_timeout(self, topology_id: str) -> int:
         return int(self.topology_conf_or_cluster(topology_id)["topology.message.timeout.secs"])
@@ -307,7 +327,7 @@ class Nimbus:
         self.code.put(topology_id, package=package, conf=topology_conf, topology=normalized, system=system)
         self.zk.write(paths.tasks(topology_id), tasks)
         self.zk.write(paths.taskbeats(topology_id), TaskHeartbeats(topo.topology_master_task(tasks) or 0))
-        self.zk.create(paths.task_errors_root(topology_id), acl=topology_acl(self.conf, topology_conf))
+        self.zk.create(paths.task_errors_root(topology_id))
         self.zk.create(paths.upgrading_workers(topology_id))
         self.zk.create(paths.upgraded_workers(topology_id))
         self._await_replicas(topology_id, topology_conf)

@@ -213,6 +213,9 @@ KEYS: tuple[Key, ...] = (
     Key("storm.zookeeper.auth.payload", "str", None, origin="storm", nullable=True, secret=True,
         doc="Credentials for the auth scheme, e.g. 'user:password' for digest; keep it out of topology confs. "
             "Daemons only: workers never receive it."),
+    Key("storm.zookeeper.superACL", "str", None, origin="storm", nullable=True,
+        doc="With ZooKeeper auth, one more identity ('scheme:id', e.g. 'digest:ops:<base64 sha1 of ops:password>' "
+            "or 'sasl:storm') given all rights on every node the daemons create, beside their own digest."),
     Key("storm.zookeeper.topology.auth.scheme", "str", None, origin="storm", nullable=True,
         doc="A topology's own ZooKeeper auth scheme ('digest'), used by its workers; nimbus sets it at submit "
             "when the daemons authenticate to ZooKeeper."),

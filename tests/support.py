@@ -15,13 +15,13 @@ from typing import Any, TypeVar
 
 import psutil
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NoAuthError, NoNodeError
 
 from squall.config import load_config
 from squall.devcluster import wait_for
 from squall.devzk import free_port, port_is_free
 from squall.zk import paths
-from squall.zk.client import ZkClient
+from squall.zk.client import ZkClient, connect_string
 from squall.zk.records import TaskError
 from worker.layout import Placement
 from worker.runtime import WorkerRuntime
@@ -118,9 +118,9 @@ def expire_session(client: ZkClient, zk_address: str) -> None:
     thief.close()
 
 
-def delete_tree(zk_address: str, path: str) -> None:
-    """Remove a test's ZooKeeper subtree (its chroot), whoever created it."""
-    bare = KazooClient(hosts=zk_address)
+def delete_tree(zk_address: str, path: str, auth_data: list[tuple[str, str]] | None = None) -> None:
+    """Remove a test's ZooKeeper subtree (its chroot), whoever created it (with ZooKeeper auth, as ``auth_data``)."""
+    bare = KazooClient(hosts=zk_address, auth_data=auth_data)
     bare.start(timeout=10)
     try:
         bare.delete(path, recursive=True)
@@ -129,6 +129,44 @@ def delete_tree(zk_address: str, path: str) -> None:
     finally:
         bare.stop()
         bare.close()
+
+
+def remove_as_daemons(daemon_conf: dict[str, Any]) -> None:
+    """Delete the test's root with the daemons' ZooKeeper credential (the fixture that would has none)."""
+    delete_tree(connect_string(daemon_conf, with_root=False), daemon_conf["storm.zookeeper.root"],
+                [("digest", daemon_conf["storm.zookeeper.auth.payload"])])
+
+
+def open_parent_of_root(conf: dict[str, Any]) -> None:
+    """Create the test root's parent open: daemons with ZooKeeper auth would create it with their ACL, and other
+    tests' roots go beside this one."""
+    bare = KazooClient(hosts=connect_string(conf, with_root=False))
+    bare.start(timeout=10)
+    try:
+        bare.ensure_path(conf["storm.zookeeper.root"].rsplit("/", 1)[0] or "/")
+    finally:
+        bare.stop()
+        bare.close()
+
+
+def znodes_under(zk: KazooClient, path: str = "/") -> list[str]:
+    """Every znode below ``path`` (the session's chroot by default)."""
+    below = [f"{path.rstrip('/')}/{child}" for child in zk.get_children(path)]
+    return below + [node for child in below for node in znodes_under(zk, child)]
+
+
+def readable(zk: KazooClient, nodes: Sequence[str]) -> list[str]:
+    """The nodes whose data or children the session may read (ZooKeeper answers the others NoAuth)."""
+    found = []
+    for node in nodes:
+        for read in (zk.get, zk.get_children):
+            try:
+                read(node)
+            except NoAuthError:
+                continue
+            found.append(node)
+            break
+    return found
 
 
 def start_nimbus(conf: dict[str, Any], local_dir: Path, **extra: Any) -> subprocess.Popen[bytes]:

@@ -20,6 +20,7 @@ import psutil
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
+from kazoo.security import READ_ACL_UNSAFE, make_digest_acl
 from streamparse.thrift import storm_thrift as sp
 from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.rpc import make_client
@@ -29,7 +30,7 @@ from processcluster import REPO, ProcessCluster
 from squall.cli.logs import logs
 from squall.devzk import free_port
 from squall.dsl import Topology
-from squall.local_state import stormdist_dir
+from squall.local_state import CODE_FILES, code_dir, stormdist_dir
 from squall.nimbus_client import nimbus_client
 from squall.package import build_package
 from squall.submitter import submit_topology
@@ -41,7 +42,8 @@ from squall.zk.records import TaskError, TopologyTasks
 from logviewer.server import LogviewerServer
 from supervisor.venvs import environments_dir
 from scenarios import counted_word_count, final_counts
-from support import filed_errors, listening, make_certs, python_for_other_users, tls_conf, wait_until
+from support import (filed_errors, listening, make_certs, open_parent_of_root, python_for_other_users, readable,
+                     remove_as_daemons, tls_conf, wait_until, znodes_under)
 from test_ui_auth import https_client, https_conf
 from topologies import Paced, Snoop, Spy, read_records
 from worker.wire import Greeting, WireBatch, hello
@@ -52,17 +54,19 @@ def test_user_code_in_a_worker_finds_no_daemon_credential(zk_conf: dict[str, Any
     """The daemons authenticate to ZooKeeper (digest) and their environment holds a cloud secret. A spout reads
     its conf, its environment and the conf file its worker was started with: none holds the ZooKeeper password
     or the secret, while the allow-listed variables (PATH) are there. The worker still files its task errors,
-    with its topology's own credential; an anonymous ZooKeeper session cannot add one; killing the topology
-    removes everything the worker wrote."""
+    with its topology's own credential; an anonymous ZooKeeper session can neither read nor add one; killing the
+    topology removes everything the worker wrote."""
     password, cloud = secrets.token_hex(12), f"daemon-only-{secrets.token_hex(8)}"
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", cloud)  # the daemons' environment (DevCluster passes its own on)
     records = tmp_path / "records"
     records.mkdir()
     topology = Topology("snoop")
     topology.spout("snoop", Snoop, args=[str(records)])
-    with ExitStack() as stack, ZkClient(zk_conf) as anonymous:  # first, so the fixture can clean the root up
-        cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **{
-            "storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": f"squall:{password}"})
+    daemons = {"storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": f"squall:{password}"}
+    with ExitStack() as stack:
+        stack.callback(remove_as_daemons, {**zk_conf, **daemons})  # last: the nodes are the daemons' to delete
+        open_parent_of_root(zk_conf)
+        cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **daemons)
         cluster.start_nimbus()
         cluster.start_supervisor("sup")
         cluster.wait_supervisors(1)
@@ -75,9 +79,12 @@ def test_user_code_in_a_worker_finds_no_daemon_credential(zk_conf: dict[str, Any
         assert seen["env"]["PATH"] and "PYTHONPATH" in seen["env"]
 
         root = paths.task_errors_root(topology_id)
-        [(task, errors)] = wait_until(lambda: filed_errors(anonymous, topology_id), 30,
+        [(task, errors)] = wait_until(lambda: filed_errors(cluster.zk, topology_id), 30,
                                       "the spout's error in ZooKeeper").items()
         assert errors == ["snooped"]
+        anonymous = stack.enter_context(ZkClient(zk_conf))
+        with pytest.raises(NoAuthError):
+            filed_errors(anonymous, topology_id)
         with pytest.raises(NoAuthError):
             record_task_error(anonymous, topology_id, int(task), TaskError("forged", 1_700_000_000))
 
@@ -124,19 +131,16 @@ def test_the_word_count_runs_with_thrift_over_mutual_tls_only(zk_conf: dict[str,
         storm_1.close()
 
 
-def _znodes_under(zk: KazooClient, path: str = "/") -> list[str]:
-    """Every znode below ``path`` (the session's chroot by default)."""
-    below = [f"{path.rstrip('/')}/{child}" for child in zk.get_children(path)]
-    return below + [node for child in below for node in _znodes_under(zk, child)]
-
-
 @pytest.mark.slow  # a process cluster, a word count and a gray upgrade: about a minute
 def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path,
                                        capsysbinary: pytest.CaptureFixture[bytes]) -> None:
     """Every part of the secure profile at once: Thrift over mutual TLS only, the simple authorizer, ZooKeeper
     digests. Alice's word count reaches its exact counts and her gray upgrade completes (old and new workers
     authenticating to each other with the topology's transfer secret); bob may neither kill nor upgrade it
-    (AuthorizationException), the admin may kill it; an anonymous ZooKeeper session can write no Squall znode;
+    (AuthorizationException), the admin may kill it; an anonymous ZooKeeper session can write no Squall znode and
+    read none but the leader's address (nor what an earlier Squall left readable: nimbus closed it on taking the
+    lead), a session with the topology's credential (its workers') reads only what
+    they read; ``storm zktool`` with the daemons' conf reads everything, without it says what it lacks;
     a forged connection to a worker's port is refused and delivers nothing; the supervisor host's logviewer over
     HTTPS serves alice's worker log to her and not to bob."""
     certs = make_certs(tmp_path / "certs", "squall-daemons", "alice", "bob", "ops")
@@ -144,10 +148,11 @@ def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path,
     records = tmp_path / "records"
     topology, expected = counted_word_count(records, rounds=10, workers=2)
     with ExitStack() as stack:
-        stack.callback(_remove_all, {**zk_conf, **secure})  # last: the nodes are the daemons' to delete
-        _open_parent_of_root(zk_conf)  # other tests' roots go beside this one
+        stack.callback(remove_as_daemons, {**zk_conf, **secure})  # last: the nodes are the daemons' to delete
+        open_parent_of_root(zk_conf)  # other tests' roots go beside this one
+        earlier = _made_by_an_earlier_squall({**zk_conf, **secure}, paths.assignment_bak("earlier"))
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **secure)
-        cluster.start_nimbus()  # first: the daemons create every node, the root included
+        cluster.start_nimbus()  # first: the daemons create every other node
         cluster.start_supervisor("sup")
         cluster.wait_supervisors(1)
         anonymous = stack.enter_context(ZkClient(zk_conf))
@@ -213,8 +218,23 @@ def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path,
             forged.close()
 
         kazoo = anonymous.kazoo
-        nodes = ["/", *_znodes_under(kazoo)]
-        assert paths.topology(topology_id) in nodes and len(nodes) > 10
+        nodes = ["/", *znodes_under(cluster.zk.kazoo)]
+        assert {paths.topology(topology_id), earlier} < set(nodes) and len(nodes) > 10
+        assert readable(kazoo, nodes) == [paths.NIMBUS_MASTER]
+        worker_conf = json.loads((code_dir(cluster.daemon_conf("sup"), topology_id, 2) / CODE_FILES["conf"]).read_text())
+        with ZkClient({**zk_conf, **worker_conf}) as as_worker:  # the topology's credential, not the daemons'
+            assert "storm.zookeeper.topology.auth.payload" in worker_conf
+            errors = [node for node in nodes if node.startswith(paths.task_errors_root(topology_id))]
+            assert sorted(readable(as_worker.kazoo, nodes)) == sorted([
+                paths.NIMBUS_MASTER, paths.topology(topology_id), paths.tasks(topology_id),
+                paths.assignment(topology_id), *errors])
+        capsysbinary.readouterr()
+        assert cluster.cli("zktool", "get", paths.assignment(topology_id), conf=secure) == 0
+        assert json.loads(capsysbinary.readouterr().out)["code_version"] == 2
+        assert cluster.cli("zktool", "ls", paths.TOPOLOGIES, conf=secure) == 0
+        assert capsysbinary.readouterr().out.decode().split() == [topology_id]
+        assert cluster.cli("zktool", "ls", paths.TOPOLOGIES) == 1
+        assert b"storm.zookeeper.auth" in capsysbinary.readouterr().err
         writable = [node for node in nodes for write in (lambda: kazoo.set(node, b"forged"),
                                                          lambda: kazoo.create(f"{node}/forged"))
                     if _succeeds(write, NoAuthError)]
@@ -265,8 +285,8 @@ def test_workers_run_as_their_topologys_owner(zk_conf: dict[str, Any], open_dir:
         records = base / "records"
         topology, expected = counted_word_count(records, rounds=10, workers=2)
         records.chmod(0o1777)  # alice's sink and spy record here
-        stack.callback(_remove_all, {**zk_conf, **secure})
-        _open_parent_of_root(zk_conf)
+        stack.callback(remove_as_daemons, {**zk_conf, **secure})
+        open_parent_of_root(zk_conf)
         cluster = ProcessCluster(zk_conf, base / "cluster", stack, **secure)
         cluster.start_nimbus()
         cluster.start_supervisor("sup", [free_port() for _ in range(4)])
@@ -310,27 +330,18 @@ def test_workers_run_as_their_topologys_owner(zk_conf: dict[str, Any], open_dir:
         assert orphan not in {r.topology_id for r in cluster.workers("sup")}
 
 
-def _open_parent_of_root(conf: dict[str, Any]) -> None:
-    """Create the test root's parent open: the daemons would create it with their ACL."""
-    bare = KazooClient(hosts=connect_string(conf, with_root=False))
-    bare.start(timeout=10)
+def _made_by_an_earlier_squall(daemon_conf: dict[str, Any], path: str) -> str:
+    """Create ``path`` (and the root) as Squall did before it closed its nodes: the daemons all, everyone read."""
+    user, password = daemon_conf["storm.zookeeper.auth.payload"].split(":", 1)
+    earlier = KazooClient(hosts=connect_string(daemon_conf, with_root=False), auth_data=[("digest", f"{user}:{password}")])
+    earlier.start(timeout=10)
     try:
-        bare.ensure_path(conf["storm.zookeeper.root"].rsplit("/", 1)[0] or "/")
+        earlier.create(daemon_conf["storm.zookeeper.root"] + path, makepath=True,
+                       acl=[make_digest_acl(user, password, all=True), *READ_ACL_UNSAFE])
     finally:
-        bare.stop()
-        bare.close()
-
-
-def _remove_all(daemon_conf: dict[str, Any]) -> None:
-    """Delete the test's root with the daemons' credential (the fixture that would has none)."""
-    daemons = KazooClient(hosts=connect_string(daemon_conf, with_root=False),
-                          auth_data=[("digest", daemon_conf["storm.zookeeper.auth.payload"])])
-    daemons.start(timeout=10)
-    try:
-        daemons.delete(daemon_conf["storm.zookeeper.root"], recursive=True)
-    finally:
-        daemons.stop()
-        daemons.close()
+        earlier.stop()
+        earlier.close()
+    return path
 
 
 def _succeeds(call: Any, refusal: type[Exception]) -> bool:

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import threading
+from contextlib import ExitStack
 from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
+from kazoo.security import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl, make_digest_acl_credential
 
 from squall.zk import paths
-from squall.zk.client import ZkClient, ZkState, topology_acl
+from squall.zk.client import ZkClient, ZkState
 from squall.zk.errors import MAX_ERRORS_PER_TASK, record_task_error
 from squall.zk.records import Blacklist, NimbusMaster, SupervisorInfo, TaskError
-from support import expire_session, wait_until
+from support import expire_session, open_parent_of_root, readable, remove_as_daemons, wait_until, znodes_under
 
 
 def test_write_read_children_delete(zk: ZkClient) -> None:
@@ -143,38 +145,101 @@ def test_only_one_client_owns_an_ephemeral(zk_conf: dict[str, Any]) -> None:
         assert c.create_ephemeral(paths.NIMBUS_MASTER, NimbusMaster("c", 1))
 
 
-def test_digest_acl_lets_anyone_read_but_only_the_owner_write(zk_conf: dict[str, Any]) -> None:
-    secured = dict(zk_conf, **{"storm.zookeeper.auth.scheme": "digest",
-                               "storm.zookeeper.auth.payload": "squall:s3cret"})
-    # the stranger connects first so the root and parents stay open and the fixture can clean up
-    with ZkClient(zk_conf) as stranger, ZkClient(secured) as owner:
-        owner.write(paths.BLACKLIST, Blacklist(["h"]))
-        assert stranger.read(paths.BLACKLIST, Blacklist) == Blacklist(["h"])
-        with pytest.raises(NoAuthError):
-            stranger.write(paths.BLACKLIST, Blacklist([]))
+def test_without_zookeeper_auth_every_node_is_open(zk: ZkClient) -> None:
+    zk.create(paths.assignment("wc-1-1"))
+    record_task_error(zk, "wc-1-1", 3, TaskError("boom", 1_700_000_000))
+    assert zk.acl(paths.assignment("wc-1-1")) == zk.acl(paths.task_error("wc-1-1", 3, 1_700_000_000)) \
+        == list(OPEN_ACL_UNSAFE)
 
 
-def test_a_topology_s_workers_write_its_errors_with_its_own_credential(zk_conf: dict[str, Any]) -> None:
-    """With digest auth, a worker holds only its topology's credential, never the daemons'. It can file and trim
-    its task errors under ``/taskerrors/<id>`` (nimbus gave that node the topology's digest too); a session
-    without the credential cannot; the daemons can still remove everything the worker wrote."""
-    daemons = dict(zk_conf, **{"storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": "squall:s3cret"})
-    topology = {"storm.zookeeper.topology.auth.scheme": "digest",
-                "storm.zookeeper.topology.auth.payload": "wc-1-1:t0pology"}
-    with ZkClient(zk_conf) as stranger, ZkClient(daemons) as nimbus, ZkClient({**zk_conf, **topology}) as worker:
-        nimbus.create(paths.task_errors_root("wc-1-1"), acl=topology_acl(daemons, topology))
-        for second in range(5):
-            record_task_error(worker, "wc-1-1", 3, TaskError(f"boom {second}", 1_700_000_000 + second))
-        record_task_error(nimbus, "wc-1-1", 3, TaskError("worker died", 1_700_000_009))
-        kept = [stranger.read(paths.task_error("wc-1-1", 3, int(key)), TaskError)
-                for key in stranger.children(paths.task_errors("wc-1-1", 3))]
-        assert [e.error for e in kept] == ["boom 3", "boom 4", "worker died"]
-        with pytest.raises(NoAuthError):
-            record_task_error(stranger, "wc-1-1", 3, TaskError("forged", 1_700_000_010))
-        with pytest.raises(NoAuthError):
-            stranger.delete(paths.task_errors("wc-1-1", 3))
-        nimbus.delete(paths.task_errors_root("wc-1-1"))
-        assert not stranger.exists(paths.task_errors_root("wc-1-1"))
+def _topology_credential(topology_id: str) -> dict[str, str]:
+    return {"storm.zookeeper.topology.auth.scheme": "digest",
+            "storm.zookeeper.topology.auth.payload": f"{topology_id}:pw-of-{topology_id}"}
+
+
+def test_with_zookeeper_auth_each_session_reads_only_what_it_needs(zk_conf: dict[str, Any]) -> None:
+    """The daemons (nimbus naming each topology's stored credential) create a node of every family for two
+    topologies. An anonymous session may read only the leader's address; a worker, with its topology's credential,
+    reads its topology's nodes and files errors there, but reads nothing of the other topology's, writes none of
+    the nodes nimbus writes, and files no error for the other; ``storm.zookeeper.superACL`` reads everything."""
+    daemons = {**zk_conf, "storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": "squall:s3cret",
+               "storm.zookeeper.superACL": "digest:" + make_digest_acl_credential("ops", "0ps")}
+    stored = {topology_id: _topology_credential(topology_id) for topology_id in ("a-1-1", "b-2-2")}
+    with ExitStack() as stack:
+        open_parent_of_root(zk_conf)
+        stack.callback(remove_as_daemons, daemons)
+        nimbus = stack.enter_context(ZkClient(daemons, topology_conf=stored.get))
+        nimbus.create_ephemeral(paths.NIMBUS_MASTER, NimbusMaster("nimbus-1", 6627))
+        nimbus.register_ephemeral(paths.supervisor("s1"), SupervisorInfo("s1", "host", [6700]))
+        nimbus.write(paths.BLACKLIST, Blacklist(["h"]))
+        for topology_id in stored:
+            for path in (paths.topology(topology_id), paths.tasks(topology_id), paths.assignment(topology_id),
+                         paths.log_config(topology_id), paths.taskbeats(topology_id), paths.code(topology_id),
+                         paths.task_errors_root(topology_id), paths.gray_upgrade_conf(topology_id),
+                         paths.assignment_bak(topology_id.split("-")[0])):
+                nimbus.create(path)
+        worker = stack.enter_context(ZkClient({**zk_conf, **stored["a-1-1"]}))
+        other_worker = stack.enter_context(ZkClient({**zk_conf, **stored["b-2-2"]}))
+        record_task_error(worker, "a-1-1", 3, TaskError("boom", 1_700_000_000))
+        record_task_error(nimbus, "a-1-1", 3, TaskError("worker died", 1_700_000_001))  # its supervisor
+        nodes = ["/", *znodes_under(nimbus.kazoo)]
+        errors = [paths.task_error("a-1-1", 3, second) for second in (1_700_000_000, 1_700_000_001)]
+        assert set(errors) < set(nodes)
+
+        anonymous = stack.enter_context(ZkClient(zk_conf))
+        assert readable(anonymous.kazoo, nodes) == [paths.NIMBUS_MASTER]
+        assert sorted(readable(worker.kazoo, nodes)) == sorted([
+            paths.NIMBUS_MASTER, paths.topology("a-1-1"), paths.tasks("a-1-1"), paths.assignment("a-1-1"),
+            paths.log_config("a-1-1"), paths.task_errors_root("a-1-1"), paths.task_errors("a-1-1", 3), *errors])
+        with ZkClient({**zk_conf, "storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": "ops:0ps"}) \
+                as ops:
+            assert readable(ops.kazoo, nodes) == nodes
+        for forge in (lambda: worker.write(paths.assignment("a-1-1"), Blacklist([])),
+                      lambda: worker.create(f"{paths.topology('a-1-1')}/forged"),
+                      lambda: record_task_error(other_worker, "a-1-1", 3, TaskError("forged", 1_700_000_002)),
+                      lambda: record_task_error(anonymous, "a-1-1", 3, TaskError("forged", 1_700_000_002)),
+                      lambda: anonymous.write(paths.NIMBUS_MASTER, NimbusMaster("evil", 1))):
+            with pytest.raises(NoAuthError):
+                forge()
+        nimbus.delete(paths.task_errors_root("a-1-1"))  # the daemons may remove what a worker wrote
+        assert not nimbus.exists(paths.task_errors_root("a-1-1"))
+
+
+def test_enforcing_acls_closes_what_an_earlier_squall_left_readable(zk_conf: dict[str, Any]) -> None:
+    """A cluster from before: nodes made without ZooKeeper auth, then (the daemons authenticating) by a Squall
+    that let everyone read. Enforcing the ACLs (nimbus does on taking the lead) gives each node the ACL a new one
+    gets, once; the nodes of a topology whose stored conf has no credential stay readable, as its workers hold
+    none."""
+    daemons = {**zk_conf, "storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": "squall:s3cret"}
+    stored: dict[str, dict[str, str]] = {"a-1-1": _topology_credential("a-1-1"), "old-0-0": {}}
+    with ExitStack() as stack:
+        open_parent_of_root(zk_conf)
+        stack.callback(remove_as_daemons, daemons)
+        with ZkClient(zk_conf) as before_auth:
+            for path in (paths.topology("old-0-0"), paths.assignment("old-0-0"), paths.BLACKLIST):
+                before_auth.create(path)
+        nimbus = stack.enter_context(ZkClient(daemons, topology_conf=stored.get))
+        everyone_reads = [make_digest_acl("squall", "s3cret", all=True), *READ_ACL_UNSAFE]
+        for path in (paths.topology("a-1-1"), paths.assignment("a-1-1"), paths.task_errors("a-1-1", 3),
+                     paths.supervisor("s1")):
+            nimbus.kazoo.create(path, acl=everyone_reads, makepath=True)
+        nodes = ["/", *znodes_under(nimbus.kazoo)]
+        anonymous = stack.enter_context(ZkClient(zk_conf))
+        assert readable(anonymous.kazoo, nodes) == nodes
+
+        assert nimbus.enforce_acls() == len(nodes) - 2
+        assert sorted(readable(anonymous.kazoo, nodes)) == [paths.assignment("old-0-0"), paths.topology("old-0-0")]
+        with ZkClient({**zk_conf, **stored["a-1-1"]}) as worker:
+            assert sorted(readable(worker.kazoo, nodes)) == sorted([
+                paths.topology("a-1-1"), paths.assignment("a-1-1"), paths.task_errors_root("a-1-1"),
+                paths.task_errors("a-1-1", 3), paths.assignment("old-0-0"), paths.topology("old-0-0")])
+        assert nimbus.enforce_acls() == 0
+
+
+def test_a_malformed_super_acl_is_refused_naming_the_key(zk_conf: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="storm.zookeeper.superACL must be 'scheme:id'"):
+        ZkClient({**zk_conf, "storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": "squall:pw",
+                  "storm.zookeeper.superACL": "ops"})
 
 
 def test_state_listener_may_call_zookeeper(zk_conf: dict[str, Any], zk_address: str) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from kazoo.exceptions import NoAuthError
 
 from squall import STORM_VERSION, __version__, loglevels
 from squall.cli import logs, monitor
@@ -303,17 +304,27 @@ def zktool(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         if action != "ls" and not zk.exists(path):
             print(f"storm zktool: no node {conf['storm.zookeeper.root'].rstrip('/')}{path}", file=sys.stderr)
             return 1
-        if action == "ls":
-            print("\n".join(zk.children(path)))
-        elif action == "get":
-            raw, _ = zk.kazoo.get(path)
-            print(_pretty(raw))
-        elif action == "tree":
-            _tree(zk, path, 0)
-        elif action == "rm":
-            zk.delete(path)
-            print(f"removed {conf['storm.zookeeper.root'].rstrip('/')}{path}")
+        try:
+            _zktool(zk, action, path, conf["storm.zookeeper.root"].rstrip("/"))
+        except NoAuthError:
+            print(f"storm zktool {action} {conf['storm.zookeeper.root'].rstrip('/')}{path}: refused by ZooKeeper "
+                  "(NoAuth). With ZooKeeper auth only the daemons read Squall's nodes: run it with their "
+                  "storm.zookeeper.auth.scheme and storm.zookeeper.auth.payload (their storm.yaml)", file=sys.stderr)
+            return 1
     return 0
+
+
+def _zktool(zk: ZkClient, action: str, path: str, root: str) -> None:
+    if action == "ls":
+        print("\n".join(zk.children(path)))
+    elif action == "get":
+        raw, _ = zk.kazoo.get(path)
+        print(_pretty(raw))
+    elif action == "tree":
+        _tree(zk, path, 0)
+    elif action == "rm":
+        zk.delete(path)
+        print(f"removed {root}{path}")
 
 
 def _pretty(raw: bytes) -> str:

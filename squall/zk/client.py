@@ -7,7 +7,8 @@ What it adds to kazoo:
 * data and children watches that re-arm on every event and after a new session (kazoo recipes);
 * connection-state listeners run on their own thread (kazoo forbids ZooKeeper calls from its
   listener thread), so a leader can pause on SUSPENDED and resume on CONNECTED;
-* the chroot (``storm.zookeeper.root``) created on first connect, and an optional digest ACL.
+* the chroot (``storm.zookeeper.root``) created on first connect;
+* every node created with the ACL :mod:`squall.zk.acls` gives its path (open without ZooKeeper auth).
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from typing import Any, TypeVar
 
 import structlog
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import NoAuthError, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
-from kazoo.security import ACL, make_digest_acl, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
+from kazoo.security import ACL
 
 from squall.zk import paths
+from squall.zk.acls import AclPolicy, TopologyConfs
 from squall.zk.records import RecordError, decode, encode
 
 log = structlog.get_logger(__name__)
@@ -48,50 +50,6 @@ def connect_string(conf: Mapping[str, Any], *, with_root: bool = True) -> str:
     return hosts + (root if with_root else "")
 
 
-_DAEMONS, _TOPOLOGY = "storm.zookeeper.auth", "storm.zookeeper.topology.auth"
-
-
-def _credential(conf: Mapping[str, Any], prefixes: tuple[str, ...] = (_DAEMONS, _TOPOLOGY)) -> tuple[str, str] | None:
-    """(scheme, payload) a session authenticates with: the daemons' ``storm.zookeeper.auth.*``, else (a worker,
-    which never gets those) its topology's ``storm.zookeeper.topology.auth.*``; None without either."""
-    for prefix in prefixes:
-        scheme, payload = conf.get(f"{prefix}.scheme"), conf.get(f"{prefix}.payload")
-        if scheme and payload:
-            if scheme != "digest" or ":" not in payload:
-                raise ValueError(f"{prefix}.scheme must be 'digest' with payload 'user:password'")
-            return scheme, payload
-    return None
-
-
-def _digest(payload: str) -> ACL:
-    user, password = payload.split(":", 1)
-    return make_digest_acl(user, password, all=True)
-
-
-def _acl(conf: Mapping[str, Any]) -> tuple[list[tuple[str, str]], list[ACL]]:
-    """Digest auth from the session's credential: owner has all rights, others read.
-
-    Read stays open so operators can inspect state with ``zkCli.sh`` without credentials.
-    """
-    credential = _credential(conf)
-    if credential is None:
-        return [], OPEN_ACL_UNSAFE
-    return [credential], [_digest(credential[1]), *READ_ACL_UNSAFE]
-
-
-def topology_acl(conf: Mapping[str, Any], topology_conf: Mapping[str, Any]) -> list[ACL] | None:
-    """The ACL of a topology's task errors (``/taskerrors/<id>``, which its workers write into): the daemons'
-    digest (``conf``) and the topology's own (``topology_conf``) with all rights, read for everyone else;
-    None when the daemons do not authenticate (nodes are open, as every other).
-
-        zk.create(paths.task_errors_root(topology_id), acl=topology_acl(nimbus_conf, topology_conf))
-    """
-    daemons, own = _credential(conf, (_DAEMONS,)), _credential(topology_conf, (_TOPOLOGY,))
-    if daemons is None:
-        return None
-    return [_digest(daemons[1]), *([_digest(own[1])] if own is not None else []), *READ_ACL_UNSAFE]
-
-
 class Watch:
     """Handle of a self-re-arming watch; after ``cancel()`` its callback is not called again."""
 
@@ -102,19 +60,26 @@ class Watch:
 
 
 class ZkClient:
-    """A connected view of ``storm.zookeeper.root``. Thread-safe, like the kazoo client under it."""
+    """A connected view of ``storm.zookeeper.root``. Thread-safe, like the kazoo client under it.
 
-    def __init__(self, conf: Mapping[str, Any]) -> None:
+    ``topology_conf(topology_id)`` (nimbus's stored confs) names each topology's ZooKeeper credential, which its
+    own nodes grant (:class:`squall.zk.acls.AclPolicy`); sessions that create no such node need none.
+
+        with ZkClient(conf) as zk:
+            zk.write(paths.BLACKLIST, Blacklist(["host-3"]))
+    """
+
+    def __init__(self, conf: Mapping[str, Any], topology_conf: TopologyConfs | None = None) -> None:
         self._conf = conf
         self._root = conf["storm.zookeeper.root"].rstrip("/") or "/"
-        auth_data, self._default_acl = _acl(conf)
+        self._policy = AclPolicy(conf, topology_conf)
         interval = conf["storm.zookeeper.retry.interval"] / 1000.0
         ceiling = conf["storm.zookeeper.retry.intervalceiling.millis"] / 1000.0
         self._kz = KazooClient(
             hosts=connect_string(conf),
             timeout=conf["storm.zookeeper.session.timeout"] / 1000.0,
-            auth_data=auth_data or None,
-            default_acl=self._default_acl,
+            auth_data=self._policy.auth_data or None,
+            default_acl=self._policy.own,  # for recipes; this class's own creates ask the policy
             connection_retry={"max_tries": -1, "delay": interval, "max_delay": ceiling},
             command_retry={"max_tries": conf["storm.zookeeper.retry.times"], "delay": interval,
                            "max_delay": ceiling},
@@ -135,7 +100,7 @@ class ZkClient:
         self._ensure_root(timeout)
         self._kz.start(timeout=timeout)
         for parent in paths.PERSISTENT_ROOTS:
-            self._kz.retry(self._kz.ensure_path, parent)
+            self._kz.retry(self._ensure, parent)
         return self
 
     def stop(self) -> None:
@@ -153,10 +118,10 @@ class ZkClient:
         if self._root == "/":
             return
         bare = KazooClient(hosts=connect_string(self._conf, with_root=False),
-                           auth_data=self._kz.auth_data or None, logger=None)
+                           auth_data=self._policy.auth_data or None, logger=None)
         bare.start(timeout=timeout)
         try:
-            bare.ensure_path(self._root, acl=self._default_acl)
+            bare.ensure_path(self._root, acl=self._policy.own)
         finally:
             bare.stop()
             bare.close()
@@ -215,21 +180,48 @@ class ZkClient:
                 self._kz.set(path, data)
             except NoNodeError:
                 try:
-                    self._kz.create(path, data, makepath=True)
+                    self._create(path, data)
                 except NodeExistsError:
                     self._kz.set(path, data)
 
         self._kz.retry(put)
 
-    def create(self, path: str, record: Any | None = None, *, acl: list[ACL] | None = None) -> bool:
-        """Create a persistent node only if absent (its missing parents too, all with ``acl``, by default this
-        session's); True if this call created it."""
+    def create(self, path: str, record: Any | None = None) -> bool:
+        """Create a persistent node only if absent (its missing parents too); True if this call created it."""
         try:
-            self._kz.retry(self._kz.create, path, encode(record) if record is not None else b"", acl=acl,
-                           makepath=True)
+            self._kz.retry(self._create, path, encode(record) if record is not None else b"")
         except NodeExistsError:
             return False
         return True
+
+    def _create(self, path: str, data: bytes = b"", *, ephemeral: bool = False) -> None:
+        """Create ``path`` and its missing parents, each with the ACL the policy gives its own path (kazoo's
+        ``makepath`` would give the parents the child's)."""
+        try:
+            self._kz.create(path, data, acl=self._acl_for(path), ephemeral=ephemeral)
+        except NoNodeError:
+            parent = path.rsplit("/", 1)[0]
+            if not parent:
+                raise
+            self._ensure(parent)
+            self._kz.create(path, data, acl=self._acl_for(path), ephemeral=ephemeral)
+
+    def _ensure(self, path: str) -> None:
+        """Create ``path`` (and its parents) unless it exists."""
+        if self._kz.exists(path) is None:
+            try:
+                self._create(path)
+            except NodeExistsError:
+                pass
+
+    def _acl_for(self, path: str) -> list[ACL]:
+        return self._policy.acl(path, inherited=self._existing_acl)
+
+    def _existing_acl(self, path: str) -> list[ACL] | None:
+        try:
+            return list(self._kz.get_acls(path)[0])
+        except NoNodeError:
+            return None
 
     def acl(self, path: str) -> list[ACL] | None:
         """The ACL of a node; None when it does not exist."""
@@ -237,6 +229,29 @@ class ZkClient:
             return list(self._kz.retry(self._kz.get_acls, path)[0])
         except NoNodeError:
             return None
+
+    def enforce_acls(self, path: str = "/") -> int:
+        """Give ``path`` and every node below it the ACL :mod:`squall.zk.acls` gives a new node there (Storm's
+        nimbus fixes its ZooKeeper ACLs up likewise at start); returns how many nodes changed.
+
+        So nodes made before ZooKeeper auth, or by a Squall that let everyone read, are closed too. Left alone:
+        nothing without ZooKeeper auth (no node is opened), the nodes of a topology with no credential of its own
+        (:meth:`AclPolicy.has_no_credential`), and nodes this session may not administer (logged)."""
+        if self._policy.credential is None or self._policy.has_no_credential(path):
+            return 0
+        try:
+            wanted, (current, _) = self._acl_for(path), self._kz.retry(self._kz.get_acls, path)
+            changed = 0
+            if set(current) != set(wanted):
+                self._kz.retry(self._kz.set_acls, path, wanted)
+                changed = 1
+            children = self._kz.retry(self._kz.get_children, path)
+        except NoNodeError:
+            return 0
+        except NoAuthError:
+            log.warning("cannot set this znode's ACL with this session's credential; left as it is", path=path)
+            return 0
+        return changed + sum(self.enforce_acls(f"{path.rstrip('/')}/{child}") for child in children)
 
     def delete(self, path: str, *, recursive: bool = True) -> None:
         """Delete a node (and its subtree); deleting a missing node is not an error.
@@ -298,7 +313,7 @@ class ZkClient:
         taken it meanwhile: the caller's state listener decides whether to try again.
         """
         try:
-            self._kz.retry(self._kz.create, path, encode(record), ephemeral=True, makepath=True)
+            self._kz.retry(self._create, path, encode(record), ephemeral=True)
         except NodeExistsError:
             stat = self._kz.exists(path)
             if stat is None or stat.ephemeralOwner != self.session_id:
@@ -316,7 +331,7 @@ class ZkClient:
                     self._kz.delete(path)
                 except NoNodeError:
                     pass
-            self._kz.create(path, data, ephemeral=True, makepath=True)
+            self._create(path, data, ephemeral=True)
 
         self._kz.retry(put)
 
@@ -366,6 +381,6 @@ class ZkClient:
             callback(sorted(names))
             return None
 
-        self._kz.retry(self._kz.ensure_path, path)
+        self._kz.retry(self._ensure, path)
         ChildrenWatch(self._kz, path, on_change)
         return watch

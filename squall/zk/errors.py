@@ -22,14 +22,12 @@ MAX_ERROR_CHARS = MAX_VALUE_BYTES // 8
 def record_task_error(zk: ZkClient, topology_id: str, task: int, error: TaskError) -> None:
     """Store ``error`` as the newest of ``task``'s errors and drop all but the last few.
 
-    Every node under ``/taskerrors/<id>`` carries that node's ACL, whoever writes it: nimbus chose it at submit
-    (:func:`squall.zk.client.topology_acl`) so that the daemons and the topology's workers, each with their own
-    credential, may all write and clean up there."""
+    With ZooKeeper auth the daemons and the topology's workers, each with their own credential, may all write and
+    clean up here: every node under ``/taskerrors/<id>`` carries that node's ACL (:mod:`squall.zk.acls`)."""
     if len(error.error) > MAX_ERROR_CHARS:
         error = TaskError(**{**error.__dict__, "error": error.error[:MAX_ERROR_CHARS] + "\n… (cut)"})
-    acl = zk.acl(paths.task_errors_root(topology_id))
     for key in range(error.time_secs, error.time_secs + MAX_SAME_SECOND):
-        if zk.create(paths.task_error(topology_id, task, key), error, acl=acl):
+        if zk.create(paths.task_error(topology_id, task, key), error):
             break
     for old in zk.children(paths.task_errors(topology_id, task))[:-MAX_ERRORS_PER_TASK]:
         zk.delete(paths.task_error(topology_id, task, int(old)))
