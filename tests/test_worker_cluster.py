@@ -68,7 +68,9 @@ def test_word_count_across_two_workers_is_exact(cluster: MiniCluster, tmp_path: 
 def test_fields_grouping_is_the_same_in_every_worker(cluster: MiniCluster, tmp_path: Path) -> None:
     records = tmp_path / "records"
     records.mkdir()
-    t = Topology("fields", conf={"topology.workers": 2})
+    # every tuple once (a replay after a message timeout would overshoot the 2,000 waited for): no timeout a loaded
+    # machine can reach with all 2,000 in flight
+    t = Topology("fields", conf={"topology.workers": 2, "topology.message.timeout.secs": 60})
     numbers = t.spout("numbers", Numbers, args=[2000, 40], parallelism=2)
     t.bolt("sink", Recorder, args=[str(records)], parallelism=4).fields(numbers, "key")
     topology_id = cluster.submit(t)
@@ -184,6 +186,7 @@ def test_a_worker_started_beside_a_dead_peer_follows_the_reassignment_that_drops
         moved = replace(first, workers=[replace(live, tasks=sorted([*live.tasks, *dead.tasks]))],
                         timestamp_ms=first.timestamp_ms + 1)
         cluster.zk.write(paths.assignment(topology_id), moved)
-        # The watch answers in milliseconds (tuples flow ~0.02 s after the write here); 5 s leaves room for a
-        # loaded machine and stays far below the connection wait (120 s) and the poll (600 s).
-        wait_until(lambda: read_records(records, "seen"), 5, "tuples flowing once the dead slot left the assignment")
+        # The watch answers in milliseconds (tuples flow ~0.02 s after the write here); 30 s leaves room for a
+        # loaded 2-core machine (the moved sink task starts first) and stays far below the connection wait (120 s
+        # from the worker's start) and the poll (600 s).
+        wait_until(lambda: read_records(records, "seen"), 30, "tuples flowing once the dead slot left the assignment")
