@@ -116,7 +116,8 @@ def test_ephemeral_registration_and_watches_come_back_after_session_expiry(
         wait_until(lambda: observer.read(paths.supervisor("sup-1"), SupervisorInfo) == info, 20,
                    "registration re-created")
         assert not observer.exists("/plain-ephemeral"), "the session really expired"
-        assert states[-1] is ZkState.CONNECTED
+        # listeners run on threads of their own, so the reconnection may be told after the re-registration
+        wait_until(lambda: states[-1] is ZkState.CONNECTED, 20, "the reconnection reported")
         owner = zk.kazoo.exists(paths.supervisor("sup-1")).ephemeralOwner
         assert owner == zk.session_id
 
