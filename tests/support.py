@@ -100,11 +100,17 @@ def wait_until(condition: Callable[[], T], timeout: float = 10.0, what: str = "c
     return wait_for(condition, timeout, what)
 
 
+def task_errors(zk: ZkClient, topology_id: str, task: int) -> list[TaskError]:
+    """The errors filed for ``task``, oldest first. A writer drops the oldest beyond the last few as it files one,
+    so an error listed may be gone when read: it is left out, not read as None."""
+    return [error for key in zk.children(paths.task_errors(topology_id, task))
+            if (error := zk.read(paths.task_error(topology_id, task, int(key)), TaskError)) is not None]
+
+
 def filed_errors(zk: ZkClient, topology_id: str) -> dict[int, list[str]]:
     """Each task's filed error texts, oldest first, for the tasks that have one. A writer creates a task's node
     before its first error, so a task node alone is not yet an error: wait on this, not on the task nodes."""
-    errors = {int(task): [zk.read(paths.task_error(topology_id, int(task), int(key)), TaskError).error
-                          for key in zk.children(paths.task_errors(topology_id, int(task)))]
+    errors = {int(task): [e.error for e in task_errors(zk, topology_id, int(task))]
               for task in zk.children(paths.task_errors_root(topology_id))}
     return {task: texts for task, texts in errors.items() if texts}
 

@@ -212,7 +212,7 @@ def test_selection_rollback_crash_and_expiry(cluster: ProcessCluster, tmp_path: 
     canary.wait_releases(dict.fromkeys(workers, "v1"), "still processing on v1")
 
     # An upgrade left open past its ttl cannot be continued, and rolls back.
-    canary.submit("v4", ttl=3000)
+    canary.submit("v4", ttl=10_000)  # long enough that the status read right after cannot see it expired already
     assert canary.status() == "UPGRADING"
     wait_until(lambda: canary.gray_conf().complete_ms, 30, "the expired upgrade to end")
     with cluster.client() as client, pytest.raises(storm.InvalidTopologyException, match="it expired"):

@@ -627,8 +627,12 @@ def test_with_too_few_nimbuses_submit_schedules_once_the_max_replication_wait_pa
     submitted: list[str] = []
     conf = {"topology.min.replication.count": 2, "topology.max.replication.wait.time.sec": 30}
     thread = threading.Thread(target=lambda: submitted.append(submit(cluster, leader, conf=conf)))
+    armed = cluster.clock.pending()
     thread.start()
-    wait_until(lambda: cluster.zk.children(paths.CODE), what="the code published, the wait begun")
+    # The code is published before the wait arms its timer: advancing the clock in between would start the 30 s
+    # after the advance. Wait for the timer itself.
+    wait_until(lambda: cluster.zk.children(paths.CODE) and cluster.clock.pending() > armed,
+               what="the code published, the wait's timer armed")
     (topology_id,) = cluster.zk.children(paths.CODE)
     cluster.clock.advance(29)
     thread.join(0.5)  # a submit that did not wait would be done by now

@@ -23,9 +23,9 @@ from squall.local_state import stormdist_dir
 from squall.thrift import storm
 from squall.zk import paths
 from squall.zk.errors import MAX_ERRORS_PER_TASK
-from squall.zk.records import SupervisorInfo, TaskError, TopologyTasks
+from squall.zk.records import SupervisorInfo, TopologyTasks
 from supervisor.processes import WorkerRecord, running
-from support import log_events, wait_until
+from support import log_events, task_errors, wait_until
 from scenarios import counted_word_count, final_counts, nothing_lost, reliable_stream
 from topologies import BrokenPrepare, Forward, Numbers, read_records
 
@@ -75,10 +75,8 @@ def replacements(cluster: ProcessCluster, owner: str, victim: WorkerRecord) -> l
     return [r for r in cluster.workers(owner) if r.port == victim.port and r.worker_id != victim.worker_id]
 
 
-def task_errors(cluster: ProcessCluster, topology_id: str, task: int) -> list[str]:
-    path = paths.task_errors(topology_id, task)
-    return [e.error for name in cluster.zk.children(path)
-            if (e := cluster.zk.read(f"{path}/{name}", TaskError)) is not None]
+def error_texts(cluster: ProcessCluster, topology_id: str, task: int) -> list[str]:
+    return [e.error for e in task_errors(cluster.zk, topology_id, task)]
 
 
 def test_word_count_on_two_supervisors_and_three_workers(cluster: ProcessCluster, tmp_path: Path) -> None:
@@ -117,7 +115,7 @@ def test_a_killed_worker_is_restarted_within_three_seconds_and_nothing_is_lost(
     assert time.monotonic() - killed < 3, "restarted within 3 s"
     assert restarted[0].tasks == victim.tasks
     nothing_lost(records, count)
-    reported = task_errors(cluster, topology_id, victim.tasks[0])
+    reported = error_texts(cluster, topology_id, victim.tasks[0])
     assert any("exited" in e for e in reported), "the crash is in /taskerrors"
 
 
@@ -139,7 +137,7 @@ def test_a_frozen_worker_is_killed_after_the_worker_timeout_and_restarted(
         assert time.monotonic() - frozen > 3, "not before the worker timeout"
         wait_until(lambda: not running(victim.pid), 10, "the frozen process killed")
         nothing_lost(records, count)
-        reported = task_errors(cluster, topology_id, victim.tasks[0])
+        reported = error_texts(cluster, topology_id, victim.tasks[0])
         assert any("stopped heartbeating for more than 3s" in e for e in reported)
         assert cluster.assignment(topology_id) == before, "the supervisor alone recovered it: no reassignment"
 
@@ -246,11 +244,11 @@ def test_a_worker_failing_in_prepare_is_reported_with_its_traceback_and_retried_
     delays = wait_until(lambda: len(found := backoffs()) >= 4 and found, 60, "four relaunches of the failing worker")
     # 0 s, then 1, 2, 4 s, each rounded up to the supervisor's next sync (supervisor.monitor.frequency.secs: 1 s)
     assert delays[0] < 1.0 and delays[3] > 3.5 and delays[3] > delays[1] + 1.5, f"retries back off: {delays}"
-    reported = task_errors(cluster, topology_id, enrich)
+    reported = error_texts(cluster, topology_id, enrich)
     assert any("Traceback" in e and "in prepare" in e and "cannot reach the feature store" in e
                for e in reported), "the traceback is in /taskerrors"
     assert any("exited; restarting it in" in e for e in reported), "the supervisor says when it retries"
-    assert all(len(task_errors(cluster, topology_id, task)) <= MAX_ERRORS_PER_TASK for task in slot.tasks), \
+    assert all(len(error_texts(cluster, topology_id, task)) <= MAX_ERRORS_PER_TASK for task in slot.tasks), \
         "ZooKeeper keeps a bounded few"
     worker_log = (tmp_path / owner / "logs" / f"{topology_id}-worker-{slot.port}.log").read_text().splitlines()
     reports = [line for line in worker_log if line.startswith("{") and json.loads(line)["event"] == "task error"]

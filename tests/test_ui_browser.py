@@ -116,12 +116,20 @@ def test_a_person_sees_the_word_count_in_the_browser_opens_a_log_and_deactivates
         nimbus_log: Path) -> None:
     rounds = 200
     sentences = rounds * len(wordcount.SENTENCES)
+    words = rounds * sum(len(s.split()) for s in wordcount.SENTENCES)
     topology_id = cluster.submit(wordcount.topology(rounds, workers=2))
     workers = cluster.start_workers(topology_id)
     with ui_in_front_of({**cluster.conf, "logviewer.port": logviewer}, cluster.nimbus.port) as api:
         api_page = f"/api/v1/topology/{topology_id}"
-        wait_until(lambda: valid(api.get(api_page), "/api/v1/topology/{id}")["topologyStats"][-1]["acked"] == sentences,
-                   90, "every sentence acked, as the REST API says")
+
+        def finished() -> bool:
+            """Every sentence acked and every bolt's executions in: a spout's acks reach nimbus in its worker's
+            beats, the bolts' counts in theirs, which may come later."""
+            body = valid(api.get(api_page), "/api/v1/topology/{id}")
+            executed = {b["boltId"]: b["executed"] for b in body["bolts"]}
+            return body["topologyStats"][-1]["acked"] == sentences and executed == {"split": sentences, "count": words}
+
+        wait_until(finished, 90, "every sentence acked and every word counted, as the REST API says")
         ui = str(api.base_url).rstrip("/")
 
         chromium.get(f"{ui}/")

@@ -149,7 +149,9 @@ def test_rates_scraped_during_a_word_count_agree_with_what_its_sink_received(
         warm = time.time()
         wait_until(lambda: arrived(warm) >= 600, 60, "5 s of steady flow after the start")
         first_at, first = scrape()
-        wait_until(lambda: arrived(first_at) >= 2500, 90, "~20 s of words at the sink")
+        # ~40 s: each scrape sees the stats of the last beats to reach nimbus, up to a second or so old on a busy
+        # host, and a difference of that lag between the two scrapes must stay well inside the 5 %
+        wait_until(lambda: arrived(first_at) >= 5000, 150, "~40 s of words at the sink")
         second_at, second = scrape()
 
     seconds = second_at - first_at

@@ -17,8 +17,8 @@ from minicluster import MiniCluster
 from squall.dsl import Topology
 from squall.thrift import connect, storm
 from squall.zk import paths
-from squall.zk.records import TaskError, TopologyTasks, WorkerAssignment
-from support import listening, log_events, wait_until
+from squall.zk.records import TopologyTasks, WorkerAssignment
+from support import listening, log_events, task_errors, wait_until
 from scenarios import counted_word_count, final_counts, nothing_lost, reliable_stream
 from topologies import Boom, Forward, Numbers, Recorder, read_records
 
@@ -68,7 +68,9 @@ def test_word_count_across_two_workers_is_exact(cluster: MiniCluster, tmp_path: 
 def test_fields_grouping_is_the_same_in_every_worker(cluster: MiniCluster, tmp_path: Path) -> None:
     records = tmp_path / "records"
     records.mkdir()
-    t = Topology("fields", conf={"topology.workers": 2})
+    # every tuple once (a replay after a message timeout would overshoot the 2,000 waited for): no timeout a loaded
+    # machine can reach with all 2,000 in flight
+    t = Topology("fields", conf={"topology.workers": 2, "topology.message.timeout.secs": 60})
     numbers = t.spout("numbers", Numbers, args=[2000, 40], parallelism=2)
     t.bolt("sink", Recorder, args=[str(records)], parallelism=4).fields(numbers, "key")
     topology_id = cluster.submit(t)
@@ -109,11 +111,9 @@ def test_errors_go_to_zookeeper_and_the_worker_goes_on(cluster: MiniCluster) -> 
     layout = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
     boom = next(task for task, info in layout.tasks.items() if info.component == "boom")
 
-    def errors() -> list[TaskError]:
-        path = paths.task_errors(topology_id, boom)
-        return [cluster.zk.read(f"{path}/{name}", TaskError) for name in cluster.zk.children(path)]
-
-    found = wait_until(lambda: [e for e in errors() if "boom on" in e.error], 30, "errors")
+    # four booms, three kept: the worker drops the oldest while the test may be reading it
+    found = wait_until(lambda: [e for e in task_errors(cluster.zk, topology_id, boom) if "boom on" in e.error], 30,
+                       "errors")
     assert found[0].port == worker.port and "RuntimeError" in found[0].error
     assert cluster.processes[(worker.supervisor_id, worker.port)].poll() is None, "the worker keeps running"
 
@@ -184,6 +184,7 @@ def test_a_worker_started_beside_a_dead_peer_follows_the_reassignment_that_drops
         moved = replace(first, workers=[replace(live, tasks=sorted([*live.tasks, *dead.tasks]))],
                         timestamp_ms=first.timestamp_ms + 1)
         cluster.zk.write(paths.assignment(topology_id), moved)
-        # The watch answers in milliseconds (tuples flow ~0.02 s after the write here); 5 s leaves room for a
-        # loaded machine and stays far below the connection wait (120 s) and the poll (600 s).
-        wait_until(lambda: read_records(records, "seen"), 5, "tuples flowing once the dead slot left the assignment")
+        # The watch answers in milliseconds (tuples flow ~0.02 s after the write here); 30 s leaves room for a
+        # loaded 2-core machine (the moved sink task starts first) and stays far below the connection wait (120 s
+        # from the worker's start) and the poll (600 s).
+        wait_until(lambda: read_records(records, "seen"), 30, "tuples flowing once the dead slot left the assignment")

@@ -157,8 +157,10 @@ def test_a_gray_upgrade_with_new_requirements_switches_a_worker_only_once_its_en
         [v2_worker] = cluster.workers("sup")
 
         submit("v3", "squall_no_such_dep==9.9\n", **upgrade)
-        errors = [text for texts in wait_until(lambda: filed_errors(cluster.zk, topology_id), 60, "an error").values()
-                  for text in texts]
+        def v3_errors() -> list[str]:  # any earlier error of the topology (v1's, v2's) is not this one
+            return [text for texts in filed_errors(cluster.zk, topology_id).values() for text in texts
+                    if "code version 3" in text]
+        errors = wait_until(v3_errors, 60, "code version 3's error")
         assert any("code version 3 failed to build" in e and "squall_no_such_dep" in e for e in errors), errors
         assert cluster.workers("sup") == [v2_worker] and psutil.pid_exists(v2_worker.pid), "v2's worker runs on"
         assert cluster.zk.children(paths.upgrading_workers(topology_id)) and \
