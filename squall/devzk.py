@@ -54,8 +54,10 @@ def four_letter(host: str, port: int, command: str, timeout: float = 1.0) -> str
 
 
 def is_serving(host: str, port: int) -> bool:
+    """ZooKeeper takes sessions: ``srvr`` reports its mode. (``ruok`` says ``imok`` before that, while a
+    session's connection is still dropped: clients log "Connection dropped" warnings.)"""
     try:
-        return four_letter(host, port, "ruok") == "imok"
+        return "Mode: " in four_letter(host, port, "srvr")
     except OSError:
         return False
 

@@ -418,6 +418,9 @@ def topology_module(path: str | Path, topology: str = "topology") -> tuple[Path,
     if source.is_dir() and (source / "__init__.py").exists():
         module, _, attribute = topology.rpartition(":")
         return source.parent, module or source.name, attribute
+    if not source.exists():
+        raise FileNotFoundError(f"{path}: no such file or directory (give a topology's .py file, its package "
+                                "directory or a streamparse project)")
     raise FileNotFoundError(f"{path} is neither a .py file nor a package directory (with __init__.py) nor a "
                             "streamparse project (a directory with config.json)")
 

@@ -9,12 +9,14 @@ import pytest
 
 from nimbus.daemon import Nimbus
 from squall import STORM_VERSION, __version__
-from squall.cli.main import main
+from squall.cli.main import NEXT_STEP, main
 from squall.cli.options import parse_executor
 from squall.zk import paths
 from squall.zk.records import Assignment, StormBase
 from support import wait_until
 from test_nimbus import Cluster, cluster, leader, submit  # noqa: F401  (fixtures)
+
+NOT_RUNNING = NEXT_STEP["NotAliveException"]
 
 
 def storm_cli(cluster: Cluster, n: Nimbus, *argv: str) -> list[str]:
@@ -79,7 +81,7 @@ def test_errors_print_one_line_and_exit_non_zero(cluster: Cluster, leader: Nimbu
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, storm_cli(cluster, leader, "kill", "nope"))
     assert code == 1 and out == ""
-    assert err.strip().splitlines()[-1] == "storm kill: NotAliveException: nope"
+    assert err.strip().splitlines()[-1] == f"storm kill: NotAliveException: nope: {NOT_RUNNING}"
     code, out, _ = run(capsys, storm_cli(cluster, leader, "get-errors", "nope"))
     assert code == 1 and json.loads(out) == {"Failure": "No topologies running with name nope"}
 

@@ -1,0 +1,132 @@
+"""A Storm user's first hour with ``storm``, typed wrong on purpose: each mistake gets one line on stderr that
+names the fix, and a non-zero exit. Commands run as a shell runs them (``storm`` on PATH, relative paths from
+the repository) where the process matters: a closed pipe, a daemon's port, what a command logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from processcluster import REPO
+from squall.cli.main import main
+from support import storm_on_path
+
+
+@pytest.fixture
+def shell(tmp_path: Path) -> dict[str, str]:
+    """A user's environment: this checkout's ``storm`` on PATH, no storm.yaml of the machine's."""
+    env = storm_on_path(tmp_path / "bin")
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "storm.yaml").write_text("# the defaults\n")
+    return {**env, "STORM_CONF_DIR": str(tmp_path / "conf")}
+
+
+def typed(env: dict[str, str], line: str) -> subprocess.CompletedProcess[str]:
+    """``line`` as typed at a shell prompt in the repository's directory."""
+    return subprocess.run(["sh", "-c", line], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A port some other program listens on."""
+    with socket.socket() as holder:
+        holder.bind(("0.0.0.0", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+def said(capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    out, err = capsys.readouterr()
+    return out, err.strip()
+
+
+def test_a_mistyped_verb_names_the_closest_one(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lsit"]) == 2
+    assert said(capsys) == ("", "storm: unknown command 'lsit'; did you mean list? (storm help lists the commands)")
+    assert main(["-c", "topology.workers=2", "kil", "wc"]) == 2, "the verb is found behind options"
+    assert said(capsys)[1].startswith("storm: unknown command 'kil'; did you mean kill?")
+    assert main(["help", "rebalnce"]) == 2
+    assert said(capsys)[1].startswith("storm help: unknown command 'rebalnce'; did you mean rebalance?")
+    assert main(["help", "drpc"]) == 2
+    assert said(capsys)[1] == "storm help: Squall has no DRPC server"
+
+
+def test_a_mistyped_option_names_the_closest_one_of_that_verb(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["jar", "examples/wordcount.py", "--nmae", "wc2"]) == 2
+    assert said(capsys) == ("", "storm jar: unrecognized arguments: --nmae wc2; did you mean --name? (storm help jar)")
+    assert main(["list", "--jsn"]) == 2
+    assert said(capsys)[1] == "storm list: unrecognized arguments: --jsn; did you mean --json? (storm help list)"
+
+
+def test_a_missing_file_is_named_as_missing(shell: dict[str, str]) -> None:
+    for line, expected in (("storm jar wordcont.py", "storm jar: wordcont.py: no such file or directory"),
+                           ("storm local wordcont.py", "storm local: wordcont.py: no such file or directory"),
+                           ("storm jar examples/wordcount.py --include lib/", "storm jar: cannot build the package: "
+                                                                              "lib: no such file or directory")):
+        done = typed(shell, line)
+        assert (done.returncode, done.stdout) == (1, ""), line
+        assert done.stderr.strip().startswith(expected), done.stderr
+
+
+def test_a_shell_component_whose_script_is_left_out_is_refused_before_upload(shell: dict[str, str]) -> None:
+    """``storm local examples/multilang.py`` runs its Node.js bolt from examples/resources; ``storm jar`` without
+    ``--include`` would ship a package without it and every worker's bolt would die at start."""
+    done = typed(shell, "storm jar examples/multilang.py -c 'nimbus.seeds=[\"127.0.0.1:1\"]'")  # none listens
+    assert (done.returncode, done.stderr.strip()) == (
+        1, "storm jar: shell bolt 'split' runs splitsentence.js, which is in examples/resources but not in the "
+           "package: add --include examples/resources")
+    done = typed(shell, "storm jar examples/multilang.py --include examples/resources "
+                        "-c 'nimbus.seeds=[\"127.0.0.1:1\"]'")
+    assert "cannot reach nimbus" in done.stderr, "with the resources it gets as far as nimbus"
+
+
+def test_a_closed_pipe_ends_the_command_quietly(shell: dict[str, str]) -> None:
+    """``storm list | head -1``: the reader is gone. No 'cannot reach nimbus', no traceback: SIGPIPE's status."""
+    reader, writer = os.pipe()
+    os.close(reader)  # gone before storm writes a byte
+    try:
+        done = subprocess.run(["storm", "version"], cwd=REPO, env=shell, stdout=writer, stderr=subprocess.PIPE,
+                              text=True, timeout=60)
+    finally:
+        os.close(writer)
+    assert (done.returncode, done.stderr) == (128 + signal.SIGPIPE, "")
+
+
+def test_one_shot_commands_print_their_answer_and_no_info_logs(shell: dict[str, str], zk_conf: dict[str, Any]) -> None:
+    """``storm zktool`` talks to ZooKeeper; its client's "connected"/"lost" lines are a daemon's business."""
+    options = " ".join(f"-c {key}='{json.dumps(zk_conf[key])}'"
+                       for key in ("storm.zookeeper.servers", "storm.zookeeper.port", "storm.zookeeper.root"))
+    done = typed(shell, f"storm zktool ls / {options}")
+    assert (done.returncode, done.stderr) == (0, "")
+    debug = typed(shell, f"storm zktool ls / {options} -c squall.log.level=DEBUG")
+    assert "zookeeper state" in debug.stderr, "DEBUG still shows everything"
+
+
+@pytest.mark.parametrize("verb, key, title", [("ui", "ui.port", "the UI"),
+                                              ("logviewer", "logviewer.port", "the logviewer")])
+def test_a_daemon_whose_port_is_taken_says_so_in_one_line(shell: dict[str, str], taken_port: int, verb: str,
+                                                          key: str, title: str) -> None:
+    done = typed(shell, f"storm {verb} -c {key}={taken_port}")
+    assert (done.returncode, done.stderr.strip()) == (
+        1, f"storm {verb}: {title} cannot listen on 0.0.0.0:{taken_port} ({verb}.host, {key}): Address already in use")
+
+
+def test_a_nimbus_whose_port_is_taken_says_so_and_exits(shell: dict[str, str], taken_port: int,
+                                                        zk_conf: dict[str, Any], tmp_path: Path) -> None:
+    options = " ".join(f"-c {key}='{json.dumps(zk_conf[key])}'"
+                       for key in ("storm.zookeeper.servers", "storm.zookeeper.port", "storm.zookeeper.root"))
+    done = typed(shell, f"storm nimbus -c nimbus.thrift.port={taken_port} -c storm.local.dir={tmp_path / 'local'} "
+                        f"-c squall.log.format=json {options}")
+    last = done.stderr.strip().splitlines()[-1]
+    assert (done.returncode, last) == (
+        1, f"storm nimbus: nimbus cannot listen on 0.0.0.0:{taken_port} (nimbus.thrift.bind.address, "
+           "nimbus.thrift.port): Address already in use; is another nimbus running?")
+    assert "Traceback" not in done.stderr
