@@ -130,3 +130,14 @@ def test_a_nimbus_whose_port_is_taken_says_so_and_exits(shell: dict[str, str], t
         1, f"storm nimbus: nimbus cannot listen on 0.0.0.0:{taken_port} (nimbus.thrift.bind.address, "
            "nimbus.thrift.port): Address already in use; is another nimbus running?")
     assert "Traceback" not in done.stderr
+
+
+def test_a_conf_value_of_a_mistyped_key_names_the_known_one(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["localconfvalue", "topology.worker"]) == 1
+    assert said(capsys) == ("", "storm localconfvalue: topology.worker is not set; did you mean topology.workers?")
+    assert main(["localconfvalue", "topology.my.rate"]) == 1
+    assert said(capsys)[1].startswith("storm localconfvalue: topology.my.rate is not set (not a key Squall knows")
+    assert main(["localconfvalue", "topology.my.rate", "-c", "topology.my.rate=5"]) == 0
+    assert said(capsys) == ("topology.my.rate: 5\n", "")
+    assert main(["localconfvalue", "topology.max.spout.pending"]) == 0
+    assert said(capsys) == ("topology.max.spout.pending: null\n", ""), "unset is Storm's null, not Python's None"
