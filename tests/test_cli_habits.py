@@ -31,6 +31,7 @@ REFUSED = [  # (command line, what the one line must name)
     (["rebalance", "wc", "soon"], "storm rebalance NAME [-w SECS] [-n WORKERS] [-e COMPONENT=N] [-t JSON]"),
     (["rebalance", "wc", "1", "a.yaml", "2"], "at most SECS and CONF.yaml"),
     (["rebalance", "wc", "missing.yaml"], "cannot read the conf file missing.yaml"),
+    (["rebalance", "wc", "-w", "10", "-r", '{"split": {"cpu.pcore.percent": 50}}'], "Storm 2's -r JSON of resource"),
     (["jar", "--include-jars", "a.jar,b.jar", "wc.py"], "storm jar FILE --include PATH"),
     (["--exclude-jars", "a.jar", "list"], "storm jar FILE --include PATH"),
     (["jar", "wc.py", "--jars", "a.jar"], "storm jar FILE --include PATH"),

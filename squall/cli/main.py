@@ -230,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"storm: {unknown}", file=sys.stderr)
         return 2
     args, unparsed = parser.parse_known_args(argv)
-    if (refused := habits.refusal(args)) is not None:  # first: a habit is named even among unknown arguments
+    if (refused := habits.refusal(args, unparsed)) is not None:  # first: a habit is named even among unknown arguments
         print(f"storm {args.command}: {refused}", file=sys.stderr)
         return 2
     if unparsed:
