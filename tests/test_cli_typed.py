@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -141,3 +142,10 @@ def test_a_conf_value_of_a_mistyped_key_names_the_known_one(capsys: pytest.Captu
     assert said(capsys) == ("topology.my.rate: 5\n", "")
     assert main(["localconfvalue", "topology.max.spout.pending"]) == 0
     assert said(capsys) == ("topology.max.spout.pending: null\n", ""), "unset is Storm's null, not Python's None"
+
+
+def test_the_pipeline_report_of_a_mistyped_out_dir_says_so(shell: dict[str, str]) -> None:
+    """``python -m examples.weblogs report OUT_DIR`` (the README's Quick start) with a typo: not '0 windows'."""
+    done = typed(shell, f"{sys.executable} -m examples.weblogs report weblogs-ot")  # the virtualenv's python
+    assert (done.returncode, done.stdout, done.stderr.strip()) == (
+        1, "", "weblogs-ot: no such directory (the OUT_DIR given to storm jar examples/weblogs.py)")
