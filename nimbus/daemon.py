@@ -270,6 +270,17 @@ class Nimbus:
                 return topology_id
         raise storm.NotAliveException(msg=name)
 
+    def _name_taken(self, name: str) -> str:
+        """Why ``name`` cannot be submitted now: alive, or killed and not yet removed (the kill's wait)."""
+        try:
+            killed = self.base(self.find_id(name)).status is TopologyStatus.KILLED
+        except storm.NotAliveException:  # still being submitted by another call
+            killed = False
+        if killed:
+            return (f"topology {name!r} is being killed: submit it again once storm list no longer shows it (after "
+                    "the kill's wait, storm kill -w), or now under another --name")
+        return f"topology {name!r} is already alive"
+
     def alive_names(self) -> set[str]:
         return {topo.name_of(t) for t in self.zk.children(paths.TOPOLOGIES)}
 
@@ -297,7 +308,7 @@ class Nimbus:
                 self._remove_for_replacement(replaced)
             with self._lock:
                 if name in self.alive_names() or name in self._submitting:
-                    raise storm.AlreadyAliveException(msg=f"topology {name!r} is already alive")
+                    raise storm.AlreadyAliveException(msg=self._name_taken(name))
                 topology_id = topo.topology_id(name, next(self._counter), self.clock.time())
                 self._submitting[name] = topology_id
             try:

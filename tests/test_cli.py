@@ -11,6 +11,7 @@ from nimbus.daemon import Nimbus
 from squall import STORM_VERSION, __version__
 from squall.cli.main import NEXT_STEP, main
 from squall.cli.options import parse_executor
+from squall.thrift import storm
 from squall.zk import paths
 from squall.zk.records import Assignment, StormBase
 from support import wait_until
@@ -84,6 +85,20 @@ def test_errors_print_one_line_and_exit_non_zero(cluster: Cluster, leader: Nimbu
     assert err.strip().splitlines()[-1] == f"storm kill: NotAliveException: nope: {NOT_RUNNING}"
     code, out, _ = run(capsys, storm_cli(cluster, leader, "get-errors", "nope"))
     assert code == 1 and json.loads(out) == {"Failure": "No topologies running with name nope"}
+
+
+def test_a_name_taken_says_what_to_do_and_a_killed_one_says_when_it_frees(
+        cluster: Cluster, leader: Nimbus, capsys: pytest.CaptureFixture[str]) -> None:
+    """Storm's AlreadyAliveException names the way out; during a kill's wait the name is not 'alive' to the user."""
+    submit(cluster, leader)
+    with pytest.raises(storm.AlreadyAliveException) as taken:
+        submit(cluster, leader)
+    assert taken.value.msg == "topology 'wc' is already alive"
+    assert run(capsys, storm_cli(cluster, leader, "kill", "wc", "-w", "30"))[0] == 0
+    with pytest.raises(storm.AlreadyAliveException) as taken:
+        submit(cluster, leader)
+    assert taken.value.msg == ("topology 'wc' is being killed: submit it again once storm list no longer shows it "
+                               "(after the kill's wait, storm kill -w), or now under another --name")
 
 
 def test_get_errors_shows_the_latest_error_per_component(cluster: Cluster, leader: Nimbus,

@@ -169,12 +169,21 @@ def _help(parser: argparse.ArgumentParser, commands: argparse._SubParsersAction)
 #: they print, so their logging shows warnings and errors only (unless squall.log.level asks for DEBUG).
 RUNS_UNTIL_STOPPED = {"dev-zookeeper", "dev-cluster", "spark-connect", *HANDS_OVER}
 
-#: What to do next about nimbus's typed refusals whose message alone does not say (Storm's say only the name).
+#: What to do next about nimbus's typed refusals whose message alone does not say: Storm's bare ones, the name
+#: (NotAliveException) or "topology 'wc' is already alive".
 NEXT_STEP = {
     "NotAliveException": "no topology of that name is running (storm list shows those that are)",
     "AlreadyAliveException": "submit it under another --name, hot deploy over it with --replace, or storm kill it "
                              "first",
 }
+
+
+def _next_step(exc: Any) -> str:
+    """``": what to do"`` after a bare refusal of nimbus's, else ``""`` (its message says it already)."""
+    kind = type(exc).__name__
+    bare = (" " not in exc.msg if kind == "NotAliveException" else
+            exc.msg.endswith("is already alive") if kind == "AlreadyAliveException" else False)
+    return f": {NEXT_STEP[kind]}" if bare else ""
 
 #: Exit status of a command whose output pipe was closed (``storm list | head -1``), as SIGPIPE's.
 BROKEN_PIPE = 128 + signal.SIGPIPE
@@ -249,9 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except (storm.NotAliveException, storm.AlreadyAliveException, storm.InvalidTopologyException,
             storm.TopologyAssignException, storm.AuthorizationException) as exc:
-        kind = type(exc).__name__
-        next_step = f": {NEXT_STEP[kind]}" if kind in NEXT_STEP else ""
-        print(f"storm {args.command}: {kind}: {exc.msg}{next_step}", file=sys.stderr)
+        print(f"storm {args.command}: {type(exc).__name__}: {exc.msg}{_next_step(exc)}", file=sys.stderr)
     except TApplicationException as exc:
         print(f"storm {args.command}: nimbus error: {exc.message}", file=sys.stderr)
     except BrokenPipeError:  # the reader went away: nothing to say, and nobody to say it to on stdout
