@@ -355,8 +355,8 @@ def stop_dev_cluster(conf: Mapping[str, Any], *, timeout: float = 60, out: TextI
     pid_file = dev_cluster_root(conf) / PID_FILE
     pid = _running_dev_cluster(pid_file)
     if pid is None:
-        print(f"storm dev-cluster: no dev cluster runs from {pid_file.parent} (storm dev-cluster starts one)",
-              file=sys.stderr)
+        print(f"storm dev-cluster: no dev cluster runs from {pid_file.parent} (run stop in the directory it was "
+              "started from)", file=sys.stderr)
         return 1
     os.kill(pid, signal.SIGTERM)
     wait_for(lambda: _running_dev_cluster(pid_file) != pid, timeout, f"the dev cluster (pid {pid}) to stop")

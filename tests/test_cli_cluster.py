@@ -403,7 +403,8 @@ def test_dev_cluster_runs_with_the_default_config_from_any_directory_and_stops_f
         assert [port for port in ports if not port_is_free("127.0.0.1", port)] == [], "every port it used is free"
         again = storm(["storm", "dev-cluster", "stop"])
         assert (again.returncode, again.stderr.strip()) == (
-            1, f"storm dev-cluster: no dev cluster runs from {root} (storm dev-cluster starts one)")
+            1, f"storm dev-cluster: no dev cluster runs from {root} (run stop in the directory it was started "
+               "from)")
     finally:
         stop_or_kill(process, signal.SIGTERM)
 
