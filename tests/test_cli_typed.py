@@ -149,3 +149,14 @@ def test_the_pipeline_report_of_a_mistyped_out_dir_says_so(shell: dict[str, str]
     done = typed(shell, f"{sys.executable} -m examples.weblogs report weblogs-ot")  # the virtualenv's python
     assert (done.returncode, done.stdout, done.stderr.strip()) == (
         1, "", "weblogs-ot: no such directory (the OUT_DIR given to storm jar examples/weblogs.py)")
+
+
+def test_a_monitor_interval_within_the_heartbeat_warns_that_rates_will_read_zero(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["monitor", "wc", "-i", "1", "-n", "1", "-c", 'nimbus.seeds=["127.0.0.1:1"]']) == 1
+    warning, unreachable = said(capsys)[1].splitlines()
+    assert warning == ("storm monitor: warning: counts reach nimbus every 3 s (task.heartbeat.frequency.secs), so "
+                       "rounds of -i 1 s often see no change: use -i 4 or more")
+    assert unreachable.startswith("storm monitor: cannot reach nimbus")
+    assert main(["monitor", "wc", "-n", "1", "-c", 'nimbus.seeds=["127.0.0.1:1"]']) == 1
+    assert "warning" not in said(capsys)[1], "Storm's default of 4 s is fine"
