@@ -122,6 +122,9 @@ def test_conf_values_and_version(cluster: Cluster, leader: Nimbus, capsys: pytes
 def test_zktool_lists_shows_and_removes(cluster: Cluster, leader: Nimbus, capsys: pytest.CaptureFixture[str]) -> None:
     topology_id = submit(cluster, leader)
     assert topology_id in run(capsys, storm_cli(cluster, leader, "zktool", "ls", "/topology"))[1].split()
+    code, out, err = run(capsys, storm_cli(cluster, leader, "zktool", "ls", "/topolgy"))
+    root = cluster.conf["storm.zookeeper.root"]
+    assert (code, out, err.strip().splitlines()[-1]) == (1, "", f"storm zktool: no node {root}/topolgy"), "not ''"
     shown = json.loads(run(capsys, storm_cli(cluster, leader, "zktool", "get", f"/topology/{topology_id}"))[1])
     assert shown["name"] == "wc" and shown["v"] == 1
     tree = run(capsys, storm_cli(cluster, leader, "zktool", "tree", "/assignments"))[1].splitlines()

@@ -175,7 +175,7 @@ def test_jar_refuses_a_file_without_a_topology(cluster: ProcessCluster, capsys: 
     empty = tmp_path / "empty_topology.py"
     empty.write_text("x = 1\n")
     code, _, err = storm(cluster, capsys, "jar", str(empty))
-    assert code == 1 and "topology must be a squall.dsl.Topology" in err
+    assert code == 1 and "empty_topology has no 'topology' (--topology ATTR names the Topology" in err
     code, _, err = storm(cluster, capsys, "jar", str(tmp_path / "missing.py"))
     assert code == 1 and "missing.py: no such file or directory" in err
 

@@ -60,7 +60,9 @@ def test_a_mistyped_verb_names_the_closest_one(capsys: pytest.CaptureFixture[str
     assert said(capsys)[1] == "storm help: Squall has no DRPC server"
 
 
-def test_a_mistyped_option_names_the_closest_one_of_that_verb(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_mistyped_option_names_the_closest_one_of_that_verb(capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
     assert main(["jar", "examples/wordcount.py", "--nmae", "wc2"]) == 2
     assert said(capsys) == ("", "storm jar: unrecognized arguments: --nmae wc2; did you mean --name? (storm help jar)")
     assert main(["list", "--jsn"]) == 2
@@ -160,3 +162,15 @@ def test_a_monitor_interval_within_the_heartbeat_warns_that_rates_will_read_zero
     assert unreachable.startswith("storm monitor: cannot reach nimbus")
     assert main(["monitor", "wc", "-n", "1", "-c", 'nimbus.seeds=["127.0.0.1:1"]']) == 1
     assert "warning" not in said(capsys)[1], "Storm's default of 4 s is fine"
+
+
+def test_a_mistyped_topology_attribute_names_the_closest_one(capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    offline = ["-c", 'nimbus.seeds=["127.0.0.1:1"]']  # refused before nimbus is asked
+    assert main(["jar", "examples/wordcount.py", "--topology", "topolgy", *offline]) == 1
+    assert said(capsys)[1] == ("storm jar: examples/wordcount.py: wordcount has no 'topolgy'; did you mean topology? "
+                               "(--topology ATTR names the Topology or the function returning it)")
+    assert main(["jar", "examples", *offline]) == 1
+    assert said(capsys)[1] == ("storm jar: examples: examples has no 'topology' (--topology MODULE:ATTR names a "
+                               "module's Topology or the function returning it)")

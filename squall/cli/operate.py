@@ -310,7 +310,7 @@ def zktool(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     """Look at (or remove) Squall's ZooKeeper state, values pretty-printed, paths under the root."""
     action, path = zktool_path(args.action, args.path, conf["storm.zookeeper.root"])
     with ZkClient(conf) as zk:
-        if action != "ls" and not zk.exists(path):
+        if not zk.exists(path):
             print(f"storm zktool: no node {conf['storm.zookeeper.root'].rstrip('/')}{path}", file=sys.stderr)
             return 1
         if action == "ls":
