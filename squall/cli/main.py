@@ -13,7 +13,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +185,7 @@ def _next_step(exc: Any) -> str:
             exc.msg.endswith("is already alive") if kind == "AlreadyAliveException" else False)
     return f": {NEXT_STEP[kind]}" if bare else ""
 
+
 #: Exit status of a command whose output pipe was closed (``storm list | head -1``), as SIGPIPE's.
 BROKEN_PIPE = 128 + signal.SIGPIPE
 
@@ -195,9 +196,10 @@ def did_you_mean(word: str, choices: Sequence[str]) -> str:
     return f"; did you mean {close[0]}?" if close else ""
 
 
-def unknown_verb(argv: Sequence[str], verbs: Sequence[str]) -> str | None:
+def unknown_verb(argv: Sequence[str], verbs: Sequence[str], refused: Collection[str] = ()) -> str | None:
     """The line refusing a command line whose first word is no verb (``storm lsit``), naming the closest one;
-    None when the verb is known (or missing: argparse says so).
+    None when the verb is known, one of Storm's ``refused`` ones (:mod:`squall.cli.habits` says why), or missing
+    (argparse says so).
 
         >>> unknown_verb(["-c", "a=1", "lsit"], ["list", "kill"])
         "unknown command 'lsit'; did you mean list? (storm help lists the commands)"
@@ -207,7 +209,7 @@ def unknown_verb(argv: Sequence[str], verbs: Sequence[str]) -> str | None:
         if word in ("-c", "--config", *habits.NO_SUCH_OPTION):  # options that take the next word
             next(words, None)
         elif not word.startswith("-"):
-            return (None if word in verbs else
+            return (None if word in verbs or word in refused else
                     f"unknown command {word!r}{did_you_mean(word, verbs)} (storm help lists the commands)")
     return None
 
@@ -234,12 +236,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser, runs = build_parser()
     verbs = _verbs(parser)
     argv = sys.argv[1:] if argv is None else list(argv)
-    if (unknown := unknown_verb(argv, [v for v in verbs.choices if v not in habits.NO_SUCH_VERB]
-                                + list(habits.NO_SUCH_VERB))) is not None:
+    known = [verb for verb in verbs.choices if verb not in habits.NO_SUCH_VERB]
+    if (unknown := unknown_verb(argv, known, habits.NO_SUCH_VERB)) is not None:
         print(f"storm: {unknown}", file=sys.stderr)
         return 2
     args, unparsed = parser.parse_known_args(argv)
-    if (refused := habits.refusal(args, unparsed)) is not None:  # first: a habit is named even among unknown arguments
+    if (refused := habits.refusal(args, unparsed)) is not None:  # first: a habit is named among unknown arguments
         print(f"storm {args.command}: {refused}", file=sys.stderr)
         return 2
     if unparsed:
