@@ -267,8 +267,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return BROKEN_PIPE
     except NimbusUnavailable as exc:
-        print(f"storm {args.command}: cannot reach nimbus: {exc}; is it running? (storm dev-cluster starts a "
-              "cluster here; nimbus.seeds says where to look)", file=sys.stderr)
+        nobody = all("Could not connect" in error for error in exc.errors.values())  # not a TLS or protocol error
+        print(f"storm {args.command}: cannot reach nimbus: {exc}" + ("; is it running? (storm dev-cluster starts a "
+              "cluster here; nimbus.seeds says where to look)" if nobody else ""), file=sys.stderr)
     except (NoTlsListener, TTransportException, OSError) as exc:
         print(f"storm {args.command}: cannot reach nimbus: {exc}", file=sys.stderr)
     return 1
