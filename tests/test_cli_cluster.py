@@ -391,7 +391,8 @@ def test_dev_cluster_runs_with_the_default_config_from_any_directory_and_stops_f
                f"{NEXT_STEP['AlreadyAliveException']}")
         nothing = storm(["storm", "jar", WORDCOUNT, "--name", "wc2", "--replace"])
         assert (nothing.returncode, nothing.stderr.strip()) == (
-            1, "storm jar: --replace: no topology named 'wc2' runs to replace; submit it without --replace")
+            1, "storm jar: InvalidTopologyException: topology.hot.deploy.enable is set but no topology named 'wc2' is "
+               "running; submit without it")
         assert storm(["storm", "kill", "wordcount", "-w", "0"]).returncode == 0
         gone = storm(["storm", "logs", "wordcount"])
         logviewer = {line.split()[0]: line.split()[1] for line in table}["logviewer"]

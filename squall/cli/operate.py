@@ -84,15 +84,8 @@ def jar(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
                                                         ("topology.acker.executors", args.ackers)) if value is not None})
         if args.replace:
             overrides["topology.hot.deploy.enable"] = True
-        try:
-            topology_id = submit_topology(conf, topology, package=package, conf_overrides=overrides,
-                                          name=args.name, progress=_progress, active=not args.inactive)
-        except storm.NotAliveException:
-            if not args.replace:
-                raise
-            print(f"storm {args.command}: --replace: no topology named {args.name or topology.name!r} runs to "
-                  "replace; submit it without --replace", file=sys.stderr)
-            return 1
+        topology_id = submit_topology(conf, topology, package=package, conf_overrides=overrides,
+                                      name=args.name, progress=_progress, active=not args.inactive)
     print(f"Finished submitting topology: {args.name or topology.name} ({topology_id})")
     return 0
 
