@@ -248,8 +248,8 @@ def _tls_failure(host: str, port: int, exc: ssl.SSLError) -> str:
     if isinstance(exc, ssl.SSLCertVerificationError):
         return (f"TLS handshake with {host}:{port} failed: {exc.verify_message} (nimbus's certificate must chain to "
                 f"nimbus.thrift.tls.client.truststore.path and name the host dialled, {host}: see nimbus.seeds)")
-    return (f"TLS handshake with {host}:{port} failed: {exc.reason or exc} (nimbus refused this client's "
-            "certificate? nimbus.thrift.tls.client.keystore.path must hold one of the cluster's CA)")
+    return (f"TLS handshake with {host}:{port} failed: {exc.reason or exc} (is it nimbus's TLS port, "
+            "nimbus.thrift.tls.port? does nimbus take the certificate of nimbus.thrift.tls.client.keystore.path?)")
 
 
 @contextlib.contextmanager

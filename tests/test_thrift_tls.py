@@ -105,6 +105,16 @@ def test_a_client_refuses_a_server_whose_certificate_is_not_of_its_ca_or_not_for
             assert "must chain to nimbus.thrift.tls.client.truststore.path and name the host dialled" in said
 
 
+def test_a_tls_client_dialling_a_plain_port_is_told_to_check_the_tls_port(certs: Path) -> None:
+    with make_server(Recorder(), "127.0.0.1", 0).start() as plain:
+        with pytest.raises(TTransportException) as refused:
+            with connect("127.0.0.1", plain.port, 5000, tls=client_context(tls_conf(certs, "alice"))):
+                pass
+    said = refused.value.message
+    assert said.startswith(f"TLS handshake with 127.0.0.1:{plain.port} failed: ") and \
+        "is it nimbus's TLS port, nimbus.thrift.tls.port?" in said, said
+
+
 def test_missing_or_unusable_files_name_the_key_to_fix(certs: Path, tmp_path: Path) -> None:
     conf = tls_conf(certs, "alice")
     (tmp_path / "garbage.pem").write_text("not a certificate\n")
