@@ -18,7 +18,8 @@ import pytest
 
 from processcluster import REPO
 from squall.cli.main import main
-from support import storm_on_path
+from squall.thrift import make_server
+from support import make_certs, storm_on_path, tls_conf
 
 
 @pytest.fixture
@@ -174,3 +175,18 @@ def test_a_mistyped_topology_attribute_names_the_closest_one(capsys: pytest.Capt
     assert main(["jar", "examples", *offline]) == 1
     assert said(capsys)[1] == ("storm jar: examples: examples has no 'topology' (--topology MODULE:ATTR names a "
                                "module's Topology or the function returning it)")
+
+
+def test_an_unreachable_nimbus_asks_whether_it_runs_and_a_refused_handshake_says_why(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["list", "-c", 'nimbus.seeds=["127.0.0.1:1"]']) == 1
+    assert said(capsys)[1].endswith("; is it running? (storm dev-cluster starts a cluster here; nimbus.seeds says "
+                                    "where to look)")
+    certs = make_certs(tmp_path, "alice")
+    with make_server(object(), "127.0.0.1", 0).start() as plain:  # a plain Thrift port, dialled with TLS
+        options = [f"{key}={json.dumps(value)}" for key, value in tls_conf(certs, "alice").items()]
+        code = main(["list", *(word for option in options for word in ("-c", option)),
+                     "-c", f'nimbus.seeds=["127.0.0.1:{plain.port}"]'])
+    line = said(capsys)[1]
+    assert code == 1 and f"TLS handshake with 127.0.0.1:{plain.port} failed" in line, line
+    assert "is it running?" not in line, "something answered: the hint would mislead"
