@@ -339,6 +339,8 @@ def wait(out_dir: str | Path, lines: int, timeout: float) -> bool:
 if __name__ == "__main__":
     command = sys.argv[1:2]
     if command == ["report"] and len(sys.argv) == 3:
+        if not Path(sys.argv[2]).is_dir():
+            sys.exit(f"{sys.argv[2]}: no such directory (the OUT_DIR given to storm jar examples/weblogs.py)")
         print(report(sys.argv[2]))
     elif command == ["wait"] and len(sys.argv) == 5:
         if not wait(sys.argv[2], int(sys.argv[3]), float(sys.argv[4])):

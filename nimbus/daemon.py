@@ -99,7 +99,12 @@ class Nimbus:
 
         self.zk.start()
         self.assigner.start()
-        self.server, self.tls_server = self._serve((handler_factory or NimbusService)(self))
+        try:
+            self.server, self.tls_server = self._serve((handler_factory or NimbusService)(self))
+        except BaseException:  # a port taken: nothing may keep the process alive behind the error
+            self.assigner.stop()
+            self.zk.stop()
+            raise
         self._port = (self.server or self.tls_server).port  # the plain one's, else (TLS only) the TLS one's
         tls_port = self.tls_server.port if self.tls_server is not None else 0
         self.replication = CodeReplication(self.zk, self.code, self.conf, self.clock, self.host, self._port,
@@ -127,9 +132,22 @@ class Nimbus:
                        request_timeout_ms=conf["nimbus.thrift.request.timeout.ms"],
                        threads=conf["nimbus.thrift.threads"], max_connections=conf["nimbus.thrift.max.connections"])
         bind = conf["nimbus.thrift.bind.address"]
-        tls = (make_server(service, bind, tls_port, name="nimbus-thrift-tls", ssl_context=server_context(conf),
-                           **serving).start() if tls_port is not None else None)
-        plain = None if tls_only else make_server(service, bind, conf["nimbus.thrift.port"], **serving).start()
+
+        def listen(port: int, key: str, **options: Any) -> ThriftServer:
+            try:
+                return make_server(service, bind, port, **serving, **options).start()
+            except OSError as exc:
+                raise OSError(exc.errno, f"nimbus cannot listen on {bind}:{port} (nimbus.thrift.bind.address, "
+                                         f"{key}): {exc.strerror}; is another nimbus running?") from None
+
+        tls = (listen(tls_port, "nimbus.thrift.tls.port", name="nimbus-thrift-tls", ssl_context=server_context(conf))
+               if tls_port is not None else None)
+        try:
+            plain = None if tls_only else listen(conf["nimbus.thrift.port"], "nimbus.thrift.port")
+        except OSError:
+            if tls is not None:
+                tls.stop()
+            raise
         return plain, tls
 
     def stop(self) -> None:
@@ -272,6 +290,17 @@ class Nimbus:
                 return topology_id
         raise storm.NotAliveException(msg=name)
 
+    def _name_taken(self, name: str) -> str:
+        """Why ``name`` cannot be submitted now: alive, or killed and not yet removed (the kill's wait)."""
+        try:
+            killed = self.base(self.find_id(name)).status is TopologyStatus.KILLED
+        except storm.NotAliveException:  # still being submitted by another call
+            killed = False
+        if killed:
+            return (f"topology {name!r} is being killed: submit it again once storm list no longer shows it (after "
+                    "the kill's wait, storm kill -w), or now under another --name")
+        return f"topology {name!r} is already alive"
+
     def alive_names(self) -> set[str]:
         return {topo.name_of(t) for t in self.zk.children(paths.TOPOLOGIES)}
 
@@ -299,7 +328,7 @@ class Nimbus:
                 self._remove_for_replacement(replaced)
             with self._lock:
                 if name in self.alive_names() or name in self._submitting:
-                    raise storm.AlreadyAliveException(msg=f"topology {name!r} is already alive")
+                    raise storm.AlreadyAliveException(msg=self._name_taken(name))
                 topology_id = topo.topology_id(name, next(self._counter), self.clock.time())
                 self._submitting[name] = topology_id
             try:

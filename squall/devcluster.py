@@ -305,7 +305,8 @@ def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = 
     root = dev_cluster_root(conf)
     pid_file = root / PID_FILE
     if (other := _running_dev_cluster(pid_file)) is not None:
-        print(f"a dev cluster already runs from {root} (pid {other}); `storm dev-cluster stop` stops it", file=out)
+        print(f"storm dev-cluster: a dev cluster already runs from {root} (pid {other}); `storm dev-cluster stop` "
+              "stops it", file=sys.stderr)
         return 1
     slots = [int(p) for p in conf["supervisor.slots.ports"]]
     cluster = DevCluster(root, {**conf, **(LOOPBACK if not conf.get("storm.local.hostname") else {}),
@@ -357,7 +358,8 @@ def stop_dev_cluster(conf: Mapping[str, Any], *, timeout: float = 60, out: TextI
     pid_file = dev_cluster_root(conf) / PID_FILE
     pid = _running_dev_cluster(pid_file)
     if pid is None:
-        print(f"no dev cluster runs from {pid_file.parent}", file=out)
+        print(f"storm dev-cluster: no dev cluster runs from {pid_file.parent} (run stop in the directory it was "
+              "started from)", file=sys.stderr)
         return 1
     os.kill(pid, signal.SIGTERM)
     wait_for(lambda: _running_dev_cluster(pid_file) != pid, timeout, f"the dev cluster (pid {pid}) to stop")

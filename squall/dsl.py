@@ -21,6 +21,7 @@ A custom grouping is ``Grouping.custom_serialized`` holding JSON (never pickle):
 from __future__ import annotations
 
 import copy
+import difflib
 import importlib
 import inspect
 import json
@@ -418,6 +419,9 @@ def topology_module(path: str | Path, topology: str = "topology") -> tuple[Path,
     if source.is_dir() and (source / "__init__.py").exists():
         module, _, attribute = topology.rpartition(":")
         return source.parent, module or source.name, attribute
+    if not source.exists():
+        raise FileNotFoundError(f"{path}: no such file or directory (give a topology's .py file, its package "
+                                "directory or a streamparse project)")
     raise FileNotFoundError(f"{path} is neither a .py file nor a package directory (with __init__.py) nor a "
                             "streamparse project (a directory with config.json)")
 
@@ -440,7 +444,13 @@ def load_topology(path: str | Path, topology: str = "topology", args: Sequence[A
         return streamparse_project.load_project(path, topology).topology
     directory, module_name, attribute = topology_module(path, topology)
     sys.path.insert(0, str(directory))
-    found = getattr(importlib.import_module(module_name), attribute, None)
+    module = importlib.import_module(module_name)
+    if not hasattr(module, attribute):
+        close = difflib.get_close_matches(attribute, [name for name in dir(module) if not name.startswith("_")], n=1)
+        flag = "--topology MODULE:ATTR names a module's" if Path(path).is_dir() else "--topology ATTR names the"
+        raise TypeError(f"{path}: {module_name} has no {attribute!r}" + (f"; did you mean {close[0]}?" if close else "")
+                        + f" ({flag} Topology or the function returning it)")
+    found = getattr(module, attribute)
     if callable(found) and not isinstance(found, Topology):
         found = found(*args)
     if not isinstance(found, Topology):

@@ -52,6 +52,8 @@ def build_package(sources: Iterable[str | Path], dest: str | Path) -> Path:
             elif source.is_dir() and ((source / "__init__.py").exists() or source.name == RESOURCES):
                 files = [(path, str(path.relative_to(source.parent))) for path in sorted(source.rglob("*"))
                          if path.is_file() and not _SKIP_DIRS.intersection(path.parts) and path.suffix != ".pyc"]
+            elif not source.exists():
+                raise ValueError(f"{source}: no such file or directory")
             else:
                 raise ValueError(f"{source} is neither a .py file nor a package directory (with __init__.py), "
                                  f"nor a {RESOURCES}/ directory, a {REQUIREMENTS}, {PYPROJECT} or {WHEELS} directory")

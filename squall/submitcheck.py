@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
+import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,6 +35,7 @@ import squall
 from squall.classcheck import Kind, NotAComponentClass, resolve
 from squall.dsl import Topology, load_topology, topology_module
 from squall.local_state import CODE_FILES, put_code_on_path
+from squall.package import RESOURCES
 from squall.thrift import storm
 
 #: A topology module that takes longer than this to import is reported rather than waited for.
@@ -91,7 +93,9 @@ def check_package(package: Path, source: str, topology: str, loaded: Topology, *
     """Import the topology module of ``source`` and every component class of ``loaded`` from ``package``
     alone, in a fresh interpreter set up as a worker is; :class:`SubmitCheckError` if any import fails."""
     user_dir, module, _ = topology_module(source, topology)
-    request = {"modules": [module], "classes": component_classes(loaded.build()[0])}
+    thrift = loaded.build()[0]
+    _check_shell_scripts(package, Path(source).resolve(), thrift)
+    request = {"modules": [module], "classes": component_classes(thrift)}
     with tempfile.TemporaryDirectory(prefix="squall-check-") as code:
         (Path(code) / CODE_FILES["code"]).symlink_to(Path(package).resolve())
         result = import_as_a_worker(request, Path(code), env=_worker_env(user_dir), timeout_secs=timeout_secs,
@@ -102,6 +106,21 @@ def check_package(package: Path, source: str, topology: str, loaded: Topology, *
                                f"--include {_where(name) or 'PATH'}", result["traceback"])
     if "line" in result:
         raise SubmitCheckError(result["line"], result["traceback"])
+
+
+def _check_shell_scripts(package: Path, source: Path, topology: storm.StormTopology) -> None:
+    """A shell component whose script is in the ``resources/`` beside ``source`` (where ``storm local`` runs it)
+    but not in the package would fail on every worker: :class:`SubmitCheckError` naming the ``--include``."""
+    beside = (source if source.is_dir() else source.parent) / RESOURCES
+    with zipfile.ZipFile(package) as archive:
+        shipped = set(archive.namelist())
+    for kind, specs in (("spout", topology.spouts), ("bolt", topology.bolts)):
+        for cid, spec in sorted(specs.items()):
+            shell = (spec.spout_object if kind == "spout" else spec.bolt_object).shell
+            script = (shell.script or "").split()[:1] if shell is not None else []
+            if script and f"{RESOURCES}/{script[0]}" not in shipped and (beside / script[0]).is_file():
+                raise SubmitCheckError(f"shell {kind} {cid!r} runs {script[0]}, which is in {_shown_path(beside)} "
+                                       f"but not in the package: add --include {_shown_path(beside)}")
 
 
 def import_as_a_worker(request: Mapping[str, Any], code: Path, *, env: Mapping[str, str], timeout_secs: float,

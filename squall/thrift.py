@@ -234,8 +234,22 @@ def open_client(
     sock = TSocket(host, port, **timeouts) if tls is None else TSSLSocket(host, port, ssl_context=tls, **timeouts)
     trans = BoundedFramedTransportFactory(max_frame_bytes).get_transport(sock)
     proto = TBinaryProtocolFactory().get_protocol(trans)
-    trans.open()
+    try:
+        trans.open()
+    except TTransportException as exc:  # thriftpy2 says "Could not connect" for a refused TLS handshake too
+        if isinstance(failed := exc.__context__, ssl.SSLError):
+            raise TTransportException(TTransportException.NOT_OPEN, _tls_failure(host, port, failed)) from None
+        raise
     return TClient(storm.Nimbus, proto)
+
+
+def _tls_failure(host: str, port: int, exc: ssl.SSLError) -> str:
+    """Why a TLS handshake with nimbus failed, as the operator can act on it."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (f"TLS handshake with {host}:{port} failed: {exc.verify_message} (nimbus's certificate must chain to "
+                f"nimbus.thrift.tls.client.truststore.path and name the host dialled, {host}: see nimbus.seeds)")
+    return (f"TLS handshake with {host}:{port} failed: {exc.reason or exc} (is it nimbus's TLS port, "
+            "nimbus.thrift.tls.port? does nimbus take the certificate of nimbus.thrift.tls.client.keystore.path?)")
 
 
 @contextlib.contextmanager

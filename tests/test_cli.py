@@ -9,12 +9,15 @@ import pytest
 
 from nimbus.daemon import Nimbus
 from squall import STORM_VERSION, __version__
-from squall.cli.main import main
+from squall.cli.main import NEXT_STEP, main
 from squall.cli.options import parse_executor
+from squall.thrift import storm
 from squall.zk import paths
 from squall.zk.records import Assignment, StormBase
 from support import wait_until
 from test_nimbus import Cluster, cluster, leader, submit  # noqa: F401  (fixtures)
+
+NOT_RUNNING = NEXT_STEP["NotAliveException"]
 
 
 def storm_cli(cluster: Cluster, n: Nimbus, *argv: str) -> list[str]:
@@ -79,9 +82,23 @@ def test_errors_print_one_line_and_exit_non_zero(cluster: Cluster, leader: Nimbu
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, storm_cli(cluster, leader, "kill", "nope"))
     assert code == 1 and out == ""
-    assert err.strip().splitlines()[-1] == "storm kill: NotAliveException: nope"
+    assert err.strip().splitlines()[-1] == f"storm kill: NotAliveException: nope: {NOT_RUNNING}"
     code, out, _ = run(capsys, storm_cli(cluster, leader, "get-errors", "nope"))
     assert code == 1 and json.loads(out) == {"Failure": "No topologies running with name nope"}
+
+
+def test_a_name_taken_says_what_to_do_and_a_killed_one_says_when_it_frees(
+        cluster: Cluster, leader: Nimbus, capsys: pytest.CaptureFixture[str]) -> None:
+    """Storm's AlreadyAliveException names the way out; during a kill's wait the name is not 'alive' to the user."""
+    submit(cluster, leader)
+    with pytest.raises(storm.AlreadyAliveException) as taken:
+        submit(cluster, leader)
+    assert taken.value.msg == "topology 'wc' is already alive"
+    assert run(capsys, storm_cli(cluster, leader, "kill", "wc", "-w", "30"))[0] == 0
+    with pytest.raises(storm.AlreadyAliveException) as taken:
+        submit(cluster, leader)
+    assert taken.value.msg == ("topology 'wc' is being killed: submit it again once storm list no longer shows it "
+                               "(after the kill's wait, storm kill -w), or now under another --name")
 
 
 def test_get_errors_shows_the_latest_error_per_component(cluster: Cluster, leader: Nimbus,
@@ -105,6 +122,9 @@ def test_conf_values_and_version(cluster: Cluster, leader: Nimbus, capsys: pytes
 def test_zktool_lists_shows_and_removes(cluster: Cluster, leader: Nimbus, capsys: pytest.CaptureFixture[str]) -> None:
     topology_id = submit(cluster, leader)
     assert topology_id in run(capsys, storm_cli(cluster, leader, "zktool", "ls", "/topology"))[1].split()
+    code, out, err = run(capsys, storm_cli(cluster, leader, "zktool", "ls", "/topolgy"))
+    root = cluster.conf["storm.zookeeper.root"]
+    assert (code, out, err.strip().splitlines()[-1]) == (1, "", f"storm zktool: no node {root}/topolgy"), "not ''"
     shown = json.loads(run(capsys, storm_cli(cluster, leader, "zktool", "get", f"/topology/{topology_id}"))[1])
     assert shown["name"] == "wc" and shown["v"] == 1
     tree = run(capsys, storm_cli(cluster, leader, "zktool", "tree", "/assignments"))[1].splitlines()

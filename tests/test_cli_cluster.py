@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from processcluster import REPO, ProcessCluster
-from squall.cli.main import build_parser, main
+from squall.cli.main import NEXT_STEP, build_parser, main
 from squall.config import load_config
 from squall.devcluster import squall_import_path
 from squall.devzk import free_port, port_is_free
@@ -32,6 +32,7 @@ from support import delete_tree, dev_cluster_env, listening, stop_or_kill, wait_
 from topologies import BrokenPrepare, Forward, Numbers
 
 WORDCOUNT = str(REPO / "examples" / "wordcount.py")
+NOT_RUNNING = NEXT_STEP["NotAliveException"]
 
 
 @pytest.fixture(scope="module")
@@ -175,9 +176,9 @@ def test_jar_refuses_a_file_without_a_topology(cluster: ProcessCluster, capsys: 
     empty = tmp_path / "empty_topology.py"
     empty.write_text("x = 1\n")
     code, _, err = storm(cluster, capsys, "jar", str(empty))
-    assert code == 1 and "topology must be a squall.dsl.Topology" in err
+    assert code == 1 and "empty_topology has no 'topology' (--topology ATTR names the Topology" in err
     code, _, err = storm(cluster, capsys, "jar", str(tmp_path / "missing.py"))
-    assert code == 1 and "neither a .py file nor a package" in err
+    assert code == 1 and "missing.py: no such file or directory" in err
 
 
 def test_a_large_package_uploads_with_a_progress_bar(cluster: ProcessCluster, capsys: pytest.CaptureFixture[str],
@@ -196,7 +197,8 @@ def test_upgrade_commands_reach_nimbus(cluster: ProcessCluster, capsys: pytest.C
     for argv in (["gray_upgrade", "nosuch", "-n", "1"], ["complete_upgrade", "nosuch"], ["rollback", "nosuch"],
                  ["restart", "nosuch"], ["update_topology", "nosuch", "--conf", os.devnull]):
         code, _, err = storm(cluster, capsys, *argv)
-        assert (code, err.strip().splitlines()[-1]) == (1, f"storm {argv[0]}: NotAliveException: nosuch"), err
+        said = err.strip().splitlines()[-1]
+        assert (code, said) == (1, f"storm {argv[0]}: NotAliveException: nosuch: {NOT_RUNNING}"), err
 
 
 # -- storm jar's submit-time checks, typed in a shell ----------------------------------------------
@@ -390,15 +392,87 @@ def test_dev_cluster_runs_with_the_default_config_from_any_directory_and_stops_f
             "supervisors"][0]["logLink"], timeout=30).text
         assert supervisor_log.count("supervisor started") == 2 and "worker launched" in supervisor_log
 
+        # what a first-time user tries next, each answered in one line naming the fix
+        assert "Connection dropped" not in out.read_text(), "ZooKeeper takes sessions before nimbus connects"
+        twice = storm(["storm", "dev-cluster"])
+        assert (twice.returncode, twice.stderr.strip()) == (1, f"storm dev-cluster: a dev cluster already runs from "
+                                                               f"{root} (pid {process.pid}); `storm dev-cluster stop` "
+                                                               "stops it")
+        ui_again = storm(["storm", "ui"])
+        assert ui_again.returncode == 1 and ui_again.stderr.startswith("storm ui: the UI cannot listen on ")
+        assert len(ui_again.stderr.splitlines()) == 1, ui_again.stderr
+        taken = storm(["storm", "jar", WORDCOUNT])
+        assert (taken.returncode, taken.stderr.strip()) == (
+            1, f"storm jar: AlreadyAliveException: topology 'wordcount' is already alive: "
+               f"{NEXT_STEP['AlreadyAliveException']}")
+        nothing = storm(["storm", "jar", WORDCOUNT, "--name", "wc2", "--replace"])
+        assert (nothing.returncode, nothing.stderr.strip()) == (
+            1, "storm jar: InvalidTopologyException: topology.hot.deploy.enable is set but no topology named 'wc2' is "
+               "running; submit without it")
+        assert storm(["storm", "kill", "wordcount", "-w", "0"]).returncode == 0
+        gone = storm(["storm", "logs", "wordcount"])
+        logviewer = {line.split()[0]: line.split()[1] for line in table}["logviewer"]
+        assert (gone.returncode, gone.stderr.strip()) == (
+            1, "storm logs: no topology named 'wordcount' is running (storm list shows those that are); the logs of "
+               f"a killed one stay with the logviewer of each host it ran on: {logviewer}/")
+
         stopped = storm(["storm", "dev-cluster", "stop"])
         assert (stopped.returncode, stopped.stdout) == (0, "dev cluster stopped\n"), stopped.stderr
         assert process.wait(10) == 0
         assert [pid for pid in pids if running(pid)] == [], "every process it started is gone"
         assert [port for port in ports if not port_is_free("127.0.0.1", port)] == [], "every port it used is free"
         again = storm(["storm", "dev-cluster", "stop"])
-        assert again.returncode == 1 and "no dev cluster runs" in again.stdout
+        assert (again.returncode, again.stderr.strip()) == (
+            1, f"storm dev-cluster: no dev cluster runs from {root} (run stop in the directory it was started "
+               "from)")
     finally:
         stop_or_kill(process, signal.SIGTERM)
+
+
+@pytest.mark.slow
+def test_dev_cluster_stopped_by_ctrl_c_starts_again_in_that_directory_with_its_topology(tmp_path: Path) -> None:
+    """Ctrl-C leaves no process behind, and ``storm dev-cluster`` typed again in the same directory comes back
+    clean: no 'already runs', and the topology submitted before (its state is in ./storm-local) runs again."""
+    env, ports = dev_cluster_env(tmp_path)
+    storm = functools.partial(subprocess.run, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    root = tmp_path / "storm-local" / "dev-cluster"
+    workers = lambda: [json.loads(f.read_text())["pid"] for f in root.glob("supervisor-*/workers/*/worker.json")]  # noqa: E731
+
+    def start(out: Path) -> subprocess.Popen[bytes]:
+        with open(out, "wb") as sink:
+            process = subprocess.Popen(["storm", "dev-cluster"], cwd=tmp_path, env=env, stdout=sink,
+                                       stderr=subprocess.STDOUT)
+        wait_until(lambda: "Ctrl-C" in out.read_text() or process.poll() is not None, 90, "the dev cluster up")
+        assert process.poll() is None, out.read_text()
+        return process
+
+    first = start(tmp_path / "first.out")
+    try:
+        # one slow word count on one worker: the machine is shared
+        submitted = storm(["storm", "jar", WORDCOUNT, "null", "1", "1", "1", "wordcount", "5"])
+        assert submitted.returncode == 0, submitted.stderr
+        wait_until(lambda: len([pid for pid in workers() if running(pid)]) == 1, 60, "its worker running")
+        daemons = [int(line.split(" pid ")[1].split()[0]) for line in (tmp_path / "first.out").read_text().splitlines()
+                   if " pid " in line]
+        before = workers()
+        first.send_signal(signal.SIGINT)  # what Ctrl-C delivers
+        assert first.wait(60) == 0
+        assert [pid for pid in daemons + before if running(pid)] == [], "Ctrl-C stops every process it started"
+        assert [port for port in ports if not port_is_free("127.0.0.1", port)] == []
+    finally:
+        stop_or_kill(first, signal.SIGTERM)
+
+    again = start(tmp_path / "again.out")
+    try:
+        wait_until(lambda: [pid for pid in workers() if running(pid) and pid not in before], 90,
+                   "the word count's worker running again")
+        listed = storm(["storm", "list"])
+        assert listed.stdout.splitlines()[2].split()[:2] == ["wordcount", "ACTIVE"], listed.stderr
+        stopped = storm(["storm", "dev-cluster", "stop"])
+        assert stopped.returncode == 0, stopped.stderr
+        assert again.wait(10) == 0
+    finally:
+        stop_or_kill(again, signal.SIGTERM)
 
 
 def test_processes_it_starts_import_this_squall_and_nothing_else_of_its_directory(tmp_path: Path) -> None:

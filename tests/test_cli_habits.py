@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 from nimbus.daemon import Nimbus
-from squall.cli.main import main
+from squall.cli.main import NEXT_STEP, main
 from squall.zk import paths
 from squall.zk.records import Assignment, StormBase
 from support import wait_until
 from test_cli import run, storm_cli
 from test_nimbus import Cluster, cluster, leader, submit  # noqa: F401  (fixtures)
+
+NOT_RUNNING = NEXT_STEP["NotAliveException"]
 
 REFUSED = [  # (command line, what the one line must name)
     (["jar", "wordcount.jar", "com.example.WordCountTopology"], "storm jar FILE.py|PACKAGE [ARGS] [--topology ATTR]"),
@@ -29,6 +31,7 @@ REFUSED = [  # (command line, what the one line must name)
     (["rebalance", "wc", "soon"], "storm rebalance NAME [-w SECS] [-n WORKERS] [-e COMPONENT=N] [-t JSON]"),
     (["rebalance", "wc", "1", "a.yaml", "2"], "at most SECS and CONF.yaml"),
     (["rebalance", "wc", "missing.yaml"], "cannot read the conf file missing.yaml"),
+    (["rebalance", "wc", "-w", "10", "-r", '{"split": {"cpu.pcore.percent": 50}}'], "Storm 2's -r JSON of resource"),
     (["jar", "--include-jars", "a.jar,b.jar", "wc.py"], "storm jar FILE --include PATH"),
     (["--exclude-jars", "a.jar", "list"], "storm jar FILE --include PATH"),
     (["jar", "wc.py", "--jars", "a.jar"], "storm jar FILE --include PATH"),
@@ -74,7 +77,7 @@ def test_jstorm_s_kill_with_a_wait_kills_nothing_and_a_lone_number_is_a_name(
     assert run(capsys, storm_cli(cluster, leader, "kill", "wc", "10"))[0] == 2
     assert status(cluster, topology_id) == "active"
     code, _, err = run(capsys, storm_cli(cluster, leader, "kill", "10"))
-    assert (code, said(err)) == (1, ["storm kill: NotAliveException: 10"])
+    assert (code, said(err)) == (1, [f"storm kill: NotAliveException: 10: {NOT_RUNNING}"])
 
 
 def test_jstorm_s_rebalance_takes_the_wait_and_a_conf_file(cluster: Cluster, leader: Nimbus, tmp_path: Path,

@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 
 from processcluster import ProcessCluster
-from squall.cli.main import build_parser, main
+from squall.cli.main import NEXT_STEP, build_parser, main
 from squall.local_state import heartbeat_file
 from supervisor.processes import running
 from support import log_events, wait_until
 from test_cli_cluster import WORDCOUNT, cluster, storm  # noqa: F401  (cluster is the module's fixture)
+
+NOT_RUNNING = NEXT_STEP["NotAliveException"]
 
 NAME = "wordcount"
 
@@ -140,7 +142,7 @@ def test_set_log_level_turns_a_components_debug_lines_on_in_the_workers_and_off_
     assert refused.value.code == 2
     assert "unknown log level 'LOUD'; use one of ALL, TRACE, DEBUG" in capsys.readouterr().err
     code, _, err = storm(cluster, capsys, "set_log_level", "nosuch", "-l", "ROOT=DEBUG")
-    assert (code, err.strip()) == (1, "storm set_log_level: NotAliveException: nosuch")
+    assert (code, err.strip()) == (1, f"storm set_log_level: NotAliveException: nosuch: {NOT_RUNNING}")
     assert storm(cluster, capsys, "set_log_level", NAME)[0] == 2
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from squall.devzk import free_port, is_serving
+from squall.devzk import LocalZooKeeper, free_port, is_serving
 from squall.zk import paths
 from squall.zk.client import ZkClient
 from squall.zk.records import NimbusMaster
@@ -66,3 +67,17 @@ def test_dev_zookeeper_reports_a_port_in_use(tmp_path: Path, zk_address: str) ->
         capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert f"port {busy_port} on 127.0.0.1 is already in use" in done.stderr
+
+
+def test_a_started_zookeeper_takes_a_session_at_once(tmp_path: Path, zk_conf: dict[str, Any],
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """``start()`` returns once ZooKeeper takes sessions, not when it first answers ``ruok``: the first client
+    (nimbus, in ``storm dev-cluster``) connects without kazoo's "Connection dropped" warnings."""
+    server = LocalZooKeeper(tmp_path / "zk", free_port()).start()
+    try:
+        conf = dict(zk_conf, **{"storm.zookeeper.servers": [server.host], "storm.zookeeper.port": server.port})
+        with caplog.at_level(logging.WARNING, logger="kazoo"), ZkClient(conf) as zk:
+            assert zk.connected.is_set()
+        assert [r.getMessage() for r in caplog.records if r.name.startswith("kazoo")] == []
+    finally:
+        server.stop()

@@ -148,9 +148,18 @@ _CHECKS: dict[str, Callable[[argparse.Namespace], str | None]] = {
 }
 
 
-def refusal(args: argparse.Namespace) -> str | None:
-    """Why this command line cannot run as the user meant it, in one line naming the Squall form; None if it can."""
+#: Storm 2's ``rebalance NAME -r '{"comp": {"cpu.pcore.percent": 50}}'``: there ``-r`` takes resource overrides.
+STORM_RESOURCES = ("-r is JStorm's reassign here (also move workers that could stay); Storm 2's -r JSON of resource "
+                   "overrides has no counterpart, Squall does not schedule by resources: storm rebalance NAME "
+                   "[-n WORKERS] [-e COMPONENT=N] [-t JSON]")
+
+
+def refusal(args: argparse.Namespace, unparsed: Sequence[str] = ()) -> str | None:
+    """Why this command line cannot run as the user meant it, in one line naming the Squall form; None if it can.
+    ``unparsed`` are the words no option took (Storm's forms that argparse cannot place)."""
     if args.command in NO_SUCH_VERB:
         return NO_SUCH_VERB[args.command]
+    if args.command == "rebalance" and args.reassign and any(word.startswith("{") for word in unparsed):
+        return STORM_RESOURCES
     check = _CHECKS.get(args.command)
     return check(args) if check is not None else None

@@ -28,6 +28,7 @@ from squall.cli.options import positive
 from squall.local_state import worker_log_name
 from squall.names import is_system
 from squall.nimbus_client import nimbus_client
+from squall.thrift import storm
 from squall.tls import client_context
 
 #: Bytes asked for in one request (the logviewer's largest page).
@@ -132,7 +133,16 @@ def logs(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     tls = (client_context(conf) or ssl.create_default_context()) if https else None
     try:
         with nimbus_client(conf) as nimbus:
-            found = worker_logs(nimbus.getTopologyInfoByName(args.name), port, args.component, tls=tls)
+            try:
+                info = nimbus.getTopologyInfoByName(args.name)
+            except storm.NotAliveException:
+                hosts = sorted({s.host for s in nimbus.getClusterInfo().supervisors})
+                logviewers = ", ".join(f"{'https' if https else 'http'}://{host}:{port}/" for host in hosts)
+                print(f"storm logs: no topology named {args.name!r} is running (storm list shows those that are); "
+                      f"the logs of a killed one stay with the logviewer of each host it ran on"
+                      f"{': ' + logviewers if logviewers else ''}", file=sys.stderr)
+                return 1
+            found = worker_logs(info, port, args.component, tls=tls)
     except LogsError as exc:
         print(f"storm logs: {exc}", file=sys.stderr)
         return 1

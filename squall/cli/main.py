@@ -8,10 +8,12 @@ Storm's and JStorm's habits Squall cannot honour are refused first (:mod:`squall
 from __future__ import annotations
 
 import argparse
+import difflib
+import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,8 +148,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     runs.update(operator_commands(commands))
     runs["help"] = _help(parser, commands)
     commands.add_parser("help", help="this help, or a command's: storm help COMMAND").add_argument(
-        "verb", nargs="?", metavar="COMMAND", choices=[name for name in commands.choices if name not in
-                                                        habits.NO_SUCH_VERB])
+        "verb", nargs="?", metavar="COMMAND")
     habits.add_refused_verbs(commands)
     return parser, runs
 
@@ -155,32 +156,122 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
 def _help(parser: argparse.ArgumentParser, commands: argparse._SubParsersAction) -> Command:
     """``storm help [COMMAND]`` (JStorm's and Storm's form of ``--help``)."""
     def run(_conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+        known = [name for name in commands.choices if name not in habits.NO_SUCH_VERB]
+        if args.verb is not None and args.verb not in known:
+            print(f"storm help: {habits.NO_SUCH_VERB.get(args.verb) or unknown_verb([args.verb], known)}",
+                  file=sys.stderr)
+            return 2
         print((commands.choices[args.verb] if args.verb else parser).format_help(), end="")
         return 0
     return run
 
 
+#: Verbs that run until stopped and log as daemons do; the others are one-shot commands whose output is what
+#: they print, so their logging shows warnings and errors only (unless squall.log.level asks for DEBUG).
+RUNS_UNTIL_STOPPED = {"dev-zookeeper", "dev-cluster", "spark-connect", *HANDS_OVER}
+
+#: What to do next about nimbus's typed refusals whose message alone does not say: Storm's bare ones, the name
+#: (NotAliveException) or "topology 'wc' is already alive".
+NEXT_STEP = {
+    "NotAliveException": "no topology of that name is running (storm list shows those that are)",
+    "AlreadyAliveException": "submit it under another --name, hot deploy over it with --replace, or storm kill it "
+                             "first",
+}
+
+
+def _next_step(exc: Any) -> str:
+    """``": what to do"`` after a bare refusal of nimbus's, else ``""`` (its message says it already)."""
+    kind = type(exc).__name__
+    bare = (" " not in exc.msg if kind == "NotAliveException" else
+            exc.msg.endswith("is already alive") if kind == "AlreadyAliveException" else False)
+    return f": {NEXT_STEP[kind]}" if bare else ""
+
+
+#: Exit status of a command whose output pipe was closed (``storm list | head -1``), as SIGPIPE's.
+BROKEN_PIPE = 128 + signal.SIGPIPE
+
+
+def did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """``"; did you mean list?"`` for a word close to one of ``choices``, else ``""``."""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def unknown_verb(argv: Sequence[str], verbs: Sequence[str], refused: Collection[str] = ()) -> str | None:
+    """The line refusing a command line whose first word is no verb (``storm lsit``), naming the closest one;
+    None when the verb is known, one of Storm's ``refused`` ones (:mod:`squall.cli.habits` says why), or missing
+    (argparse says so).
+
+        >>> unknown_verb(["-c", "a=1", "lsit"], ["list", "kill"])
+        "unknown command 'lsit'; did you mean list? (storm help lists the commands)"
+    """
+    words = iter(argv)
+    for word in words:
+        if word in ("-c", "--config", *habits.NO_SUCH_OPTION):  # options that take the next word
+            next(words, None)
+        elif not word.startswith("-"):
+            return (None if word in verbs or word in refused else
+                    f"unknown command {word!r}{did_you_mean(word, verbs)} (storm help lists the commands)")
+    return None
+
+
+def _verbs(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def _unrecognized(verb: argparse.ArgumentParser, command: str, unparsed: Sequence[str]) -> str:
+    """The line refusing arguments ``command`` does not take, naming the option closest to the first."""
+    options = [option for action in verb._actions for option in action.option_strings]
+    first = next((word.split("=", 1)[0] for word in unparsed if word.startswith("-")), None)
+    hint = did_you_mean(first, options) if first else ""
+    return f"unrecognized arguments: {' '.join(unparsed)}{hint} (storm help {command})"
+
+
+def _log_level(command: str, level: str) -> str:
+    if command in RUNS_UNTIL_STOPPED or logging.getLevelName(level.upper()) == logging.DEBUG:
+        return level
+    return "WARNING" if logging.getLevelName(level.upper()) < logging.WARNING else level
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser, runs = build_parser()
+    verbs = _verbs(parser)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    known = [verb for verb in verbs.choices if verb not in habits.NO_SUCH_VERB]
+    if (unknown := unknown_verb(argv, known, habits.NO_SUCH_VERB)) is not None:
+        print(f"storm: {unknown}", file=sys.stderr)
+        return 2
     args, unparsed = parser.parse_known_args(argv)
-    if (refused := habits.refusal(args)) is not None:  # first: a habit is named even among unknown arguments
+    if (refused := habits.refusal(args, unparsed)) is not None:  # first: a habit is named among unknown arguments
         print(f"storm {args.command}: {refused}", file=sys.stderr)
         return 2
     if unparsed:
-        parser.error(f"unrecognized arguments: {' '.join(unparsed)}")
+        print(f"storm {args.command}: {_unrecognized(verbs.choices[args.command], args.command, unparsed)}",
+              file=sys.stderr)
+        return 2
     conf = load_or_exit(args, warn=(lambda _typo: None) if args.command in HANDS_OVER else warn_on_stderr)
-    configure_logging(args.command, level=conf["squall.log.level"], fmt=conf["squall.log.format"])
+    configure_logging(args.command, level=_log_level(args.command, conf["squall.log.level"]),
+                      fmt=conf["squall.log.format"])
     try:
-        return runs[args.command](conf, args)
+        code = runs[args.command](conf, args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, rather than at exit
+        return code
     except ConfigError as exc:
         print(f"storm {args.command}: {exc}", file=sys.stderr)
         return 2
     except (storm.NotAliveException, storm.AlreadyAliveException, storm.InvalidTopologyException,
             storm.TopologyAssignException, storm.AuthorizationException) as exc:
-        print(f"storm {args.command}: {type(exc).__name__}: {exc.msg}", file=sys.stderr)
+        print(f"storm {args.command}: {type(exc).__name__}: {exc.msg}{_next_step(exc)}", file=sys.stderr)
     except TApplicationException as exc:
         print(f"storm {args.command}: nimbus error: {exc.message}", file=sys.stderr)
-    except (NimbusUnavailable, NoTlsListener, TTransportException, OSError) as exc:
+    except BrokenPipeError:  # the reader went away: nothing to say, and nobody to say it to on stdout
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE
+    except NimbusUnavailable as exc:
+        nobody = all("Could not connect" in error for error in exc.errors.values())  # not a TLS or protocol error
+        print(f"storm {args.command}: cannot reach nimbus: {exc}" + ("; is it running? (storm dev-cluster starts a "
+              "cluster here; nimbus.seeds says where to look)" if nobody else ""), file=sys.stderr)
+    except (NoTlsListener, TTransportException, OSError) as exc:
         print(f"storm {args.command}: cannot reach nimbus: {exc}", file=sys.stderr)
     return 1
 

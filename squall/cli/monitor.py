@@ -223,6 +223,9 @@ def monitor(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         print("storm monitor: -s and -w watch one component's stream; add -m COMPONENT", file=sys.stderr)
         return 2
     stream, watch = args.stream or "default", args.watch or "emitted"
+    if args.interval <= (beat := conf["task.heartbeat.frequency.secs"]):
+        print(f"storm monitor: warning: counts reach nimbus every {beat} s (task.heartbeat.frequency.secs), so "
+              f"rounds of -i {args.interval} s often see no change: use -i {beat + 1} or more", file=sys.stderr)
     clear = sys.stdout.isatty()
     before: Snapshot | None = None
     try:

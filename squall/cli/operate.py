@@ -21,6 +21,7 @@ from squall.cli import logs, monitor
 from squall.cli.habits import RebalancePositionals, zktool_path
 from squall.cli.options import (command_line_overrides, conf_file_json, json_or_text, non_negative, parse_executor,
                                 positive, topology_typos, warn_on_stderr)
+from squall.config import likely_typo
 from squall.devcluster import dev_cluster_root
 from squall.local_state import workers_dir
 from squall.nimbus_client import nimbus_client
@@ -275,20 +276,29 @@ def update_topology(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     return 0
 
 
-def _conf_value(value: Any) -> str:
-    return " ".join(map(str, value)) if isinstance(value, list) else str(value)
+def _show_conf_value(conf: Mapping[str, Any], key: str, command: str) -> int:
+    """``KEY: VALUE`` as Storm prints it (a list space-separated, null for none); a key the conf does not hold
+    is one line on stderr, naming the known key it looks like a typo of."""
+    if key not in conf:
+        typo = likely_typo(key)
+        print(f"storm {command}: {key} is not set" + (f"; did you mean {typo}?" if typo else
+                                                      " (not a key Squall knows: set your own in storm.yaml or -c)"),
+              file=sys.stderr)
+        return 1
+    value = conf[key]
+    shown = " ".join(map(str, value)) if isinstance(value, list) else "null" if value is None else str(value)
+    print(f"{key}: {shown}")
+    return 0
 
 
 def localconfvalue(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
-    print(f"{args.key}: {_conf_value(conf.get(args.key))}")
-    return 0
+    return _show_conf_value(conf, args.key, args.command)
 
 
 def remoteconfvalue(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     with nimbus_client(conf) as nimbus:
         remote = json.loads(nimbus.getNimbusConf())
-    print(f"{args.key}: {_conf_value(remote.get(args.key))}")
-    return 0
+    return _show_conf_value(remote, args.key, args.command)
 
 
 def version(_conf: Mapping[str, Any], _args: argparse.Namespace) -> int:
@@ -301,7 +311,7 @@ def zktool(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     """Look at (or remove) Squall's ZooKeeper state, values pretty-printed, paths under the root."""
     action, path = zktool_path(args.action, args.path, conf["storm.zookeeper.root"])
     with ZkClient(conf) as zk:
-        if action != "ls" and not zk.exists(path):
+        if not zk.exists(path):
             print(f"storm zktool: no node {conf['storm.zookeeper.root'].rstrip('/')}{path}", file=sys.stderr)
             return 1
         try:

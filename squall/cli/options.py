@@ -188,7 +188,12 @@ def run_daemon(name: str, start: Callable[[dict[str, Any]], Daemon], argv: Seque
     for typo in typos:
         log.warning("config key looks mistyped", detail=typo)
     signal.signal(signal.SIGTERM, interrupt)
-    daemon = start(conf)
+    try:
+        daemon = start(conf)
+    except (OSError, ConfigError) as exc:  # a port taken, a bad key file: one line, not a traceback
+        print(f"storm {name}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}",
+              file=sys.stderr)
+        return 1
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
