@@ -29,6 +29,7 @@ from squall.component import Spout
 from worker.executor import ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor, Wake
 from worker.layout import place_all
 from worker.local import LocalTopology, compile_topology
+from worker.runtime import TaskThread, WorkerFailed
 
 FAST = {"task.heartbeat.frequency.secs": 0.05, "topology.message.timeout.secs": 30}
 
@@ -527,6 +528,19 @@ def test_a_wake_set_by_another_thread_while_its_waiter_returns_does_not_raise() 
         thread.join()
         sys.setswitchinterval(switch)
     assert errors == []
+
+
+def test_a_task_thread_that_dies_fails_its_worker() -> None:
+    """A dead task thread used to leave its worker a zombie (alive, beating locally, its tasks silent)."""
+    failures: list[BaseException] = []
+    thread = TaskThread("tasks", Pressure(lambda: 0.0, enabled=False, high=0.9, low=0.4),
+                        lambda *_: False, failures.append)
+    thread.start()
+    thread.call(lambda: 1 // 0)
+    thread.join(10)
+    assert not thread.is_alive()
+    (failure,) = failures
+    assert isinstance(failure, WorkerFailed) and "task thread tasks died: ZeroDivisionError" in str(failure)
 
 
 @pytest.mark.parametrize("max_ms, waits", [(8, [1, 2, 4, 8, 8, 8]), (1, [1, 1, 1, 1, 1, 1])])
