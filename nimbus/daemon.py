@@ -36,7 +36,7 @@ from squall.config import ConfigError
 from squall.thrift import ThriftServer, make_server, storm
 from squall.tls import server_context
 from squall.zk import paths
-from squall.zk.client import ZkClient, ZkState, topology_acl
+from squall.zk.client import ZkClient, topology_acl
 from squall.zk.errors import record_task_error
 from squall.zk.records import (
     Assignment, AssignmentType, Blacklist, ErrorLevel, GrayUpgradeConf, LoggerLevel, LoggerLevels, StormBase,
@@ -77,8 +77,11 @@ class Nimbus:
                                    session_expiry_secs=conf["nimbus.file.copy.expiration.secs"])
         self.tracker = HeartbeatTracker()
         self.windows = StatsWindows()  # the leader's: made from the beats it takes in, under _beats_lock
-        # Bumped whenever this nimbus may have stopped watching (leadership changed, ZooKeeper away): a monitor
-        # cycle judges only within one watch, and the first cycle of a new watch pardons every task.
+        # Bumped whenever this nimbus may have stopped watching (leadership changed with a takeover or a lost
+        # session, a monitor read that failed through its retries): a monitor cycle judges only within one
+        # watch, and the first cycle of a new watch pardons every task. A SUSPENDED connection alone does not
+        # bump it: known topologies' beats arrive without ZooKeeper, and pardoning on every blip of a flapping
+        # connection would keep dead tasks from ever being judged.
         self._watch = 0
         self._pardoned_watch = -1
         self._beats_lock = threading.Lock()
@@ -100,7 +103,6 @@ class Nimbus:
     def start(self, handler_factory: Callable[["Nimbus"], object] | None = None) -> "Nimbus":
         from nimbus.service import NimbusService
 
-        self.zk.add_state_listener(self._on_zk_state)
         self.zk.start()
         self.assigner.start()
         self.server, self.tls_server = self._serve((handler_factory or NimbusService)(self))
@@ -755,10 +757,6 @@ class Nimbus:
     def _ids_submitting(self) -> set[str]:
         return set(self._submitting.copy().values())  # dict.copy is atomic: no lock, so beats never wait on a change
 
-    def _on_zk_state(self, state: ZkState) -> None:
-        if state is not ZkState.CONNECTED:
-            self._stop_watching()
-
     def _stop_watching(self) -> None:
         """What happens from now until the next monitor cycle's look is not held against any task."""
         self._watch += 1
@@ -771,8 +769,10 @@ class Nimbus:
         """One monitor cycle: persist beats, reassign dead workers, clean up orphans. Leader only.
 
         Storm's rule: a leader judges no task on time it was not watching. The first cycle after a takeover,
-        a lost session or ZooKeeper away gives every task a full ``nimbus.task.timeout.secs`` from its look;
-        a cycle that straddles such a change (its ZooKeeper reads waited out an outage) judges nothing."""
+        a lost session or a read that failed through an outage gives every task a full
+        ``nimbus.task.timeout.secs`` from its look; a cycle that straddles such a change (its ZooKeeper calls
+        waited out a re-election) judges nothing, and one that waited out a shorter outage judges on a ``now``
+        taken after its calls, against the beats that kept arriving meanwhile."""
         if not self.is_leader:
             return
         watch = self._watch
