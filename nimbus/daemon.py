@@ -808,7 +808,7 @@ class Nimbus:
             return
         self.zk.write(paths.taskbeats(topology_id), snapshot)  # beats are not held up while ZooKeeper is slow
         with self._beats_lock:
-            if not self._watching(watch):  # the write waited out a lost session or an outage: judge nothing
+            if not self._watching(watch):  # leadership changed while the write waited: judge nothing
                 return
             dead = self.tracker.dead_workers(topology_id, assignment, int(self.clock.time()),
                                              task_timeout_secs=int(conf["nimbus.task.timeout.secs"]),
