@@ -77,7 +77,13 @@ class Nimbus:
                                    session_expiry_secs=conf["nimbus.file.copy.expiration.secs"])
         self.tracker = HeartbeatTracker()
         self.windows = StatsWindows()  # the leader's: made from the beats it takes in, under _beats_lock
-        self._monitor_blind = False  # the last monitor cycle could not read ZooKeeper
+        # Bumped whenever this nimbus may have stopped watching (leadership changed with a takeover or a lost
+        # session, a monitor read that failed through its retries): a monitor cycle judges only within one
+        # watch, and the first cycle of a new watch pardons every task. A SUSPENDED connection alone does not
+        # bump it: known topologies' beats arrive without ZooKeeper, and pardoning on every blip of a flapping
+        # connection would keep dead tasks from ever being judged.
+        self._watch = 0
+        self._pardoned_watch = -1
         self._beats_lock = threading.Lock()
         self.assigner = TopologyAssigner(self.zk, self.clock, self.topology_source,
                                          code_dir=lambda tid: str(local / "stormdist" / tid))
@@ -185,6 +191,7 @@ class Nimbus:
     def _lead(self) -> None:
         """Became leader: copy the code it lacks, reload heartbeats, re-arm delayed actions, start the periodic
         work."""
+        self._stop_watching()
         self._take_over_code()
         self._enforce_acls()
         now = int(self.clock.time())
@@ -231,6 +238,7 @@ class Nimbus:
             log.info("zookeeper ACLs enforced", nodes_changed=changed)
 
     def _follow(self) -> None:
+        self._stop_watching()
         self._ready.clear()
         for timer in self._leader_timers:
             timer.cancel()
@@ -798,39 +806,60 @@ class Nimbus:
     def _ids_submitting(self) -> set[str]:
         return set(self._submitting.copy().values())  # dict.copy is atomic: no lock, so beats never wait on a change
 
+    def _stop_watching(self) -> None:
+        """What happens from now until the next monitor cycle's look is not held against any task."""
+        self._watch += 1
+
+    def _watching(self, watch: int) -> bool:
+        """Still leading, connected and in the same watch as a cycle that started in ``watch``."""
+        return self._watch == watch and self.is_leader
+
     def monitor(self) -> None:
-        """One monitor cycle: persist beats, reassign dead workers, clean up orphans. Leader only."""
+        """One monitor cycle: persist beats, reassign dead workers, clean up orphans. Leader only.
+
+        Storm's rule: a leader judges no task on time it was not watching. The first cycle after a takeover,
+        a lost session or a read that failed through an outage gives every task a full
+        ``nimbus.task.timeout.secs`` from its look; a cycle that straddles such a change (its ZooKeeper calls
+        waited out a re-election) judges nothing, and one that waited out a shorter outage judges on a ``now``
+        taken after its calls, against the beats that kept arriving meanwhile."""
         if not self.is_leader:
             return
-        now = int(self.clock.time())
+        watch = self._watch
         try:
             alive = set(self.zk.children(paths.TOPOLOGIES))
         except Exception:
-            self._monitor_blind = True
+            self._stop_watching()
             raise
-        if self._monitor_blind:  # ZooKeeper was away: what could not be seen then counts against no task
-            self._monitor_blind = False
-            with self._beats_lock:
-                self.tracker.pardon(now)
-            log.info("monitor sees ZooKeeper again; every task has a full timeout from now")
+        with self._beats_lock:
+            if not self._watching(watch):
+                return
+            if self._pardoned_watch != watch:
+                self._pardoned_watch = watch
+                self.tracker.pardon(int(self.clock.time()))
+                log.info("monitor watching from now: every task has a full timeout from now")
         for topology_id in sorted(alive):
             try:
-                self._check_topology(topology_id, now)
+                self._check_topology(topology_id, watch)
             except Exception:
                 log.exception("monitor failed for topology", topology_id=topology_id)
         self._cleanup_orphans()
 
-    def _check_topology(self, topology_id: str, now: int) -> None:
+    def _check_topology(self, topology_id: str, watch: int) -> None:
         base = self.zk.read(paths.topology(topology_id), StormBase)
         assignment = self.zk.read(paths.assignment(topology_id), Assignment)
         tasks = self.zk.read(paths.tasks(topology_id), TopologyTasks)
         if base is None or assignment is None or tasks is None:
             return
+        conf = self.merged_conf(topology_id)
         with self._beats_lock:
-            self.zk.write(paths.taskbeats(topology_id),
-                          self.tracker.snapshot(topology_id, topo.topology_master_task(tasks) or 0))
-            conf = self.merged_conf(topology_id)
-            dead = self.tracker.dead_workers(topology_id, assignment, now,
+            snapshot = self.tracker.snapshot(topology_id, topo.topology_master_task(tasks) or 0)
+        if not self._watching(watch):
+            return
+        self.zk.write(paths.taskbeats(topology_id), snapshot)  # beats are not held up while ZooKeeper is slow
+        with self._beats_lock:
+            if not self._watching(watch):  # leadership changed while the write waited: judge nothing
+                return
+            dead = self.tracker.dead_workers(topology_id, assignment, int(self.clock.time()),
                                              task_timeout_secs=int(conf["nimbus.task.timeout.secs"]),
                                              launch_grace_secs=int(conf["nimbus.task.launch.secs"]))
         if base.status in (TopologyStatus.UPGRADING, TopologyStatus.ROLLBACK):

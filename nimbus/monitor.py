@@ -29,6 +29,7 @@ class HeartbeatTracker:
 
     def __init__(self) -> None:
         self._seen: dict[str, dict[int, _Seen]] = {}
+        self._watched_from = 0  # nimbus time of the last pardon: no task is judged on time before it
 
     def record(self, topology_id: str, beats: Mapping[int, TaskBeat], now: int) -> None:
         """Take in reported beats; only a beat that differs from the last one seen refreshes its task."""
@@ -45,7 +46,8 @@ class HeartbeatTracker:
         Within ``launch_grace_secs`` of its start (``assignment.task_start_secs``, written on nimbus's
         clock whenever the task is placed or moved) a task is alive. After that it is dead if it was
         never heard from (call :meth:`forget_tasks` for moved tasks, so their old beat does not count)
-        or if its beat has not changed for more than ``task_timeout_secs``.
+        or if its beat has not changed for more than ``task_timeout_secs`` — counting from the last
+        :meth:`pardon` at the earliest, heard from or not.
         """
         seen = self._seen.get(topology_id, {})
         fallback_start = assignment.timestamp_ms // 1000  # records without start times: the assignment's
@@ -56,7 +58,8 @@ class HeartbeatTracker:
                 if now - start <= launch_grace_secs:
                     continue
                 last = seen.get(task)
-                if last is None or now - last.changed_secs > task_timeout_secs:
+                heard = self._watched_from if last is None else max(last.changed_secs, self._watched_from)
+                if now - heard > task_timeout_secs:
                     dead.add(task)
         return frozenset(dead)
 
@@ -72,11 +75,13 @@ class HeartbeatTracker:
         return topology_id in self._seen
 
     def pardon(self, now: int) -> None:
-        """Every task's last beat counts as seen at ``now``: after a time nimbus could not watch (ZooKeeper
-        unreachable), tasks get a full timeout to be heard again instead of being judged on nimbus's blindness."""
-        for seen in self._seen.values():
-            for task, last in seen.items():
-                seen[task] = _Seen(last.beat, now)
+        """Every task counts as heard from at ``now``, also one this nimbus never heard (Storm starts each task
+        at a new leader's first look): after a time nimbus did not watch (not leading, ZooKeeper unreachable),
+        tasks get a full timeout to be heard instead of being judged on nimbus's blindness.
+
+            tracker.pardon(now)  # no task is dead before now + task_timeout_secs
+        """
+        self._watched_from = max(self._watched_from, now)
 
     def forget(self, topology_id: str) -> None:
         """Drop a removed topology."""

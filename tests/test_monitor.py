@@ -203,3 +203,17 @@ def test_a_pardon_gives_every_task_a_full_timeout_from_then_and_a_stale_beat_sti
     assert dead(tracker, now + TIMEOUT + 30) == frozenset()
     tracker.record(TOPO, beats(2, (1, 2)), now + TIMEOUT + 31)
     assert dead(tracker, now + 2 * TIMEOUT + 31) == {3, 4}, "a task still silent a timeout after the pardon dies"
+
+
+def test_a_pardon_covers_tasks_never_heard_from_too() -> None:
+    """A leader (re)elected after an outage restored a ``/taskbeats`` snapshot written before the tasks' first
+    beats: tasks it never heard from must get a full timeout from its look too (Storm starts each task at the
+    leader's first look), not be dead at its first cycle."""
+    tracker, now = HeartbeatTracker(), START + GRACE + 60
+    tracker.restore(TOPO, TaskHeartbeats(0, beats(1, (1, 2))), now)
+    assert dead(tracker, now + 1) == {3, 4}, "unpardoned, never heard from and past the launch grace: dead"
+    tracker.pardon(now)
+    assert dead(tracker, now + TIMEOUT) == frozenset()
+    assert dead(tracker, now + TIMEOUT + 1) == {1, 2, 3, 4}, "silent a full timeout after the pardon: dead"
+    tracker.pardon(now - 10)
+    assert dead(tracker, now + TIMEOUT + 1) == {1, 2, 3, 4}, "an older pardon does not take a later one back"

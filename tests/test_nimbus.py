@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from streamparse.thrift import storm_thrift as storm_idl
 from streamparse.util import nimbus_storm_version, parse_version
+from structlog.testing import capture_logs
 from thriftpy2.rpc import make_client
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
@@ -39,7 +40,7 @@ from squall.zk.records import (
     Assignment, Blacklist, ComponentType, LoggerLevel, LoggerLevels, StormBase, SupervisorInfo, TaskBeat, TaskError,
     TaskInfo, TaskStats, TopologyTasks,
 )
-from support import listening, make_certs, other_address, tls_conf, wait_until
+from support import expire_session, listening, make_certs, other_address, tls_conf, wait_until
 from worker.layout import build_layout
 from worker.process import beat_requests
 
@@ -383,6 +384,31 @@ def test_dead_worker_moves_after_the_timeout_and_beating_ones_stay(cluster: Clus
     run_for(10)
     wait_until(lambda: cluster.zk.read(paths.assignment(topology_id), Assignment) != after,
                what="the still-silent worker to move again")
+
+
+def test_a_leader_elected_again_after_its_session_expired_gives_every_task_a_full_timeout_from_its_first_look(
+        cluster: Cluster, leader: Nimbus, zk_address: str) -> None:
+    """A CI run's 30 s ZooKeeper outage expired nimbus's session; elected again, it restored a ``/taskbeats``
+    written before the tasks' first beats, and its first monitor cycle moved every task as never heard from.
+    Storm starts each task at the leader's first look. Launch grace 60 s, task timeout 30 s, monitor every 10 s."""
+    topology_id = submit(cluster, leader)
+    before = cluster.zk.read(paths.assignment(topology_id), Assignment)
+    cluster.clock.advance(50)  # the monitor persists /taskbeats every 10 s: no task has beaten yet
+    cluster.client(leader).updateTaskHeartbeat(storm.TopologyTaskHbInfo(
+        topologyId=topology_id, topologyMasterId=0,
+        taskHbs={t: storm.TaskHeartbeat(time_secs=1, uptime_secs=1) for w in before.workers for t in w.tasks}))
+    with capture_logs() as logs:
+        expire_session(leader.zk, zk_address)
+        wait_until(lambda: any(e["event"] == "nimbus leading" for e in logs), 30, "the same nimbus elected again")
+        first_look = cluster.clock.time() + 10
+        while not any(e["event"] == "reassigning dead workers" for e in logs):
+            assert cluster.clock.time() < first_look + 60, "the silent tasks are moved in the end"
+            cluster.clock.advance(10)
+    moved_at = cluster.clock.time()
+    assert moved_at - first_look > 30, "no task is judged before a full timeout from the leader's first look"
+    (moving,) = [e for e in logs if e["event"] == "reassigning dead workers"]
+    assert moving["tasks"] == sorted(t for w in before.workers for t in w.tasks)
+    wait_until(lambda: cluster.zk.read(paths.assignment(topology_id), Assignment) != before, what="the reassignment")
 
 
 def test_follower_refuses_writes_and_takes_over(cluster: Cluster, leader: Nimbus) -> None:

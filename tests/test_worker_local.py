@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -28,6 +29,7 @@ from squall.component import Spout
 from worker.executor import ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor, Wake
 from worker.layout import place_all
 from worker.local import LocalTopology, compile_topology
+from worker.runtime import TaskThread, WorkerFailed
 
 FAST = {"task.heartbeat.frequency.secs": 0.05, "topology.message.timeout.secs": 30}
 
@@ -500,6 +502,46 @@ def spout_alone(topology: Topology, **conf: Any) -> SpoutExecutor:
     executor.start()
     executor.set_active(True)
     return executor
+
+
+def test_a_wake_set_by_another_thread_while_its_waiter_returns_does_not_raise() -> None:
+    """A task thread died of "release unlocked lock" in a CI run (under load): another thread's ``set`` landed
+    between the waiter's acquire and release. Thread switches every microsecond make that window common."""
+    wake, stop, errors = Wake(), threading.Event(), []
+
+    def setter() -> None:
+        while not stop.is_set():
+            wake.set()
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    thread = threading.Thread(target=setter)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline and not errors:
+            try:
+                assert wake.wait(1.0), "set all the time: a wait returns set"
+            except RuntimeError as exc:
+                errors.append(exc)
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(switch)
+    assert errors == []
+
+
+def test_a_task_thread_that_dies_fails_its_worker() -> None:
+    """A dead task thread used to leave its worker a zombie (alive, beating locally, its tasks silent)."""
+    failures: list[BaseException] = []
+    thread = TaskThread("tasks", Pressure(lambda: 0.0, enabled=False, high=0.9, low=0.4),
+                        lambda *_: False, failures.append)
+    thread.start()
+    thread.call(lambda: 1 // 0)
+    thread.join(10)
+    assert not thread.is_alive()
+    (failure,) = failures
+    assert isinstance(failure, WorkerFailed) and "task thread tasks died: ZeroDivisionError" in str(failure)
 
 
 @pytest.mark.parametrize("max_ms, waits", [(8, [1, 2, 4, 8, 8, 8]), (1, [1, 1, 1, 1, 1, 1])])

@@ -91,9 +91,12 @@ class Wake:
         self._lock.acquire(False)
 
     def wait(self, timeout: float) -> bool:
-        """Until set or ``timeout`` seconds; stays set (until :meth:`clear`)."""
+        """Until set or ``timeout`` seconds; stays set (until :meth:`clear`).
+
+        Staying set goes through :meth:`set`: another thread's ``set`` between our acquire and our release
+        already released the lock, and a bare release would then raise (it killed a worker's task thread)."""
         if self._lock.acquire(True, timeout):
-            self._lock.release()
+            self.set()
             return True
         return False
 

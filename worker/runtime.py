@@ -98,6 +98,15 @@ class TaskThread(threading.Thread):
             self.join(timeout)
 
     def run(self) -> None:
+        """Rounds until stopped. A thread that dies leaves its tasks silent in a live process, which its
+        supervisor keeps (the worker still beats locally): the worker fails instead, and is restarted."""
+        try:
+            self._rounds()
+        except BaseException as exc:
+            log.exception("task thread died", thread=self.name)
+            self._on_fatal(WorkerFailed(f"task thread {self.name} died: {exc!r}"))
+
+    def _rounds(self) -> None:
         wake, calls, pressure, flush = self.wake, self._calls, self._pressure, self.outbox.flush
         monotonic = time.monotonic
         while True:
