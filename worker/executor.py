@@ -985,8 +985,9 @@ class BoltExecutor(Executor):
     count as well as auto-acked ones; ``ack`` looks it up only while some are timed. A batch bolt's rows acked
     by the end of its ``execute_batch`` call each take the call's time (see :meth:`_run_batch`)."""
 
-    #: Batches taken per round before other tasks of the thread get a turn.
-    BATCHES_PER_ROUND = 8
+    #: Batches taken per round before other tasks of the thread get a turn: as many as a spout step's bursts
+    #: (``SpoutExecutor.BURSTS_PER_STEP``), so a batch tree spout's step (a piece per burst) is taken in one round.
+    BATCHES_PER_ROUND = 16
     #: Most inputs timed to their ack at once: none is sampled while this many wait (a bolt that never acks
     #: some inputs cannot grow it).
     MAX_TIMED = 64
