@@ -124,6 +124,17 @@ class Inbox:
         if wake:
             self.wake.set()
 
+    def take_some(self, most: int) -> list[TupleBatch]:
+        """The oldest batches, up to ``most`` of them (fewer: the queue is empty now), with one lock for all: a
+        bolt's step takes a round's batches at once (16 pieces of a batch tree spout's step)."""
+        batches = self._batches
+        if not batches:
+            return []
+        with self._lock:
+            taken = [batches.popleft() for _ in range(min(most, len(batches)))]
+            self.size -= sum([len(batch.rows) if batch.__class__ is TupleBatch else len(batch) for batch in taken])
+        return taken
+
     def take(self) -> TupleBatch | None:
         """The oldest batch, or None. Rows are counted as ``len(batch.rows)`` (no Python call) for a local
         batch, ``len(batch)`` for a :class:`~squall.tuple.ColumnBatch` from another worker (no rows built)."""
@@ -1217,14 +1228,10 @@ class BoltExecutor(Executor):
         if now >= self._next_tick:
             self._next_tick = now + self._tick_every  # type: ignore[operator]
             self._execute(bolt, tick_tuple(self._tick_every))  # type: ignore[arg-type]
-        take, stats, clock, execute_batch = self.inbox.take, self.stats, time.perf_counter, self._execute_batch
+        stats, clock, execute_batch = self.stats, time.perf_counter, self._execute_batch
         to_sample = self._batches_to_sample  # a local: the batches not sampled cost a decrement each
-        for _ in range(self.BATCHES_PER_ROUND):
-            batch = take()
-            if batch is None:
-                self._batches_to_sample = to_sample
-                self._acks.flush(self._outbox)
-                return max(0.0, min(self._next_beat, self._next_tick) - now)
+        batches = self.inbox.take_some(self.BATCHES_PER_ROUND)
+        for batch in batches:
             started = clock()
             to_sample -= 1
             if to_sample:
@@ -1246,6 +1253,8 @@ class BoltExecutor(Executor):
                 stats.timed_by[key] += rows
         self._batches_to_sample = to_sample
         self._acks.flush(self._outbox)  # the step's acks: one message per acker and kind for all its roots
+        if len(batches) < self.BATCHES_PER_ROUND:  # the inbox is empty: wait for input or the next timer
+            return max(0.0, min(self._next_beat, self._next_tick) - now)
         return 0.0
 
     def _run_sampled(self, execute_batch: Callable[[TupleBatch], None] | None, batch: TupleBatch,
@@ -1349,17 +1358,19 @@ class BoltExecutor(Executor):
                 view._anchors = piece.settled or piece._settled()
             else:
                 done += 1  # settled by the bolt (stats counted there)
-        rows, stats, n, root = len(batch) - done, self.stats, self._n_ackers, piece.root
+        rows = (len(batch.rows) if batch.__class__ is TupleBatch else len(batch)) - done
+        stats, n, root = self.stats, self._n_ackers, piece.root
         if failed:
             stats.failed += rows
             if piece.fail():
                 self._acks.fails[root % n].append(root)
         else:
             stats.acked += rows
-            value = piece.settle(ack_val, piece.left) if piece.left > 0 else None  # every row not yet acked
-            if value is not None:
+            if piece.left > 0:  # every row not yet acked: piece.settle(ack_val, piece.left), without the call
+                piece.fold ^= ack_val
+                piece.left = 0
                 self._acks.roots[root % n].append(root)
-                self._acks.values[root % n].append(value)
+                self._acks.values[root % n].append(piece.edge ^ piece.fold)
         if self._keyed_inputs:
             (stats.failed_by if failed else stats.acked_by)[f"{batch.component}:{batch.stream}"] += rows
 
