@@ -1235,10 +1235,15 @@ class BoltExecutor(Executor):
             started = clock()
             to_sample -= 1
             if to_sample:
-                if execute_batch is None:
-                    deliver_each(bolt, batch.views(), self._failed_input)
-                else:
+                if execute_batch is not None:
                     self._run_batch(execute_batch, batch)
+                elif batch.tracked and self._n_ackers:
+                    deliver_each(bolt, batch.views(), self._failed_input)
+                else:  # acking an untracked input only counts it: counted here, not a call per tuple
+                    acked = deliver_each(bolt, batch.views(), self._failed_input, True)
+                    stats.acked += acked
+                    if self._keyed_inputs:
+                        stats.acked_by[f"{batch.component}:{batch.stream}"] += acked
             else:
                 to_sample = self._sample_every
                 self._run_sampled(execute_batch, batch, started)
