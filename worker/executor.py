@@ -1237,13 +1237,14 @@ class BoltExecutor(Executor):
             if to_sample:
                 if execute_batch is not None:
                     self._run_batch(execute_batch, batch)
-                elif batch.tracked and self._n_ackers:
+                elif not batch.tracked or not self._n_ackers:  # acking only counts them: no call per tuple
+                    self._count_acks(batch, deliver_each(bolt, batch.views(), self._failed_input, count_acks=True))
+                elif batch.roots is not None:  # one root per row: acked all at once, not a call per tuple
+                    acked: list[Tuple] = []
+                    deliver_each(bolt, batch.views(), self._failed_input, auto_acked=acked)
+                    self._ack_views(batch, acked)
+                else:  # root maps, or a piece
                     deliver_each(bolt, batch.views(), self._failed_input)
-                else:  # acking an untracked input only counts it: counted here, not a call per tuple
-                    acked = deliver_each(bolt, batch.views(), self._failed_input, True)
-                    stats.acked += acked
-                    if self._keyed_inputs:
-                        stats.acked_by[f"{batch.component}:{batch.stream}"] += acked
             else:
                 to_sample = self._sample_every
                 self._run_sampled(execute_batch, batch, started)
@@ -1261,6 +1262,27 @@ class BoltExecutor(Executor):
         if len(batches) < self.BATCHES_PER_ROUND:  # the inbox is empty: wait for input or the next timer
             return max(0.0, min(self._next_beat, self._next_tick) - now)
         return 0.0
+
+    def _count_acks(self, batch: TupleBatch, acked: int) -> None:
+        """``acked`` inputs of ``batch`` were acked (counted, nothing to tell an acker)."""
+        self.stats.acked += acked
+        if self._keyed_inputs:
+            self.stats.acked_by[f"{batch.component}:{batch.stream}"] += acked
+
+    def _ack_views(self, batch: TupleBatch, views: list[Tuple]) -> None:
+        """:meth:`ack` of each of ``views``, rows of a batch of one root per row (each view's anchors ``{root:
+        id}``, or none: an untracked row) that no sampled timing holds, in a loop of its own: no call per tuple."""
+        self._count_acks(batch, len(views))
+        n, acks = self._n_ackers, self._acks
+        if n == 1:
+            tracked = [tup for tup in views if tup._anchors]
+            acks.roots[0].extend([root for tup in tracked for root in tup._anchors])
+            acks.values[0].extend([tup._id ^ tup._ack_val for tup in tracked])
+            return
+        for tup in views:
+            for root in tup._anchors:
+                acks.roots[root % n].append(root)
+                acks.values[root % n].append(tup._id ^ tup._ack_val)
 
     def _run_sampled(self, execute_batch: Callable[[TupleBatch], None] | None, batch: TupleBatch,
                      started: float) -> None:
