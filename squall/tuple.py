@@ -377,9 +377,18 @@ class TupleBatch:
                 tup._ack_val = 0
                 yield tup
         elif self.roots is not None:
+            new, no_anchors = object.__new__, NO_ANCHORS  # as above
             for values, edge, root in zip(rows, self.ids, self.roots):
-                yield (Tuple(values, fields, component, stream, task, edge, {root: edge}) if edge
-                       else Tuple(values, fields, component, stream, task))
+                tup = new(Tuple)
+                tup._values = values
+                tup._fields = fields
+                tup._component = component
+                tup._stream = stream
+                tup._task = task
+                tup._id = edge
+                tup._anchors = {root: edge} if edge else no_anchors
+                tup._ack_val = 0
+                yield tup
         else:
             for values, edge, anchors in zip(rows, self.ids, self.anchors):  # type: ignore[arg-type]
                 yield (Tuple(values, fields, component, stream, task, edge, anchors) if edge

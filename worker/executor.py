@@ -1274,10 +1274,9 @@ class BoltExecutor(Executor):
         id}``, or none: an untracked row) that no sampled timing holds, in a loop of its own: no call per tuple."""
         self._count_acks(batch, len(views))
         n, acks = self._n_ackers, self._acks
-        if n == 1:
-            tracked = [tup for tup in views if tup._anchors]
-            acks.roots[0].extend([root for tup in tracked for root in tup._anchors])
-            acks.values[0].extend([tup._id ^ tup._ack_val for tup in tracked])
+        if n == 1:  # a tracked view has its edge as id, an untracked one 0 and no anchors
+            acks.roots[0].extend([root for tup in views for root in tup._anchors])
+            acks.values[0].extend([tup._id ^ tup._ack_val for tup in views if tup._id])
             return
         for tup in views:
             for root in tup._anchors:
