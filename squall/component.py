@@ -500,14 +500,18 @@ def attach(component: Component, collector: Collector, context: TopologyContext)
         component=context.component_id, task=context.task_id)
 
 
-def deliver_each(bolt: Bolt, tuples: Iterable[Tuple], on_error: Callable[[Exception], None]) -> None:
+def deliver_each(bolt: Bolt, tuples: Iterable[Tuple], on_error: Callable[[Exception], None], *,
+                 auto_acked: list[Tuple] | None = None, count_acks: bool = False) -> int:
     """Run ``bolt.execute`` on each tuple with the semantics every runtime must share, in one loop.
 
     Under ``auto_ack`` a normal return acks the input unless execute acked or failed it. An exception
     is reported and fails the input (if execute had not settled it); then ``on_error(exc)`` runs and the
-    loop goes on with the next tuple.
+    loop goes on with the next tuple. A worker makes those automatic acks itself, without a call per tuple:
+    given ``auto_acked`` the inputs are appended to it, to be acked all at once; with ``count_acks`` (untracked
+    inputs, whose ack only counts them) they are only counted. Returns how many were counted.
     """
-    execute, collector, auto_ack = bolt.execute, bolt._collector, bolt.auto_ack
+    execute, collector, auto_ack, acked = bolt.execute, bolt._collector, bolt.auto_ack, 0
+    ack = None if count_acks else collector.ack if auto_acked is None else auto_acked.append
     try:
         for tup in tuples:
             bolt._input = tup
@@ -521,9 +525,13 @@ def deliver_each(bolt: Bolt, tuples: Iterable[Tuple], on_error: Callable[[Except
                 on_error(exc)
             else:
                 if auto_ack and bolt._input is tup:
-                    collector.ack(tup)
+                    if ack is None:
+                        acked += 1
+                    else:
+                        ack(tup)
     finally:
         bolt._input = None
+    return acked
 
 
 def deliver(bolt: Bolt, tup: Tuple) -> None:

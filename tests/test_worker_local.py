@@ -24,7 +24,7 @@ from squall.thrift import storm
 from scenarios import expected_word_counts, word_counts
 from support import two_workers, wait_until
 from topologies import (GATES, BatchBoom, BatchForward, BatchOf, Blocked, Boom, Director, EmitTwice, EvenTwice, Forward, Gate, Holdout, Join, Keeper,
-                        Metered, Numbers, Paced, PacedBatch, Picky, Recorder, Reporter, RootsOf)
+                        Metered, Mixed, Numbers, Paced, PacedBatch, Picky, Recorder, Reporter, RootsOf)
 from squall.component import Spout
 from worker.executor import ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor, Wake
 from worker.layout import place_all
@@ -372,6 +372,26 @@ def test_failures_are_counted_by_reason_at_the_bolt_and_at_the_spout() -> None:
         bolt, trees = local.tasks("picky")[0].task_stats(), local.tasks("numbers")[0].task_stats()
         assert bolt.failed_by_reason == {"exception": 3, "explicit": 3} and bolt.failed == {"numbers:default": 6}
         assert trees.failed_by_reason == {"explicit": 6, "timeout": 1} and trees.failed == {"default": 7}
+
+
+def test_a_per_tuple_bolt_s_automatic_acks_complete_each_tree_once_beside_its_own_acks_and_fails() -> None:
+    """The runtime makes a per-tuple bolt's automatic acks all at once after each batch of inputs: each tree still
+    completes once its every tuple is acked, what was emitted anchored to the input included (the sink holds every
+    tenth number's copy: those trees stay open), beside the inputs the bolt acked or failed itself (a failed one is
+    replayed, then acked), and each input is counted once."""
+    held = list(range(5, 600, 10))
+    t = Topology("mixed", conf={"topology.stats.sample.rate": 0.001})  # only the first batch timed: no ack per call
+    mixed = t.bolt("mixed", Mixed).shuffle(t.spout("numbers", Numbers, args=[600]))
+    t.bolt("sink", Holdout, args=[held]).shuffle(mixed)
+    with run(t) as local:
+        spout = local.component("numbers")
+        done = sorted(set(range(600)) - set(held))
+        wait_until(lambda: sorted(spout.acked) == done, 10, "every tree not held acked in the end")
+        assert sorted(spout.failed) == list(range(1, 600, 3)), "each hand-failed input failed its tree once"
+        stats = local.tasks("mixed")[0].task_stats()  # 600 inputs and 200 replays
+        assert stats.acked == {"numbers:default": 600} and stats.failed == {"numbers:default": 200}
+        let_time_pass(local, "mixed")
+        assert sorted(spout.acked) == done, "a held copy's tree is never acked"
 
 
 def test_an_execute_batch_exception_counts_its_rows_as_exception_failures() -> None:

@@ -384,6 +384,26 @@ class Boom(Bolt):
         self.emit(tup.values)
 
 
+class Mixed(Bolt):
+    """An ``auto_ack`` bolt that re-emits each input anchored to it, and settles some itself on first sight:
+    acks n % 3 == 0 by hand, fails n % 3 == 1 by hand (a replay is left to the automatic ack), and leaves the rest
+    to the automatic ack."""
+
+    outputs = ["key", "n"]
+
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+
+    def execute(self, tup: Tuple) -> None:
+        n, first = tup["n"], tup["n"] not in self.seen
+        self.seen.add(n)
+        self.emit(tup.values, anchors=[tup])
+        if n % 3 == 0:
+            self.ack(tup)
+        elif first and n % 3 == 1:
+            self.fail(tup)
+
+
 class Picky(Bolt):
     """Fails some inputs once each, one way per kind, and acks the rest (and every replay): raises on n % 10 == 0,
     calls ``fail`` on n % 10 == 1, and holds n == 2 (its tree times out)."""

@@ -37,12 +37,8 @@ class Acker(Executor):
             self._next_expiry = now + EXPIRY_EVERY_SECS
             for root, spout_task, _ in state.expire(now):
                 state.news.setdefault(spout_task, SpoutNews([], [], [])).failed.append(root)
-        take, stats, wait = self.inbox.take, self.stats, 0.0
-        for _ in range(self.BATCHES_PER_ROUND):
-            batch = take()
-            if batch is None:
-                wait = max(0.0, min(self._next_beat, self._next_expiry) - now)
-                break
+        stats, batches = self.stats, self.inbox.take_some(self.BATCHES_PER_ROUND)
+        for batch in batches:
             stream = batch.stream
             for values in batch.rows:
                 stats.executed += len(values[0])  # roots, as when each had a message
@@ -56,7 +52,9 @@ class Acker(Executor):
                     state.reset_many(values[0], now)
         if state.news:
             self._send(state.take_news())
-        return wait
+        if len(batches) < self.BATCHES_PER_ROUND:  # the inbox is empty: wait for input or the next timer
+            return max(0.0, min(self._next_beat, self._next_expiry) - now)
+        return 0.0
 
     def _send(self, news: dict[int, SpoutNews]) -> None:
         """One message per spout task and kind: the roots acked, failed and held this step."""

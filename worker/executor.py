@@ -127,6 +127,17 @@ class Inbox:
         if wake:
             self.wake.set()
 
+    def take_some(self, most: int) -> list[TupleBatch]:
+        """The oldest batches, up to ``most`` of them (fewer: the queue is empty now), with one lock for all: a
+        bolt's step takes a round's batches at once (16 pieces of a batch tree spout's step)."""
+        batches = self._batches
+        if not batches:
+            return []
+        with self._lock:
+            taken = [batches.popleft() for _ in range(min(most, len(batches)))]
+            self.size -= sum([len(batch.rows) if batch.__class__ is TupleBatch else len(batch) for batch in taken])
+        return taken
+
     def take(self) -> TupleBatch | None:
         """The oldest batch, or None. Rows are counted as ``len(batch.rows)`` (no Python call) for a local
         batch, ``len(batch)`` for a :class:`~squall.tuple.ColumnBatch` from another worker (no rows built)."""
@@ -988,8 +999,9 @@ class BoltExecutor(Executor):
     count as well as auto-acked ones; ``ack`` looks it up only while some are timed. A batch bolt's rows acked
     by the end of its ``execute_batch`` call each take the call's time (see :meth:`_run_batch`)."""
 
-    #: Batches taken per round before other tasks of the thread get a turn.
-    BATCHES_PER_ROUND = 8
+    #: Batches taken per round before other tasks of the thread get a turn: as many as a spout step's bursts
+    #: (``SpoutExecutor.BURSTS_PER_STEP``), so a batch tree spout's step (a piece per burst) is taken in one round.
+    BATCHES_PER_ROUND = 16
     #: Most inputs timed to their ack at once: none is sampled while this many wait (a bolt that never acks
     #: some inputs cannot grow it).
     MAX_TIMED = 64
@@ -1219,21 +1231,23 @@ class BoltExecutor(Executor):
         if now >= self._next_tick:
             self._next_tick = now + self._tick_every  # type: ignore[operator]
             self._execute(bolt, tick_tuple(self._tick_every))  # type: ignore[arg-type]
-        take, stats, clock, execute_batch = self.inbox.take, self.stats, time.perf_counter, self._execute_batch
+        stats, clock, execute_batch = self.stats, time.perf_counter, self._execute_batch
         to_sample = self._batches_to_sample  # a local: the batches not sampled cost a decrement each
-        for _ in range(self.BATCHES_PER_ROUND):
-            batch = take()
-            if batch is None:
-                self._batches_to_sample = to_sample
-                self._acks.flush(self._outbox)
-                return max(0.0, min(self._next_beat, self._next_tick) - now)
+        batches = self.inbox.take_some(self.BATCHES_PER_ROUND)
+        for batch in batches:
             started = clock()
             to_sample -= 1
             if to_sample:
-                if execute_batch is None:
-                    deliver_each(bolt, batch.views(), self._failed_input)
-                else:
+                if execute_batch is not None:
                     self._run_batch(execute_batch, batch)
+                elif not batch.tracked or not self._n_ackers:  # acking only counts them: no call per tuple
+                    self._count_acks(batch, deliver_each(bolt, batch.views(), self._failed_input, count_acks=True))
+                elif batch.roots is not None:  # one root per row: acked all at once, not a call per tuple
+                    acked: list[Tuple] = []
+                    deliver_each(bolt, batch.views(), self._failed_input, auto_acked=acked)
+                    self._ack_views(batch, acked)
+                else:  # root maps, or a piece
+                    deliver_each(bolt, batch.views(), self._failed_input)
             else:
                 to_sample = self._sample_every
                 self._run_sampled(execute_batch, batch, started)
@@ -1248,7 +1262,29 @@ class BoltExecutor(Executor):
                 stats.timed_by[key] += rows
         self._batches_to_sample = to_sample
         self._acks.flush(self._outbox)  # the step's acks: one message per acker and kind for all its roots
+        if len(batches) < self.BATCHES_PER_ROUND:  # the inbox is empty: wait for input or the next timer
+            return max(0.0, min(self._next_beat, self._next_tick) - now)
         return 0.0
+
+    def _count_acks(self, batch: TupleBatch, acked: int) -> None:
+        """``acked`` inputs of ``batch`` were acked (counted, nothing to tell an acker)."""
+        self.stats.acked += acked
+        if self._keyed_inputs:
+            self.stats.acked_by[f"{batch.component}:{batch.stream}"] += acked
+
+    def _ack_views(self, batch: TupleBatch, views: list[Tuple]) -> None:
+        """:meth:`ack` of each of ``views``, rows of a batch of one root per row (each view's anchors ``{root:
+        id}``, or none: an untracked row) that no sampled timing holds, in a loop of its own: no call per tuple."""
+        self._count_acks(batch, len(views))
+        n, acks = self._n_ackers, self._acks
+        if n == 1:  # a tracked view has its edge as id, an untracked one 0 and no anchors
+            acks.roots[0].extend([root for tup in views for root in tup._anchors])
+            acks.values[0].extend([tup._id ^ tup._ack_val for tup in views if tup._id])
+            return
+        for tup in views:
+            for root in tup._anchors:
+                acks.roots[root % n].append(root)
+                acks.values[root % n].append(tup._id ^ tup._ack_val)
 
     def _run_sampled(self, execute_batch: Callable[[TupleBatch], None] | None, batch: TupleBatch,
                      started: float) -> None:
@@ -1351,17 +1387,19 @@ class BoltExecutor(Executor):
                 view._anchors = piece.settled or piece._settled()
             else:
                 done += 1  # settled by the bolt (stats counted there)
-        rows, stats, n, root = len(batch) - done, self.stats, self._n_ackers, piece.root
+        rows = (len(batch.rows) if batch.__class__ is TupleBatch else len(batch)) - done
+        stats, n, root = self.stats, self._n_ackers, piece.root
         if failed:
             stats.failed += rows
             if piece.fail():
                 self._acks.fails[root % n].append(root)
         else:
             stats.acked += rows
-            value = piece.settle(ack_val, piece.left) if piece.left > 0 else None  # every row not yet acked
-            if value is not None:
+            if piece.left > 0:  # every row not yet acked: piece.settle(ack_val, piece.left), without the call
+                piece.fold ^= ack_val
+                piece.left = 0
                 self._acks.roots[root % n].append(root)
-                self._acks.values[root % n].append(value)
+                self._acks.values[root % n].append(piece.edge ^ piece.fold)
         if self._keyed_inputs:
             (stats.failed_by if failed else stats.acked_by)[f"{batch.component}:{batch.stream}"] += rows
 
