@@ -264,6 +264,8 @@ def test_daemons_ride_out_a_zookeeper_restart(zk_conf: dict[str, Any], tmp_path:
         records, count = tmp_path / "records", 40_000
         topology_id = cluster.submit(reliable_stream("stream", records, count))
         wait_until(lambda: all_beating(cluster, topology_id), 60, "the topology running")
+        # processing, not only beating: a worker still starting (waiting for its peers) needs ZooKeeper
+        wait_until(lambda: len(read_records(records, "acked")) > 1000, 60, "messages acked")
         before = cluster.assignment(topology_id)
         pids = sorted(r.pid for name in ("sup-a", "sup-b") for r in cluster.workers(name))
         ids = sorted(cluster.zk.children(paths.SUPERVISORS))
@@ -305,6 +307,8 @@ def test_a_thirty_second_zookeeper_outage_kills_no_worker_and_loses_nothing(
         records, count = tmp_path / "records", 60_000
         topology_id = cluster.submit(reliable_stream("outage", records, count))
         wait_until(lambda: all_beating(cluster, topology_id), 60, "the topology running")
+        # processing, not only beating: a worker still starting (waiting for its peers) needs ZooKeeper
+        wait_until(lambda: len(read_records(records, "acked")) > 1000, 60, "messages acked")
         before = cluster.assignment(topology_id)
         pids = sorted(r.pid for name in ("sup-a", "sup-b") for r in cluster.workers(name))
         ids = sorted(cluster.zk.children(paths.SUPERVISORS))
