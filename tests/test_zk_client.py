@@ -13,7 +13,7 @@ from kazoo.security import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl, ma
 
 from squall.zk import paths
 from squall.zk.client import ZkClient, ZkState
-from squall.zk.errors import MAX_ERRORS_PER_TASK, record_task_error
+from squall.zk.errors import MAX_ERRORS_PER_TASK, newest_error_times, record_task_error
 from squall.zk.records import Blacklist, NimbusMaster, SupervisorInfo, TaskError
 from support import expire_session, open_parent_of_root, readable, remove_as_daemons, wait_until, znodes_under
 
@@ -41,6 +41,17 @@ def test_task_errors_keep_the_newest_few_and_never_overwrite_one_of_the_same_sec
         record_task_error(zk, "t-1", 3, TaskError(f"later {n}", 1_700_000_010 + n))
     texts = [zk.read(f"{path}/{name}", TaskError).error for name in zk.children(path)]
     assert texts == [f"later {n}" for n in range(5 - MAX_ERRORS_PER_TASK, 5)]
+
+
+def test_newest_error_times_are_read_from_node_names_per_task(zk: ZkClient) -> None:
+    """What nimbus's getClusterInfo reads for the Health column: each task's newest error second."""
+    assert newest_error_times(zk, "t-2") == {}
+    zk.create(paths.task_errors_root("t-2"))
+    record_task_error(zk, "t-2", 3, TaskError("ZeroDivisionError", 1_700_000_000))
+    record_task_error(zk, "t-2", 3, TaskError("ZeroDivisionError", 1_700_000_007))
+    record_task_error(zk, "t-2", 5, TaskError("worker exited", 1_700_000_004))
+    record_task_error(zk, "t-2", 5, TaskError("worker exited", 1_700_000_004))  # same second: named one later
+    assert newest_error_times(zk, "t-2") == {3: 1_700_000_007, 5: 1_700_000_005}
 
 
 def test_start_creates_root_and_persistent_parents(zk_conf: dict[str, Any], zk_address: str) -> None:

@@ -31,3 +31,15 @@ def record_task_error(zk: ZkClient, topology_id: str, task: int, error: TaskErro
             break
     for old in zk.children(paths.task_errors(topology_id, task))[:-MAX_ERRORS_PER_TASK]:
         zk.delete(paths.task_error(topology_id, task, int(old)))
+
+
+def newest_error_times(zk: ZkClient, topology_id: str) -> dict[int, int]:
+    """Each task's newest error time, from node names alone (no record is read): one ``children`` call
+    for the topology and one per task that ever filed an error, cheap enough for every ``getClusterInfo``.
+    A name is the error's second, or up to :data:`MAX_SAME_SECOND` later when that second was taken."""
+    times = {}
+    for task in zk.children(paths.task_errors_root(topology_id)):
+        names = [int(n) for n in zk.children(paths.task_errors(topology_id, int(task)))] if task.isdigit() else []
+        if names:
+            times[int(task)] = max(names)
+    return times
