@@ -27,7 +27,7 @@ from squall.config import redact
 from squall.stats import from_executor_stats
 from squall.thrift import client_host, client_principal, storm
 from squall.zk import paths
-from squall.zk.errors import newest_error_times
+from squall.zk.errors import ErrorTimesCache
 from squall.zk.records import (
     Assignment, LoggerLevel, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat, TaskError, TaskStats,
     TopologyStatus, TopologyTasks, ValueTooLarge,
@@ -124,6 +124,7 @@ def _refusals() -> Iterator[None]:
 class NimbusService:
     def __init__(self, nimbus: Nimbus) -> None:
         self.nimbus = nimbus
+        self.error_times = ErrorTimesCache(nimbus.zk, nimbus.clock, nimbus.conf["nimbus.monitor.freq.secs"])
         self.acl = Authorizer(nimbus.conf)
 
     # -- authorization (nimbus.authorizer) -------------------------------------------------------
@@ -360,15 +361,14 @@ class NimbusService:
     def getClusterInfo(self) -> Any:
         zk = self.nimbus.zk
         supervisors = self._supervisors()
-        topologies, error_times = {}, {}
+        topologies = {}
         for topology_id in zk.children(paths.TOPOLOGIES):
             base = zk.read(paths.topology(topology_id), StormBase)
             if base is not None:
                 topologies[topology_id] = (base, zk.read(paths.tasks(topology_id), TopologyTasks),
                                            zk.read(paths.assignment(topology_id), Assignment))
-                error_times[topology_id] = newest_error_times(zk, topology_id)
         return cluster_summary(supervisors, topologies, zk.read(paths.NIMBUS_MASTER, NimbusMaster),
-                               self._slaves(), self._now(), error_times)
+                               self._slaves(), self._now(), self.error_times.of(topologies))
 
     def getLeader(self) -> Any:
         master = self.nimbus.zk.read(paths.NIMBUS_MASTER, NimbusMaster)
