@@ -2,49 +2,80 @@
 
 Status strings are Storm's upper-case names (``ACTIVE``, ``INACTIVE``, ``REBALANCING``, ``KILLED``)
 plus JStorm's ``UPGRADING`` and ``ROLLBACK``, which is what Storm clients display (and compare with).
-A topology some of whose workers keep dying stays ``ACTIVE`` there; Storm's own ``sched_status`` says so
-(:func:`health`), from the ports the supervisors report failing.
+A topology some of whose workers keep dying, or some of whose components keep raising, stays ``ACTIVE``
+there; Storm's own ``sched_status`` says so (:func:`health`), from the ports the supervisors report failing
+and the times of the errors its tasks filed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from squall import STORM_VERSION
 from squall.stats import to_executor_stats
 from squall.thrift import storm
 from squall.zk.records import (
-    Assignment, ComponentType, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat, TaskError,
-    TaskStats, TopologyTasks,
+    ERROR_DURATION_SECS, Assignment, ComponentType, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat,
+    TaskError, TaskStats, TopologyTasks,
 )
+
+#: An error younger than this makes a topology unhealthy: JStorm's "has an error" duration (its ``TaskError``
+#: default, 30 minutes), the age under which Storm's UI shows a component's last error in red.
+RECENT_ERROR_SECS = ERROR_DURATION_SECS
 
 
 def _workers(assignment: Assignment | None) -> int:
     return len(assignment.workers) if assignment else 0
 
 
-def health(assignment: Assignment | None, supervisors: Iterable[SupervisorInfo]) -> str | None:
+def health(assignment: Assignment | None, supervisors: Iterable[SupervisorInfo], *,
+           tasks: TopologyTasks | None = None, error_times: Mapping[int, int] | None = None,
+           now_secs: int = 0) -> str | None:
     """``sched_status`` of a topology: ``"failing: 2 of 3 workers down"`` while some of its assigned workers
     died and have not come up again (their supervisors' ``failing_ports``: a crash in ``prepare``, on start,
-    or later), else None (unset, as Storm leaves it). Storm clients show it; its ``status`` stays Storm's.
+    or later), ``"errors: split (12 s ago)"`` while a component reported errors within
+    :data:`RECENT_ERROR_SECS` (:func:`recent_errors`), both joined by ``"; "`` (workers first), else None
+    (unset, as Storm leaves it). Storm clients show it; its ``status`` stays Storm's.
 
         health(assignment, supervisors)   # "failing: 1 of 1 workers down"
+        health(assignment, [], tasks=tasks, error_times={3: now - 12}, now_secs=now)   # "errors: split (12 s ago)"
     """
     failing = {(s.supervisor_id, port) for s in supervisors for port in s.failing_ports}
     workers = assignment.workers if assignment else []
     down = sum((w.supervisor_id, w.port) in failing for w in workers)
-    return f"failing: {down} of {len(workers)} workers down" if down else None
+    parts = [f"failing: {down} of {len(workers)} workers down" if down else None,
+             recent_errors(tasks, error_times or {}, now_secs)]
+    return "; ".join(p for p in parts if p) or None
+
+
+def recent_errors(tasks: TopologyTasks | None, error_times: Mapping[int, int], now_secs: int) -> str | None:
+    """``"errors: split (12 s ago), count (40 s ago)"``: the components with an error newer than
+    :data:`RECENT_ERROR_SECS`, newest first, each with the age of its newest; None when there is none.
+    ``error_times`` maps a task to its newest error's time (the name of its newest ``/taskerrors`` node: a
+    few seconds late at most, see :data:`squall.zk.errors.MAX_SAME_SECOND`, so ages are floored at 0).
+
+        recent_errors(tasks, {3: 1_700_000_088}, 1_700_000_100)   # "errors: split (12 s ago)"
+    """
+    info = tasks.tasks if tasks else {}
+    newest: dict[str, int] = {}
+    for task, time_secs in error_times.items():
+        component = info[task].component if task in info else "?"
+        newest[component] = max(newest.get(component, time_secs), time_secs)
+    recent = sorted(((max(0, now_secs - t), c) for c, t in newest.items() if now_secs - t < RECENT_ERROR_SECS))
+    return "errors: " + ", ".join(f"{c} ({age} s ago)" for age, c in recent) if recent else None
 
 
 def topology_summary(topology_id: str, base: StormBase, tasks: TopologyTasks | None,
                      assignment: Assignment | None, now_secs: int,
-                     supervisors: Iterable[SupervisorInfo] = ()) -> Any:
+                     supervisors: Iterable[SupervisorInfo] = (), error_times: Mapping[int, int] | None = None) -> Any:
+    """``error_times``: each task's newest error time, for :func:`health`."""
     count = len(tasks.tasks) if tasks else 0
     return storm.TopologySummary(
         id=topology_id, name=base.name, num_tasks=count, num_executors=count,  # one executor per task
         num_workers=_workers(assignment), uptime_secs=max(0, now_secs - base.launch_time_secs),
-        status=base.status.value.upper(), owner=base.owner or None, sched_status=health(assignment, supervisors))
+        status=base.status.value.upper(), owner=base.owner or None,
+        sched_status=health(assignment, supervisors, tasks=tasks, error_times=error_times, now_secs=now_secs))
 
 
 def supervisor_summary(info: SupervisorInfo, used_ports: int) -> Any:
@@ -68,7 +99,9 @@ def nimbus_summaries(master: NimbusMaster | None, slaves: Iterable[NimbusSlave],
 
 def cluster_summary(supervisors: Iterable[SupervisorInfo], topologies: Mapping[str, tuple[StormBase, TopologyTasks | None,
                     Assignment | None]], master: NimbusMaster | None, slaves: Iterable[NimbusSlave],
-                    now_secs: int) -> Any:
+                    now_secs: int, error_times: Mapping[str, Mapping[int, int]] | None = None) -> Any:
+    """``error_times``: topology id → each task's newest error time (:func:`squall.zk.errors.newest_error_times`)."""
+    error_times = error_times or {}
     supervisors = list(supervisors)
     used: dict[str, int] = {}
     for _, _, assignment in topologies.values():
@@ -78,13 +111,14 @@ def cluster_summary(supervisors: Iterable[SupervisorInfo], topologies: Mapping[s
     return storm.ClusterSummary(
         supervisors=[supervisor_summary(s, used.get(s.supervisor_id, 0))
                      for s in sorted(supervisors, key=lambda s: s.supervisor_id)],
-        topologies=[topology_summary(tid, *parts, now_secs, supervisors) for tid, parts in sorted(topologies.items())],
+        topologies=[topology_summary(tid, *parts, now_secs, supervisors, error_times.get(tid))
+                    for tid, parts in sorted(topologies.items())],
         nimbuses=nimbuses,
         nimbus_uptime_secs=nimbuses[0].uptime_secs if nimbuses else 0)
 
 
 def topology_info(topology_id: str, base: StormBase, tasks: TopologyTasks | None, assignment: Assignment | None,
-                  errors: Mapping[int, Iterable[TaskError]], now_secs: int,
+                  errors: Mapping[int, Sequence[TaskError]], now_secs: int,
                   beats: Mapping[int, TaskBeat] | None = None, supervisors: Iterable[SupervisorInfo] = (),
                   windows: Mapping[int, Mapping[str, TaskStats]] | None = None) -> Any:
     """One executor per task, located by the assignment, with the stats of its latest beat as ``:all-time``
@@ -117,4 +151,6 @@ def topology_info(topology_id: str, base: StormBase, tasks: TopologyTasks | None
     return storm.TopologyInfo(
         id=topology_id, name=base.name, uptime_secs=max(0, now_secs - base.launch_time_secs), executors=executors,
         status=base.status.value.upper(), errors=by_component, owner=base.owner or None,
-        sched_status=health(assignment, supervisors))
+        sched_status=health(assignment, supervisors, tasks=tasks, now_secs=now_secs,
+                            error_times={task: max(e.time_secs for e in task_errors)
+                                         for task, task_errors in errors.items() if task_errors}))

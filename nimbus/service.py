@@ -27,6 +27,7 @@ from squall.config import redact
 from squall.stats import from_executor_stats
 from squall.thrift import client_host, client_principal, storm
 from squall.zk import paths
+from squall.zk.errors import ErrorTimesCache
 from squall.zk.records import (
     Assignment, LoggerLevel, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat, TaskError, TaskStats,
     TopologyStatus, TopologyTasks, ValueTooLarge,
@@ -123,6 +124,7 @@ def _refusals() -> Iterator[None]:
 class NimbusService:
     def __init__(self, nimbus: Nimbus) -> None:
         self.nimbus = nimbus
+        self.error_times = ErrorTimesCache(nimbus.zk, nimbus.clock, nimbus.conf["nimbus.monitor.freq.secs"])
         self.acl = Authorizer(nimbus.conf)
 
     # -- authorization (nimbus.authorizer) -------------------------------------------------------
@@ -366,7 +368,7 @@ class NimbusService:
                 topologies[topology_id] = (base, zk.read(paths.tasks(topology_id), TopologyTasks),
                                            zk.read(paths.assignment(topology_id), Assignment))
         return cluster_summary(supervisors, topologies, zk.read(paths.NIMBUS_MASTER, NimbusMaster),
-                               self._slaves(), self._now())
+                               self._slaves(), self._now(), self.error_times.of(topologies))
 
     def getLeader(self) -> Any:
         master = self.nimbus.zk.read(paths.NIMBUS_MASTER, NimbusMaster)

@@ -26,7 +26,9 @@ import importlib
 import inspect
 import json
 import sys
-from collections.abc import Mapping, Sequence
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,8 +158,8 @@ class BoltRef(ComponentRef):
         if not is_grouping_class(grouper):
             raise TopologyError(f"{label} must be a class with a choose_tasks(values) method")
         module, name = _import_path(label, grouper)
-        _check_args(label, grouper, args, {})
         spec = _json(f"{label} arguments", {"module": module, "class": name, "args": list(args)})
+        _check_args(label, grouper, args, {})
         return self._subscribe(source, stream, storm.Grouping(custom_serialized=spec.encode()))
 
     def _subscribe(self, source: ComponentRef, stream: str, grouping: storm.Grouping) -> BoltRef:
@@ -321,11 +323,11 @@ def _python(label: str, cls: Any, base: type[Component], args: Sequence[Any],
         missing = ", ".join(sorted(getattr(cls, "__abstractmethods__")))
         raise TopologyError(f"{label}: {cls.__qualname__} does not implement {missing}")
     module, name = _import_path(label, cls)
-    _check_args(label, cls, args, kwargs)
-    return storm.ComponentObject(python_object=storm.PythonComponent(
-        module_name=module, class_name=name,
-        args_json=_json(f"{label} args", list(args)) if args else None,
-        kwargs_json=_json(f"{label} kwargs", dict(kwargs)) if kwargs else None))
+    python = storm.PythonComponent(module_name=module, class_name=name,
+                                   args_json=_json(f"{label} args", list(args)) if args else None,
+                                   kwargs_json=_json(f"{label} kwargs", dict(kwargs)) if kwargs else None)
+    _check_args(label, cls, args, kwargs)  # once they are JSON, as the worker gets them
+    return storm.ComponentObject(python_object=python)
 
 
 def _shell(label: str, command: str, script: str) -> storm.ComponentObject:
@@ -352,10 +354,49 @@ def _import_path(label: str, cls: type) -> tuple[str, str]:
 
 
 def _check_args(label: str, cls: type, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    """The worker's ``cls(*args, **kwargs)`` would fail: too many or few arguments, or one its annotation
+    refuses (:func:`mistyped_argument`), found here rather than on every worker."""
     try:
         inspect.signature(cls).bind(*args, **kwargs)
     except TypeError as exc:
         raise TopologyError(f"{label}: {cls.__qualname__} cannot be built with these arguments: {exc}") from None
+    if problem := mistyped_argument(cls, args, kwargs):
+        raise TopologyError(f"{label}: {cls.__qualname__}'s {problem}")
+
+
+#: The annotations :func:`mistyped_argument` judges: what JSON arguments can be. Anything else is left to the code.
+_SCALARS: dict[Any, Callable[[Any], bool]] = {
+    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+    float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    bool: lambda v: isinstance(v, bool),
+    str: lambda v: isinstance(v, str),
+    type(None): lambda v: v is None,
+}
+
+
+def mistyped_argument(func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> str | None:
+    """``"argument rounds must be int | None, got 'abc'"`` when ``func(*args, **kwargs)`` (a function, or a
+    class and its ``__init__``) passes a value its annotation refuses, else None. Only ``int``, ``float``,
+    ``bool``, ``str``, ``None`` and unions of them are judged (the types JSON arguments come as); other
+    annotations, and hints that do not resolve, pass: the call would fail on the workers, so it fails here.
+
+        mistyped_argument(topology, ["abc"], {})   # "argument rounds must be int | None, got 'abc'"
+    """
+    try:
+        hints = typing.get_type_hints(func.__init__ if isinstance(func, type) else func)
+        signature = inspect.signature(func)
+        bound = signature.bind(*args, **kwargs)
+    except Exception:  # hints naming what only a type checker imports, or arguments the call itself refuses
+        return None
+    for name, value in bound.arguments.items():
+        variadic = signature.parameters[name].kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        hint = None if variadic else hints.get(name)
+        options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        if hint is None or not all(o in _SCALARS for o in options) or any(_SCALARS[o](value) for o in options):
+            continue
+        expected = " | ".join("None" if o is type(None) else o.__name__ for o in options)
+        return f"argument {name} must be {expected}, got {value!r}"
+    return None
 
 
 def _json(what: str, value: Any) -> str:
@@ -426,6 +467,14 @@ def topology_module(path: str | Path, topology: str = "topology") -> tuple[Path,
                             "streamparse project (a directory with config.json)")
 
 
+def shown_path(path: Path) -> str:
+    """A path as the user would type it: relative to the working directory when under it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def load_topology(path: str | Path, topology: str = "topology", args: Sequence[Any] = ()) -> Topology:
     """The :class:`Topology` that a topology file or package defines, for ``storm jar`` and ``storm local``.
 
@@ -452,6 +501,10 @@ def load_topology(path: str | Path, topology: str = "topology", args: Sequence[A
                         + f" ({flag} Topology or the function returning it)")
     found = getattr(module, attribute)
     if callable(found) and not isinstance(found, Topology):
+        if inspect.isfunction(found) and (problem := mistyped_argument(found, args, {})):
+            code = found.__code__
+            raise TopologyError(f"{shown_path(Path(code.co_filename))}:{code.co_firstlineno}: {attribute}()'s "
+                                f"{problem} (arguments are JSON when they parse: 10, 2.5, true, null, else text)")
         found = found(*args)
     if not isinstance(found, Topology):
         raise TypeError(f"{path}: {topology} must be a squall.dsl.Topology or a function returning one, "

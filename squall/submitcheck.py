@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 import squall
 from squall.classcheck import Kind, NotAComponentClass, resolve
-from squall.dsl import Topology, load_topology, topology_module
+from squall.dsl import Topology, load_topology, shown_path, topology_module
 from squall.local_state import CODE_FILES, put_code_on_path
 from squall.package import RESOURCES
 from squall.thrift import storm
@@ -119,8 +119,8 @@ def _check_shell_scripts(package: Path, source: Path, topology: storm.StormTopol
             shell = (spec.spout_object if kind == "spout" else spec.bolt_object).shell
             script = (shell.script or "").split()[:1] if shell is not None else []
             if script and f"{RESOURCES}/{script[0]}" not in shipped and (beside / script[0]).is_file():
-                raise SubmitCheckError(f"shell {kind} {cid!r} runs {script[0]}, which is in {_shown_path(beside)} "
-                                       f"but not in the package: add --include {_shown_path(beside)}")
+                raise SubmitCheckError(f"shell {kind} {cid!r} runs {script[0]}, which is in {shown_path(beside)} "
+                                       f"but not in the package: add --include {shown_path(beside)}")
 
 
 def import_as_a_worker(request: Mapping[str, Any], code: Path, *, env: Mapping[str, str], timeout_secs: float,
@@ -187,21 +187,13 @@ def component_classes(topology: storm.StormTopology) -> list[tuple[str, str, str
     return found
 
 
-def _shown_path(path: Path) -> str:
-    """A path as the user would type it: relative to the working directory when under it."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
 def _user_files(source: str) -> Shown:
     """The user's files are those beside the topology file or package."""
     root = Path(source).resolve().parent
 
     def shown(filename: str) -> str | None:
         path = Path(filename)
-        return _shown_path(path) if path.is_relative_to(root) and not filename.startswith(_SQUALL_DIR) else None
+        return shown_path(path) if path.is_relative_to(root) and not filename.startswith(_SQUALL_DIR) else None
 
     return shown
 
@@ -219,7 +211,7 @@ def _where(module: str) -> str | None:
     if path is None:
         return None
     found = Path(path)
-    return _shown_path(found.parent if found.name == "__init__.py" else found)
+    return shown_path(found.parent if found.name == "__init__.py" else found)
 
 
 def _worker_env(user_dir: Path) -> dict[str, str]:

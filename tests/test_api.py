@@ -12,7 +12,7 @@ import pytest
 from examples.wordcount import SENTENCES, SentenceSpout, SplitSentence, WordCount, topology
 from squall.topology import make_tasks, normalize, system_topology, validate_topology
 from squall.component import Bolt, Spout, Stream, TopologyContext, parse_outputs
-from squall.dsl import BoltRef, SpoutRef, Topology, TopologyError
+from squall.dsl import BoltRef, SpoutRef, Topology, TopologyError, mistyped_argument
 from squall.testing import Emit, make_context, make_tuple, run_bolt, run_spout
 from squall.thrift import storm
 from squall.tuple import Fields, Tuple, tick_tuple
@@ -256,6 +256,8 @@ MISTAKES: list[tuple[Mistake, str]] = [
     (lambda t, w: t.bolt("sink", Sink, args=[object()]), "bolt 'sink' args must be JSON"),
     (lambda t, w: t.bolt("sink", Sink, kwargs={"shape": "x"}),
      "Sink cannot be built with these arguments: got an unexpected keyword argument 'shape'"),
+    (lambda t, w: t.bolt("sink", Sink, args=[3]), "^bolt 'sink': Sink's argument prefix must be str, got 3$"),
+    (lambda t, w: t.bolt("sink", Sink, kwargs={"upper": "yes"}), "Sink's argument upper must be bool, got 'yes'"),
     (lambda t, w: t.bolt("sink", Words), r"bolt 'sink': <class '.*Words'> is not a Bolt subclass"),
     (lambda t, w: t.bolt("sink", Abstract), "Abstract does not implement execute"),
     (lambda t, w: t.bolt("sink", Sink).custom(w, Ungroupable), "must be a class with a choose_tasks"),
@@ -271,6 +273,21 @@ MISTAKES: list[tuple[Mistake, str]] = [
     (lambda t, w: t.conf({"topology.bolt.parallelism": {"split": 2}}),
      "topology.bolt.parallelism names 'split', which is not a bolt of this topology"),
 ]
+
+
+def test_mistyped_argument_judges_only_the_types_json_arguments_come_as() -> None:
+    def topology(rounds: int | None, rate: float = 1.0, *more: int, flag: bool = False, **conf: str) -> None: ...
+
+    def unresolved(rounds: int, name: str) -> None: ...
+    unresolved.__annotations__["name"] = "OnlyImportedForTypeCheckers"  # as under `if TYPE_CHECKING:`
+
+    assert mistyped_argument(topology, ["abc"], {}) == "argument rounds must be int | None, got 'abc'"
+    assert mistyped_argument(topology, [True], {}) == "argument rounds must be int | None, got True", "bool is no int"
+    assert mistyped_argument(topology, [None, 2, "not-an-int", 4], {"conf": 1}) is None, \
+        "an int is a float; *args and **kwargs are not judged"
+    assert mistyped_argument(unresolved, ["abc", 1], {}) is None, "hints that do not resolve judge nothing"
+    assert mistyped_argument(Sink, ["p"], {"upper": 1}) == "argument upper must be bool, got 1"
+    assert mistyped_argument(Sink, [1, 2], {}) is None, "a call the signature refuses is _check_args's to report"
 
 
 @pytest.mark.parametrize("mistake, message", MISTAKES)

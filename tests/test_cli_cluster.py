@@ -29,7 +29,7 @@ from squall.zk import paths
 from squall.zk.records import Assignment, StormBase
 from supervisor.processes import running
 from support import delete_tree, dev_cluster_env, listening, stop_or_kill, wait_until
-from topologies import BrokenPrepare, Forward, Numbers
+from topologies import Boom, BrokenPrepare, Forward, Numbers
 
 WORDCOUNT = str(REPO / "examples" / "wordcount.py")
 NOT_RUNNING = NEXT_STEP["NotAliveException"]
@@ -294,7 +294,15 @@ def test_jar_reports_a_load_error_in_one_line_and_the_traceback_with_verbose(
                                                        "is not defined\n")
 
 
-# -- storm list shows failing workers -------------------------------------------------------------
+# -- storm list shows failing workers and raising components ----------------------------------------
+
+
+def listed(cluster: ProcessCluster, capsys: pytest.CaptureFixture[str]) -> dict[str, tuple[str, str]]:
+    """Topology name → (Status, Health) as ``storm list`` prints them."""
+    code, out, err = storm(cluster, capsys, "list")
+    assert code == 0, err
+    rows = (row.split(None, 5) for row in out.splitlines()[2:])
+    return {fields[0]: (fields[1], fields[5]) for fields in rows if len(fields) == 6}
 
 
 def test_list_shows_a_topology_whose_workers_keep_failing_in_prepare_until_they_run(
@@ -306,26 +314,26 @@ def test_list_shows_a_topology_whose_workers_keep_failing_in_prepare_until_they_
     healthy = Topology("healthy", conf={"topology.workers": 1})
     healthy.bolt("forward", Forward).shuffle(healthy.spout("numbers", Numbers, args=[10**9], kwargs={"reliable": False}))
 
-    def listed() -> dict[str, tuple[str, str]]:
-        """Topology name → (Status, Health) as ``storm list`` prints them."""
-        code, out, err = storm(cluster, capsys, "list")
-        assert code == 0, err
-        rows = (row.split(None, 5) for row in out.splitlines()[2:])
-        return {fields[0]: (fields[1], fields[5]) for fields in rows if len(fields) == 6}
+    def health(name: str) -> str | None:
+        status, text = listed(cluster, capsys).get(name, (None, None))
+        assert status in (None, "ACTIVE"), "a failing topology stays ACTIVE, as Storm clients compare"
+        return text
 
     try:
         cluster.submit(broken)
         cluster.submit(healthy)
-        wait_until(lambda: listed().get("broken") == ("ACTIVE", "failing: 1 of 1 workers down"), 60,
+        # workers down first; the errors their crashes filed follow it
+        wait_until(lambda: (health("broken") or "").startswith("failing: 1 of 1 workers down; errors: "), 60,
                    "the crash-looping topology marked failing")
         wait_until(lambda: all_beating(cluster, "healthy"), 60, "the healthy topology running")
-        assert listed()["healthy"] == ("ACTIVE", "ok")
+        assert listed(cluster, capsys)["healthy"] == ("ACTIVE", "ok")
         entries = {e["name"]: e for e in json.loads(storm(cluster, capsys, "list", "--json")[1])}
         assert (entries["healthy"]["health"], entries["broken"]["status"]) == ("ok", "ACTIVE")
 
         fixed.touch()  # the next attempt's prepare succeeds
-        wait_until(lambda: listed().get("broken") == ("ACTIVE", "ok"), 90, "the marker gone once its worker runs")
-        # "ok" once the worker beats to its supervisor; its tasks' beats reach nimbus later, through the topology master
+        wait_until(lambda: (health("broken") or "").startswith("errors: "), 90,
+                   "no worker down once its worker runs; its errors stay recent for 30 minutes, as Storm's UI shows")
+        # its worker beats to its supervisor first; its tasks' beats reach nimbus later, through the topology master
         wait_until(lambda: all_beating(cluster, "broken"), 60, "the fixed topology's tasks beating at nimbus")
     finally:
         for name in ("broken", "healthy"):
@@ -333,7 +341,24 @@ def test_list_shows_a_topology_whose_workers_keep_failing_in_prepare_until_they_
     wait_until(lambda: cluster.workers("sup") == [], 30, "their workers stopped")
 
 
-# -- storm dev-cluster ----------------------------------------------------------------------------
+def test_list_health_names_a_bolt_that_raises_on_every_tuple_while_its_workers_run(
+        cluster: ProcessCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """The worker survives (``topology.worker.exit.on.error`` is off), so no worker is down; the errors it
+    files name the bolt, as Storm's UI shows its last error."""
+    raising = Topology("raising", conf={"topology.workers": 1})
+    raising.bolt("split", Boom, args=[1]).shuffle(raising.spout("numbers", Numbers, args=[10**9],
+                                                                  kwargs={"reliable": False}))
+    try:
+        cluster.submit(raising)
+        wait_until(lambda: listed(cluster, capsys).get("raising", ("", ""))[1].startswith("errors: split ("), 60,
+                   "the raising bolt named in Health")
+        (entry,) = json.loads(storm(cluster, capsys, "list", "raising", "--json")[1])
+        assert (entry["status"], entry["health"].split(" (")[0]) == ("ACTIVE", "errors: split")
+        assert entry["health"].endswith(" s ago)")
+        assert all_beating(cluster, "raising"), "its workers run: nothing but the errors is wrong"
+    finally:
+        storm(cluster, capsys, "kill", "raising", "-w", "0")
+    wait_until(lambda: cluster.workers("sup") == [], 30, "its workers stopped")
 
 
 def test_dev_cluster_runs_with_the_default_config_from_any_directory_and_stops_from_there(tmp_path: Path) -> None:

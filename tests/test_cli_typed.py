@@ -92,6 +92,37 @@ def test_a_shell_component_whose_script_is_left_out_is_refused_before_upload(she
     assert "cannot reach nimbus" in done.stderr, "with the resources it gets as far as nimbus"
 
 
+OFFLINE = "-c 'nimbus.seeds=[\"127.0.0.1:1\"]'"  # none listens: refused before nimbus is asked, nothing uploaded
+
+
+def test_a_topology_argument_its_function_refuses_is_named_at_submit_not_on_the_workers(shell: dict[str, str]) -> None:
+    """``storm jar examples/wordcount.py abc`` built, and its spouts then raised in ``open`` on every worker
+    ('str' object cannot be interpreted as an integer): the annotation ``rounds: int | None`` says so first."""
+    done = typed(shell, f"storm jar examples/wordcount.py abc {OFFLINE}")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1, "", "storm jar: examples/wordcount.py:96: topology()'s argument rounds must be int | None, got 'abc' "
+               "(arguments are JSON when they parse: 10, 2.5, true, null, else text)\n")
+    done = typed(shell, f"storm jar examples/wordcount.py 10 {OFFLINE}")
+    assert "cannot reach nimbus" in done.stderr, "a number gets as far as nimbus"
+
+
+def test_an_argument_a_component_refuses_is_named_at_the_line_declaring_it(shell: dict[str, str],
+                                                                            tmp_path: Path) -> None:
+    """A topology function without annotations passes its argument on to a spout whose constructor has them."""
+    (tmp_path / "counted.py").write_text(
+        "from examples.wordcount import SentenceSpout\n"
+        "from squall.dsl import Topology\n"
+        "\n"
+        "def topology(rounds):\n"
+        "    t = Topology('counted')\n"
+        "    t.spout('sentences', SentenceSpout, args=[rounds])\n"
+        "    return t\n")
+    done = typed(shell, f"storm jar {tmp_path / 'counted.py'} abc {OFFLINE}")
+    assert (done.returncode, done.stderr) == (
+        1, f"storm jar: {tmp_path / 'counted.py'}:6: spout 'sentences': SentenceSpout's argument rounds must be "
+           "int | None, got 'abc'\n")
+
+
 def test_a_closed_pipe_ends_the_command_quietly(shell: dict[str, str]) -> None:
     """``storm list | head -1``: the reader is gone. No 'cannot reach nimbus', no traceback: SIGPIPE's status."""
     reader, writer = os.pipe()

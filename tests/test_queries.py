@@ -6,7 +6,7 @@ from streamparse.thrift import storm_thrift as storm_idl
 from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.utils import deserialize, serialize
 
-from nimbus.queries import cluster_summary, topology_info
+from nimbus.queries import RECENT_ERROR_SECS, cluster_summary, health, recent_errors, topology_info
 from squall.zk.records import (
     Assignment, ComponentType, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskError, TaskInfo,
     TopologyStatus, TopologyTasks, WorkerAssignment,
@@ -59,6 +59,42 @@ def test_workers_that_keep_dying_show_in_sched_status_while_the_status_stays_sto
     healthy = [SupervisorInfo("sup-1", "host-1", [6700], failing_ports=[6701])]
     assert cluster_summary(healthy, {"wc-1-1700000000": (active, TASKS, ASSIGNMENT)}, None, [], NOW) \
         .topologies[0].sched_status is None
+
+
+def test_recent_errors_name_each_component_newest_first_with_its_age() -> None:
+    """A bolt raising on every tuple: its component and how long ago, per component (not per task)."""
+    assert recent_errors(TASKS, {2: NOW - 40, 3: NOW - 12, 1: NOW - 90}, NOW) == \
+        "errors: count (12 s ago), spout (90 s ago)"
+    assert recent_errors(TASKS, {}, NOW) is None
+    assert recent_errors(None, {7: NOW}, NOW) == "errors: ? (0 s ago)", "a task nimbus no longer knows still counts"
+    assert recent_errors(TASKS, {2: NOW + 3}, NOW) == "errors: count (0 s ago)", "a node named a second or two late"
+
+
+def test_errors_older_than_the_window_leave_a_topology_healthy() -> None:
+    """Storm's UI stops showing a last error in red, and JStorm stops saying "has an error", after 30 minutes."""
+    assert RECENT_ERROR_SECS == 1800
+    assert recent_errors(TASKS, {2: NOW - RECENT_ERROR_SECS + 1}, NOW) == "errors: count (1799 s ago)"
+    assert recent_errors(TASKS, {2: NOW - RECENT_ERROR_SECS}, NOW) is None
+
+
+def test_health_says_workers_down_first_then_recent_errors() -> None:
+    supervisors = [SupervisorInfo("sup-2", "host-2", [6701], failing_ports=[6701])]
+    assert health(ASSIGNMENT, supervisors, tasks=TASKS, error_times={3: NOW - 12}, now_secs=NOW) == \
+        "failing: 1 of 2 workers down; errors: count (12 s ago)"
+    assert health(ASSIGNMENT, [], tasks=TASKS, error_times={3: NOW - 12}, now_secs=NOW) == "errors: count (12 s ago)"
+    assert health(ASSIGNMENT, supervisors) == "failing: 1 of 2 workers down"
+
+
+def test_a_component_raising_shows_in_sched_status_of_the_summary_and_the_info() -> None:
+    """What ``storm list`` prints in its Health column and the UI in its summary, from the errors nimbus read."""
+    active = StormBase("wc", TopologyStatus.ACTIVE, launch_time_secs=NOW - 100, num_workers=2)
+    summary = cluster_summary([], {"wc-1-1700000000": (active, TASKS, ASSIGNMENT)}, None, [], NOW,
+                              error_times={"wc-1-1700000000": {3: NOW - 12}})
+    (topology,) = as_storm(summary, storm_idl.ClusterSummary).topologies
+    assert (topology.status, topology.sched_status) == ("ACTIVE", "errors: count (12 s ago)")
+    errors = {3: [TaskError("ZeroDivisionError", NOW - 30), TaskError("ZeroDivisionError", NOW - 12)]}
+    info = as_storm(topology_info("wc-1-1700000000", active, TASKS, ASSIGNMENT, errors, NOW), storm_idl.TopologyInfo)
+    assert info.sched_status == "errors: count (12 s ago)"
 
 
 def test_topology_info_lists_executors_and_errors_by_component() -> None:

@@ -11,9 +11,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl, make_digest_acl_credential
 
+from squall.clock import SimulatedClock
 from squall.zk import paths
 from squall.zk.client import ZkClient, ZkState
-from squall.zk.errors import MAX_ERRORS_PER_TASK, record_task_error
+from squall.zk.errors import MAX_ERRORS_PER_TASK, ErrorTimesCache, newest_error_times, record_task_error
 from squall.zk.records import Blacklist, NimbusMaster, SupervisorInfo, TaskError
 from support import expire_session, open_parent_of_root, readable, remove_as_daemons, wait_until, znodes_under
 
@@ -41,6 +42,31 @@ def test_task_errors_keep_the_newest_few_and_never_overwrite_one_of_the_same_sec
         record_task_error(zk, "t-1", 3, TaskError(f"later {n}", 1_700_000_010 + n))
     texts = [zk.read(f"{path}/{name}", TaskError).error for name in zk.children(path)]
     assert texts == [f"later {n}" for n in range(5 - MAX_ERRORS_PER_TASK, 5)]
+
+
+def test_newest_error_times_are_read_from_node_names_per_task(zk: ZkClient) -> None:
+    """What nimbus's getClusterInfo reads for the Health column: each task's newest error second."""
+    assert newest_error_times(zk, "t-2") == {}
+    zk.create(paths.task_errors_root("t-2"))
+    record_task_error(zk, "t-2", 3, TaskError("ZeroDivisionError", 1_700_000_000))
+    record_task_error(zk, "t-2", 3, TaskError("ZeroDivisionError", 1_700_000_007))
+    record_task_error(zk, "t-2", 5, TaskError("worker exited", 1_700_000_004))
+    record_task_error(zk, "t-2", 5, TaskError("worker exited", 1_700_000_004))  # same second: named one later
+    assert newest_error_times(zk, "t-2") == {3: 1_700_000_007, 5: 1_700_000_005}
+
+
+def test_error_times_are_read_once_per_period_however_often_asked(zk: ZkClient) -> None:
+    clock = SimulatedClock()
+    cache = ErrorTimesCache(zk, clock, max_age_secs=10)
+    record_task_error(zk, "t-3", 1, TaskError("boom", 1_700_000_000))
+    assert cache.of(["t-3", "t-4"]) == {"t-3": {1: 1_700_000_000}, "t-4": {}}
+    record_task_error(zk, "t-3", 1, TaskError("boom", 1_700_000_005))
+    record_task_error(zk, "t-4", 2, TaskError("boom", 1_700_000_005))
+    clock.advance(9.9)
+    assert cache.of(["t-3", "t-4"]) == {"t-3": {1: 1_700_000_000}, "t-4": {}}, "within the period: as read"
+    clock.advance(0.1)
+    assert cache.of(["t-3", "t-4"]) == {"t-3": {1: 1_700_000_005}, "t-4": {2: 1_700_000_005}}
+    assert cache.of(["t-4"]) == {"t-4": {2: 1_700_000_005}}, "a topology no longer asked for is forgotten"
 
 
 def test_start_creates_root_and_persistent_parents(zk_conf: dict[str, Any], zk_address: str) -> None:

@@ -35,7 +35,8 @@ from squall.zk.client import ZkClient
 from supervisor.processes import WorkerProcesses
 
 #: Storm 1.x's `storm list` columns, then Squall's Health (so whitespace-split fields keep Storm's positions):
-#: "ok", or nimbus's sched_status ("failing: 1 of 2 workers down") while workers keep dying; last the Owner
+#: "ok", or nimbus's sched_status: "failing: 1 of 2 workers down" while workers keep dying, "errors: split (12 s ago)"
+#: while a component reported errors in the last 30 minutes (both, "; "-joined, workers first); last the Owner
 #: (Storm 2's last column: who submitted it, as its client certificate names it; blank without authentication).
 LIST_ROW = "{:<20} {:<10} {:<10} {:<12} {:<12} {:<10} {}"
 

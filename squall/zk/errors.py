@@ -6,6 +6,9 @@ topology master's task) all write through :func:`record_task_error`, so the rule
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from squall.clock import Clock
 from squall.zk import paths
 from squall.zk.client import ZkClient
 from squall.zk.records import MAX_VALUE_BYTES, TaskError
@@ -31,3 +34,42 @@ def record_task_error(zk: ZkClient, topology_id: str, task: int, error: TaskErro
             break
     for old in zk.children(paths.task_errors(topology_id, task))[:-MAX_ERRORS_PER_TASK]:
         zk.delete(paths.task_error(topology_id, task, int(old)))
+
+
+def newest_error_times(zk: ZkClient, topology_id: str) -> dict[int, int]:
+    """Each task's newest error time, from node names alone (no record is read): one ``children`` call for
+    the topology and one per task that ever filed an error (:class:`ErrorTimesCache` keeps that off each
+    query). A name is the error's second, or up to :data:`MAX_SAME_SECOND` later when that second was taken."""
+    times = {}
+    for task in zk.children(paths.task_errors_root(topology_id)):
+        names = [int(n) for n in zk.children(paths.task_errors(topology_id, int(task)))] if task.isdigit() else []
+        if names:
+            times[int(task)] = max(names)
+    return times
+
+
+class ErrorTimesCache:
+    """:func:`newest_error_times` of each topology, read at most once per ``max_age_secs`` however many clients
+    ask: nimbus answers every ``getClusterInfo`` (``storm list``, each UI refresh) from it, and a bolt raising
+    in 50 tasks makes that 51 ZooKeeper reads per topology. An error shows up to ``max_age_secs`` late
+    (nimbus uses its monitor period, ``nimbus.monitor.freq.secs``); its age is still counted from its time.
+
+        cache = ErrorTimesCache(zk, clock, max_age_secs=10)
+        cache.of(["wc-1-1700000000"])   # {"wc-1-1700000000": {3: 1700000088}}
+    """
+
+    def __init__(self, zk: ZkClient, clock: Clock, max_age_secs: float) -> None:
+        self.zk, self.clock, self.max_age_secs = zk, clock, max_age_secs
+        self._read: dict[str, tuple[float, dict[int, int]]] = {}  # topology id -> (when read, its times)
+
+    def of(self, topology_ids: Iterable[str]) -> dict[str, dict[int, int]]:
+        """The times of these topologies; the others are forgotten (killed ones do not pile up)."""
+        now = self.clock.monotonic()
+        read = {}
+        for topology_id in topology_ids:
+            entry = self._read.get(topology_id)
+            if entry is None or now - entry[0] >= self.max_age_secs:
+                entry = (now, newest_error_times(self.zk, topology_id))
+            read[topology_id] = entry
+        self._read = read
+        return {topology_id: times for topology_id, (_, times) in read.items()}

@@ -235,6 +235,10 @@ class TaskHeartbeats:
     beats: dict[int, TaskBeat] = field(default_factory=dict)
 
 
+#: How long a topology counts as "has an error" after one (JStorm's default ``TaskError`` duration, 30 minutes).
+ERROR_DURATION_SECS = 1800
+
+
 @dataclass(frozen=True)
 class TaskError:
     """``/taskerrors/<id>/<task>/<time>``: one of the last few errors of a task."""
@@ -244,7 +248,7 @@ class TaskError:
     time_secs: int
     level: ErrorLevel = ErrorLevel.ERROR
     code: int = 0
-    duration_secs: int = 1800  # how long the topology counts as "has an error"
+    duration_secs: int = ERROR_DURATION_SECS  # how long the topology counts as "has an error"
     host: str = ""
     port: int = 0
 
