@@ -101,13 +101,13 @@ def test_undecodable_value_is_skipped_by_the_watch(zk: ZkClient) -> None:
 def test_ephemeral_registration_and_watches_come_back_after_session_expiry(
         zk_conf: dict[str, Any], zk_address: str) -> None:
     states: list[ZkState] = []
-    owner_when_told: list[int | None] = []  # the registration's owner when each state was told, vs the session
+    owned_when_told: list[bool] = []  # whether the registration was this session's when each state was told
     members: list[list[str]] = []
     with ZkClient(zk_conf) as observer, ZkClient(zk_conf) as zk:
 
         def on_state(state: ZkState) -> None:
             stat = zk.kazoo.exists(paths.supervisor("sup-1")) if state is ZkState.CONNECTED else None
-            owner_when_told.append(stat and stat.ephemeralOwner == zk.session_id)
+            owned_when_told.append(stat is not None and stat.ephemeralOwner == zk.session_id)
             states.append(state)
 
         zk.add_state_listener(on_state)
@@ -127,7 +127,7 @@ def test_ephemeral_registration_and_watches_come_back_after_session_expiry(
         assert not observer.exists("/plain-ephemeral"), "the session really expired"
         wait_until(lambda: states[-1] is ZkState.CONNECTED, 20, "the reconnection told to the listener")
         assert states[-2] is ZkState.LOST
-        assert owner_when_told[-1] is True, "the registration is back, on the new session, when CONNECTED is told"
+        assert owned_when_told[-1], "the registration is back, on the new session, when CONNECTED is told"
 
         # the children watch was re-armed on the new session: it still sees changes
         observer.write(paths.supervisor("sup-2"), SupervisorInfo("sup-2", "host-2", [6700]))
@@ -325,3 +325,17 @@ def test_stop_tells_the_closing_loss_and_ends_the_delivery_thread(zk_conf: dict[
     assert not thread.is_alive()
     assert thread.ident not in {t.ident for t in threading.enumerate()}
     assert thread.name not in {t.name for t in threading.enumerate()}
+
+
+def test_a_listener_that_raises_stops_no_other_listener_and_no_later_state(
+        zk_conf: dict[str, Any], zk_address: str) -> None:
+    told: list[ZkState] = []
+
+    def broken(state: ZkState) -> None:
+        raise RuntimeError(f"broken listener told {state.value}")
+
+    with ZkClient(zk_conf) as zk:
+        zk.add_state_listener(broken)
+        zk.add_state_listener(told.append)
+        expire_session(zk, zk_address)
+        wait_until(lambda: told[-2:] == [ZkState.LOST, ZkState.CONNECTED], 20, "the loss and reconnection told")
