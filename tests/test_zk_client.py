@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl, make_digest_acl_credential
 
+from squall.devzk import free_port
 from squall.zk import paths
 from squall.zk.client import ZkClient, ZkState
 from squall.zk.errors import MAX_ERRORS_PER_TASK, record_task_error
@@ -339,3 +341,11 @@ def test_a_listener_that_raises_stops_no_other_listener_and_no_later_state(
         zk.add_state_listener(told.append)
         expire_session(zk, zk_address)
         wait_until(lambda: told[-2:] == [ZkState.LOST, ZkState.CONNECTED], 20, "the loss and reconnection told")
+
+
+def test_a_start_that_times_out_leaves_no_delivery_thread(zk_conf: dict[str, Any]) -> None:
+    before = set(threading.enumerate())
+    nobody = {**zk_conf, "storm.zookeeper.port": free_port(), "storm.zookeeper.root": "/"}
+    with pytest.raises(KazooTimeoutError):
+        ZkClient(nobody).start(timeout=1)
+    assert not [t.name for t in set(threading.enumerate()) - before if t.name.startswith("zk-states-")]
