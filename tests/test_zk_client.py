@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl, make_digest_acl_credential
 
 from squall.clock import SimulatedClock
+from squall.devzk import free_port
 from squall.zk import paths
 from squall.zk.client import ZkClient, ZkState
 from squall.zk.errors import MAX_ERRORS_PER_TASK, ErrorTimesCache, newest_error_times, record_task_error
@@ -127,9 +129,16 @@ def test_undecodable_value_is_skipped_by_the_watch(zk: ZkClient) -> None:
 def test_ephemeral_registration_and_watches_come_back_after_session_expiry(
         zk_conf: dict[str, Any], zk_address: str) -> None:
     states: list[ZkState] = []
+    owned_when_told: list[bool] = []  # whether the registration was this session's when each state was told
     members: list[list[str]] = []
     with ZkClient(zk_conf) as observer, ZkClient(zk_conf) as zk:
-        zk.add_state_listener(states.append)
+
+        def on_state(state: ZkState) -> None:
+            stat = zk.kazoo.exists(paths.supervisor("sup-1")) if state is ZkState.CONNECTED else None
+            owned_when_told.append(stat is not None and stat.ephemeralOwner == zk.session_id)
+            states.append(state)
+
+        zk.add_state_listener(on_state)
         info = SupervisorInfo("sup-1", "host-1", [6700, 6701])
         zk.register_ephemeral(paths.supervisor("sup-1"), info)
         zk.kazoo.create("/plain-ephemeral", b"", ephemeral=True)
@@ -144,11 +153,9 @@ def test_ephemeral_registration_and_watches_come_back_after_session_expiry(
         wait_until(lambda: observer.read(paths.supervisor("sup-1"), SupervisorInfo) == info, 20,
                    "registration re-created")
         assert not observer.exists("/plain-ephemeral"), "the session really expired"
-        # each state is told on a thread of its own: the reconnection may be told after the re-registration, even
-        # just before the loss (the listener came after the first connection: any CONNECTED is a reconnection)
-        wait_until(lambda: ZkState.CONNECTED in states, 20, "the reconnection told to the listener")
-        owner = zk.kazoo.exists(paths.supervisor("sup-1")).ephemeralOwner
-        assert owner == zk.session_id
+        wait_until(lambda: states[-1] is ZkState.CONNECTED, 20, "the reconnection told to the listener")
+        assert states[-2] is ZkState.LOST
+        assert owned_when_told[-1], "the registration is back, on the new session, when CONNECTED is told"
 
         # the children watch was re-armed on the new session: it still sees changes
         observer.write(paths.supervisor("sup-2"), SupervisorInfo("sup-2", "host-2", [6700]))
@@ -283,3 +290,88 @@ def test_state_listener_may_call_zookeeper(zk_conf: dict[str, Any], zk_address: 
         zk.add_state_listener(on_state)
         expire_session(zk, zk_address)
         assert read_back.wait(20)
+
+
+def test_state_listeners_hear_every_state_in_kazoo_s_order_one_call_at_a_time(
+        zk_conf: dict[str, Any], zk_address: str) -> None:
+    """A listener that blocks on the first state it is told (the suspension of a session that then expires and
+    reconnects) delays the later states, never reorders them, and no two listener calls overlap: so a leader
+    never hears the LOST that preceded a CONNECTED after that CONNECTED."""
+    reported: list[ZkState] = []  # kazoo's own order, recorded on kazoo's thread
+    told: dict[str, list[ZkState]] = {"blocking": [], "other": []}
+    running, overlapped = [0], threading.Event()
+    first_held, release = threading.Event(), threading.Event()
+    counting = threading.Lock()
+
+    def listener(name: str, state: ZkState) -> None:
+        with counting:
+            running[0] += 1
+            if running[0] > 1:
+                overlapped.set()
+        if name == "blocking" and not first_held.is_set():
+            first_held.set()
+            release.wait(30)
+        told[name].append(state)  # after the wait: a later state told meanwhile would come first
+        with counting:
+            running[0] -= 1
+
+    with ZkClient(zk_conf) as zk:
+        zk.kazoo.add_listener(lambda state: reported.append(ZkState(state.lower())))
+        zk.add_state_listener(lambda state: listener("blocking", state))
+        zk.add_state_listener(lambda state: listener("other", state))
+        old_session = zk.session_id
+
+        expire_session(zk, zk_address)
+
+        assert first_held.wait(20), "the first state told"
+        wait_until(lambda: zk.session_id not in (0, old_session) and reported[-1] is ZkState.CONNECTED, 20,
+                   "kazoo reconnected on a new session while the listener is held")
+        assert ZkState.LOST in reported
+        release.set()
+        wait_until(lambda: told["blocking"] == told["other"] == reported, 20, "every state told in kazoo's order")
+        assert not overlapped.is_set(), "two listener calls ran at once"
+
+
+def test_stop_tells_the_closing_loss_and_ends_the_delivery_thread(zk_conf: dict[str, Any], zk_address: str) -> None:
+    told: list[ZkState] = []
+    delivery: list[threading.Thread] = []
+    zk = ZkClient(zk_conf).start()
+
+    def on_state(state: ZkState) -> None:
+        delivery.append(threading.current_thread())
+        told.append(state)
+
+    zk.add_state_listener(on_state)
+    expire_session(zk, zk_address)  # states to tell, so the listener sees the thread it is told on
+    wait_until(lambda: told and told[-1] is ZkState.CONNECTED, 20, "the reconnection told")
+    (thread,) = set(delivery)
+    assert thread is not threading.main_thread() and thread.is_alive()
+
+    zk.stop()
+
+    assert told[-1] is ZkState.LOST, "the closing loss is told before stop returns"
+    assert not thread.is_alive()
+    assert thread.ident not in {t.ident for t in threading.enumerate()}
+    assert thread.name not in {t.name for t in threading.enumerate()}
+
+
+def test_a_listener_that_raises_stops_no_other_listener_and_no_later_state(
+        zk_conf: dict[str, Any], zk_address: str) -> None:
+    told: list[ZkState] = []
+
+    def broken(state: ZkState) -> None:
+        raise RuntimeError(f"broken listener told {state.value}")
+
+    with ZkClient(zk_conf) as zk:
+        zk.add_state_listener(broken)
+        zk.add_state_listener(told.append)
+        expire_session(zk, zk_address)
+        wait_until(lambda: told[-2:] == [ZkState.LOST, ZkState.CONNECTED], 20, "the loss and reconnection told")
+
+
+def test_a_start_that_times_out_leaves_no_delivery_thread(zk_conf: dict[str, Any]) -> None:
+    before = set(threading.enumerate())
+    nobody = {**zk_conf, "storm.zookeeper.port": free_port(), "storm.zookeeper.root": "/"}
+    with pytest.raises(KazooTimeoutError):
+        ZkClient(nobody).start(timeout=1)
+    assert not [t.name for t in set(threading.enumerate()) - before if t.name.startswith("zk-states-")]

@@ -5,8 +5,9 @@ What it adds to kazoo:
 * typed reads and writes of :mod:`squall.zk.records` at :mod:`squall.zk.paths`, with retries;
 * ephemeral *registrations* that come back by themselves after the session expires;
 * data and children watches that re-arm on every event and after a new session (kazoo recipes);
-* connection-state listeners run on their own thread (kazoo forbids ZooKeeper calls from its
-  listener thread), so a leader can pause on SUSPENDED and resume on CONNECTED;
+* connection-state listeners told every state in kazoo's order, one at a time, on one delivery thread per
+  client (kazoo forbids ZooKeeper calls from its listener thread), so a leader can pause on SUSPENDED, give up on
+  LOST and resume on CONNECTED without ever hearing an old state after a newer one;
 * the chroot (``storm.zookeeper.root``) created on first connect;
 * every node created with the ACL :mod:`squall.zk.acls` gives its path (open without ZooKeeper auth).
 """
@@ -14,6 +15,7 @@ What it adds to kazoo:
 from __future__ import annotations
 
 import enum
+import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -85,27 +87,45 @@ class ZkClient:
                            "max_delay": ceiling},
             logger=None,
         )
-        self._lock = threading.Lock()
-        self._ephemerals: dict[str, bytes] = {}
+        self._lock = threading.Lock()  # guards the listeners
         self._listeners: list[Callable[[ZkState], None]] = []
-        self._session_lost = False
+        # held while a registration is written, removed or restored, so a restore never re-creates a node just
+        # unregistered nor writes back data older than a new registration's
+        self._ephemerals_lock = threading.Lock()
+        self._ephemerals: dict[str, bytes] = {}
+        self._states: queue.SimpleQueue[ZkState | None] = queue.SimpleQueue()  # None: the delivery thread ends
+        self._delivery: threading.Thread | None = None
         self.connected = threading.Event()
         self._kz.add_listener(self._on_kazoo_state)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self, timeout: float | None = None) -> "ZkClient":
-        """Connect, create the root and the persistent parents. Raises on timeout."""
+        """Connect, create the root and the persistent parents, start the state delivery thread. Raises on
+        timeout (stopped again then, so no thread is left behind)."""
         timeout = timeout if timeout is not None else self._conf["storm.zookeeper.connection.timeout"] / 1000.0
         self._ensure_root(timeout)
-        self._kz.start(timeout=timeout)
-        for parent in paths.PERSISTENT_ROOTS:
-            self._kz.retry(self._ensure, parent)
+        self._delivery = threading.Thread(target=self._deliver_states, name=f"zk-states-{id(self):x}", daemon=True)
+        self._delivery.start()
+        try:
+            self._kz.start(timeout=timeout)
+            for parent in paths.PERSISTENT_ROOTS:
+                self._kz.retry(self._ensure, parent)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:
+        """Close the session; returns once the listeners have been told every state, the closing LOST last,
+        and the delivery thread has ended (at once when a listener itself stops its client)."""
         self._kz.stop()
         self._kz.close()
+        delivery, self._delivery = self._delivery, None
+        if delivery is not None:
+            self._states.put(None)
+            if delivery is not threading.current_thread():
+                delivery.join()
 
     def __enter__(self) -> "ZkClient":
         return self.start()
@@ -138,28 +158,47 @@ class ZkClient:
     # -- connection state -----------------------------------------------------------------------
 
     def add_state_listener(self, listener: Callable[[ZkState], None]) -> None:
-        """``listener(state)`` runs on a worker thread, so it may block and call ZooKeeper."""
+        """Tell ``listener(state)`` every later connection state, in the order kazoo reported them.
+
+        Every listener of this client is called on one delivery thread, one call at a time, each state to all
+        listeners before the next state: a leader never hears the LOST that preceded a CONNECTED after that
+        CONNECTED (and so never gives up what it just regained). Off kazoo's thread, a listener may block and
+        call ZooKeeper, but while it does the later states of this client wait for it: keep it short. After a
+        session loss the ephemeral registrations are back before the CONNECTED is told. An exception from a
+        listener is logged and the others are still told.
+
+            zk.add_state_listener(lambda state: print("zookeeper is", state.value))
+        """
         with self._lock:
             self._listeners.append(listener)
 
     def _on_kazoo_state(self, state: str) -> None:
-        # kazoo's event thread: no ZooKeeper calls and no blocking here, hand everything off.
+        # kazoo's own thread: no ZooKeeper calls and no blocking here, hand the state to the delivery thread.
         if state == KazooState.CONNECTED:
             self.connected.set()
             ours = ZkState.CONNECTED
-            if self._session_lost:
-                self._session_lost = False
-                self._kz.handler.spawn(self._restore_ephemerals)
         else:
             self.connected.clear()
             ours = ZkState.SUSPENDED if state == KazooState.SUSPENDED else ZkState.LOST
-            if ours is ZkState.LOST:
-                self._session_lost = True
         log.info("zookeeper state", state=ours.value)
-        with self._lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
-            self._kz.handler.spawn(listener, ours)
+        self._states.put(ours)
+
+    def _deliver_states(self) -> None:
+        """The delivery thread: each state in turn to every listener, until ``stop`` queues None."""
+        session_lost = False
+        while (state := self._states.get()) is not None:
+            if state is ZkState.LOST:
+                session_lost = True
+            elif state is ZkState.CONNECTED and session_lost:
+                session_lost = False
+                self._restore_ephemerals()
+            with self._lock:
+                listeners = list(self._listeners)
+            for listener in listeners:
+                try:
+                    listener(state)
+                except Exception:
+                    log.exception("zookeeper state listener failed", state=state.value, listener=repr(listener))
 
     # -- records --------------------------------------------------------------------------------
 
@@ -296,15 +335,15 @@ class ZkClient:
     def register_ephemeral(self, path: str, record: Any) -> None:
         """Create (or update) an ephemeral node that is re-created whenever the session is renewed."""
         data = encode(record)
-        with self._lock:
+        with self._ephemerals_lock:
             self._ephemerals[path] = data
-        if self.connected.is_set():  # otherwise it is created when the session comes back
-            self._put_ephemeral(path, data)
+            if self.connected.is_set():  # otherwise it is created when the session comes back
+                self._put_ephemeral(path, data)
 
     def unregister_ephemeral(self, path: str) -> None:
-        with self._lock:
+        with self._ephemerals_lock:
             self._ephemerals.pop(path, None)
-        self.delete(path, recursive=False)
+            self.delete(path, recursive=False)
 
     def create_ephemeral(self, path: str, record: Any) -> bool:
         """Try to own an ephemeral node (leader election style); False if someone else holds it.
@@ -336,14 +375,14 @@ class ZkClient:
         self._kz.retry(put)
 
     def _restore_ephemerals(self) -> None:
-        with self._lock:
-            registrations = dict(self._ephemerals)
-        for path, data in registrations.items():
-            try:
-                self._put_ephemeral(path, data)
-                log.info("ephemeral node restored after session loss", path=path)
-            except Exception:
-                log.exception("could not restore ephemeral node", path=path)
+        """Re-create every registration after a session loss (on the delivery thread, before CONNECTED is told)."""
+        with self._ephemerals_lock:
+            for path, data in self._ephemerals.items():
+                try:
+                    self._put_ephemeral(path, data)
+                    log.info("ephemeral node restored after session loss", path=path)
+                except Exception:
+                    log.exception("could not restore ephemeral node", path=path)
 
     # -- watches --------------------------------------------------------------------------------
 
