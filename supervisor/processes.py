@@ -132,30 +132,35 @@ class WorkerProcesses:
             return None
 
     def stop_on_request(self, record: WorkerRecord, grace_secs: float) -> None:
-        """Kill a worker for an operator (``storm kill_workers``), marked first so that its supervisor, which
-        may see it dead before the record is gone, relaunches it as a restart rather than a failure."""
+        """Stop a worker for an operator (``storm kill_workers``), marked first; its record and mark stay for its
+        supervisor, which relaunches it as a restart rather than a failure. (Removing them here raced the
+        supervisor: it read the record, saw the process dead, then found no mark, and reported a failure.)"""
         try:
             (self.root / record.worker_id / STOP_REQUESTED).touch()
         except FileNotFoundError:
             return  # its supervisor removed it meanwhile
-        self.kill(record, grace_secs)
+        self.terminate(record, grace_secs)
 
     def stop_requested(self, worker_id: str) -> bool:
         return (self.root / worker_id / STOP_REQUESTED).exists()
 
     def kill(self, record: WorkerRecord, grace_secs: float) -> None:
+        """:meth:`terminate` the worker, then forget it."""
+        self.terminate(record, grace_secs)
+        child = self._children.pop(record.worker_id, None)
+        if child is not None:
+            child.wait()
+        shutil.rmtree(self.root / record.worker_id, ignore_errors=True)
+
+    def terminate(self, record: WorkerRecord, grace_secs: float) -> None:
         """SIGTERM the worker's process group, SIGKILL after ``grace_secs`` (and wait, up to
-        :data:`KILLED_EXIT_SECS`, for the kill to land: a busy host may not run it at once), then forget it."""
+        :data:`KILLED_EXIT_SECS`, for the kill to land: a busy host may not run it at once)."""
         if self.alive(record):
             self._signal(record, signal.SIGTERM)
             self._wait_gone(record, grace_secs)
             if self.alive(record):
                 self._signal(record, signal.SIGKILL)
                 self._wait_gone(record, KILLED_EXIT_SECS)
-        child = self._children.pop(record.worker_id, None)
-        if child is not None:
-            child.wait()
-        shutil.rmtree(self.root / record.worker_id, ignore_errors=True)
 
     def _wait_gone(self, record: WorkerRecord, secs: float) -> None:
         deadline = time.monotonic() + secs

@@ -78,3 +78,14 @@ def test_command_line_must_carry_the_worker_id(processes: WorkerProcesses, tmp_p
     with pytest.raises(ValueError, match="must carry the worker id"):
         processes.launch("abc", [sys.executable, "-c", SLEEPER], port=1, topology_id="t-1-1", tasks=[],
                          log_file=tmp_path / "x.log")
+
+
+def test_an_operators_stop_leaves_the_record_marked_for_its_supervisor(processes: WorkerProcesses,
+                                                                       tmp_path: Path) -> None:
+    """``storm kill_workers`` stops the worker but leaves its record, marked: the supervisor, which may read the
+    record, see the process dead and only then look for the mark, must find it and relaunch without a failure."""
+    record = start(processes, tmp_path)
+    operator = WorkerProcesses(tmp_path / "workers")  # the CLI's own view of the same directory
+    operator.stop_on_request(record, grace_secs=5)
+    assert not processes.alive(record), "stopped"
+    assert processes.records() == [record] and processes.stop_requested(record.worker_id), "record and mark kept"

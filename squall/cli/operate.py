@@ -199,8 +199,8 @@ def kill_workers(conf: Mapping[str, Any], _args: argparse.Namespace) -> int:
 
     The workers are those recorded under ``storm.local.dir`` (and under each supervisor of a dev cluster
     started from it); each is marked as stopped on request, signalled by its recorded pid, checked against
-    its command line (SIGTERM, SIGKILL after ``supervisor.worker.shutdown.sleep.secs``), and its record is
-    dropped: the supervisor launches a new worker on the slot at once, with no error report or back-off.
+    its command line (SIGTERM, SIGKILL after ``supervisor.worker.shutdown.sleep.secs``); its record and mark stay
+    for the supervisor, which launches a new worker on the slot at once, with no error report or back-off.
     """
     dirs = [d for d in (workers_dir(conf), *sorted(dev_cluster_root(conf).glob("*/workers"))) if d.is_dir()]
     grace = float(conf["supervisor.worker.shutdown.sleep.secs"])
