@@ -86,6 +86,7 @@ def test_an_operators_stop_leaves_the_record_marked_for_its_supervisor(processes
     record, see the process dead and only then look for the mark, must find it and relaunch without a failure."""
     record = start(processes, tmp_path)
     operator = WorkerProcesses(tmp_path / "workers")  # the CLI's own view of the same directory
+    wait_until(lambda: operator.alive(record), what="the worker recognised by pid and command line")
     operator.stop_on_request(record, grace_secs=5)
     assert not processes.alive(record), "stopped"
     assert processes.records() == [record] and processes.stop_requested(record.worker_id), "record and mark kept"
