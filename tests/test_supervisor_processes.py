@@ -88,5 +88,6 @@ def test_an_operators_stop_leaves_the_record_marked_for_its_supervisor(processes
     operator = WorkerProcesses(tmp_path / "workers")  # the CLI's own view of the same directory
     wait_until(lambda: operator.alive(record), what="the worker recognised by pid and command line")
     operator.stop_on_request(record, grace_secs=5)
-    assert not processes.alive(record), "stopped"
+    wait_until(lambda: not processes.alive(record), what="the worker gone (it may still be exiting when its command "
+                                                         "line is)")
     assert processes.records() == [record] and processes.stop_requested(record.worker_id), "record and mark kept"
