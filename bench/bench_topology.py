@@ -40,9 +40,9 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import peers  # noqa: E402  (imports neither peer until asked to run one)
-from cpu import Run, Summary, calls_per_cpu_sec  # noqa: E402
+from cpu import Run, Summary, calls_per_cpu_sec, paced_floor  # noqa: E402
 from examples import perf  # noqa: E402
-from squall.config import parse_override  # noqa: E402
+from squall.config import KEY_BY_NAME, parse_override  # noqa: E402
 from squall.devzk import free_port  # noqa: E402
 from squall.dsl import Topology  # noqa: E402
 from worker.layout import Placement, TopologyLayout  # noqa: E402
@@ -293,6 +293,15 @@ def peer_jobs(seconds: float) -> list[Job]:
             Job(f"{spark}: wordcount", "wordcount", lambda: counted(peers.spark_word_count(seconds)), peer=spark)]
 
 
+def floor_job(args: argparse.Namespace) -> Job:
+    """The cheapest paced loop at ``--load`` of its own capacity, with the spout wait the workers have (cpu.paced_floor):
+    run in the same rounds, it says what the machine allows at that moment."""
+    key = "topology.sleep.spout.wait.strategy.time.ms"
+    wait_ms = dict(args.conf).get(key, KEY_BY_NAME[key].default)
+    return Job(f"bare Python loop at {args.load:g} x its capacity, {wait_ms} ms wait (this machine's floor)", "floor",
+               lambda: Measured(paced_floor(args.load, wait_ms / 1000, args.seconds)))
+
+
 def interleave(jobs: list[Job], repeat: int) -> list[list[Measured]]:
     """Every job ``repeat`` times, round by round, each round starting one job later; each run is logged on stderr."""
     results: list[list[Measured]] = [[] for _ in jobs]
@@ -397,7 +406,7 @@ def main() -> None:
         loaded = [replace(job.config, rate=round(args.load * capacity(job.config, runs)))
                   for job, runs in zip(jobs, results) if job.config and job.config.workload in RATED
                   and not job.config.rate]
-        load_jobs = [squall_job(c, args.seconds, args.warmup) for c in loaded]
+        load_jobs = [squall_job(c, args.seconds, args.warmup) for c in loaded] + [floor_job(args)]
         load_results = interleave(load_jobs, args.repeat)
         print(f"\nAt {args.load:g} x capacity (median per CPU-s above x workers: the rate on a core per worker, "
               f"whatever else the machine runs):\n{TABLE}")

@@ -481,6 +481,29 @@ def test_a_spout_ahead_of_its_rate_is_called_once_per_idle_wait_while_acks_flow(
         assert idle_calls <= 1.2 * waits, f"{idle_calls} calls that emitted nothing in {waits:.0f} idle waits"
 
 
+def test_a_round_whose_tuples_went_to_executors_after_their_emitter_is_not_repeated() -> None:
+    # The spout's tuples reach its bolt (stepped after it) in the same round; the thread then sleeps out the spout's
+    # wait. It used to run a second, empty round first whenever its own tasks got tuples: twice the rounds.
+    t = Topology("paced-rounds")
+    t.bolt("sink", Recorder).shuffle(t.spout("paced", Paced, args=[5000]))
+    with run(t, **{"topology.acker.executors": 0}) as local:
+        spout, pressure = local.component("paced"), local.runtime.pressure
+        rounds = [0]
+        fill = pressure._fill  # every round asks it once (Pressure.update)
+
+        def counted() -> float:
+            rounds[0] += 1
+            return fill()
+
+        pressure._fill = counted
+        wait_until(lambda: rounds[0] > 100, 10, "rounds counted")
+        calls, emitted, before = spout.calls, spout.emitted, rounds[0]
+        let_time_pass(local, "paced")
+        steps = (spout.calls - calls) - (spout.emitted - emitted)  # each step ends with a call that emits nothing
+        assert spout.emitted - emitted > 1000, "the spout kept emitting"
+        assert rounds[0] - before <= 1.2 * steps + 100, f"{rounds[0] - before} rounds for {steps} spout steps"
+
+
 def test_a_batch_spout_that_emits_all_it_has_is_called_once_per_idle_wait() -> None:
     # A short batch (fewer rows than asked for) is all the spout had: it backs off as after an empty next_tuple,
     # and does not spin on a row or two at a time (a paced batch spout kept a whole core busy).

@@ -135,8 +135,8 @@ class TaskThread(threading.Thread):
                         own = flush() or own
                 if due < wake_at:
                     wake_at = due
-            if own:
-                continue  # its own tasks got tuples: step them before sleeping
+            if own and any(executor.inbox.size for executor in self.executors):
+                continue  # an executor it already passed got tuples from a later one: step it before sleeping
             delay = wake_at - monotonic()
             if delay > 0:
                 wake.wait(delay)
