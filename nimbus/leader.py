@@ -145,3 +145,7 @@ class LeaderElection:
             self._on_demoted()
         if not stopped:
             self._zk.register_ephemeral(paths.nimbus_slave(self.host_port), self._as_follower())
+            if self._zk.connected.is_set():
+                # Told late: the new session is up and its watch may already have reported no leader, while we
+                # still led and so did not contend. No later change would tell us again: contend now.
+                self._contend()

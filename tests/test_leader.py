@@ -12,7 +12,7 @@ import pytest
 from nimbus.leader import LeaderElection, TimerChoice, delayed_action_choice, is_own_stale_master
 from squall.clock import RealClock
 from squall.zk import paths
-from squall.zk.client import ZkClient
+from squall.zk.client import ZkClient, ZkState
 from squall.zk.records import NimbusMaster
 from support import expire_session, wait_until
 
@@ -81,6 +81,50 @@ def test_leader_whose_session_expires_is_demoted_and_rejoins_as_follower(
     wait_until(lambda: zk.children(paths.NIMBUS_SLAVES) == [leader.election.host_port], 20,
                "old leader registered as follower")
     assert leaders(nimbuses) == [follower]
+
+
+def test_a_lone_leader_told_of_its_lost_session_after_the_new_session_saw_no_leader_leads_again(
+        zk_conf: dict[str, Any], zk_address: str) -> None:
+    """The loss of the session reaches the election (on the client's delivery thread) after the leader node's watch,
+    on the new session, has already reported no leader, and tried to contend while the election still thought it
+    led. Nothing else changes the node, so nothing told the demoted nimbus to contend again: no leader at all."""
+    zk = ZkClient(zk_conf).start()
+    saw_no_leader, demoted, elected = threading.Event(), threading.Event(), []
+    lone = LeaderElection(zk, "127.0.0.1", 6627, RealClock(), on_elected=lambda: elected.append(zk.session_id),
+                          on_demoted=demoted.set)
+    try:
+        held = threading.Event()
+
+        def hold_the_loss(state: ZkState) -> None:  # told before the election's listener: registered first
+            if state is ZkState.LOST:
+                held.set()
+                saw_no_leader.wait(20)
+
+        zk.add_state_listener(hold_the_loss)
+        on_master, seen = lone._on_master, []
+
+        def watched(master: NimbusMaster | None) -> None:
+            on_master(master)
+            seen.append(master)
+            if master is None and held.is_set():
+                saw_no_leader.set()
+
+        lone._on_master = watched  # type: ignore[method-assign]
+        lone.start()
+        wait_until(lambda: lone.is_leader and seen[-1] is not None, what="the lone nimbus leads, its watch sees it")
+        old_session = zk.session_id
+
+        expire_session(zk, zk_address)
+
+        assert saw_no_leader.wait(30), "the new session's watch saw no leader while the loss was held"
+        assert demoted.wait(30), "the loss demoted the leader"
+        wait_until(lambda: lone.is_leader and len(elected) == 2, 30, "the lone nimbus elected again")
+        assert elected[-1] != old_session
+        assert zk.kazoo.exists(paths.NIMBUS_MASTER).ephemeralOwner == zk.session_id
+    finally:
+        saw_no_leader.set()
+        lone.stop()
+        zk.stop()
 
 
 def test_a_nimbus_restarted_on_its_address_takes_over_its_own_stale_leader_node(zk_conf: dict[str, Any],

@@ -18,6 +18,7 @@ from squall.zk import paths
 from squall.zk.client import ZkClient, ZkState
 from squall.zk.errors import MAX_ERRORS_PER_TASK, ErrorTimesCache, newest_error_times, record_task_error
 from squall.zk.records import Blacklist, NimbusMaster, SupervisorInfo, TaskError
+from tcpproxy import TcpProxy
 from support import expire_session, open_parent_of_root, readable, remove_as_daemons, wait_until, znodes_under
 
 
@@ -160,6 +161,33 @@ def test_ephemeral_registration_and_watches_come_back_after_session_expiry(
         # the children watch was re-armed on the new session: it still sees changes
         observer.write(paths.supervisor("sup-2"), SupervisorInfo("sup-2", "host-2", [6700]))
         wait_until(lambda: members[-1] == ["sup-1", "sup-2"], 20, "watch alive after expiry")
+
+
+def test_a_registration_made_while_suspended_is_written_when_the_same_session_resumes(
+        zk_conf: dict[str, Any], zk_address: str) -> None:
+    """A supervisor that registers (or a nimbus that announces its code) during a connection blip: the node was
+    written only after a session loss, so a session that survived the blip never got it."""
+    host, port = zk_address.rsplit(":", 1)
+    with TcpProxy(host, int(port)) as proxy, ZkClient(zk_conf) as observer:
+        proxy_host, proxy_port = proxy.address.rsplit(":", 1)
+        conf = {**zk_conf, "storm.zookeeper.servers": [proxy_host], "storm.zookeeper.port": int(proxy_port),
+                "storm.zookeeper.session.timeout": 30_000, "storm.zookeeper.retry.interval": 100}
+        with ZkClient(conf) as zk:
+            states: list[ZkState] = []
+            zk.add_state_listener(states.append)
+            session = zk.session_id
+            info = SupervisorInfo("sup-blip", "host-1", [6700])
+
+            proxy.cut()
+            wait_until(lambda: ZkState.SUSPENDED in states, 20, "the connection lost")
+            zk.register_ephemeral(paths.supervisor("sup-blip"), info)
+            proxy.heal()
+
+            wait_until(lambda: states[-1] is ZkState.CONNECTED, 30, "reconnected")
+            assert zk.session_id == session and ZkState.LOST not in states, "the same session resumed"
+            wait_until(lambda: observer.read(paths.supervisor("sup-blip"), SupervisorInfo) == info, 20,
+                       "the registration written on the resumed session")
+            assert observer.kazoo.exists(paths.supervisor("sup-blip")).ephemeralOwner == session
 
 
 def test_registration_updates_in_place_and_unregisters(zk: ZkClient) -> None:

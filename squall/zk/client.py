@@ -3,7 +3,8 @@
 What it adds to kazoo:
 
 * typed reads and writes of :mod:`squall.zk.records` at :mod:`squall.zk.paths`, with retries;
-* ephemeral *registrations* that come back by themselves after the session expires;
+* ephemeral *registrations* that come back by themselves after the session expires, and are written once the
+  connection is back when made while it was not;
 * data and children watches that re-arm on every event and after a new session (kazoo recipes);
 * connection-state listeners told every state in kazoo's order, one at a time, on one delivery thread per
   client (kazoo forbids ZooKeeper calls from its listener thread), so a leader can pause on SUSPENDED, give up on
@@ -185,12 +186,8 @@ class ZkClient:
 
     def _deliver_states(self) -> None:
         """The delivery thread: each state in turn to every listener, until ``stop`` queues None."""
-        session_lost = False
         while (state := self._states.get()) is not None:
-            if state is ZkState.LOST:
-                session_lost = True
-            elif state is ZkState.CONNECTED and session_lost:
-                session_lost = False
+            if state is ZkState.CONNECTED:  # after a loss, or a blip the session survived (registered meanwhile)
                 self._restore_ephemerals()
             with self._lock:
                 listeners = list(self._listeners)
@@ -375,12 +372,14 @@ class ZkClient:
         self._kz.retry(put)
 
     def _restore_ephemerals(self) -> None:
-        """Re-create every registration after a session loss (on the delivery thread, before CONNECTED is told)."""
+        """Write every registration as this session should hold it, on the delivery thread before CONNECTED is told:
+        re-created after a session loss, and written after a blip the session survived, as one registered while
+        SUSPENDED was not (``register_ephemeral`` writes only while connected)."""
         with self._ephemerals_lock:
             for path, data in self._ephemerals.items():
                 try:
                     self._put_ephemeral(path, data)
-                    log.info("ephemeral node restored after session loss", path=path)
+                    log.info("ephemeral node written on (re)connection", path=path)
                 except Exception:
                     log.exception("could not restore ephemeral node", path=path)
 
