@@ -36,6 +36,10 @@ class TcpProxy:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self._closed = True
+        try:
+            self._server.shutdown(socket.SHUT_RDWR)  # wakes the acceptor's accept(), which a close alone does not
+        except OSError:
+            pass
         self._server.close()
         self.cut()
         self._acceptor.join(10)
