@@ -504,7 +504,7 @@ class Nimbus:
     def _arm(self, topology_id: str, effect: lifecycle.ScheduleAt) -> None:
         def fire() -> None:
             while (choice := self._delayed_action_choice()) is TimerChoice.WAIT:
-                self._ready.wait(1.0)
+                (self.zk.connected if self._ready.is_set() else self._ready).wait(1.0)
             if choice is TimerChoice.DROP:
                 return
             try:
@@ -528,8 +528,11 @@ class Nimbus:
         self._leader_timers.append(timer)
 
     def _delayed_action_choice(self) -> TimerChoice:
+        """Due during a ZooKeeper blip, an action waits for the connection: dropped, nothing would re-arm it while
+        the session survives (only a takeover re-arms from ``StormBase.pending``), and a kill would never end."""
         election = self.election
-        return delayed_action_choice(election is not None and election.is_leader, self._ready.is_set())
+        return delayed_action_choice(election is not None and election.elected,
+                                     self._ready.is_set() and self.zk.connected.is_set())
 
     def _rebalance(self, topology_id: str, name: str, effect: lifecycle.Reassign) -> None:
         """Apply a new worker count or parallelism to the stored topology, then reschedule."""
@@ -781,7 +784,11 @@ class Nimbus:
 
     def heartbeat(self, topology_id: str, beats: Mapping[int, TaskBeat]) -> None:
         """Take in a topology master's beats. A topology already beating is known without a ZooKeeper read, so
-        beats keep arriving through a ZooKeeper outage and nobody is judged dead on the time it was away."""
+        beats keep arriving through a ZooKeeper outage and nobody is judged dead on the time it was away.
+        Only the elected leader takes them (SUSPENDED too): beats kept by a follower, or by a leader deposed while
+        its workers stayed connected, never reach the leader, which then judges every task dead."""
+        if self.election is None or not self.election.elected:
+            self.require_leader()  # not leading: NotLeader names the leader, and the worker looks it up again
         if (not self.tracker.knows(topology_id) and not self.zk.exists(paths.topology(topology_id))
                 and topology_id not in self._ids_submitting()):
             raise storm.NotAliveException(msg=topology_id)

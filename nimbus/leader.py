@@ -47,8 +47,10 @@ class TimerChoice(enum.Enum):
 def delayed_action_choice(elected: bool, ready: bool) -> TimerChoice:
     """What a delayed action (kill wait, rebalance wait) due now does, given this nimbus's leadership.
 
-    A timer comes due while its nimbus is taking over whenever the action was overdue at takeover (a leader
-    killed mid-wait): dropping it then loses the action for good, since the takeover is what re-armed it.
+    ``elected``: won the election and not lost it (:attr:`LeaderElection.elected`, SUSPENDED included); ``ready``:
+    done taking over and connected. A timer comes due while its nimbus is taking over whenever the action was
+    overdue at takeover (a leader killed mid-wait), or during a ZooKeeper blip: dropping it then loses the action
+    for good, since only a takeover re-arms it.
 
     >>> delayed_action_choice(elected=True, ready=False)
     <TimerChoice.WAIT: 'wait'>
@@ -81,6 +83,13 @@ class LeaderElection:
     def is_leader(self) -> bool:
         """True only while we own ``/nimbus_master`` *and* are connected (not SUSPENDED)."""
         return self._leading and self._zk.connected.is_set()
+
+    @property
+    def elected(self) -> bool:
+        """Won the election and not lost it since: unlike :attr:`is_leader`, True through a SUSPENDED connection,
+        whose session (and so our ``/nimbus_master``) may well survive. What must outlast a blip — a delayed kill,
+        the beats of running topologies — asks this; what writes ZooKeeper asks :attr:`is_leader`."""
+        return self._leading
 
     def leader(self) -> NimbusMaster | None:
         return self._zk.read(paths.NIMBUS_MASTER, NimbusMaster)

@@ -29,6 +29,7 @@ from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.transport import TFramedTransportFactory
 
 from nimbus.daemon import Nimbus
+from nimbus.leader import TimerChoice
 from squall import STORM_VERSION
 from squall.clock import SimulatedClock
 from squall.stats import WINDOWS, to_executor_stats
@@ -40,6 +41,7 @@ from squall.zk.records import (
     Assignment, Blacklist, ComponentType, LoggerLevel, LoggerLevels, StormBase, SupervisorInfo, TaskBeat, TaskError,
     TaskInfo, TaskStats, TopologyTasks,
 )
+from tcpproxy import TcpProxy
 from support import expire_session, listening, make_certs, other_address, tls_conf, wait_until
 from worker.layout import build_layout
 from worker.process import beat_requests
@@ -279,6 +281,40 @@ def test_pending_kill_survives_a_nimbus_restart(cluster: Cluster, leader: Nimbus
     wait_until(lambda: not cluster.zk.exists(paths.topology(topology_id)), what="removal by the new leader")
 
 
+def test_a_kill_due_during_a_zookeeper_blip_ends_once_the_session_resumes(cluster: Cluster, zk_address: str) -> None:
+    """The kill's timer came due while the leader's connection was SUSPENDED: it was dropped, and as the session
+    survived nothing re-armed it (only a takeover does): the topology stayed killed, its workers ran on, its name
+    was refused, and another kill could not end it. Now it waits for the connection and runs."""
+    host, port = zk_address.rsplit(":", 1)
+    proxy = cluster.stack.enter_context(TcpProxy(host, int(port)))
+    proxy_host, proxy_port = proxy.address.rsplit(":", 1)
+    n = Nimbus(cluster.conf | {"storm.local.dir": str(cluster.tmp / "n1"), "storm.zookeeper.servers": [proxy_host],
+                               "storm.zookeeper.port": int(proxy_port), "storm.zookeeper.session.timeout": 30_000,
+                               "storm.zookeeper.retry.interval": 100}, cluster.clock, host="127.0.0.1").start()
+    cluster.stack.callback(n.stop)
+    wait_until(lambda: n.is_leader, what="nimbus to lead")
+    for i in (1, 2):
+        cluster.supervisor(i)
+    topology_id = submit(cluster, n)
+    session = n.zk.session_id
+    cluster.client(n).killTopologyWithOpts("wc", storm.KillOptions(wait_secs=10))
+    choices: list[TimerChoice] = []
+    choose = n._delayed_action_choice
+    n._delayed_action_choice = lambda: choices.append(choose()) or choices[-1]  # type: ignore[method-assign]
+
+    proxy.cut()
+    wait_until(lambda: not n.zk.connected.is_set(), 30, "nimbus's connection lost")
+    cluster.clock.advance(10)
+    wait_until(lambda: choices, 30, "the due kill to look at the leadership")
+    proxy.heal()
+
+    wait_until(lambda: n.zk.connected.is_set(), 30, "nimbus reconnected")
+    assert n.zk.session_id == session, "the same session resumed"
+    wait_until(lambda: not cluster.zk.exists(paths.topology(topology_id)), 30, "the kill to end")
+    assert choices[-1] is TimerChoice.RUN
+    submit(cluster, n)  # the name is free again
+
+
 def test_activate_and_deactivate(cluster: Cluster, leader: Nimbus) -> None:
     topology_id = submit(cluster, leader)
     client = cluster.client(leader)
@@ -422,6 +458,30 @@ def test_follower_refuses_writes_and_takes_over(cluster: Cluster, leader: Nimbus
     leader.stop()
     wait_until(lambda: follower.is_leader, what="takeover")
     submit(cluster, follower)
+
+
+def test_a_nimbus_deposed_while_its_workers_stay_connected_refuses_their_beats_naming_the_leader(
+        cluster: Cluster, leader: Nimbus, zk_address: str) -> None:
+    """A leader whose session expired while its process and its workers' connections stayed up took their beats and
+    dropped them: the new leader heard nothing and judged every task dead. Refused, a worker looks the leader up."""
+    topology_id = submit(cluster, leader)
+    tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+    other = cluster.nimbus("n2")
+    wait_until(lambda: len(cluster.zk.children(paths.NIMBUS_SLAVES)) == 1, what="follower registered")
+    old_client = cluster.client(leader)
+
+    expire_session(leader.zk, zk_address)
+
+    wait_until(lambda: leader.is_leader != other.is_leader and leader.zk.connected.is_set(), 30,
+               "one nimbus leading after the expiry")
+    new, deposed = (leader, other) if leader.is_leader else (other, leader)
+    client = old_client if deposed is leader else cluster.client(deposed)
+    beats = storm.TopologyTaskHbInfo(topologyId=topology_id, topologyMasterId=0,
+                                     taskHbs={t: storm.TaskHeartbeat(time_secs=7, uptime_secs=7) for t in tasks.tasks})
+    with pytest.raises(TApplicationException, match=f"not the leader; the leader is 127.0.0.1:{new.port}"):
+        client.updateTaskHeartbeat(beats)
+    cluster.client(new).updateTaskHeartbeat(beats)
+    assert {t: b.uptime_secs for t, b in new.latest_beats(topology_id).items()} == {t: 7 for t in tasks.tasks}
 
 
 def test_orphaned_state_is_cleaned_by_the_monitor(cluster: Cluster, leader: Nimbus) -> None:
