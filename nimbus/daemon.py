@@ -114,7 +114,7 @@ class Nimbus:
         self._port = (self.server or self.tls_server).port  # the plain one's, else (TLS only) the TLS one's
         tls_port = self.tls_server.port if self.tls_server is not None else 0
         self.replication = CodeReplication(self.zk, self.code, self.conf, self.clock, self.host, self._port,
-                                           is_elected=lambda: self.election is not None and self.election.is_leader,
+                                           is_elected=lambda: self.election is not None and self.election.elected,
                                            tls_port=tls_port).start()
         self.election = LeaderElection(self.zk, self.host, self._port, self.clock,
                                        on_elected=self._lead, on_demoted=self._follow, tls_port=tls_port).start()

@@ -144,6 +144,13 @@ class LeaderElection:
         threading.Thread(target=self._on_elected, name="nimbus-leader-start", daemon=True).start()
 
     def _on_state(self, state: ZkState) -> None:
+        """LOST demotes; every CONNECTED contends unless we lead. The leader node's watch tells only of changes,
+        and may tell them before this listener hears the states: a new session's watch saw no leader while we still
+        thought we led (the LOST told late), or a contention failed with the connection (its create may even have
+        made the node, ours, unbeknown). Either way no later change would come, and nobody would lead."""
+        if state is ZkState.CONNECTED:
+            self._contend()
+            return
         if state is not ZkState.LOST:
             return
         with self._lock:
@@ -154,7 +161,3 @@ class LeaderElection:
             self._on_demoted()
         if not stopped:
             self._zk.register_ephemeral(paths.nimbus_slave(self.host_port), self._as_follower())
-            if self._zk.connected.is_set():
-                # Told late: the new session is up and its watch may already have reported no leader, while we
-                # still led and so did not contend. No later change would tell us again: contend now.
-                self._contend()

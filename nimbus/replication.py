@@ -44,8 +44,9 @@ class CopyFailed(Exception):
 class CodeReplication:
     """Publishes the leader's code versions, copies them to followers, and counts replicas.
 
-    ``is_elected`` tells whether this nimbus holds the lead: the leader's store is the truth, so only
-    followers copy and prune on their own; the leader copies only at takeover (:meth:`sync` ``leading=True``).
+    ``is_elected`` tells whether this nimbus holds the lead (through a ZooKeeper blip too: a leader that pruned as a
+    follower would delete versions it has not published yet): the leader's store is the truth, so only followers
+    copy and prune on their own; the leader copies only at takeover (:meth:`sync` ``leading=True``).
     """
 
     def __init__(self, zk: ZkClient, code: CodeStore, conf: Mapping[str, Any], clock: Clock, host: str, port: int,

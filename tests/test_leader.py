@@ -8,6 +8,7 @@ from contextlib import ExitStack
 from typing import Any
 
 import pytest
+from kazoo.exceptions import ConnectionLoss
 
 from nimbus.leader import LeaderElection, TimerChoice, delayed_action_choice, is_own_stale_master
 from squall.clock import RealClock
@@ -15,6 +16,7 @@ from squall.zk import paths
 from squall.zk.client import ZkClient, ZkState
 from squall.zk.records import NimbusMaster
 from support import expire_session, wait_until
+from tcpproxy import TcpProxy
 
 
 class Nimbus:
@@ -125,6 +127,43 @@ def test_a_lone_leader_told_of_its_lost_session_after_the_new_session_saw_no_lea
         saw_no_leader.set()
         lone.stop()
         zk.stop()
+
+
+def test_a_contention_whose_reply_was_lost_with_the_connection_is_taken_up_when_the_session_resumes(
+        zk_conf: dict[str, Any], zk_address: str) -> None:
+    """The leader node's create reached ZooKeeper, the connection broke before its reply, and the contention failed
+    (on kazoo's watch thread, so nothing tried again): the node was ours and we did not lead. No later change of
+    the node would come, so no nimbus led, and every client was told "the leader is <this nimbus>"."""
+    host, port = zk_address.rsplit(":", 1)
+    with TcpProxy(host, int(port)) as proxy, ZkClient(zk_conf) as other:
+        proxy_host, proxy_port = proxy.address.rsplit(":", 1)
+        conf = {**zk_conf, "storm.zookeeper.servers": [proxy_host], "storm.zookeeper.port": int(proxy_port),
+                "storm.zookeeper.session.timeout": 30_000, "storm.zookeeper.retry.interval": 100}
+        other.create_ephemeral(paths.NIMBUS_MASTER, NimbusMaster("127.0.0.1", 6628))  # another nimbus leads
+        with ZkClient(conf) as zk:
+            session, failed = zk.session_id, threading.Event()
+            create = zk.create_ephemeral
+
+            def reply_lost(path: str, record: Any) -> bool:
+                created = create(path, record)
+                proxy.cut()
+                failed.set()
+                raise ConnectionLoss(f"the reply to creating {path} (created: {created}) never came")
+
+            zk.create_ephemeral = reply_lost  # type: ignore[method-assign]
+            lone = LeaderElection(zk, "127.0.0.1", 6627, RealClock(), on_elected=lambda: None,
+                                  on_demoted=lambda: None).start()
+            try:
+                other.delete(paths.NIMBUS_MASTER, recursive=False)  # the other leader steps down
+                assert failed.wait(30), "the contention failed with the connection"
+                zk.create_ephemeral = create  # type: ignore[method-assign]
+                proxy.heal()
+                wait_until(lambda: zk.connected.is_set(), 30, "reconnected")
+                assert zk.session_id == session, "the same session resumed"
+                wait_until(lambda: lone.is_leader, 30, "leading with the node it made")
+                assert zk.kazoo.exists(paths.NIMBUS_MASTER).ephemeralOwner == session
+            finally:
+                lone.stop()
 
 
 def test_a_nimbus_restarted_on_its_address_takes_over_its_own_stale_leader_node(zk_conf: dict[str, Any],

@@ -103,6 +103,16 @@ class Cluster:
         self.nimbuses.append(n)
         return n
 
+    def nimbus_behind(self, proxy: TcpProxy, name: str = "n1") -> Nimbus:
+        """A nimbus reaching ZooKeeper through ``proxy``, with a session that outlasts a cut of a few seconds."""
+        host, port = proxy.address.rsplit(":", 1)
+        n = Nimbus(self.conf | {"storm.local.dir": str(self.tmp / name), "storm.zookeeper.servers": [host],
+                                "storm.zookeeper.port": int(port), "storm.zookeeper.session.timeout": 30_000,
+                                "storm.zookeeper.retry.interval": 100}, self.clock, host="127.0.0.1").start()
+        self.stack.callback(n.stop)
+        self.nimbuses.append(n)
+        return n
+
     def supervisor(self, i: int, ports: tuple[int, ...] = (6700, 6701, 6702, 6703)) -> None:
         self.zk.write(paths.supervisor(f"sup-{i}"), SupervisorInfo(f"sup-{i}", f"host-{i}", list(ports)))
 
@@ -287,11 +297,7 @@ def test_a_kill_due_during_a_zookeeper_blip_ends_once_the_session_resumes(cluste
     was refused, and another kill could not end it. Now it waits for the connection and runs."""
     host, port = zk_address.rsplit(":", 1)
     proxy = cluster.stack.enter_context(TcpProxy(host, int(port)))
-    proxy_host, proxy_port = proxy.address.rsplit(":", 1)
-    n = Nimbus(cluster.conf | {"storm.local.dir": str(cluster.tmp / "n1"), "storm.zookeeper.servers": [proxy_host],
-                               "storm.zookeeper.port": int(proxy_port), "storm.zookeeper.session.timeout": 30_000,
-                               "storm.zookeeper.retry.interval": 100}, cluster.clock, host="127.0.0.1").start()
-    cluster.stack.callback(n.stop)
+    n = cluster.nimbus_behind(proxy)
     wait_until(lambda: n.is_leader, what="nimbus to lead")
     for i in (1, 2):
         cluster.supervisor(i)
@@ -313,6 +319,44 @@ def test_a_kill_due_during_a_zookeeper_blip_ends_once_the_session_resumes(cluste
     wait_until(lambda: not cluster.zk.exists(paths.topology(topology_id)), 30, "the kill to end")
     assert choices[-1] is TimerChoice.RUN
     submit(cluster, n)  # the name is free again
+
+
+def test_a_leader_s_code_sync_during_a_zookeeper_blip_drops_no_version_it_has_not_published_yet(
+        cluster: Cluster, zk_address: str) -> None:
+    """While SUSPENDED the leader took itself for a follower, and its code sync (every nimbus.code.sync.freq.secs)
+    pruned what the manifest lacks once ZooKeeper answered: a new version stored and not yet published (a gray
+    upgrade's, a submission's) was deleted under the leader."""
+    host, port = zk_address.rsplit(":", 1)
+    proxy = cluster.stack.enter_context(TcpProxy(host, int(port)))
+    n = cluster.nimbus_behind(proxy)
+    wait_until(lambda: n.is_leader, what="nimbus to lead")
+    for i in (1, 2):
+        cluster.supervisor(i)
+    topology_id = submit(cluster, n)
+    code = n.code
+    code.put(topology_id, package=None, conf=code.conf(topology_id), topology=code.topology(topology_id),
+             system=code.system_topology(topology_id), version=2, make_current=False)  # stored, not yet published
+    replication, looked, synced = n.replication, [], {"started": 0, "ended": 0}
+    is_elected, sync = replication._is_elected, replication.sync
+
+    def counted_sync(*, leading: bool) -> list[str]:
+        synced["started"] += 1
+        try:
+            return sync(leading=leading)
+        finally:
+            synced["ended"] += 1
+
+    replication._is_elected = lambda: looked.append(n.zk.connected.is_set()) or is_elected()
+    replication.sync = counted_sync  # type: ignore[method-assign]
+
+    proxy.cut()
+    wait_until(lambda: not n.zk.connected.is_set(), 30, "nimbus's connection lost")
+    cluster.clock.advance(cluster.conf["nimbus.code.sync.freq.secs"])
+    wait_until(lambda: False in looked, 30, "the code sync's turn during the blip")
+    proxy.heal()
+    wait_until(lambda: n.zk.connected.is_set(), 30, "nimbus reconnected")
+    wait_until(lambda: synced["ended"] == synced["started"], 30, "any sync begun to end")
+    assert code.versions(topology_id) == [1, 2]
 
 
 def test_activate_and_deactivate(cluster: Cluster, leader: Nimbus) -> None:
