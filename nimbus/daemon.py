@@ -56,6 +56,10 @@ def without_submit_flags(conf: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in conf.items() if not k.startswith("topology.upgrade") and k != "topology.hot.deploy.enable"}
 
 
+#: How long a nimbus waits before taking over again after its takeover failed.
+TAKEOVER_RETRY_SECS = 1.0
+
+
 class NotLeader(RuntimeError):
     """A write reached a follower; Storm reports this as an internal error with the leader's address."""
 
@@ -114,10 +118,11 @@ class Nimbus:
         self._port = (self.server or self.tls_server).port  # the plain one's, else (TLS only) the TLS one's
         tls_port = self.tls_server.port if self.tls_server is not None else 0
         self.replication = CodeReplication(self.zk, self.code, self.conf, self.clock, self.host, self._port,
-                                           is_elected=lambda: self.election is not None and self.election.elected,
+                                           is_elected=self._elected,
                                            tls_port=tls_port).start()
         self.election = LeaderElection(self.zk, self.host, self._port, self.clock,
-                                       on_elected=self._lead, on_demoted=self._follow, tls_port=tls_port).start()
+                                       on_elected=self._lead, on_demoted=self._follow, tls_port=tls_port)
+        self.election.start()  # may elect at once: the takeover reads self.election
         log.info("nimbus started", host=self.host, port=self._port, tls_port=tls_port or None)
         return self
 
@@ -189,13 +194,34 @@ class Nimbus:
         raise NotLeader(f"nimbus {self.host}:{self.port} is not the leader; {where}")
 
     def _lead(self) -> None:
-        """Became leader: copy the code it lacks, reload heartbeats, re-arm delayed actions, start the periodic
-        work."""
+        """Became leader: take over (:meth:`_take_over`), again after a failure (ZooKeeper away half-way, a read
+        out of retries) for as long as this nimbus stays elected: a leader that is never ready holds
+        ``/nimbus_master`` and serves nothing, and no other nimbus takes over."""
+        while True:
+            try:
+                self._take_over()
+                return
+            except Exception:
+                if not self._elected():
+                    return  # stopped (its ZooKeeper client closed) or demoted meanwhile: the next takeover starts afresh
+                log.exception("nimbus takeover failed; trying again", retry_in_secs=TAKEOVER_RETRY_SECS)
+            time.sleep(TAKEOVER_RETRY_SECS)  # on the takeover's own thread; ZooKeeper's reconnection is what it waits
+            if not self._elected():
+                return
+
+    def _elected(self) -> bool:
+        election = self.election
+        return election is not None and election.elected
+
+    def _take_over(self) -> None:
+        """Copy the code it lacks, reload heartbeats, re-arm delayed actions, start the periodic work; done again
+        after a failure (re-arming an armed action is harmless: the older timer finds its action stale)."""
         self._stop_watching()
         self._take_over_code()
         self._enforce_acls()
         now = int(self.clock.time())
-        for topology_id in self.zk.children(paths.TOPOLOGIES):
+        topology_ids = self.zk.children(paths.TOPOLOGIES)
+        for topology_id in topology_ids:
             beats = self.zk.read(paths.taskbeats(topology_id), TaskHeartbeats)
             if beats is not None:
                 with self._beats_lock:
@@ -209,7 +235,7 @@ class Nimbus:
             self.clock.call_every(self.conf["nimbus.cleanup.inbox.freq.secs"], self._cleanup_files),
         ]
         self._ready.set()
-        log.info("nimbus leading", topologies=len(self.zk.children(paths.TOPOLOGIES)))
+        log.info("nimbus leading", topologies=len(topology_ids))
 
     def _take_over_code(self) -> None:
         """Copy every published code version this nimbus lacks (the old leader's host may be gone for good), and
@@ -530,9 +556,7 @@ class Nimbus:
     def _delayed_action_choice(self) -> TimerChoice:
         """Due during a ZooKeeper blip, an action waits for the connection: dropped, nothing would re-arm it while
         the session survives (only a takeover re-arms from ``StormBase.pending``), and a kill would never end."""
-        election = self.election
-        return delayed_action_choice(election is not None and election.elected,
-                                     self._ready.is_set() and self.zk.connected.is_set())
+        return delayed_action_choice(self._elected(), self._ready.is_set() and self.zk.connected.is_set())
 
     def _rebalance(self, topology_id: str, name: str, effect: lifecycle.Reassign) -> None:
         """Apply a new worker count or parallelism to the stored topology, then reschedule."""
@@ -787,7 +811,7 @@ class Nimbus:
         beats keep arriving through a ZooKeeper outage and nobody is judged dead on the time it was away.
         Only the elected leader takes them (SUSPENDED too): beats kept by a follower, or by a leader deposed while
         its workers stayed connected, never reach the leader, which then judges every task dead."""
-        if self.election is None or not self.election.elected:
+        if not self._elected():
             self.require_leader()  # not leading: NotLeader names the leader, and the worker looks it up again
         if (not self.tracker.knows(topology_id) and not self.zk.exists(paths.topology(topology_id))
                 and topology_id not in self._ids_submitting()):

@@ -61,7 +61,12 @@ def delayed_action_choice(elected: bool, ready: bool) -> TimerChoice:
 
 
 class LeaderElection:
-    """Calls ``on_elected`` (on its own thread) when this nimbus becomes leader, ``on_demoted`` when it stops."""
+    """Calls ``on_elected`` (on its own thread) when this nimbus becomes leader, ``on_demoted`` when it stops (under
+    the election's lock when the session is lost: it must be quick and not call back into the election).
+
+        election = LeaderElection(zk, "nimbus-1", 6627, RealClock(), on_elected=take_over, on_demoted=follow).start()
+        election.is_leader      # owns /nimbus_master and connected; election.elected: SUSPENDED too
+    """
 
     def __init__(self, zk: ZkClient, host: str, port: int, clock: Clock,
                  on_elected: Callable[[], None], on_demoted: Callable[[], None], *, tls_port: int = 0) -> None:
@@ -153,11 +158,11 @@ class LeaderElection:
             return
         if state is not ZkState.LOST:
             return
-        with self._lock:
-            was_leading, self._leading = self._leading, False
+        with self._lock:  # held through the demotion: a contention on the watch's thread waits for it to be done,
+            was_leading, self._leading = self._leading, False  # so a new takeover never runs before an old demotion
             stopped = self._stopped
-        if was_leading:
-            log.warning("lost nimbus leadership with the ZooKeeper session", leader=self.host_port)
-            self._on_demoted()
+            if was_leading:
+                log.warning("lost nimbus leadership with the ZooKeeper session", leader=self.host_port)
+                self._on_demoted()
         if not stopped:
             self._zk.register_ephemeral(paths.nimbus_slave(self.host_port), self._as_follower())

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kazoo.exceptions import ConnectionLoss
 from streamparse.thrift import storm_thrift as storm_idl
 from streamparse.util import nimbus_storm_version, parse_version
 from structlog.testing import capture_logs
@@ -526,6 +527,29 @@ def test_a_nimbus_deposed_while_its_workers_stay_connected_refuses_their_beats_n
         client.updateTaskHeartbeat(beats)
     cluster.client(new).updateTaskHeartbeat(beats)
     assert {t: b.uptime_secs for t, b in new.latest_beats(topology_id).items()} == {t: 7 for t in tasks.tasks}
+
+
+def test_a_takeover_that_fails_half_way_is_tried_again_while_elected(cluster: Cluster, leader: Nimbus,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The takeover's thread died on the first exception (a ZooKeeper read out of retries): the nimbus held
+    /nimbus_master and was never ready, so it served nothing and no other nimbus could take over."""
+    topology_id = submit(cluster, leader)
+    leader.stop()
+    take_over_code, failures = Nimbus._take_over_code, []
+
+    def fails_once(self: Nimbus) -> None:
+        if not failures:
+            failures.append(self)
+            raise ConnectionLoss("ZooKeeper went away half-way through the takeover")
+        take_over_code(self)
+
+    monkeypatch.setattr(Nimbus, "_take_over_code", fails_once)
+    with capture_logs() as logs:
+        successor = cluster.nimbus("n2")
+        wait_until(lambda: successor.is_leader, 30, "the successor to lead after a failed first try")
+    assert failures == [successor]
+    assert [e["event"] for e in logs].count("nimbus takeover failed; trying again") == 1
+    assert cluster.client(successor).getTopologyInfo(topology_id).name == "wc"
 
 
 def test_orphaned_state_is_cleaned_by_the_monitor(cluster: Cluster, leader: Nimbus) -> None:
