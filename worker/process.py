@@ -194,13 +194,13 @@ class Worker:
                 if fetched_for(version_dir) < assignment.timestamp_ms:
                     return  # the supervisor is still fetching the new conf: the next poll looks again
                 self._conf_file = version_dir / CODE_FILES["conf"]
-            self._assignment_ms = assignment.timestamp_ms
             try:
                 conf = self._conf()
                 layout, placement, _ = self._read_layout(conf)
-            except Exception:
-                log.exception("could not read the new assignment; keeping the old routes")
+            except Exception:  # not marked as applied: the next watch event or poll reads it again
+                log.exception("could not read the new assignment; keeping the old routes until the next look")
                 return
+            self._assignment_ms = assignment.timestamp_ms
             if not placement.local:
                 log.info("this slot is no longer assigned; stopping")
                 self.done.set()
