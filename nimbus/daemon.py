@@ -651,9 +651,11 @@ class Nimbus:
                 package.unlink(missing_ok=True)  # the code store has its own copy
 
     def _clear_marks(self, topology_id: str) -> None:
+        """The marks of an earlier upgrade go; their parents stay, as the supervisors watch them (a children watch
+        ends with its node: a parent deleted and made again left the supervisors to their periodic sync)."""
         for marks in (paths.upgrading_workers(topology_id), paths.upgraded_workers(topology_id)):
-            self.zk.delete(marks)
-            self.zk.create(marks)
+            for mark in self.zk.children(marks):
+                self.zk.delete(f"{marks}/{mark}")
 
     def _next_version(self, topology_id: str) -> int:
         """Above every version stored or last upgraded to, so a supervisor never mistakes old code for new."""
