@@ -292,17 +292,22 @@ def test_pending_kill_survives_a_nimbus_restart(cluster: Cluster, leader: Nimbus
     wait_until(lambda: not cluster.zk.exists(paths.topology(topology_id)), what="removal by the new leader")
 
 
-def test_a_kill_due_during_a_zookeeper_blip_ends_once_the_session_resumes(cluster: Cluster, zk_address: str) -> None:
-    """The kill's timer came due while the leader's connection was SUSPENDED: it was dropped, and as the session
-    survived nothing re-armed it (only a takeover does): the topology stayed killed, its workers ran on, its name
-    was refused, and another kill could not end it. Now it waits for the connection and runs."""
+def leading_behind_a_proxy(cluster: Cluster, zk_address: str) -> tuple[TcpProxy, Nimbus, str]:
+    """A leading nimbus whose ZooKeeper connection the test can cut, two supervisors, and a word count submitted."""
     host, port = zk_address.rsplit(":", 1)
     proxy = cluster.stack.enter_context(TcpProxy(host, int(port)))
     n = cluster.nimbus_behind(proxy)
     wait_until(lambda: n.is_leader, what="nimbus to lead")
     for i in (1, 2):
         cluster.supervisor(i)
-    topology_id = submit(cluster, n)
+    return proxy, n, submit(cluster, n)
+
+
+def test_a_kill_due_during_a_zookeeper_blip_ends_once_the_session_resumes(cluster: Cluster, zk_address: str) -> None:
+    """The kill's timer came due while the leader's connection was SUSPENDED: it was dropped, and as the session
+    survived nothing re-armed it (only a takeover does): the topology stayed killed, its workers ran on, its name
+    was refused, and another kill could not end it. Now it waits for the connection and runs."""
+    proxy, n, topology_id = leading_behind_a_proxy(cluster, zk_address)
     session = n.zk.session_id
     cluster.client(n).killTopologyWithOpts("wc", storm.KillOptions(wait_secs=10))
     choices: list[TimerChoice] = []
@@ -327,13 +332,7 @@ def test_a_leader_s_code_sync_during_a_zookeeper_blip_drops_no_version_it_has_no
     """While SUSPENDED the leader took itself for a follower, and its code sync (every nimbus.code.sync.freq.secs)
     pruned what the manifest lacks once ZooKeeper answered: a new version stored and not yet published (a gray
     upgrade's, a submission's) was deleted under the leader."""
-    host, port = zk_address.rsplit(":", 1)
-    proxy = cluster.stack.enter_context(TcpProxy(host, int(port)))
-    n = cluster.nimbus_behind(proxy)
-    wait_until(lambda: n.is_leader, what="nimbus to lead")
-    for i in (1, 2):
-        cluster.supervisor(i)
-    topology_id = submit(cluster, n)
+    proxy, n, topology_id = leading_behind_a_proxy(cluster, zk_address)
     code = n.code
     code.put(topology_id, package=None, conf=code.conf(topology_id), topology=code.topology(topology_id),
              system=code.system_topology(topology_id), version=2, make_current=False)  # stored, not yet published
