@@ -17,7 +17,9 @@ from typing import Any
 
 import structlog
 
-from nimbus.scheduler import AssignType, Component, ScheduleError, ScheduleRequest, Supervisor, schedule
+from nimbus.scheduler import (
+    AssignType, Component, ScheduleError, ScheduleRequest, Supervisor, schedule, wanted_workers,
+)
 from squall.clock import Clock
 from squall.zk import paths
 from squall.zk.client import ZkClient
@@ -46,6 +48,8 @@ class AssignEvent:
     #: see a new timestamp and reload.
     writes: AssignmentType = AssignmentType.ASSIGN
     based_on_ms: int | None = None  # monitor: timestamp of the assignment the dead tasks were judged on
+    #: Monitor: the topology runs on fewer workers than it wants; written only if it gets more workers now.
+    grow: bool = False
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
     _error: str | None = field(default=None, repr=False)
     assignment: Assignment | None = field(default=None, repr=False)
@@ -129,9 +133,11 @@ class TopologyAssigner:
             dead_tasks=event.dead_tasks,
         )
         workers = schedule(request)
-        assignment = self._assignment(event, workers, current, code_version)
+        if event.grow and current is not None and len(workers) <= len(current.workers):
+            return current  # no slot freed up: moving tasks would gain nothing
+        assignment = self._assignment(event, workers, current, code_version, wanted_workers(request))
         if (current is not None and current.workers == assignment.workers and event.writes is AssignmentType.ASSIGN
-                and current.code_version == code_version):
+                and current.code_version == code_version and current.wanted_workers == assignment.wanted_workers):
             log.info("assignment unchanged", workers=len(workers))
             return current
         self._zk.write(paths.assignment(event.topology_id), assignment)
@@ -160,7 +166,7 @@ class TopologyAssigner:
         return tuple(supervisors)
 
     def _assignment(self, event: AssignEvent, workers: list[WorkerAssignment], current: Assignment | None,
-                    code_version: int) -> Assignment:
+                    code_version: int, wanted: int) -> Assignment:
         """Start times: kept for tasks that stay on their slot, now for tasks that moved or are new."""
         now = int(self._clock.time())
         old_slot = {t: (w.supervisor_id, w.port) for w in current.workers for t in w.tasks} if current else {}
@@ -175,4 +181,5 @@ class TopologyAssigner:
             timestamp_ms=int(self._clock.time() * 1000),
             type=event.writes,
             code_version=code_version,
+            wanted_workers=wanted,
         )

@@ -906,6 +906,10 @@ class Nimbus:
                         workers=[w.host_port for w in dead], tasks=sorted(dead_tasks))
             self.assigner.push(AssignEvent(topology_id, base.name, AssignType.MONITOR, dead_tasks=dead_tasks,
                                            based_on_ms=assignment.timestamp_ms))
+        elif base.status in (TopologyStatus.ACTIVE, TopologyStatus.INACTIVE) and (
+                len(assignment.workers) < assignment.wanted_workers):  # short of slots: take those freed since
+            self.assigner.push(AssignEvent(topology_id, base.name, AssignType.REBALANCE, grow=True,
+                                           based_on_ms=assignment.timestamp_ms))
 
     def _cleanup_orphans(self) -> None:
         """State left by a nimbus that died mid-submit or mid-removal: no ``/topology`` node, no submit running.

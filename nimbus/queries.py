@@ -34,8 +34,9 @@ def health(assignment: Assignment | None, supervisors: Iterable[SupervisorInfo],
            now_secs: int = 0) -> str | None:
     """``sched_status`` of a topology: ``"failing: 2 of 3 workers down"`` while some of its assigned workers
     died and have not come up again (their supervisors' ``failing_ports``: a crash in ``prepare``, on start,
-    or later), ``"errors: split (12 s ago)"`` while a component reported errors within
-    :data:`RECENT_ERROR_SECS` (:func:`recent_errors`), both joined by ``"; "`` (workers first), else None
+    or later), ``"running 8 of 99 requested workers: no free slots"`` while short of slots (:func:`short_of_slots`),
+    ``"errors: split (12 s ago)"`` while a component reported errors within
+    :data:`RECENT_ERROR_SECS` (:func:`recent_errors`), all joined by ``"; "`` (in that order), else None
     (unset, as Storm leaves it). Storm clients show it; its ``status`` stays Storm's.
 
         health(assignment, supervisors)   # "failing: 1 of 1 workers down"
@@ -45,8 +46,22 @@ def health(assignment: Assignment | None, supervisors: Iterable[SupervisorInfo],
     workers = assignment.workers if assignment else []
     down = sum((w.supervisor_id, w.port) in failing for w in workers)
     parts = [f"failing: {down} of {len(workers)} workers down" if down else None,
+             short_of_slots(assignment),
              recent_errors(tasks, error_times or {}, now_secs)]
     return "; ".join(p for p in parts if p) or None
+
+
+def short_of_slots(assignment: Assignment | None) -> str | None:
+    """``"running 8 of 99 requested workers: no free slots"`` while the topology runs on fewer workers than it
+    wants because the cluster lacks the slots (Storm's rule: run on the slots there are); nimbus adds workers
+    as slots free up. None otherwise.
+
+        short_of_slots(assignment)   # "running 8 of 99 requested workers: no free slots"
+    """
+    running = _workers(assignment)
+    if assignment is None or running >= assignment.wanted_workers:
+        return None
+    return f"running {running} of {assignment.wanted_workers} requested workers: no free slots"
 
 
 def recent_errors(tasks: TopologyTasks | None, error_times: Mapping[int, int], now_secs: int) -> str | None:

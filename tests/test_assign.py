@@ -117,7 +117,7 @@ def test_blacklisted_hosts_get_nothing(zk: ZkClient, assigner: TopologyAssigner,
 def test_scheduling_error_reaches_the_waiter_and_the_thread_keeps_serving(
         zk: ZkClient, assigner: TopologyAssigner, clock: SimulatedClock) -> None:
     add_tasks(zk, "wc-1-1700000000")
-    with pytest.raises(AssignFailed, match="not enough free worker slots"):
+    with pytest.raises(AssignFailed, match="no free worker slot for topology wc-1-1700000000: needs 2, 0 free"):
         assigner.push(AssignEvent("wc-1-1700000000", "wc")).wait(clock, 300)
     add_supervisor(zk, 1, [6700, 6701])
     assert assigner.push(AssignEvent("wc-1-1700000000", "wc")).wait(clock, 300) is not None

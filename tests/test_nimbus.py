@@ -197,12 +197,56 @@ def test_bad_topology_is_refused_with_a_specific_message(cluster: Cluster, leade
 
 
 def test_failed_assignment_leaves_nothing_behind(cluster: Cluster, leader: Nimbus) -> None:
-    with pytest.raises(storm.InvalidTopologyException, match="not enough free worker slots"):
-        submit(cluster, leader, conf={"topology.workers": 9}, topology=word_count(split=8, count=8))
+    for i in (1, 2):
+        cluster.zk.delete(paths.supervisor(f"sup-{i}"))
+    with pytest.raises(storm.InvalidTopologyException, match="no free worker slot for topology wc-.*: needs 2, 0 free"):
+        submit(cluster, leader)
     assert cluster.client(leader).getClusterInfo().topologies == []
     for parent in paths.TOPOLOGY_SUBTREES + (paths.TOPOLOGIES,):
         assert cluster.zk.children(parent) == [], parent
     assert list(leader.code.ids()) == []
+
+
+def health(cluster: Cluster, n: Nimbus, name: str = "wc") -> str:
+    (summary,) = [t for t in cluster.client(n).getClusterInfo().topologies if t.name == name]
+    return summary.sched_status or "ok"
+
+
+def test_a_submit_beyond_capacity_runs_on_the_free_slots_says_so_and_grows_as_slots_appear(
+        cluster: Cluster, leader: Nimbus) -> None:
+    topology_id = submit(cluster, leader, conf={"topology.workers": 9}, topology=word_count(split=8, count=8))
+    assert len(cluster.zk.read(paths.assignment(topology_id), Assignment).workers) == 8
+    assert health(cluster, leader) == "running 8 of 9 requested workers: no free slots"
+    cluster.clock.advance(10)  # a monitor cycle with no slot free: nothing moves
+    assert len(cluster.zk.read(paths.assignment(topology_id), Assignment).workers) == 8
+    cluster.supervisor(3)
+    cluster.clock.advance(10)
+    wait_until(lambda: len(cluster.zk.read(paths.assignment(topology_id), Assignment).workers) == 9,
+               what="the topology to grow onto the new supervisor")
+    assert health(cluster, leader) == "ok"
+    assert cluster.client(leader).getTopologyInfo(topology_id).errors == {}
+
+
+def test_a_rebalance_beyond_capacity_runs_on_the_free_slots_with_no_late_error(
+        cluster: Cluster, leader: Nimbus) -> None:
+    topology_id = submit(cluster, leader, topology=word_count(split=8, count=8))
+    client = cluster.client(leader)
+    client.rebalance("wc", storm.RebalanceOptions(wait_secs=5, num_workers=99))
+    cluster.clock.advance(5)
+    wait_until(lambda: client.getTopologyInfo(topology_id).status == "ACTIVE", what="rebalance done")
+    assignment = cluster.zk.read(paths.assignment(topology_id), Assignment)
+    tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+    assert len(assignment.workers) == 8
+    assert sorted(t for w in assignment.workers for t in w.tasks) == sorted(tasks.tasks)
+    # 18 tasks besides the topology master, which then gets a worker of its own: 19 workers wanted
+    assert health(cluster, leader) == "running 8 of 19 requested workers: no free slots"
+    assert client.getTopologyInfo(topology_id).errors == {}
+    cluster.supervisor(3)
+    cluster.clock.advance(10)
+    wait_until(lambda: len(cluster.zk.read(paths.assignment(topology_id), Assignment).workers) == 12,
+               what="the topology to grow onto the new supervisor")
+    assert health(cluster, leader) == "running 12 of 19 requested workers: no free slots"
+    assert client.getTopologyInfo(topology_id).errors == {}
 
 
 def test_a_blacklisted_host_gets_no_new_workers_until_removed(cluster: Cluster, leader: Nimbus) -> None:

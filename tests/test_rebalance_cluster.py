@@ -8,7 +8,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from processcluster import ProcessCluster
+import pytest
+
+from processcluster import REPO, ProcessCluster
+from squall.devzk import free_port
 from squall.thrift import storm
 from squall.topology import component_tasks
 from squall.zk import paths
@@ -86,3 +89,50 @@ def test_rebalance_grows_and_shrinks_a_bolt_keeping_fields_grouping_and_losing_n
         # Nothing lost: every number up to here is acked, tuples dropped at removed tasks were replayed.
         wait_until(lambda: set(range(settled)) <= set(read_records(records, "acked")), 60,
                    f"every number below {settled} acked")
+
+
+@pytest.mark.slow
+def test_beyond_capacity_a_topology_runs_on_the_free_slots_is_told_so_at_once_and_grows_when_slots_appear(
+        zk_conf: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with ExitStack() as stack:
+        cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack)
+        cluster.start_nimbus()
+        cluster.start_supervisor("sup")  # two slots
+        cluster.wait_supervisors(1)
+
+        def storm_(*argv: str) -> tuple[int, str, str]:
+            code = cluster.cli(*argv)
+            out, err = capsys.readouterr()
+            return code, out, err
+
+        def health() -> str:
+            (entry,) = json.loads(storm_("list", "--json")[1])
+            return str(entry["health"])
+
+        def errors() -> dict[str, str]:
+            return json.loads(storm_("get-errors", "cap")[1])["Comp-Errors"]
+
+        code, out, err = storm_("-c", "topology.workers=3", "jar", str(REPO / "examples" / "wordcount.py"), "null",
+                                "--name", "cap")
+        assert code == 0, err
+        assert out.splitlines()[-2].startswith("Finished submitting topology: cap (cap-")
+        assert out.splitlines()[-1] == ("cap: 3 workers requested, 2 slots free: it runs on 2 and adds workers as "
+                                        "slots free up (storm list's Health shows it until then)")
+        topology_id = cluster.zk.children(paths.TOPOLOGIES)[0]
+        assert len(cluster.assignment(topology_id).workers) == 2
+        assert health() == "running 2 of 3 requested workers: no free slots"
+
+        code, out, err = storm_("rebalance", "cap", "-w", "1", "-n", "5")
+        assert (code, out) == (0, "Topology cap is rebalancing\ncap: 5 workers requested, 2 slots free: it runs on 2 "
+                                  "and adds workers as slots free up (storm list's Health shows it until then)\n"), err
+        wait_until(lambda: health() == "running 2 of 5 requested workers: no free slots", 30,
+                   "the rebalance done on the two slots there are")
+        assert len(cluster.assignment(topology_id).workers) == 2
+        wait_until(lambda: len(cluster.workers("sup")) == 2, 30, "both workers running")
+        assert errors() == {} and health() == "running 2 of 5 requested workers: no free slots"
+
+        cluster.start_supervisor("more", [free_port() for _ in range(4)])
+        wait_until(lambda: len(cluster.assignment(topology_id).workers) == 5, 30,
+                   "nimbus to add workers on the new supervisor's slots")
+        wait_until(lambda: len(cluster.workers("more")) == 3, 60, "the new supervisor running three of them")
+        assert health() == "ok" and errors() == {}

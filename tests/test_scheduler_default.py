@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from nimbus.scheduler.default import schedule
+from nimbus.scheduler.default import schedule, wanted_workers
 from nimbus.scheduler.model import AssignType, Component, ScheduleError, ScheduleRequest, Supervisor
 from squall.config import default_config
 from squall.topology import ACKER, TOPOLOGY_MASTER
@@ -83,17 +83,43 @@ def test_topology_master_gets_a_worker_of_its_own_at_ten_workers() -> None:
     assert len(off) == 10
 
 
-def test_capacity_error_says_needed_and_available() -> None:
+def test_with_too_few_free_slots_the_topology_runs_on_those_there_are() -> None:
+    # Storm's rule, not JStorm's refusal: nimbus adds workers up to wanted_workers as slots free up.
     comps = topology(("spout", 8, ()))
-    with pytest.raises(ScheduleError, match=r"needs 5, 4 free in the cluster; add supervisors"):
-        schedule(request(comps, cluster(1), conf={"topology.workers": 5}))
+    workers = schedule(request(comps, cluster(1, used={1: [6700]}), conf={"topology.workers": 5}))
+    assert len(workers) == 3 and sorted(t for w in workers for t in w.tasks) == list(range(1, 9))
+    assert wanted_workers(request(comps, cluster(1), conf={"topology.workers": 5})) == 5
+
+
+def test_tasks_and_the_topology_master_cap_the_wanted_workers() -> None:
+    assert wanted_workers(request(topology(("spout", 3, ())), cluster(1), conf={"topology.workers": 99})) == 3
+    comps = topology(("spout", 12, ()), (TOPOLOGY_MASTER, 1, ()))
+    assert wanted_workers(request(comps, cluster(1), conf={"topology.workers": 10})) == 11
+
+
+def test_short_of_slots_the_topology_master_is_alone_only_when_two_workers_or_more_fit() -> None:
+    comps = topology(("spout", 12, ()), (TOPOLOGY_MASTER, 1, ()))
+    tm_task = comps[1].tasks[0]
+    two = schedule(request(comps, cluster(1, ports=(6700, 6701)), conf={"topology.workers": 10}))
+    assert [tm_task] in [w.tasks for w in two]
+    one = schedule(request(comps, cluster(1, ports=(6700,)), conf={"topology.workers": 10}))
+    assert len(one) == 1 and len(one[0].tasks) == 13
+
+
+def test_no_free_slot_at_all_is_refused_at_once_naming_the_free_slots() -> None:
+    comps = topology(("spout", 8, ()))
+    with pytest.raises(ScheduleError, match=r"no free worker slot for topology topo-1-1700000000: needs 5, 0 free "
+                                            r"in the cluster; add supervisors"):
+        schedule(request(comps, cluster(1, used={1: PORTS}), conf={"topology.workers": 5}))
 
 
 def test_reserved_workers_are_kept_free() -> None:
     comps = topology(("spout", 8, ()))
     assert len(schedule(request(comps, cluster(2), conf={"topology.workers": 6, "jstorm.reserve.workers": 2}))) == 6
-    with pytest.raises(ScheduleError, match=r"needs 7, 8 free in the cluster, 2 reserved \(jstorm.reserve.workers\)"):
-        schedule(request(comps, cluster(2), conf={"topology.workers": 7, "jstorm.reserve.workers": 2}))
+    assert len(schedule(request(comps, cluster(2), conf={"topology.workers": 7, "jstorm.reserve.workers": 2}))) == 6
+    with pytest.raises(ScheduleError, match=r"needs 7, 2 free in the cluster, 2 reserved \(jstorm.reserve.workers\)"):
+        schedule(request(comps, cluster(2, used={1: PORTS, 2: PORTS[:2]}),
+                         conf={"topology.workers": 7, "jstorm.reserve.workers": 2}))
 
 
 def test_isolation_confines_the_topology_and_counts_capacity_there() -> None:
@@ -101,8 +127,11 @@ def test_isolation_confines_the_topology_and_counts_capacity_there() -> None:
     conf = {"topology.workers": 6, "isolation.scheduler.machines": ["host-2", "host-3"]}
     workers = schedule(request(comps, cluster(4), conf=conf))
     assert {w.host for w in workers} == {"host-2", "host-3"}
-    with pytest.raises(ScheduleError, match="needs 9, 8 free on its isolation hosts"):
-        schedule(request(topology(("spout", 9, ())), cluster(4), conf=conf | {"topology.workers": 9}))
+    nine = schedule(request(topology(("spout", 9, ())), cluster(4), conf=conf | {"topology.workers": 9}))
+    assert len(nine) == 8 and {w.host for w in nine} == {"host-2", "host-3"}
+    with pytest.raises(ScheduleError, match="needs 9, 0 free on its isolation hosts"):
+        schedule(request(topology(("spout", 9, ())), cluster(4, used={2: PORTS, 3: PORTS}),
+                         conf=conf | {"topology.workers": 9}))
     with pytest.raises(ScheduleError, match=r"no live supervisor on the isolation hosts \['host-9'\]"):
         schedule(request(comps, cluster(4), conf={"isolation.scheduler.machines": ["host-9"]}))
 

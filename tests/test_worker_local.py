@@ -449,6 +449,24 @@ def test_tick_tuples_arrive_at_the_configured_rate() -> None:
         assert all(values == (0.1,) for c, _, values in sink.seen if c == "__tick")
 
 
+def test_ticks_are_an_input_stream_of_their_own_in_the_stats() -> None:
+    # Storm: a tick goes through execute and is counted, executed and acked, under __system:__tick; the
+    # ordinary inputs' executed and acked agree, and the UI leaves the system stream out of its totals.
+    t = Topology("tick-stats")
+    t.bolt("sink", Recorder, conf={"topology.tick.tuple.freq.secs": 0.05}).shuffle(
+        t.spout("numbers", Numbers, args=[100]))
+    with run(t) as local:
+        sink = local.component("sink")
+        wait_until(lambda: len(local.component("numbers").acked) == 100 and len(sink.tick_times) >= 3, 10,
+                   "every number acked, three ticks")
+        stats = local.tasks("sink")[0].task_stats()
+        ticks = stats.executed["__system:__tick"]
+        assert ticks >= 3
+        assert stats.executed == {"numbers:default": 100, "__system:__tick": ticks}
+        assert stats.acked in ({"numbers:default": 100, "__system:__tick": ticks},
+                               {"numbers:default": 100, "__system:__tick": ticks + 1})  # a tick between the reads
+
+
 def test_ticks_come_on_time_when_nothing_else_wakes_the_task_thread() -> None:
     # Inactive, with rare heartbeats: the bolt has no input, and only its tick is due this often.
     t = Topology("quiet-ticks")

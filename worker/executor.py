@@ -37,7 +37,7 @@ from squall.metrics import TaskMetrics
 from squall.names import RESERVED_PREFIX
 from squall.topology import (ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM, ACKER,
                              HEARTBEAT_STREAM)
-from squall.tuple import Fields, Piece, Tuple, TupleBatch, tick_tuple
+from squall.tuple import TICK_COMPONENT, TICK_STREAM, Fields, Piece, Tuple, TupleBatch, tick_tuple
 from squall.zk.records import ComponentType, TaskBeat, TaskStats
 from worker.tracking import SpoutPending
 from worker.grouping import constant_targets, make_grouper
@@ -1021,6 +1021,14 @@ class BoltExecutor(Executor):
         self._sample_every = _sample_period(self.spec.conf["topology.stats.sample.rate"])
         self._batches_to_sample = 1
 
+    def refresh(self, layout: TopologyLayout, placement: Placement) -> None:
+        """Routes as every executor; ticks, when the bolt has them, are an input stream of their own (Storm
+        counts them executed and acked under ``__system:__tick``, which its UI leaves out of the totals)."""
+        super().refresh(layout, placement)
+        if self.spec.conf.get("topology.tick.tuple.freq.secs"):
+            self._inputs = sorted({*self._inputs, TICK_INPUT})
+            self._keyed_inputs = True
+
     def start(self) -> None:
         self.bolt, context = self._attach_user(Bolt)
         if type(self.bolt).execute_batch is not Bolt.execute_batch:
@@ -1230,7 +1238,9 @@ class BoltExecutor(Executor):
         bolt = self.bolt
         if now >= self._next_tick:
             self._next_tick = now + self._tick_every  # type: ignore[operator]
+            started = time.perf_counter()
             self._execute(bolt, tick_tuple(self._tick_every))  # type: ignore[arg-type]
+            self._count_tick(time.perf_counter() - started)
         stats, clock, execute_batch = self.stats, time.perf_counter, self._execute_batch
         to_sample = self._batches_to_sample  # a local: the batches not sampled cost a decrement each
         batches = self.inbox.take_some(self.BATCHES_PER_ROUND)
@@ -1265,6 +1275,15 @@ class BoltExecutor(Executor):
         if len(batches) < self.BATCHES_PER_ROUND:  # the inbox is empty: wait for input or the next timer
             return max(0.0, min(self._next_beat, self._next_tick) - now)
         return 0.0
+
+    def _count_tick(self, elapsed: float) -> None:
+        """A tick executed in ``elapsed`` seconds: counted as Storm counts it, an input of ``__system:__tick``."""
+        stats = self.stats
+        stats.executed += 1
+        stats.execute_secs += elapsed
+        stats.executed_by[TICK_INPUT] += 1
+        stats.latency_by[TICK_INPUT] += elapsed
+        stats.timed_by[TICK_INPUT] += 1
 
     def _count_acks(self, batch: TupleBatch, acked: int) -> None:
         """``acked`` inputs of ``batch`` were acked (counted, nothing to tell an acker)."""
@@ -1444,6 +1463,10 @@ class BoltExecutor(Executor):
         except Exception:
             log.exception("bolt cleanup failed", component=self.component, task=self.task)
         self._acks.flush(self._outbox)  # acks made in cleanup leave with the thread's last flush
+
+
+#: The input stats key of tick tuples.
+TICK_INPUT = f"{TICK_COMPONENT}:{TICK_STREAM}"
 
 
 def _sample_period(rate: float) -> int:

@@ -3,7 +3,8 @@
 Three steps, as in JStorm (reference/jstorm.md §5.2–5.4):
 
 1. *How many workers*: ``topology.workers`` capped by the tasks to run, plus one for the topology
-   master when it gets a worker of its own; minus the workers that stay where they are.
+   master when it gets a worker of its own; minus the workers that stay where they are; capped by the
+   free slots.
 2. *Where the workers go*: requested (user-defined, old, sticky) slots first, then the rest spread
    over supervisors by used slots against the cluster average.
 3. *Which tasks each worker runs*: the topology master alone, sticky tasks back to their slots,
@@ -12,7 +13,9 @@ Three steps, as in JStorm (reference/jstorm.md §5.2–5.4):
    components it talks to (each criterion narrowed by the worker's supervisor on ties). A pool rule
    keeps every worker at avg or avg+1 tasks.
 
-Deviation from JStorm 2.4, on purpose: ackers are placed *before* user tasks (as seed 002 describes),
+Deviations from JStorm 2.4, on purpose: with fewer free slots than workers wanted, the topology runs on
+the slots there are, as Storm's schedulers do (JStorm refuses it); nimbus adds workers as slots free up
+(:func:`wanted_workers` is the count it grows to). Ackers are placed *before* user tasks (as seed 002 describes),
 so they spread one per worker and spouts still land beside the bolts they feed. The topology master
 gets its own worker at ``TM_ALONE_AT`` workers or more unless ``topology.master.single.worker`` says
 otherwise (JStorm uses both >= 10 and > 10 in different places; we use >= 10).
@@ -65,7 +68,8 @@ def schedule(request: ScheduleRequest) -> list[WorkerAssignment]:
     alloc = min(max(total - len(keep), 1), len(need))
 
     candidates = _candidate_supervisors(request)
-    free = _free_ports(candidates, keep, excluded_slots, alloc, conf, request.topology_id)
+    free, alloc = _free_ports(candidates, keep, excluded_slots, alloc, conf, request.topology_id)
+    tm_alone = tm_alone and (alloc > 1 or need <= _tasks_of(TOPOLOGY_MASTER, components))
 
     sticky = request.assign_type is AssignType.REBALANCE and not request.reassign
     remaining = set(need)
@@ -91,6 +95,11 @@ def schedule(request: ScheduleRequest) -> list[WorkerAssignment]:
     placed = [WorkerAssignment(w.supervisor.id, w.supervisor.host, w.port, sorted(w.tasks), w.mem, w.cpu)
               for w in workers if w.tasks and w.supervisor is not None and w.port is not None]
     return _sorted([*keep, *placed])
+
+
+def wanted_workers(request: ScheduleRequest) -> int:
+    """Workers the topology runs on when the cluster has the slots: :func:`worker_count`'s."""
+    return worker_count(request.components, request.conf)[0]
 
 
 def worker_count(components: Iterable[Component], conf: Mapping[str, Any]) -> tuple[int, bool]:
@@ -137,9 +146,15 @@ def _candidate_supervisors(request: ScheduleRequest) -> list[Supervisor]:
     return confined
 
 
+def _tasks_of(component_id: str, components: Mapping[str, Component]) -> set[int]:
+    return set(components[component_id].tasks) if component_id in components else set()
+
+
 def _free_ports(candidates: list[Supervisor], keep: list[WorkerAssignment], excluded: set[tuple[str, int]],
-                alloc: int, conf: Mapping[str, Any], topology_id: str) -> dict[str, deque[int]]:
-    """Free ports per supervisor; slots that just failed are skipped unless the cluster needs them."""
+                alloc: int, conf: Mapping[str, Any], topology_id: str) -> tuple[dict[str, deque[int]], int]:
+    """Free ports per supervisor, and how many workers to allocate on them: ``alloc``, or as many as there are
+    free slots when fewer (Storm's rule: a topology runs on the slots there are and grows as slots free up);
+    slots that just failed are skipped unless the cluster needs them. None free: a :class:`ScheduleError`."""
     held = {(w.supervisor_id, w.port) for w in keep}
 
     def free_on(s: Supervisor, skip: set[tuple[str, int]]) -> deque[int]:
@@ -150,13 +165,13 @@ def _free_ports(candidates: list[Supervisor], keep: list[WorkerAssignment], excl
     if sum(map(len, free.values())) - reserve < alloc and excluded:
         free = {s.id: free_on(s, held) for s in candidates}
     available = sum(map(len, free.values()))
-    if available - reserve < alloc:
+    if available - reserve < 1:
         where = "on its isolation hosts" if conf.get("isolation.scheduler.machines") else "in the cluster"
         raise ScheduleError(
-            f"not enough free worker slots for topology {topology_id}: needs {alloc}, {available} free {where}"
+            f"no free worker slot for topology {topology_id}: needs {alloc}, {available} free {where}"
             + (f", {reserve} reserved (jstorm.reserve.workers)" if reserve else "")
-            + "; add supervisors or slots, kill topologies, or lower topology.workers")
-    return free
+            + "; add supervisors or slots, or kill topologies")
+    return free, min(alloc, available - reserve)
 
 
 def _user_defined_workers(conf: Mapping[str, Any], components: Mapping[str, Component], remaining: set[int],
@@ -237,7 +252,7 @@ def _place_workers(workers: list[_Worker], candidates: list[Supervisor], free: d
         take(rest.popleft(), s)
         if free[s.id]:
             turn.append(s)
-    if rest:  # the capacity check makes this unreachable unless a caller bypasses it
+    if rest:  # the capacity cap makes this unreachable unless a caller bypasses it
         raise ScheduleError(f"{len(rest)} workers could not be placed: no free slots left")
 
 

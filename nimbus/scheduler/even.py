@@ -72,6 +72,12 @@ def schedule(request: ScheduleRequest) -> list[WorkerAssignment]:
     return _sorted([*kept, *placed])
 
 
+def wanted_workers(request: ScheduleRequest) -> int:
+    """Workers the topology runs on when the cluster has the slots: ``topology.workers``, one per task at most."""
+    tasks = sum(len(c.tasks) for c in request.components)
+    return max(1, min(int(request.conf.get("topology.workers") or 1), tasks))
+
+
 def sort_slots(slots: Iterable[Slot]) -> list[Slot]:
     """Interleave slots across supervisors so consecutive slots sit on different nodes.
 

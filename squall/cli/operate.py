@@ -35,8 +35,9 @@ from squall.zk.client import ZkClient
 from supervisor.processes import WorkerProcesses
 
 #: Storm 1.x's `storm list` columns, then Squall's Health (so whitespace-split fields keep Storm's positions):
-#: "ok", or nimbus's sched_status: "failing: 1 of 2 workers down" while workers keep dying, "errors: split (12 s ago)"
-#: while a component reported errors in the last 30 minutes (both, "; "-joined, workers first); last the Owner
+#: "ok", or nimbus's sched_status: "failing: 1 of 2 workers down" while workers keep dying, "running 8 of 99 requested
+#: workers: no free slots" while the cluster lacks the slots, "errors: split (12 s ago)" while a component reported
+#: errors in the last 30 minutes ("; "-joined, in that order); last the Owner
 #: (Storm 2's last column: who submitted it, as its client certificate names it; blank without authentication).
 LIST_ROW = "{:<20} {:<10} {:<10} {:<12} {:<12} {:<10} {}"
 
@@ -89,7 +90,30 @@ def jar(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         topology_id = submit_topology(conf, topology, package=package, conf_overrides=overrides,
                                       name=args.name, progress=_progress, active=not args.inactive)
     print(f"Finished submitting topology: {args.name or topology.name} ({topology_id})")
+    with nimbus_client(conf) as nimbus:
+        requested = json.loads(nimbus.getTopologyConf(topology_id)).get("topology.workers") or 1
+        note = capacity_note(nimbus.getClusterInfo(), args.name or topology.name, int(requested))
+    if note:
+        print(note)
     return 0
+
+
+def capacity_note(cluster: Any, name: str, requested: int) -> str | None:
+    """Storm's rule, told by the command that meets it: with fewer free slots than the ``requested`` workers
+    of topology ``name`` (its own slots count as free for it), it runs on the free ones and nimbus adds workers
+    as slots free up; until then Health in ``storm list`` says so. None when the slots suffice (or its tasks
+    are fewer than the slots: it needs no more)::
+
+        capacity_note(nimbus.getClusterInfo(), "sensors", 99)
+        # "sensors: 99 workers requested, 8 slots free: it runs on 8 and adds workers as slots free up"
+    """
+    mine = next((t for t in cluster.topologies if t.name == name), None)
+    free = sum(max(0, s.num_workers - s.num_used_workers) for s in cluster.supervisors)
+    free += mine.num_workers if mine is not None else 0
+    if requested <= free or (mine is not None and mine.num_tasks <= free):
+        return None
+    return (f"{name}: {requested} workers requested, {free} slots free: it runs on {free} and adds workers as slots "
+            "free up (storm list's Health shows it until then)")
 
 
 def _load(args: argparse.Namespace) -> Topology:
@@ -161,7 +185,10 @@ def rebalance(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
                                      topology_conf_overrides=args.topology_conf)
     with nimbus_client(conf) as nimbus:
         nimbus.rebalance(args.name, options)
+        note = capacity_note(nimbus.getClusterInfo(), args.name, args.workers) if args.workers else None
     print(f"Topology {args.name} is rebalancing")
+    if note:
+        print(note)
     return 0
 
 

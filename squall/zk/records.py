@@ -179,6 +179,9 @@ class Assignment:
     timestamp_ms: int = 0
     type: AssignmentType = AssignmentType.ASSIGN
     code_version: int = 1  # the code every worker runs, except those a gray upgrade moved on
+    #: Workers the topology runs on when slots are free; more than ``workers`` while the cluster lacks the slots
+    #: (nimbus adds workers as they free up). 0: not known (written by an older nimbus).
+    wanted_workers: int = 0
 
 
 @dataclass(frozen=True)
