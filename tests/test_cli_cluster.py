@@ -135,6 +135,7 @@ def test_each_daemon_logs_to_one_file_each_line_once_shown_readable(cluster: Pro
     assert cluster.log_file("nimbus") == cluster.root / "nimbus" / "logs" / "nimbus.log"
     assert cluster.log_file("sup") == cluster.root / "sup" / "logs" / "supervisor.log"
     for name, started in (("nimbus", "nimbus started"), ("sup", "supervisor started")):
+        wait_until(lambda: log_events(cluster.log_file(name), started), 30, f"{name}'s {started!r} line")
         assert len(log_events(cluster.log_file(name), started)) == 1, cluster.log_file(name).read_text()
         assert all(not line.startswith("{") for line in cluster.tail(name).splitlines()), cluster.tail(name)
         assert f" INFO  {started.split()[0]}." in cluster.tail(name)
