@@ -6,8 +6,9 @@ daemons' own (``nimbus.log``, ``supervisor.log``, ``ui.log``, ``logviewer.log`` 
 ==============================================  =========================================================
 ``GET /``                                       the files, linked to their pages
 ``GET /api/v1/log?file=F[&start=S][&length=L]`` a page of F as HTML (the last L bytes without S), with
-                                                first / previous / next / last, download and search
-``GET /api/v1/read?file=F[&start=S][&length=L]``  the same bytes as text; ``X-Log-Start``, ``X-Log-End``
+                                                first / previous / next / last, download and search; its
+                                                JSON records as readable lines (:func:`squall.logs.readable`)
+``GET /api/v1/read?file=F[&start=S][&length=L]``  the same bytes as they are; ``X-Log-Start``, ``X-Log-End``
                                                 and ``X-Log-Size`` say where they lie (``storm logs -f``)
 ``GET /api/v1/download?file=F``                 the file as it was when asked for
 ``GET /api/v1/search?file=F&search-string=X``   Storm's search JSON (``num-matches``, ``start-byte-offset``)
@@ -52,6 +53,7 @@ from logviewer.files import CHUNK, DEFAULT_MATCHES, DEFAULT_PAGE, LogDir, LogErr
 from nimbus.authorizer import DAEMON_LOGS, LOGS, Authorizer, TopologyAcl
 from squall.httpd import error_body, http_principal, identified
 from squall.local_state import DAEMONS, is_daemon_log, log_dir, read_log_acl, worker_of_log
+from squall.logs import readable_text
 from squall.thrift import storm
 
 TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("logviewer", "templates"), autoescape=True,
@@ -146,7 +148,8 @@ def create_app(conf: Mapping[str, Any]) -> Starlette:
         async def serve(request: Request) -> HTMLResponse:
             page = await run_in_threadpool(page_of, request, daemon)
             length = _number(request.query_params, "length", DEFAULT_PAGE)
-            return render("log.html", page=page, length=length, text=page.data.decode("utf-8", "replace"),
+            text = readable_text(page.data.decode("utf-8", "replace"))
+            return render("log.html", page=page, length=length, text=text,
                           routes=DAEMON_ROUTES if daemon else WORKER_ROUTES, daemon=daemon)
         return serve
 

@@ -26,7 +26,8 @@ from thriftpy2.thrift import TClient
 
 import squall
 from squall.devzk import LocalZooKeeper, free_port
-from squall.local_state import is_daemon_log, workers_dir, write_atomically
+from squall.local_state import daemon_log_name, log_dir, workers_dir, write_atomically
+from squall.logs import readable_text
 from squall.nimbus_client import port_for
 from squall.thrift import connect
 from squall.tls import client_context
@@ -72,10 +73,11 @@ def wait_for(condition: Callable[[], T], timeout: float, what: str) -> T:
 
 
 class DevCluster:
-    """Daemons under ``root``: ``<root>/<name>.yaml`` (config), ``<root>/<name>/`` (local dir),
-    ``<root>/<name>.log`` (what the daemon prints) and ``<root>/<name>/logs/`` (its own log file,
-    ``nimbus.log``, and its workers' logs), unless the conf's ``storm.log.dir`` puts every daemon's and worker's log
-    in one directory, which the logviewer serves."""
+    """Daemons under ``root``: ``<root>/<name>.yaml`` (config), ``<root>/<name>/`` (local dir) and
+    ``<root>/<name>/logs/`` (its log file, ``nimbus.log``, and its workers' logs), unless the conf's
+    ``storm.log.dir`` puts every daemon's and worker's log in one directory, which the logviewer serves. A daemon's
+    log file is also where its output goes (what it prints before its logging starts, a crash's traceback): one
+    file per daemon, each line once."""
 
     def __init__(self, root: Path, conf: Mapping[str, Any]) -> None:
         self.root = Path(root).absolute()  # daemons run in other directories: every path they are given is absolute
@@ -88,6 +90,7 @@ class DevCluster:
         self.tls_ports: dict[str, int] = {}  # nimbus name → its TLS listener's port, when it has one
         self.hosts: dict[str, str] = {}  # daemon name → its storm.local.hostname, when not the cluster's
         self.prefixes: dict[str, Sequence[str]] = {}  # daemon name → what its command runs under (ip netns exec …)
+        self.commands: dict[str, str] = {}  # daemon name → the storm command it runs (nimbus, supervisor…)
         self.ui_port: int | None = None
         self.logviewer_port: int | None = None
         self._zk: ZkClient | None = None
@@ -190,7 +193,10 @@ class DevCluster:
         # (supervisor.run.worker.as.user) must not read it
         write_atomically(conf_file, json.dumps(self.daemon_conf(name), indent=1).encode(), 0o600)
         env = {**os.environ, "PYTHONPATH": squall_import_path(self.root / "python")}
-        with open(self.log_file(name), "ab") as log:
+        self.commands[name] = command
+        log_file = self.log_file(name)
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_file, "ab") as log:
             process = subprocess.Popen([*self.prefixes.get(name, ()), sys.executable, "-m", "squall.cli", "--config",
                                         str(conf_file), command],
                                        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -269,18 +275,19 @@ class DevCluster:
             yield client
 
     def log_file(self, name: str) -> Path:
-        return self.root / f"{name}.log"
+        """The daemon's log file (``<its storm.log.dir>/nimbus.log``), shared by daemons of a kind that share a
+        log directory (a dev cluster's supervisors)."""
+        return log_dir(self.daemon_conf(name)) / daemon_log_name(self.commands[name])
 
     def tail(self, name: str, chars: int = 3000) -> str:
+        """The end of the daemon's log, as a person reads it."""
         path = self.log_file(name)
-        return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+        return readable_text(path.read_text(errors="replace")[-chars:]) if path.exists() else ""
 
     def logs(self, chars: int = 3000) -> str:
-        """The end of every daemon and worker log."""
-        shared = [p for p in Path(self.conf["storm.log.dir"]).glob("*.log") if not is_daemon_log(p.name)] \
-            if self.conf.get("storm.log.dir") else []  # the daemons' lines are in their own <root>/<name>.log
-        files = [*self.root.glob("*.log"), *self.root.glob("*/logs/*.log"), *shared]
-        return "\n".join(f"== {p}\n{p.read_text(errors='replace')[-chars:]}" for p in sorted(files))
+        """The end of every daemon and worker log, as a person reads them."""
+        files = {p for name in self.commands for p in log_dir(self.daemon_conf(name)).glob("*.log")}
+        return "\n".join(f"== {p}\n{readable_text(p.read_text(errors='replace')[-chars:])}" for p in sorted(files))
 
 
 # -- storm dev-cluster ------------------------------------------------------------------------------
@@ -333,7 +340,8 @@ def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = 
                      else f"slots {_ranges(cluster.ports[name])}")
             print(f"  {name:<14} {where:<22} pid {process.pid:<8} log {cluster.log_file(name)}", file=out)
         print(f"Workers log to {cluster.conf['storm.log.dir']}/ (`storm logs NAME`, or the logviewer), the daemons "
-              "there too (nimbus.log, supervisor.log, ui.log, logviewer.log; the UI links them). Try `storm "
+              "there too (nimbus.log, supervisor.log, ui.log, logviewer.log: JSON lines, readable in the logviewer, "
+              "which the UI links). Try `storm "
               f"list`, the UI at {cluster.ui_url()}/, its REST API ({cluster.ui_url()}/api/v1/topology/summary) or "
               f"its Prometheus metrics ({cluster.ui_url()}/metrics); "
               "Ctrl-C or `storm dev-cluster stop` ends it.", file=out, flush=True)

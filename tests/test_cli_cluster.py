@@ -8,6 +8,7 @@ import base64
 import functools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from squall.dsl import Topology
 from squall.zk import paths
 from squall.zk.records import Assignment, StormBase
 from supervisor.processes import running
-from support import delete_tree, dev_cluster_env, listening, stop_or_kill, wait_until
+from support import delete_tree, dev_cluster_env, listening, log_events, stop_or_kill, wait_until
 from topologies import Boom, BrokenPrepare, Forward, Numbers
 
 WORDCOUNT = str(REPO / "examples" / "wordcount.py")
@@ -125,6 +126,19 @@ def test_an_unreachable_nimbus_is_named(capsys: pytest.CaptureFixture[str]) -> N
 
 
 # -- against the live cluster ---------------------------------------------------------------------
+
+
+def test_each_daemon_logs_to_one_file_each_line_once_shown_readable(cluster: ProcessCluster) -> None:
+    """A daemon's output and its log lines are one file in its log directory (JSON lines, each once), and what the
+    cluster shows of it (a daemon that died, a failed test) reads as lines for people."""
+    assert sorted(p.name for p in cluster.root.glob("*.log")) == [], "no second copy beside the daemons' state"
+    assert cluster.log_file("nimbus") == cluster.root / "nimbus" / "logs" / "nimbus.log"
+    assert cluster.log_file("sup") == cluster.root / "sup" / "logs" / "supervisor.log"
+    for name, started in (("nimbus", "nimbus started"), ("sup", "supervisor started")):
+        wait_until(lambda: log_events(cluster.log_file(name), started), 30, f"{name}'s {started!r} line")
+        assert len(log_events(cluster.log_file(name), started)) == 1, cluster.log_file(name).read_text()
+        assert all(not line.startswith("{") for line in cluster.tail(name).splitlines()), cluster.tail(name)
+        assert f" INFO  {started.split()[0]}." in cluster.tail(name)
 
 
 def test_jar_list_deactivate_activate_rebalance_get_errors_zktool_kill(
@@ -405,6 +419,14 @@ def test_dev_cluster_runs_with_the_default_config_from_any_directory_and_stops_f
                    "each worker's log, through the logviewer, saying it runs")
         logs = storm(["storm", "logs", "wordcount", "count"])
         assert logs.returncode == 0 and logs.stdout.count("==> 127.0.0.1:") == 2, logs.stderr
+        assert " INFO  " in logs.stdout and not re.search(r'^{"', logs.stdout, re.M), "lines for people"
+        raw = storm(["storm", "logs", "wordcount", "count", "--json"]).stdout
+        assert all(line.startswith(("==> ", "{")) for line in raw.splitlines()), "--json: the records as stored"
+        tails = storm(["storm", "logs", "wordcount", "-b", "300"]).stdout.split("<==\n")[1:]
+        assert len(tails) == 2 and all(re.match(r"\d{4}-\d\d-\d\dT", tail) for tail in tails), "whole lines"
+        assert [line.split(" log ")[1] for line in table[1:]] == [
+            str(root / "logs" / f"{name}.log") for name in ("nimbus", "supervisor", "supervisor", "logviewer", "ui")]
+        assert list(root.glob("*.log")) == [], "each daemon's log in one place: the log directory"
         # each daemon also logs to a file of its own in the host's log directory, which its logviewer serves (the
         # two supervisors share one supervisor.log) and the UI links to, as Storm's nimbusLogLink and logLink
         assert {"nimbus.log", "supervisor.log", "logviewer.log", "ui.log"} <= {

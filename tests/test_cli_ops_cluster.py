@@ -95,13 +95,15 @@ def test_blacklist_keeps_new_workers_off_a_host_and_list_name_shows_one_topology
     host = "127.0.0.1"  # the supervisor's storm.local.hostname
     assert storm(cluster, capsys, "blacklist", "list")[1] == "No hosts blacklisted.\n"
     code, out, _ = storm(cluster, capsys, "blacklist", "add", host)
-    assert (code, out) == (0, f"Successfully submit command blacklist with action:add and hostname :{host}\n")
+    assert (code, out) == (0, f"Blacklisted host {host}: nimbus places no new workers there (those running stay; "
+                              f"storm blacklist remove {host} undoes it)\n")
     assert storm(cluster, capsys, "blacklist", "list")[1] == f"{host}\n"
     code, _, err = storm(cluster, capsys, "-c", "topology.workers=1", "jar", WORDCOUNT, "--name", "other")
     assert code == 1 and "InvalidTopologyException: could not assign other-" in err, err
     assert storm(cluster, capsys, "list", NAME)[0] == 0, "the running topology keeps its workers"
 
-    assert storm(cluster, capsys, "blacklist", "remove", host)[1].endswith(f"action:remove and hostname :{host}\n")
+    assert storm(cluster, capsys, "blacklist", "remove", host)[1] == (
+        f"Removed host {host} from the blacklist: nimbus places new workers there again\n")
     assert storm(cluster, capsys, "blacklist", "list")[1] == "No hosts blacklisted.\n"
     code, _, err = storm(cluster, capsys, "-c", "topology.workers=1", "jar", WORDCOUNT, "--name", "other", "--inactive")
     assert code == 0, err
@@ -115,6 +117,30 @@ def test_blacklist_keeps_new_workers_off_a_host_and_list_name_shows_one_topology
     assert storm(cluster, capsys, "kill", "other", "-w", "0")[0] == 0
     wait_until(lambda: {r.topology_id for r in cluster.workers("sup")} == {wordcount}, 30, "other's worker stopped")
     assert storm(cluster, capsys, "blacklist", "add")[0] == 2
+
+
+def test_a_gray_upgrade_started_by_storm_jar_says_so_and_how_to_go_on(
+        cluster: ProcessCluster, wordcount: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """README's ``storm jar examples/wordcount.py 10 --name wc2 -c topology.upgrade=true -c
+    topology.upgrade.worker.num=1``: not "Finished submitting", but which upgrade began and the next commands."""
+    code, _, err = storm(cluster, capsys, "-c", "topology.workers=1", "jar", WORDCOUNT, "--name", "canary")
+    assert code == 0, err
+    with cluster.client() as nimbus:
+        canary = nimbus.getTopologyId("canary")
+    wait_until(lambda: canary in {r.topology_id for r in cluster.workers("sup")}, 60, "canary's worker")
+    code, out, err = storm(cluster, capsys, "jar", WORDCOUNT, "10", "--name", "canary", "-c", "topology.upgrade=true",
+                           "-c", "topology.upgrade.worker.num=1")
+    assert code == 0, err
+    assert out.splitlines() == [
+        f"Started a gray upgrade of topology canary ({canary}) to the new code: 1 worker first, the others on the "
+        "old code until you go on.",
+        "  storm gray_upgrade canary -n N      the next N workers (-p COMPONENT or -w HOST:PORT,... to choose them)",
+        "  storm complete_upgrade canary       every remaining worker",
+        "  storm rollback canary               the old code back on every upgraded worker",
+        "  storm list canary                   UPGRADING while it lasts (topology.upgrade.ttl bounds it)"]
+    assert storm(cluster, capsys, "list", "canary")[1].splitlines()[2].split()[1] == "UPGRADING"
+    assert storm(cluster, capsys, "kill", "canary", "-w", "0")[0] == 0
+    wait_until(lambda: canary not in {r.topology_id for r in cluster.workers("sup")}, 60, "canary's worker stopped")
 
 
 def test_set_log_level_turns_a_components_debug_lines_on_in_the_workers_and_off_again(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -121,6 +122,43 @@ def test_an_argument_a_component_refuses_is_named_at_the_line_declaring_it(shell
     assert (done.returncode, done.stderr) == (
         1, f"storm jar: {tmp_path / 'counted.py'}:6: spout 'sentences': SentenceSpout's argument rounds must be "
            "int | None, got 'abc'\n")
+
+
+def test_storm_local_tells_a_mistake_in_a_topology_file_as_storm_jar_does(shell: dict[str, str],
+                                                                          tmp_path: Path) -> None:
+    """The same one line, ``file:line`` first, from both: a syntax error (not a traceback under ``storm local``),
+    a grouping by a field the stream does not declare (its line kept); ``--verbose`` adds the traceback."""
+    (tmp_path / "typo.py").write_text("from squall.dsl import Topology\n\ndef topology(:\n    pass\n")
+    (tmp_path / "fields.py").write_text(
+        "from examples.wordcount import SentenceSpout, SplitSentence, WordCount\n"
+        "from squall.dsl import Topology\n"
+        "\n"
+        "topology = Topology('fields')\n"
+        "split = topology.bolt('split', SplitSentence).shuffle(topology.spout('sentences', SentenceSpout))\n"
+        "topology.bolt('count', WordCount).fields(split, 'wrd')\n")
+    for file, line in (("typo.py", "typo.py:3: invalid syntax"),
+                       ("fields.py", "fields.py:6: bolt 'count' groups stream 'default' of 'split' by unknown fields "
+                                     "['wrd'] (the stream declares ['word'])")):
+        for verb in ("jar", "local"):
+            done = typed(shell, f"cd {tmp_path} && storm {verb} {file} {OFFLINE}")
+            assert (done.returncode, done.stdout, done.stderr) == (1, "", f"storm {verb}: {line}\n"), (verb, file)
+    verbose = typed(shell, f"cd {tmp_path} && storm local typo.py --verbose")
+    assert verbose.returncode == 1 and "Traceback (most recent call last)" in verbose.stderr
+    assert verbose.stderr.endswith("storm local: typo.py:3: invalid syntax\n")
+
+
+def test_storm_local_logs_readable_lines_and_json_when_asked(shell: dict[str, str]) -> None:
+    """A person reads ``storm local``'s lines (time, level, logger, message, context), in a terminal or not;
+    ``--json`` is the workers' JSON lines, for tools."""
+    done = typed(shell, "storm local examples/wordcount.py --local-ttl 1")
+    assert done.returncode == 0, done.stderr
+    started = next(line for line in done.stderr.splitlines() if "local topology running" in line)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:.]+Z INFO  \S+  local topology running  "
+                        r"topology_id=wordcount-1-\d+ ttl_secs=1\.0 tasks=\d+ daemon=local", started), started
+    done = typed(shell, "storm local examples/wordcount.py --local-ttl 1 --json")
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    assert any(r["event"] == "local topology running" for r in records), done.stderr
 
 
 def test_a_closed_pipe_ends_the_command_quietly(shell: dict[str, str]) -> None:

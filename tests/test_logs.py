@@ -13,7 +13,8 @@ import pytest
 import structlog
 
 from squall.cli.options import run_daemon
-from squall.logs import DAEMON_LOG_BACKUPS, DAEMON_LOG_BYTES, DaemonLogFile, bind, configure_logging
+from squall.logs import (DAEMON_LOG_BACKUPS, DAEMON_LOG_BYTES, DaemonLogFile, bind, configure_logging, readable,
+                         readable_line, readable_text)
 
 
 @pytest.fixture(autouse=True)
@@ -164,3 +165,49 @@ def test_a_daemon_that_cannot_write_its_log_says_which_key_to_set(tmp_path: Path
     assert (code, started) == (2, [])
     err = capsys.readouterr().err
     assert f"storm ui: cannot write its log {tmp_path / 'a-file' / 'ui.log'}" in err and "set storm.log.dir" in err
+
+
+def test_a_daemon_whose_output_is_its_log_file_writes_each_line_once(tmp_path: Path) -> None:
+    """A dev cluster sends a daemon's output to its log file: its lines must not be written there twice."""
+    log_file = tmp_path / "logs" / "nimbus.log"
+    log_file.parent.mkdir()
+    with open(log_file, "a") as output:
+        configure_logging("nimbus", fmt="auto", stream=output, log_file=log_file)
+        structlog.get_logger("squall.test").info("leader elected", host="n1")
+    assert [json.loads(line)["event"] for line in log_file.read_text().splitlines()] == ["leader elected"]
+
+
+def test_a_record_reads_as_time_level_logger_message_then_context() -> None:
+    """The one rendering of every view for people; lines that are no record pass through as they are."""
+    record = {"topology_id": "wc-1-1700000000", "event": "worker launched", "daemon": "supervisor", "level": "info",
+              "logger": "supervisor.daemon", "timestamp": "2024-05-01T12:00:00.123456Z", "port": 6700,
+              "command": "python -m worker", "tasks": [1, 2]}
+    assert readable(record) == ('2024-05-01T12:00:00.123Z INFO  supervisor.daemon  worker launched  '
+                                'topology_id=wc-1-1700000000 daemon=supervisor port=6700 command="python -m worker" '
+                                'tasks=[1, 2]')
+    assert readable_line(json.dumps(record)) == readable(record)
+    for line in ("Traceback (most recent call last):", "  print from a bolt", '{"not": "a record"}', "{half a",
+                 "[1, 2]", ""):
+        assert readable_line(line) == line
+    assert readable_text(f"{json.dumps(record)}\nplain\n{{cut") == f"{readable(record)}\nplain\n{{cut"
+
+
+def test_an_exception_reads_as_python_prints_it_from_the_console_or_a_json_file() -> None:
+    def logged(fmt: str) -> str:
+        out = io.StringIO()
+        configure_logging("nimbus", fmt=fmt, stream=out)
+        try:
+            try:
+                {}["topology"]
+            except KeyError as exc:
+                raise ValueError("bad topology") from exc
+        except ValueError:
+            structlog.get_logger("squall.test").exception("submit failed", name="wc")
+        return out.getvalue()
+
+    console, stored = logged("console").splitlines(), readable_text(logged("json")).splitlines()
+    for shown in (console, stored):
+        assert shown[0].endswith(" ERROR squall.test  submit failed  name=wc daemon=nimbus"), shown
+        assert shown[1] == "Traceback (most recent call last):" and shown[-1] == "ValueError: bad topology"
+        assert "KeyError: 'topology'" in shown and \
+            "The above exception was the direct cause of the following exception:" in shown

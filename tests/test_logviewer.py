@@ -230,10 +230,40 @@ def test_storm_logs_prints_a_log_then_what_it_gains_and_starts_over_when_it_shri
     assert out.getvalue() == b"==> 127.0.0.1:6701 (count) <==\nthe other worker\nmore\nnew\n"
 
     monkeypatch.setattr(squall.cli.logs, "PAGE", 1000)  # a log of many pages, read page by page
-    for first_bytes, expected in ((None, LINES), (22, LINES[-22:]), (5000, LINES[-5000:])):
+    for first_bytes, expected in ((None, LINES), (22, LINES[-22:]), (5000, LINES[-5005:]), (5, LINES[-11:])):
         out = io.BytesIO()
         catch_up(WorkerLog("127.0.0.1", 6700, ["split"], read_url(served, LOG)), out, [None], first_bytes)
         assert out.getvalue() == b"==> 127.0.0.1:6700 (split) <==\n" + expected, first_bytes
+
+
+def test_storm_logs_shows_readable_lines_from_a_line_s_start_and_json_when_asked(served: int, logs: Path) -> None:
+    """-b N starts at the start of the line holding the N-th last byte, never mid-line; a worker's JSON records
+    are shown as readable lines (--json: as written), its other lines as they are; a line not yet ended is held
+    while following, until it is."""
+    record = (b'{"event": "word counts", "level": "info", "logger": "examples.wordcount", '
+              b'"timestamp": "2024-05-01T12:00:00.123456Z", "task": 7}\n')
+    (logs / LOG).write_bytes(b"a line its bolt printed\n" + record * 3)
+    for first_bytes in (10, len(record), len(record) + 1):
+        out = io.BytesIO()
+        catch_up(WorkerLog("127.0.0.1", 6700, ["count"], read_url(served, LOG)), out, [None], first_bytes)
+        lines = out.getvalue().decode().splitlines()
+        assert lines[1:] == ["2024-05-01T12:00:00.123Z INFO  examples.wordcount  word counts  task=7"] * (
+            1 if first_bytes <= len(record) else 2), first_bytes
+    out = io.BytesIO()
+    catch_up(WorkerLog("127.0.0.1", 6700, ["count"], read_url(served, LOG)), out, [None], 10, raw=True)
+    assert out.getvalue() == b"==> 127.0.0.1:6700 (count) <==\n" + record, "--json: the file's own line"
+
+    followed, out, last_header = WorkerLog("127.0.0.1", 6700, ["count"], read_url(served, LOG)), io.BytesIO(), [None]
+    catch_up(followed, out, last_header, final=False)
+    with open(logs / LOG, "ab") as f:
+        f.write(record[:40])
+    catch_up(followed, out, last_header, final=False)
+    with open(logs / LOG, "ab") as f:
+        f.write(record[40:])
+    catch_up(followed, out, last_header, final=False)
+    assert out.getvalue().decode().splitlines()[1:] == ["a line its bolt printed",
+                                                         *["2024-05-01T12:00:00.123Z INFO  examples.wordcount  "
+                                                           "word counts  task=7"] * 4]
 
 
 def test_storm_logs_says_which_logviewer_it_cannot_reach_and_why(served: int) -> None:
@@ -248,3 +278,20 @@ def test_storm_logs_says_which_logviewer_it_cannot_reach_and_why(served: int) ->
 def test_the_examples_in_the_docstrings_hold(module: Any) -> None:
     result = doctest.testmod(module)
     assert not result.failed
+
+
+def test_a_log_page_shows_json_records_as_readable_lines_and_the_api_keeps_them_raw(viewer: TestClient,
+                                                                                   logs: Path) -> None:
+    record = ('{"event": "leader elected", "level": "info", "logger": "nimbus.daemon", '
+              '"timestamp": "2024-05-01T12:00:00.123456Z", "host": "n1", "daemon": "nimbus"}')
+    text = f"{record}\nTraceback (most recent call last):\n  a user's print\n"
+    (logs / "nimbus.log").write_text(text)
+    (logs / LOG).write_text(text)
+    readable = "2024-05-01T12:00:00.123Z INFO  nimbus.daemon  leader elected  host=n1 daemon=nimbus"
+    for page in ("/api/v1/log", "/daemonlog"):
+        shown = viewer.get(page, params={"file": LOG if page == "/api/v1/log" else "nimbus.log"}).text
+        assert f"{readable}\nTraceback (most recent call last):\n  a user&#39;s print\n" in shown, page
+        assert "&#34;event&#34;" not in shown
+    assert viewer.get("/api/v1/read", params={"file": LOG}).text == text
+    assert viewer.get("/api/v1/download", params={"file": LOG}).text == text
+    assert viewer.get("/api/v1/daemondownload", params={"file": "nimbus.log"}).text == text

@@ -201,6 +201,16 @@ def test_the_cluster_page_lists_nimbuses_supervisors_and_topologies(browser: Tes
     assert rows(page.text, "nimbuses")[1][:3] == ["n1", "6627", "Leader"]
 
 
+def test_the_cluster_page_says_which_version_is_which(browser: TestClient) -> None:
+    """Nimbus reports the Storm release whose API it speaks (1.2.4, what Storm clients read), a supervisor the
+    Squall release it runs (0.1.0): each column is named for what it shows."""
+    page = browser.get("/").text
+    assert rows(page, "cluster-summary")[0][0] == "Storm API version"
+    assert rows(page, "nimbuses")[0][3] == "Storm API version"
+    assert rows(page, "supervisors")[0][6] == "Squall version"
+    assert rows(browser.get("/supervisor/sup-1").text, "supervisor-summary")[0][6] == "Squall version"
+
+
 def test_the_topology_page_shows_stats_graph_errors_and_actions_with_names_escaped(browser: TestClient) -> None:
     page = browser.get("/topology/wc-1-1").text
     assert rows(page, "topology-summary")[1][:6] == ["wc", "wc-1-1", "", "ACTIVE", "1m 40s", "2"]

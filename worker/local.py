@@ -23,9 +23,10 @@ import structlog
 from squall.cli.options import (command_line_overrides, common_options, interrupt, load_or_exit, topology_typos,
                                 warn_on_stderr)
 from squall.config import default_config, without_secrets
-from squall.dsl import Topology, TopologyError, load_topology
+from squall.dsl import Topology
 from squall.logs import configure_logging
 from squall.package import RESOURCES
+from squall.submitcheck import SubmitCheckError, load_for_submit
 from squall.thrift import storm
 from squall.topology import make_tasks, normalize, system_topology, topology_id, validate_topology
 from squall.zk.records import TaskBeat
@@ -128,21 +129,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("file", help="a Python file defining `topology` (a Topology or a function returning one)")
     parser.add_argument("--local-ttl", type=float, default=20.0, help="seconds to run before stopping (default 20)")
     parser.add_argument("--topology", default="topology", help="the attribute holding the topology")
+    parser.add_argument("--verbose", action="store_true", help="with a load error, its full traceback")
+    parser.add_argument("--json", action="store_true", help="log JSON lines, for tools (default: readable lines)")
     args = parser.parse_args(argv)
     conf = load_or_exit(args)
-    configure_logging("local", level=conf["squall.log.level"], fmt=conf["squall.log.format"])
+    fmt = "json" if args.json else "console" if conf["squall.log.format"] == "auto" else conf["squall.log.format"]
+    configure_logging("local", level=conf["squall.log.level"], fmt=fmt)
     try:
-        topology = load_topology(args.file, args.topology)
+        topology = load_for_submit(args.file, args.topology)  # a mistake is told as storm jar tells it
         for typo in topology_typos(topology):
             warn_on_stderr(typo)
         resources = Path(args.file).resolve().parent / RESOURCES
         local = LocalTopology(topology, command_line_overrides(conf, args), cluster=conf,
                               resources=resources if resources.is_dir() else None)
+    except SubmitCheckError as exc:
+        print(f"{exc.details}storm local: {exc.line}" if args.verbose else f"storm local: {exc.line}",
+              file=sys.stderr)
+        return 1
     except storm.InvalidTopologyException as exc:
         print(f"storm local: InvalidTopologyException: {exc.msg}", file=sys.stderr)
-        return 1
-    except (OSError, ImportError, TypeError, TopologyError) as exc:
-        print(f"storm local: {exc}", file=sys.stderr)
         return 1
     signal.signal(signal.SIGTERM, interrupt)
     with local:

@@ -3,11 +3,12 @@ each worker's host (``logviewer.port``), as the UI links them; over HTTPS at ``l
 set, presenting the client certificate the CLI shows nimbus (``nimbus.thrift.tls.client.*``).
 
 Nimbus says where the topology's workers run (``getTopologyInfoByName``: each executor's host and port); with
-a COMPONENT, only the workers running its tasks. Each log is printed whole (or its last BYTES) under a
-``==> host:port (components) <==`` header, as ``tail`` heads several files; ``-f`` then follows them all, a
-header marking each switch from one log to another, until Ctrl-C. A worker whose logviewer cannot be reached
-is reported on stderr (and the exit code is 1) while the others are printed; when following, it is tried
-again every poll.
+a COMPONENT, only the workers running its tasks. Each log is printed whole (or its last BYTES, from the start
+of the line they begin in) under a ``==> host:port (components) <==`` header, as ``tail`` heads several files;
+``-f`` then follows them all, a header marking each switch from one log to another, until Ctrl-C. Lines are
+printed as :func:`squall.logs.readable` shows them (``--json``: as the files hold them). A worker whose
+logviewer cannot be reached is reported on stderr (and the exit code is 1) while the others are printed; when
+following, it is tried again every poll.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from urllib.parse import urlencode
 
 from squall.cli.options import positive
 from squall.local_state import worker_log_name
+from squall.logs import readable_text
 from squall.names import is_system
 from squall.nimbus_client import nimbus_client
 from squall.thrift import storm
@@ -33,6 +35,8 @@ from squall.tls import client_context
 
 #: Bytes asked for in one request (the logviewer's largest page).
 PAGE = 1 << 20
+#: How far back ``-b`` looks for the start of the line its first byte is in.
+LINE_BACK = 64 << 10
 #: Seconds between polls of a followed log.
 FOLLOW_SECS = 1.0
 #: Seconds one request to a logviewer may take.
@@ -56,7 +60,8 @@ class WorkerLog:
     components: list[str]
     url: str  # its logviewer's /api/v1/read, file included
     tls: ssl.SSLContext | None = field(default=None, compare=False)  # for an https:// url
-    offset: int | None = None  # the next byte to print; None: not read yet
+    offset: int | None = None  # the next byte to read; None: not read yet
+    partial: bytes = field(default=b"", repr=False)  # a line read but not yet ended, held until it is
     problem: str | None = field(default=None, compare=False)
 
     @property
@@ -102,28 +107,48 @@ def _read(log: WorkerLog, start: int | None, length: int) -> tuple[bytes, int, i
                           f"({key}; is `storm logviewer` running on {log.host}?): {exc}") from None
 
 
-def catch_up(log: WorkerLog, out: BinaryIO, last_header: list[str | None], first_bytes: int | None = None) -> None:
-    """Print what the log holds past ``log.offset`` (on a first read: all of it, or its last ``first_bytes``),
-    under its header unless it was the last one printed; a log that shrank is printed again from its start."""
+def catch_up(log: WorkerLog, out: BinaryIO, last_header: list[str | None], first_bytes: int | None = None, *,
+             raw: bool = False, final: bool = True) -> None:
+    """Print what the log holds past ``log.offset`` (on a first read: all of it, or the lines holding its last
+    ``first_bytes``), under its header unless it was the last one printed; a log that shrank is printed again
+    from its start. Lines are :func:`readable` unless ``raw``; a line not yet ended is held for the next call
+    unless ``final``."""
     while True:
-        if log.offset is None and first_bytes is not None:
-            data, start, size = _read(log, None, min(first_bytes, PAGE))
-            if first_bytes > PAGE and start > 0:  # more than a page back: read forward from there
-                log.offset = max(0, size - first_bytes)
-                continue
-        else:
-            data, start, size = _read(log, log.offset or 0, PAGE)
-            if log.offset is not None and start < log.offset:  # truncated or replaced under us
-                log.offset = None
-                continue
-        if data and last_header[0] != log.header:
+        if log.offset is None:
+            log.offset = 0 if first_bytes is None else _line_start(log, first_bytes)
+        data, start, size = _read(log, log.offset, PAGE)
+        if start < log.offset:  # truncated or replaced under us
+            log.offset, log.partial = None, b""
+            continue
+        log.offset = start + len(data)
+        shown = data if raw else _readable(log, data, final and log.offset >= size)
+        if shown and last_header[0] != log.header:
             out.write(f"{log.header}\n".encode())
             last_header[0] = log.header
-        out.write(data)
+        out.write(shown)
         out.flush()
-        log.offset = start + len(data)
         if log.offset >= size or not data:
             return
+
+
+def _line_start(log: WorkerLog, last: int) -> int:
+    """Where the line holding the log's ``last``-th byte from its end starts: what ``-b`` prints begins there,
+    never in the middle of a line (unless that line is longer than :data:`LINE_BACK`)."""
+    _, _, size = _read(log, None, 1)
+    window = max(0, size - last)
+    if window == 0:
+        return 0
+    before, start, _ = _read(log, max(0, window - LINE_BACK), min(window, LINE_BACK))
+    cut = before.rfind(b"\n")
+    return start + cut + 1 if cut >= 0 else 0 if start == 0 else window
+
+
+def _readable(log: WorkerLog, data: bytes, end: bool) -> bytes:
+    """The whole lines of ``log`` that ``data`` ends, readable; the rest held in ``log.partial`` unless ``end``."""
+    held = log.partial + data
+    whole = len(held) if end else held.rfind(b"\n") + 1
+    log.partial = held[whole:]
+    return readable_text(held[:whole].decode("utf-8", "replace")).encode()
 
 
 def logs(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
@@ -154,7 +179,7 @@ def logs(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         while True:
             for log in found:
                 try:
-                    catch_up(log, out, last_header, args.bytes)
+                    catch_up(log, out, last_header, args.bytes, raw=args.json, final=not args.follow)
                     log.problem = None
                 except Unreachable as exc:
                     failed = True
@@ -175,4 +200,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only the workers running this component's tasks")
     parser.add_argument("-f", "--follow", action="store_true", help="keep printing what they log, until Ctrl-C")
     parser.add_argument("-b", "--bytes", type=positive, metavar="N",
-                        help="only the last N bytes of each log (default: all of it)")
+                        help="only the last N bytes of each log, from the start of the line they begin in (default: all of it)")
+    parser.add_argument("--json", action="store_true", help="the lines as the log files hold them: JSON records, "
+                                                            "for tools (default: readable lines)")

@@ -145,6 +145,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
             sub.add_argument("action", nargs="?", choices=["start", "stop"], default="start")
             sub.add_argument("--supervisors", type=positive, default=2, metavar="N",
                              help="supervisors to start, each with len(supervisor.slots.ports) slots (default 2)")
+            sub.add_argument("--json", action="store_true",
+                             help="log JSON lines, for tools (default: readable lines, as a daemon that dies is shown)")
     runs.update(operator_commands(commands))
     runs["help"] = _help(parser, commands)
     commands.add_parser("help", help="this help, or a command's: storm help COMMAND").add_argument(
@@ -227,6 +229,14 @@ def _unrecognized(verb: argparse.ArgumentParser, command: str, unparsed: Sequenc
     return f"unrecognized arguments: {' '.join(unparsed)}{hint} (storm help {command})"
 
 
+def _log_format(args: argparse.Namespace, fmt: str) -> str:
+    """The dev cluster's terminal is for people whether or not it is a terminal (``storm dev-cluster > out``):
+    readable lines unless ``--json`` or the conf says otherwise; the others as the conf says."""
+    if args.command != "dev-cluster":
+        return fmt
+    return "json" if args.json else "console" if fmt == "auto" else fmt
+
+
 def _log_level(command: str, level: str) -> str:
     if command in RUNS_UNTIL_STOPPED or logging.getLevelName(level.upper()) == logging.DEBUG:
         return level
@@ -251,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     conf = load_or_exit(args, warn=(lambda _typo: None) if args.command in HANDS_OVER else warn_on_stderr)
     configure_logging(args.command, level=_log_level(args.command, conf["squall.log.level"]),
-                      fmt=conf["squall.log.format"])
+                      fmt=_log_format(args, conf["squall.log.format"]))
     try:
         code = runs[args.command](conf, args)
         sys.stdout.flush()  # here, where a closed pipe is caught, rather than at exit

@@ -89,10 +89,14 @@ def jar(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
             overrides["topology.hot.deploy.enable"] = True
         topology_id = submit_topology(conf, topology, package=package, conf_overrides=overrides,
                                       name=args.name, progress=_progress, active=not args.inactive)
-    print(f"Finished submitting topology: {args.name or topology.name} ({topology_id})")
+    name, submitted = args.name or topology.name, {**topology.build()[1], **overrides}
+    if submitted.get("topology.upgrade") is True:
+        print(upgrade_started(name, topology_id, submitted))
+        return 0
+    print(f"Finished submitting topology: {name} ({topology_id})")
     with nimbus_client(conf) as nimbus:
         requested = json.loads(nimbus.getTopologyConf(topology_id)).get("topology.workers") or 1
-        note = capacity_note(nimbus.getClusterInfo(), args.name or topology.name, int(requested))
+        note = capacity_note(nimbus.getClusterInfo(), name, int(requested))
     if note:
         print(note)
     return 0
@@ -114,6 +118,24 @@ def capacity_note(cluster: Any, name: str, requested: int) -> str | None:
         return None
     return (f"{name}: {requested} workers requested, {free} slots free: it runs on {free} and adds workers as slots "
             "free up (storm list's Health shows it until then)")
+
+
+def upgrade_started(name: str, topology_id: str, submitted: Mapping[str, Any]) -> str:
+    """What ``storm jar ... -c topology.upgrade=true`` says once nimbus took it: a gray upgrade of the running
+    topology began, which workers take the new code first (``topology.upgrade.*``), and how to go on."""
+    num, component = submitted.get("topology.upgrade.worker.num") or 0, submitted.get("topology.upgrade.component")
+    workers = submitted.get("topology.upgrade.workers")
+    first = (f"workers {workers if isinstance(workers, str) else ', '.join(workers)}" if workers else
+             f"the workers running {component}" + (f" (at most {num})" if num else "") if component else
+             f"{num} worker{'s' if num != 1 else ''}" if num else "")
+    return "\n".join([
+        f"Started a gray upgrade of topology {name} ({topology_id}) to the new code: "
+        + (f"{first} first, the others on the old code until you go on." if first else
+           "no worker yet; storm gray_upgrade starts the first batch."),
+        f"  storm gray_upgrade {name} -n N      the next N workers (-p COMPONENT or -w HOST:PORT,... to choose them)",
+        f"  storm complete_upgrade {name}       every remaining worker",
+        f"  storm rollback {name}               the old code back on every upgraded worker",
+        f"  storm list {name}                   UPGRADING while it lasts (topology.upgrade.ttl bounds it)"])
 
 
 def _load(args: argparse.Namespace) -> Topology:
@@ -207,7 +229,7 @@ def get_errors(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
 
 
 def blacklist(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
-    """JStorm's ``blacklist add|remove HOST`` (JStorm's output line), plus ``list``: hosts that get no new workers."""
+    """JStorm's ``blacklist add|remove HOST``, plus ``list``: hosts that get no new workers."""
     if (args.action == "list") == bool(args.hosts):
         print("storm blacklist: add and remove take HOST..., list takes none", file=sys.stderr)
         return 2
@@ -217,7 +239,9 @@ def blacklist(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
             return 0
         for host in args.hosts:
             (nimbus.setHostInBlackList if args.action == "add" else nimbus.removeHostOutBlackList)(host)
-            print(f"Successfully submit command blacklist with action:{args.action} and hostname :{host}")
+            print(f"Blacklisted host {host}: nimbus places no new workers there (those running stay; storm blacklist "
+                  f"remove {host} undoes it)" if args.action == "add" else
+                  f"Removed host {host} from the blacklist: nimbus places new workers there again")
     return 0
 
 
