@@ -187,18 +187,21 @@ class DevCluster:
             self.prefixes[name] = tuple(prefix)
         return self._start(name, "supervisor")
 
-    def _start(self, name: str, command: str) -> subprocess.Popen[bytes]:
+    def _start(self, name: str, command: str, *, cli: Sequence[str] = (),
+               environ: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """Run ``storm COMMAND`` as daemon ``name``: ``cli`` is the ``storm`` it runs (default: this Python's
+        Squall) and ``environ`` its environment (default: this process's), with the Squall of this process."""
         conf_file = self.root / f"{name}.yaml"
         # JSON is YAML; the daemons' own (it may hold their ZooKeeper password): workers run as another user
         # (supervisor.run.worker.as.user) must not read it
         write_atomically(conf_file, json.dumps(self.daemon_conf(name), indent=1).encode(), 0o600)
-        env = {**os.environ, "PYTHONPATH": squall_import_path(self.root / "python")}
+        env = {**(os.environ if environ is None else environ), "PYTHONPATH": squall_import_path(self.root / "python")}
         self.commands[name] = command
         log_file = self.log_file(name)
         log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(log_file, "ab") as log:
-            process = subprocess.Popen([*self.prefixes.get(name, ()), sys.executable, "-m", "squall.cli", "--config",
-                                        str(conf_file), command],
+            process = subprocess.Popen([*self.prefixes.get(name, ()), *(cli or (sys.executable, "-m", "squall.cli")),
+                                        "--config", str(conf_file), command],
                                        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        cwd=self.root, env=env, start_new_session=True)
         self.daemons[name] = process

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -30,6 +31,9 @@ from squall.package import PYPROJECT, REQUIREMENTS, WHEELS
 #: A failed build is tried again after this long (a requirement that was bad stays bad; a network that was
 #: down may be back), each failure reported as a task error of the topology's tasks here.
 RETRY_SECS = 300.0
+#: What a build puts in an environment, in its key: a change has every supervisor build its environments again
+#: (2: the console scripts of the host's packages are in its ``bin/``).
+LAYOUT = 2
 
 
 class BadRequirements(Exception):
@@ -83,7 +87,7 @@ def environment_key(requirements: Requirements, base: BaseInterpreter, user: str
     """The environment's name: a hash of what it holds, what it is made from, and whose it is (with
     ``supervisor.run.worker.as.user``, each user's environments are that user's alone)."""
     what = json.dumps([requirements.requirements_txt, requirements.dependencies, requirements.wheels,
-                       base.path, base.version, user])
+                       base.path, base.version, user, LAYOUT])
     return hashlib.sha256(what.encode()).hexdigest()[:20]
 
 
@@ -100,6 +104,14 @@ def pip_install_args(requirements: Requirements, sources: Path, extra: Sequence[
     if not requirements.requirements_txt and not requirements.dependencies:
         args += [str(sources / WHEELS / name) for name, _, _ in requirements.wheels]
     return args
+
+
+def console_script(python: str, module: str, attr: str) -> str:
+    """A console script calling entry point ``module:attr`` on ``python``, as pip writes one for a long path: run
+    by ``/bin/sh``, which hands it to ``python`` (a shebang naming a long path would be cut by the kernel)."""
+    return (f"#!/bin/sh\n'''exec' {shlex.quote(python)} \"$0\" \"$@\"\n' '''\n"
+            f"import sys\nfrom {module} import {attr.split('.')[0]}\n"
+            f"if __name__ == '__main__':\n    sys.exit({attr}())\n")
 
 
 class EnvState(Enum):

@@ -5,9 +5,11 @@
 An environment is a venv made from the base interpreter (``supervisor.worker.python``, default the
 supervisor's own), with a ``.pth`` that adds the supervisor's site-packages *after* the environment's own:
 a worker imports Squall and its dependencies from the host, and the topology's requirements, installed into
-the environment, win over the host's versions. A build runs on its own thread (the sync loop never waits
-for pip), is bounded by ``supervisor.worker.env.build.timeout.secs``, and is marked complete by a
-``.ready`` file written last, so a supervisor restart reuses what was built and rebuilds what was cut short.
+the environment, win over the host's versions. Its ``bin/`` holds the console scripts of both, run by its
+Python, so a shell component's command (``streamparse_run``) is on its workers' PATH. A build runs on its own
+thread (the sync loop never waits for pip), is bounded by ``supervisor.worker.env.build.timeout.secs``, and is
+marked complete by a ``.ready`` file written last, so a supervisor restart reuses what was built and rebuilds
+what was cut short.
 With ``supervisor.run.worker.as.user``, pip runs as the topology's owner and the environment is theirs alone
 (0700), as its code directory is.
 
@@ -19,7 +21,9 @@ With ``supervisor.run.worker.as.user``, pip runs as the topology's owner and the
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -38,8 +42,8 @@ from squall.config import ConfigError
 from squall.local_state import CODE_FILES, fetched_for
 from squall.package import PYPROJECT, REQUIREMENTS, WHEELS
 from supervisor.environments import (
-    BadRequirements, BaseInterpreter, Decision, EnvironmentBook, EnvState, Requirements, environment_key,
-    pip_install_args,
+    BadRequirements, BaseInterpreter, Decision, EnvironmentBook, EnvState, Requirements, console_script,
+    environment_key, pip_install_args,
 )
 from supervisor.runas import WorkerUser, hand_over, host_site_packages
 
@@ -192,6 +196,7 @@ class PythonEnvironments:
             self._run(key, [self.base.path, "-m", "venv", "--without-pip", str(home)], "venv", None, started)
             (self._site_packages(home) / HOST_PTH).write_text(
                 "".join(f"import site; site.addsitedir({p!r})\n" for p in host_site_packages()))
+            write_host_scripts(home)
             if not needs.empty:
                 self._unpack(code, sources)
                 if user is not None:
@@ -251,6 +256,28 @@ class PythonEnvironments:
             for name in archive.namelist():
                 if name == REQUIREMENTS or (name.startswith(f"{WHEELS}/") and name.count("/") == 1):
                     archive.extract(name, sources)
+
+
+def write_host_scripts(home: Path) -> None:
+    """Write into the environment ``home``'s ``bin/`` the console scripts of the host's packages, which it imports
+    through its ``.pth``, each run by the environment's Python; pip then replaces those of the packages it
+    installs there. pip finds a requirement the host has (``streamparse``) satisfied and installs neither it nor
+    its scripts: without these, a shell component's command (``streamparse_run``) would be on the worker's PATH
+    only when the supervisor's was (a service manager starts it without its virtualenv on PATH).
+
+    Written before the environment is handed to its user, while no one else can write in it."""
+    python = str(home / "bin" / "python")
+    seen: set[str] = set()
+    for dist in importlib.metadata.distributions(path=host_site_packages()):
+        name = re.sub(r"[-_.]+", "-", dist.metadata["Name"] or "").lower()
+        if name in seen:
+            continue  # a package in two of the host's site-packages: the first is the one imported
+        seen.add(name)
+        for entry in dist.entry_points.select(group="console_scripts"):
+            script = home / "bin" / entry.name
+            if entry.attr and "/" not in entry.name and not script.exists():
+                script.write_text(console_script(python, entry.module, entry.attr))
+                script.chmod(0o755)
 
 
 class BuildFailed(Exception):

@@ -6,6 +6,9 @@ them when the test fails)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -37,6 +40,14 @@ class ProcessCluster(DevCluster):
         super().__init__(tmp, {**zk_conf, **FAST, **conf})
         stack.callback(self.stop)
         stack.callback(lambda: print(self.logs()))
+
+    def start_supervisor_as_a_service(self, name: str, ports: Sequence[int]) -> subprocess.Popen[bytes]:
+        """Start a supervisor as a service manager (a systemd unit) starts one: the virtualenv's ``storm`` by its
+        absolute path, in the unit's own environment: PATH=/usr/bin:/bin, which holds no virtualenv, and no
+        VIRTUAL_ENV (and this checkout's Squall on PYTHONPATH, as every daemon of a test has it)."""
+        self.ports[name] = list(ports)
+        return self._start(name, "supervisor", cli=[str(Path(sys.executable).parent / "storm")],
+                           environ={"PATH": "/usr/bin:/bin"})
 
     def submit(self, topology: Topology, *sources: Path) -> str:
         """Package ``sources`` (default: the tests' topologies module and examples/) and submit."""

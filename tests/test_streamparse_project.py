@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -29,6 +30,7 @@ from processcluster import REPO, ProcessCluster
 from squall import STORM_VERSION
 from squall.cli.main import main
 from squall.devzk import free_port
+from squall.local_state import log_dir
 from squall.nimbus_client import nimbus_client
 from squall.streamparse_project import StreamparseProjectError, build_project_package, load_project
 from squall.thrift import from_bytes, storm
@@ -424,12 +426,6 @@ ROUNDS = 300
 EXPECTED = {"dog": 10 * ROUNDS, "cat": ROUNDS, "zebra": ROUNDS, "elephant": ROUNDS}
 
 
-def with_virtualenv_on_path(env: dict[str, str]) -> dict[str, str]:
-    """``env`` with this interpreter's bin/ first on PATH, as in a shell whose virtualenv (Squall and streamparse
-    installed) is activated: the workers find ``streamparse_run`` there, as a worker finds any shell command."""
-    return {**env, "PATH": f"{BIN}{os.pathsep}{env['PATH']}"}
-
-
 def counting_project(project: Path, out: Path, **env: Any) -> None:
     """The quickstart project with a finite spout and a bolt recording the counts it emits in ``out``."""
     (project / "src" / "spouts" / "words.py").write_text(FINITE_WORDS)
@@ -455,10 +451,9 @@ def counts(out: Path) -> dict[str, int]:
 
 @pytest.mark.slow
 def test_the_quickstart_word_count_runs_on_a_dev_cluster_via_storm_jar_with_exact_counts(
-        zk_conf: dict[str, Any], project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        zk_conf: dict[str, Any], project: Path, tmp_path: Path) -> None:
     out = tmp_path / "counts"
     counting_project(project, out)
-    monkeypatch.setenv("PATH", with_virtualenv_on_path(dict(os.environ))["PATH"])  # the cluster's processes inherit it
     with ExitStack() as stack:
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack)
         cluster.start_nimbus()
@@ -473,8 +468,9 @@ def test_the_quickstart_word_count_runs_on_a_dev_cluster_via_storm_jar_with_exac
 def test_the_quickstart_word_count_runs_in_storm_local_with_exact_counts(project: Path, tmp_path: Path) -> None:
     out = tmp_path / "counts"
     counting_project(project, out)
-    env = with_virtualenv_on_path(storm_on_path(tmp_path / "bin"))
-    local = subprocess.Popen(["storm", "local", str(project), "--local-ttl", "300"], cwd=tmp_path, env=env,
+    # the virtualenv's storm by its absolute path, not activated: its bin/ (streamparse_run) is not on PATH
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
+    local = subprocess.Popen([str(BIN / "storm"), "local", str(project), "--local-ttl", "300"], cwd=tmp_path, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         wait_until(lambda: counts(out) == EXPECTED or local.poll() is not None, 180, f"the counts to reach {EXPECTED}")
@@ -483,3 +479,33 @@ def test_the_quickstart_word_count_runs_in_storm_local_with_exact_counts(project
         if local.poll() is None:
             os.killpg(local.pid, signal.SIGTERM)
         local.wait(30)
+
+
+@pytest.mark.slow  # a process cluster, two topologies, an environment built with venv and pip: ~40 s
+def test_the_unmodified_quickstart_counts_words_under_a_supervisor_started_as_a_service(
+        zk_conf: dict[str, Any], project: Path, tmp_path: Path) -> None:
+    """A service manager starts the supervisor by the absolute path of the virtualenv's ``storm``, with a PATH that
+    holds no virtualenv. The project as ``sparse quickstart`` made it, submitted with ``storm jar DIR``, counts words
+    (its bolt logs ``counted [N] words`` to the worker log): its workers find ``streamparse_run`` in the environment
+    built from its virtualenvs/wordcount.txt, where pip found streamparse installed on the host. So does the same
+    project as topology ``plain``, which has no virtualenv spec: its workers run on the supervisor's Python."""
+    plain = Path(shutil.copytree(project, tmp_path / "plain"))
+    (plain / "topologies" / "wordcount.py").rename(plain / "topologies" / "plain.py")
+    with ExitStack() as stack:
+        cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack)
+        cluster.start_nimbus()
+        cluster.start_supervisor_as_a_service("sup", [free_port() for _ in range(2)])
+        cluster.wait_supervisors(1)
+        assert cluster.cli("jar", str(project)) == 0
+        assert cluster.cli("jar", str(plain)) == 0
+        logs = log_dir(cluster.daemon_conf("sup"))
+        for name in ("wordcount", "plain"):
+            wait_until(lambda: re.search(r"counted \[|not on the worker's PATH", worker_logs(logs, name)), 180,
+                       f"{name}'s word count bolt to log its counts")
+            assert re.search(r"counted \[[0-9,]+\] words", worker_logs(logs, name)), worker_logs(logs, name)[-3000:]
+            assert cluster.cli("kill", name, "-w", "1") == 0
+
+
+def worker_logs(logs: Path, topology: str) -> str:
+    """What the workers of ``topology`` logged in the log directory ``logs``."""
+    return "".join(path.read_text(errors="replace") for path in logs.glob(f"{topology}-*-worker-*.log"))

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import sysconfig
 import threading
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from squall.environment import user_code_environment
+from squall.environment import user_code_environment, with_own_scripts
 from squall.package import build_package
 from squall.zk.records import Assignment, WorkerAssignment
 from supervisor.environments import (
@@ -172,6 +174,12 @@ def test_an_environment_is_built_from_shipped_wheels_and_its_packages_win_over_t
     value, pox, prefix, path = seen.stdout.strip().split("|")
     assert (value, pox, prefix) == ("wheel", "the topology", str(ready.home))
     assert path.split(os.pathsep)[0] == str(ready.home / "bin")
+    # the host's console scripts are in its bin/, run by its Python: its pip sees what only it has installed
+    minimal = ready.variables({"PATH": "/usr/bin:/bin"})["PATH"]
+    assert shutil.which("streamparse_run", path=minimal) == str(ready.home / "bin" / "streamparse_run")
+    shown = subprocess.run([str(ready.home / "bin" / "pip"), "show", "squall_test_dep"], capture_output=True,
+                           text=True, env={"PATH": minimal}, timeout=60)
+    assert shown.returncode == 0 and f"Location: {ready.home / 'lib'}" in shown.stdout, shown.stderr
 
     again = PythonEnvironments(conf, envs.base, on_change=lambda: None, environ=lambda _user: {})
     assert again.for_code(code, None) == Environment(EnvState.READY, ready.python, ready.home, ready.key,
@@ -206,6 +214,15 @@ def test_a_build_that_takes_too_long_is_killed_and_fails_saying_so(tmp_path: Pat
     assert failed.home is not None and not failed.home.exists()
 
 
+def test_a_shell_command_is_looked_up_first_in_the_bin_of_the_workers_own_python() -> None:
+    """Where the console scripts of what a worker imports are (``streamparse_run``), whatever PATH its supervisor
+    was started with; an operator's PATH that has it keeps its order."""
+    scripts = sysconfig.get_path("scripts")
+    assert with_own_scripts({"PATH": "/usr/bin:/bin", "HOME": "/h"}) == {"PATH": f"{scripts}:/usr/bin:/bin", "HOME": "/h"}
+    assert with_own_scripts({"PATH": f"/usr/bin:{scripts}"}) == {"PATH": f"/usr/bin:{scripts}"}
+    assert with_own_scripts({}) == {"PATH": f"{scripts}:{os.defpath}"}
+
+
 def test_a_topology_that_needs_nothing_runs_on_the_supervisors_python(tmp_path: Path) -> None:
     code = tmp_path / "code"
     code.mkdir()
@@ -237,6 +254,7 @@ def test_with_run_as_user_pip_runs_as_the_owner_and_the_environment_is_theirs_al
     assert ready.home is not None and (ready.home.stat().st_uid, ready.home.stat().st_mode & 0o777) == (user.uid, 0o700)
     installed = next((ready.home / "lib").glob("python3*/site-packages/squall_test_dep/__init__.py"))
     assert installed.stat().st_uid == user.uid, "pip ran as the user"
+    assert (ready.home / "bin" / "streamparse_run").stat().st_uid == user.uid, "the host's scripts are theirs too"
     seen = subprocess.run([ready.python, "-c", "import squall_test_dep, squall; print(squall_test_dep.VALUE)"],
                           capture_output=True, text=True, user=user.uid, group=user.gid, timeout=60,
                           env={**user_code_environment(os.environ), **ready.variables(os.environ)})

@@ -2,9 +2,9 @@
 streamparse and Storm's own storm.py / storm.js speak it.
 
 A ``shell`` component (``ShellComponent``: ``execution_command`` and ``script``) runs as the process
-``[execution_command, script]``, the command found on the worker's ``PATH`` (a per-topology virtualenv's
-``bin/`` comes first there), in the code package's ``resources/`` directory, with the worker's allow-listed
-environment. Its executor is a :class:`~worker.executor.SpoutExecutor` or
+``[execution_command, script]``, the command found on the worker's ``PATH`` (the ``bin/`` of the Python the
+worker runs on comes first there: a per-topology virtualenv's, else the supervisor's), in the code package's
+``resources/`` directory, with the worker's allow-listed environment. Its executor is a :class:`~worker.executor.SpoutExecutor` or
 :class:`~worker.executor.BoltExecutor` whose user code is the subprocess, so routing, anchoring, acking,
 stats and errors are the ones Python components get.
 
@@ -53,7 +53,7 @@ from typing import Any
 
 import structlog
 
-from squall.environment import user_code_environment
+from squall.environment import user_code_environment, with_own_scripts
 from squall.metrics import MetricError, TaskMetrics
 from squall.restarts import BACKOFF_MAX_SECS, restart_delay_secs
 from squall.tuple import Tuple, tick_tuple
@@ -259,7 +259,7 @@ class _ShellHost(Executor):
     def _launch(self, now: float) -> None:
         """Start the subprocess and send the handshake; it is running once it answers with its pid."""
         conf = self.spec.conf
-        env = user_code_environment(os.environ, extra=conf.get("supervisor.worker.env.allow") or ())
+        env = with_own_scripts(user_code_environment(os.environ, extra=conf.get("supervisor.worker.env.allow") or ()))
         cwd = self.env.resources_dir or Path.cwd()
         self._pid_dir = tempfile.mkdtemp(prefix=f"squall-pids-{self.task}-")
         self._pid = None
