@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from squall import STORM_VERSION
-from squall.stats import to_executor_stats
-from squall.thrift import storm
-from squall.zk.records import (
+from squall.core.stats import to_executor_stats
+from squall.core.thrift import storm
+from squall.core.zk.records import (
     ERROR_DURATION_SECS, Assignment, ComponentType, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat,
     TaskError, TaskStats, TopologyTasks,
 )
@@ -68,7 +68,7 @@ def recent_errors(tasks: TopologyTasks | None, error_times: Mapping[int, int], n
     """``"errors: split (12 s ago), count (40 s ago)"``: the components with an error newer than
     :data:`RECENT_ERROR_SECS`, newest first, each with the age of its newest; None when there is none.
     ``error_times`` maps a task to its newest error's time (the name of its newest ``/taskerrors`` node: a
-    few seconds late at most, see :data:`squall.zk.errors.MAX_SAME_SECOND`, so ages are floored at 0).
+    few seconds late at most, see :data:`squall.core.zk.errors.MAX_SAME_SECOND`, so ages are floored at 0).
 
         recent_errors(tasks, {3: 1_700_000_088}, 1_700_000_100)   # "errors: split (12 s ago)"
     """
@@ -115,7 +115,7 @@ def nimbus_summaries(master: NimbusMaster | None, slaves: Iterable[NimbusSlave],
 def cluster_summary(supervisors: Iterable[SupervisorInfo], topologies: Mapping[str, tuple[StormBase, TopologyTasks | None,
                     Assignment | None]], master: NimbusMaster | None, slaves: Iterable[NimbusSlave],
                     now_secs: int, error_times: Mapping[str, Mapping[int, int]] | None = None) -> Any:
-    """``error_times``: topology id → each task's newest error time (:func:`squall.zk.errors.newest_error_times`)."""
+    """``error_times``: topology id → each task's newest error time (:func:`squall.core.zk.errors.newest_error_times`)."""
     error_times = error_times or {}
     supervisors = list(supervisors)
     used: dict[str, int] = {}

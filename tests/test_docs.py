@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import pydoc
 import re
 import subprocess
@@ -16,13 +17,12 @@ from typing import Any
 
 import pytest
 
-from support import wait_until
-from worker.local import LocalTopology
+import squall
+from support import REPO, wait_until
+from squall.dev.local import LocalTopology
 
-#: The modules of the user API: components, tuples, the DSL, the test helper, Spark bolts, packaging,
-#: submitting, local mode.
-API_MODULES = ["squall.component", "squall.tuple", "squall.dsl", "squall.testing", "squall.spark",
-               "squall.package", "squall.submitter", "worker.local"]
+#: The modules of the user API: where each name ``squall`` exports (``squall.__all__``) is defined.
+API_MODULES = sorted({inspect.getmodule(getattr(squall, name)).__name__ for name in squall.__all__})
 
 
 def public_names(module: ModuleType) -> list[str]:
@@ -58,9 +58,14 @@ CLASSES = public_classes()
 
 
 def test_the_api_modules_have_public_classes_to_check() -> None:
-    names = {name for name, _ in CLASSES}
-    assert {"squall.component.Spout", "squall.component.Bolt", "squall.tuple.Tuple", "squall.dsl.Topology",
-            "squall.testing.BoltRun", "squall.spark.SparkBolt", "worker.local.LocalTopology"} <= names
+    names = {name.rsplit(".", 1)[1] for name, _ in CLASSES}
+    assert {"Spout", "Bolt", "Tuple", "Topology", "BoltRun", "SparkBolt", "LocalTopology"} <= names
+
+
+def test_every_name_squall_exports_is_importable_from_it() -> None:
+    namespace: dict[str, Any] = {}
+    exec("from squall import *", namespace)  # noqa: S102
+    assert set(squall.__all__) <= set(namespace)
 
 
 @pytest.mark.parametrize("module_name", API_MODULES)
@@ -123,5 +128,6 @@ def test_writing_components_runs_as_written(tmp_path: Path, monkeypatch: pytest.
     command = re.search(r"`storm (local parity\.py [^`]*)`", section)
     assert command, "the section says how to run the module with storm local"
     done = subprocess.run([sys.executable, "-m", "squall.cli", *command.group(1).split(), "--local-ttl", "1"],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr

@@ -7,7 +7,7 @@ from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.utils import deserialize, serialize
 
 from nimbus.queries import RECENT_ERROR_SECS, cluster_summary, health, recent_errors, topology_info
-from squall.zk.records import (
+from squall.core.zk.records import (
     Assignment, ComponentType, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskError, TaskInfo,
     TopologyStatus, TopologyTasks, WorkerAssignment,
 )

@@ -34,9 +34,9 @@ from typing import Any, Union
 from urllib.parse import quote
 
 from squall import STORM_VERSION
-from squall.local_state import daemon_log_name, worker_log_name
-from squall.names import is_system
-from squall.stats import ALL_TIME, WINDOWS
+from squall.core.local_state import daemon_log_name, worker_log_name
+from squall.core.names import is_system
+from squall.core.stats import ALL_TIME, WINDOWS
 
 #: Storm's sampling percentage shown when topology debug is off.
 DEFAULT_SAMPLING_PCT = 10
@@ -245,7 +245,7 @@ class _Counts:
     executed: Mapping[StatKey, int]
     latency_ms: Mapping[StatKey, float]
     process_ms: Mapping[StatKey, float]
-    #: Failures by reason (:data:`squall.stats.FAIL_REASONS`); empty from an older worker.
+    #: Failures by reason (:data:`squall.core.stats.FAIL_REASONS`); empty from an older worker.
     failed_by_reason: Mapping[str, int]
 
 
@@ -328,7 +328,7 @@ def _tasks(parts: Iterable[Executed]) -> int:
 
 #: The stats Storm prints as ``"%.3f"`` strings (milliseconds, or a share for capacity).
 FORMATTED_STATS = ("completeLatency", "executeLatency", "processLatency", "capacity")
-#: Squall's split of ``failed`` by reason (:data:`squall.stats.FAIL_REASONS`) → its JSON field. A spout's
+#: Squall's split of ``failed`` by reason (:data:`squall.core.stats.FAIL_REASONS`) → its JSON field. A spout's
 #: ``failedExplicit`` counts trees a bolt failed (by ``fail`` or an exception), a bolt's its own ``fail`` calls.
 REASON_STATS = {"timeout": "failedTimeout", "explicit": "failedExplicit", "exception": "failedException"}
 
@@ -513,7 +513,7 @@ def component_page(info: Any, topology: Any, component: str, *, now_secs: int, w
 
 
 def user_metrics(parts: Iterable[Executed]) -> list[dict[str, Any]]:
-    """The user metrics (:mod:`squall.metrics`) of a component's executors as of their latest heartbeats, one
+    """The user metrics (:mod:`squall.api.metrics`) of a component's executors as of their latest heartbeats, one
     entry per task and name, by task then name: ``type`` is ``"counter"`` (a count since the task started) or
     ``"gauge"`` (a value)."""
     rows = []
