@@ -14,6 +14,11 @@ command), :mod:`squall.dev` (local mode, the dev cluster, dev ZooKeeper, Spark C
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import types
 from typing import Any
 
 __version__ = "0.1.0"
@@ -44,6 +49,36 @@ _HOMES = {
 }
 
 __all__ = sorted(_HOMES)
+
+#: Old import paths the README once taught, each an alias of its module's home now, so users' code keeps
+#: working; new code imports from ``squall``. (``worker.local``, outside this package, is an alias module.)
+_ALIASES = {
+    "squall.component": "squall.api.component",
+    "squall.config": "squall.core.config",
+    "squall.dsl": "squall.api.dsl",
+    "squall.nimbus_client": "squall.core.nimbus_client",
+    "squall.package": "squall.core.package",
+    "squall.spark": "squall.api.spark",
+    "squall.submitter": "squall.api.submitter",
+    "squall.testing": "squall.api.testing",
+    "squall.tuple": "squall.api.tuple",
+}
+
+
+class _AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports an old path (:data:`_ALIASES`) as the module it names: the same module object, not a copy."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        return importlib.util.spec_from_loader(name, self) if name in _ALIASES else None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
+        return None
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        sys.modules[module.__name__] = importlib.import_module(_ALIASES[module.__name__])
+
+
+sys.meta_path.insert(0, _AliasFinder())  # first: an old path is always the alias, whatever else is on sys.path
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,8 @@
+"""An alias of :mod:`squall.dev.local`, kept so code importing ``worker.local`` keeps working:
+``from squall import LocalTopology``."""
+
+import sys
+
+import squall.dev.local
+
+sys.modules[__name__] = sys.modules["squall.dev.local"]
