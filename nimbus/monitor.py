@@ -113,7 +113,8 @@ class Restarts:
     (the same assignment: no free slot yet, the assign thread behind) counts once.
 
         restarts = Restarts(keep_secs=600)
-        restarts.record("wc-1-1", ["host-1:6700"], assignment_ms=1_700_000_000_000, now=1_700_000_100)  # ["host-1:6700"]
+        restarts.record("wc-1-1", ["host-1:6700"], assignment_ms=1_700_000_000_000, now=1_700_000_100)
+        # ["host-1:6700"]
         restarts.times("wc-1-1", now=1_700_000_160)   # [1700000100]
     """
 

@@ -143,7 +143,8 @@ def recent_errors(tasks: TopologyTasks | None, error_times: Mapping[int, int], n
     for task, time_secs in error_times.items():
         component = info[task].component if task in info else "?"
         newest[component] = max(newest.get(component, (time_secs, task)), (time_secs, task))
-    recent = sorted((max(0, now_secs - t), c, task) for c, (t, task) in newest.items() if now_secs - t < RECENT_ERROR_SECS)
+    recent = sorted((max(0, now_secs - t), c, task) for c, (t, task) in newest.items()
+                    if now_secs - t < RECENT_ERROR_SECS)
     shown = [f"{c} ({age} s ago)" + (f": {lines[task]}" if lines.get(task) else "") for age, c, task in recent]
     return ERRORS_PREFIX + ", ".join(shown) if shown else None
 

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import doctest
+from typing import Any
+
+import pytest
 from streamparse.thrift import storm_thrift as storm_idl
 from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.utils import deserialize, serialize
 
+import nimbus.queries
+import squall.zk.errors
 from nimbus.queries import (
     RECENT_ERROR_SECS, RECENT_RESTART_SECS, Signs, cluster_summary, failing_trees, health, recent_errors,
     restarted_workers, split_health, topology_info,
@@ -160,7 +166,8 @@ def test_health_lists_every_reason_errors_last_and_a_page_can_show_errors_apart(
                       "errors: count (12 s ago): ZeroDivisionError: division by zero")
     assert split_health(status) == (status.split("; errors: ")[0],
                                     "errors: count (12 s ago): ZeroDivisionError: division by zero")
-    assert split_health("errors: count (1 s ago): ValueError: a; b") == (None, "errors: count (1 s ago): ValueError: a; b")
+    only_errors = "errors: count (1 s ago): ValueError: a; b"
+    assert split_health(only_errors) == (None, only_errors)
     assert split_health("failing: 1 of 2 workers down") == ("failing: 1 of 2 workers down", None)
     assert split_health(None) == (None, None)
 
@@ -181,3 +188,9 @@ def test_the_summary_and_the_info_say_what_nimbus_saw_of_a_topology_in_trouble()
     info = topology_info("wc-1-1700000000", active, TASKS, ASSIGNMENT, {3: [TaskError(TRACEBACK, NOW - 12)]}, NOW,
                          beats=beats, windows={1: {"600": window[1], "10800": window[1]}}, restarts=[NOW - 20])
     assert as_storm(info, storm_idl.TopologyInfo).sched_status == expected
+
+
+@pytest.mark.parametrize("module", [nimbus.queries, squall.zk.errors])
+def test_the_examples_in_the_docstrings_hold(module: Any) -> None:
+    result = doctest.testmod(module)
+    assert result.failed == 0 and result.attempted > 0

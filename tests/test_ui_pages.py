@@ -380,8 +380,9 @@ def test_workers_name_their_supervisor_and_a_supervisors_page_lists_only_its_own
         6700, 6701], "no supervisor id: matched by host"
 
 
-TRACEBACK = ('Traceback (most recent call last):\n  File "/srv/storm-local/dev-cluster/supervisor/stormdist/wc/count.py",'
-             ' line 9, in process\n    counts[word] += 1\n' + '    # ' + 'x' * 200 + '\nKeyError: <b>the</b>')
+TRACEBACK = ('Traceback (most recent call last):\n'
+             '  File "/srv/storm-local/dev-cluster/supervisor/stormdist/wc/count.py", line 9, in process\n'
+             '    counts[word] += 1  # ' + 'x' * 200 + '\nKeyError: <b>the</b>')
 TROUBLE = ("failing: 40 of 50 trees timed out in 10 min; 1 worker restarted by nimbus in 10 min: no heartbeat; "
            "errors: count (30 s ago): KeyError: <b>the</b>")
 

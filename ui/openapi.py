@@ -52,8 +52,8 @@ BOLT_COUNTS = {**COUNTS, "executed": INTEGER, "executeLatency": DECIMAL, "proces
                "capacity": DECIMAL}
 SPOUT_COUNTS = {**COUNTS, "completeLatency": DECIMAL}
 SUMMARY = {**STRING, "description": "the error's line: a traceback's exception (type: message), else its first line"}
-LAST_ERROR = {"lastError": STRING, "lastErrorSummary": SUMMARY, "errorHost": STRING,
-              "errorPort": nullable(INTEGER), "errorTime": nullable(INTEGER), "errorLapsedSecs": nullable(INTEGER), "errorWorkerLogLink": STRING}
+LAST_ERROR = {"lastError": STRING, "lastErrorSummary": SUMMARY, "errorHost": STRING, "errorPort": nullable(INTEGER),
+              "errorTime": nullable(INTEGER), "errorLapsedSecs": nullable(INTEGER), "errorWorkerLogLink": STRING}
 
 SCHEMAS: dict[str, Any] = {
     "Error": obj(error={**STRING, "examples": ["404 Not Found"]}, errorMessage=STRING),

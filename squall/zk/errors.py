@@ -26,7 +26,7 @@ _TRACEBACK = "Traceback (most recent call last):"
 
 
 def error_summary(text: str) -> str:
-    """The line people read an error by: a traceback's exception (``type: message``, the lines after its last
+    r"""The line people read an error by: a traceback's exception (``type: message``, the lines after its last
     frame, on one line), else the text's first line. Tracebacks are what tasks report, and their first line
     says only that one follows.
 
