@@ -24,6 +24,7 @@ from squall.zk import paths
 from squall.zk.records import TopologyTasks
 from support import storm_on_path, wait_until
 from test_ui import ui_in_front_of, valid
+from test_ui_pages import rows
 from topologies import Forward, Numbers, Swallow
 
 MESSAGE_TIMEOUT_SECS = 2
@@ -126,3 +127,6 @@ def test_a_worker_nimbus_restarts_for_lack_of_heartbeats_shows_in_get_errors_and
             page = valid(ui.get(f"/api/v1/topology/{topology_id}", params={"sys": "1"}), "/api/v1/topology/{id}")
             row = next(b for b in page["bolts"] if b["boltId"] == "__topology_master")
             assert row["lastErrorSummary"] == shown
+            last_errors = rows(ui.get(f"/topology/{topology_id}").text, "errors")[1:]
+            assert [r[0] for r in last_errors if r[3].startswith(shown)] == ["__topology_master"], \
+                "on the topology page's last errors, system components hidden or not"

@@ -383,6 +383,8 @@ def test_workers_name_their_supervisor_and_a_supervisors_page_lists_only_its_own
 TRACEBACK = ('Traceback (most recent call last):\n'
              '  File "/srv/storm-local/dev-cluster/supervisor/stormdist/wc/count.py", line 9, in process\n'
              '    counts[word] += 1  # ' + 'x' * 200 + '\nKeyError: <b>the</b>')
+RESTARTED = ("worker h1:6701 restarted by nimbus: no heartbeat from its tasks [2] for over 30 s "
+             "(nimbus.task.timeout.secs)")
 TROUBLE = ("failing: 40 of 50 trees timed out in 10 min; 1 worker restarted by nimbus in 10 min: no heartbeat; "
            "errors: count (30 s ago): KeyError: <b>the</b>")
 
@@ -402,7 +404,8 @@ class TroubledSource(StructSource):
         parts = super().topology(topology_id)
         parts.info.sched_status = TROUBLE
         parts.info.errors = {"count": [storm.ErrorInfo(error=TRACEBACK, error_time_secs=NOW - 30, host="h1",
-                                                       port=6700)]}
+                                                       port=6700)],
+                             "__topology_master": [storm.ErrorInfo(error=RESTARTED, error_time_secs=NOW - 50)]}
         return parts
 
 
@@ -427,10 +430,13 @@ def test_health_and_errors_have_their_own_columns_and_an_error_shows_by_its_exce
     count = next(r for r in rows(page, "bolts")[1:] if r[0] == "count")
     assert count[-1].startswith("KeyError: &lt;b&gt;the&lt;/b&gt;")
     assert 'href="/topology/wc-1-1/component/count#component-errors" title="KeyError: &lt;b&gt;the&lt;/b&gt;"' in page
-    (error,) = rows(page, "errors")[1:]
-    shown = re.search(r'<details class="traceback"><summary>(.*?)</summary><pre>(.*?)</pre></details>', page, re.S)
-    assert shown and shown.group(1) == "KeyError: &lt;b&gt;the&lt;/b&gt;"
-    assert shown.group(2).startswith("Traceback (most recent call last):") and shown.group(2).endswith(
+    topology_error, error = rows(page, "errors")[1:]
+    assert topology_error[0] == "__topology_master" and topology_error[3].startswith(RESTARTED), \
+        "the topology's own errors (nimbus files them under its topology master) without ?sys=1"
+    _, (line, traceback) = re.findall(r'<details class="traceback"><summary>(.*?)</summary><pre>(.*?)</pre></details>',
+                                      page, re.S)
+    assert line == "KeyError: &lt;b&gt;the&lt;/b&gt;"
+    assert traceback.startswith("Traceback (most recent call last):") and traceback.endswith(
         "KeyError: &lt;b&gt;the&lt;/b&gt;"), "the whole traceback, folded under its exception"
     assert error[3].startswith("KeyError: &lt;b&gt;the&lt;/b&gt; Traceback")
     api = valid(troubled.get("/api/v1/topology/wc-1-1"), "/api/v1/topology/{id}")

@@ -72,13 +72,9 @@ def topology_view(parts: Any, *, now_secs: int, window: str, sys: bool,
                                 logviewer_port=logviewer_port)
     inputs = {b["boltId"]: shapes.component_page(parts.info, parts.topology, b["boltId"], now_secs=now_secs,
                                                  window=window, sys=sys)["inputStats"] for b in page["bolts"]}
-    tracebacks = {component: max(errors, key=lambda e: e.error_time_secs).error
-                  for component, errors in (parts.info.errors or {}).items() if errors}
-    rows = [{"component": row.get("spoutId", row.get("boltId")), **row}
-            for row in (*page["spouts"], *page["bolts"]) if row["lastError"]]
     return {"topology": page, "drawing": graph.topology_drawing(page, parts.topology, inputs, sys=sys),
             "health": split_health(page["schedulerInfo"])[0],
-            "errors": [{**row, "traceback": tracebacks.get(row["component"], row["lastError"])} for row in rows]}
+            "errors": shapes.last_errors(parts.info, now_secs=now_secs, logviewer_port=logviewer_port)}
 
 
 def with_health(topologies: list[dict[str, Any]]) -> list[dict[str, Any]]:

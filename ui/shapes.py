@@ -403,6 +403,15 @@ def _last_error(errors: list[Any], info: Any, now_secs: int, logviewer_port: int
     return _error(max(errors, key=lambda e: e.error_time_secs), info, now_secs, logviewer_port, last=True)
 
 
+def last_errors(info: Any, *, now_secs: int, logviewer_port: int | None = None) -> list[dict[str, Any]]:
+    """The topology page's last errors: each component's newest (its last-error fields, and its whole text as
+    ``traceback``), by component. System components' too, whatever ``sys``: nimbus files the topology's own errors
+    (a worker it restarted, a failed rebalance) under the topology master."""
+    return [{"component": component, **_last_error(list(errors), info, now_secs, logviewer_port),
+             "traceback": max(errors, key=lambda e: e.error_time_secs).error}
+            for component, errors in sorted((info.errors or {}).items()) if errors]
+
+
 def _window_fields(window: str) -> dict[str, str]:
     return {"window": window, "windowPretty": window_hint(window)}
 
