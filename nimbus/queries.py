@@ -20,7 +20,7 @@ from squall.thrift import storm
 from squall.zk.errors import error_summary
 from squall.zk.records import (
     ERROR_DURATION_SECS, Assignment, ComponentType, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat,
-    TaskError, TaskInfo, TaskStats, TopologyTasks,
+    TaskError, TaskStats, TopologyTasks,
 )
 
 #: An error younger than this makes a topology unhealthy: JStorm's "has an error" duration (its ``TaskError``
@@ -101,6 +101,7 @@ def failing_trees(tasks: TopologyTasks | None, window: Mapping[int, TaskStats]) 
     acked in :data:`HEALTH_WINDOW` (``window``: task → its counts there); ``"failed"`` with how many timed out when
     not all did. A topology that drops most of what it takes in is not well, whatever its status says.
 
+    >>> from squall.zk.records import TaskInfo
     >>> tasks = TopologyTasks({1: TaskInfo("spout", ComponentType.SPOUT)})
     >>> failing_trees(tasks, {1: TaskStats(acked={"default": 2066}, failed={"default": 12034},
     ...                                    failed_by_reason={"timeout": 12034})})
@@ -198,8 +199,8 @@ def cluster_summary(supervisors: Iterable[SupervisorInfo], topologies: Mapping[s
     return storm.ClusterSummary(
         supervisors=[supervisor_summary(s, used.get(s.supervisor_id, 0))
                      for s in sorted(supervisors, key=lambda s: s.supervisor_id)],
-        topologies=[topology_summary(tid, *parts, now_secs, supervisors, error_times.get(tid), signs.get(tid, Signs()))
-                    for tid, parts in sorted(topologies.items())],
+        topologies=[topology_summary(tid, *parts, now_secs, supervisors, error_times.get(tid),
+                                     signs.get(tid, Signs())) for tid, parts in sorted(topologies.items())],
         nimbuses=nimbuses,
         nimbus_uptime_secs=nimbuses[0].uptime_secs if nimbuses else 0)
 

@@ -387,9 +387,8 @@ def executors_by_component(info: Any, window: str) -> dict[str, list[Executed]]:
 def _error(error: Any, info: Any, now_secs: int, logviewer_port: int | None, *, last: bool) -> dict[str, Any]:
     """An error's fields; its summary (``lastErrorSummary``, ``errorSummary``: Squall's) is the exception's line
     (:func:`~squall.zk.errors.error_summary`), taken from the whole text, so a cut ``lastError`` keeps it."""
-    text = error.error[:LAST_ERROR_CHARS] if last else error.error
-    return {"lastError" if last else "error": text, "lastErrorSummary" if last else "errorSummary":
-            error_summary(error.error), "errorTime": error.error_time_secs,
+    key, text = ("lastError", error.error[:LAST_ERROR_CHARS]) if last else ("error", error.error)
+    return {key: text, f"{key}Summary": error_summary(error.error), "errorTime": error.error_time_secs,
             "errorHost": error.host or "", "errorPort": error.port,
             "errorWorkerLogLink": worker_log_link(logviewer_port, error.host, error.port, info.id),
             "errorLapsedSecs": max(0, now_secs - error.error_time_secs)}

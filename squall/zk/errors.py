@@ -106,12 +106,12 @@ class ErrorTimesCache:
         for topology_id in topology_ids:
             entry = self._read.get(topology_id)
             if entry is None or now - entry[0] >= self.max_age_secs:
-                entry = (now, *self._read_lines(topology_id, entry))
+                entry = (now, *self._read_errors(topology_id, entry))
             read[topology_id] = entry
         self._read = read
         return read
 
-    def _read_lines(self, topology_id: str, before: tuple[float, dict[int, int], dict[int, str]] | None
+    def _read_errors(self, topology_id: str, before: tuple[float, dict[int, int], dict[int, str]] | None
                     ) -> tuple[dict[int, int], dict[int, str]]:
         times = newest_error_times(self.zk, topology_id)
         old_times, old_lines = (before[1], before[2]) if before else ({}, {})
