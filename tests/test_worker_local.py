@@ -735,3 +735,33 @@ def test_a_worker_never_calls_a_named_callable_that_is_not_a_component_class(tmp
     with LocalTopology((thrift, conf)) as local:
         assert "bolt 'count' names examples.wordcount.SentenceSpout, the class examples.wordcount.SentenceSpout, " \
                "not a Bolt subclass" in str(local.runtime.failure)
+
+
+class FailCounter(Tap):
+    """A :class:`Tap` that counts the ``fail`` calls it gets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fails = 0
+
+    def fail(self, msg_id: Any) -> None:
+        self.fails += 1
+
+
+def test_a_backlog_timing_out_at_once_is_failed_over_bounded_steps_without_waiting_a_second_between() -> None:
+    """Twelve thousand trees timing out together (a rebalance) are failed a bounded number per step, so a round
+    stays short and the task thread's other tasks and heartbeats keep their turns; the rest follow in the next
+    steps, not a second later."""
+    t = Topology("backlog")
+    t.bolt("sink", Recorder).shuffle(t.spout("tap", FailCounter))
+    executor = spout_alone(t)
+    most = executor.EXPIRED_PER_STEP
+    for root in range(2 * most + 2000):
+        executor.pending.sent(root, root, now=0.0)
+    spout, now, per_step = executor.spout, 100.0, []
+    while spout.fails < 2 * most + 2000:
+        fails = spout.fails
+        executor.step(now)
+        per_step.append(spout.fails - fails)
+        now += 0.001
+    assert per_step == [most, most, 2000] and len(executor.pending) == 0

@@ -697,6 +697,9 @@ class SpoutExecutor(Executor):
     #: With ackers a ``next_batch`` step also ends once it has taken this long: a tree's complete latency holds its
     #: whole step and the acks of it (8 bursts unbounded took the batch API's p99 at half capacity from 5 to 11 ms).
     ACKED_STEP_SECS = 0.0005
+    #: Most timed-out trees a step fails (a ``fail`` call each): tens of thousands at once held the task thread, and
+    #: with it every task's heartbeat, past nimbus's task timeout. The rest are failed in the next rounds.
+    EXPIRED_PER_STEP = 5_000
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -859,8 +862,10 @@ class SpoutExecutor(Executor):
         self._heartbeat(now)
         self._drain(now)
         if now >= self._next_expiry:
-            self._next_expiry = now + 1.0
-            for msg_id, stream in self.pending.expire(now):
+            expired = self.pending.expire(now, self.EXPIRED_PER_STEP)
+            # More due than a step takes (a rebalance timed out a backlog): the rest next round, after the inputs.
+            self._next_expiry = now if len(expired) == self.EXPIRED_PER_STEP else now + 1.0
+            for msg_id, stream in expired:
                 self.stats.failed += 1
                 self.stats.failed_timeout += 1
                 if self._keyed_outputs:
