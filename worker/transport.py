@@ -503,8 +503,9 @@ class Sender:
                 continue
             except (BlockingIOError, InterruptedError):
                 pass
-            readable, _, _ = select.select([sock], [sock], [])
-            if readable and not self._read_status():
+            poller = select.poll()  # not select(): a worker's sockets may be numbered past FD_SETSIZE
+            poller.register(sock, select.POLLIN | select.POLLOUT)
+            if any(events & select.POLLIN for _, events in poller.poll()) and not self._read_status():
                 raise ConnectionResetError("the peer closed the connection")
 
     def _read_status(self) -> bool:
