@@ -318,8 +318,8 @@ class SpoutPending:
         slots before its first live entry again each time, and 80,000 trees timing out at once held the task
         thread for seconds.)"""
         pending = self.entries
-        due = len(list(takewhile((now - self.timeout_secs).__gt__, map(_TIMER, pending.values()))))  # all in C
-        roots = list(islice(pending, due if most is None else min(due, most)))
+        timers = islice(map(_TIMER, pending.values()), most)  # never looks past ``most``
+        roots = list(islice(pending, len(list(takewhile((now - self.timeout_secs).__gt__, timers)))))  # all in C
         if not roots:
             return []
         done = list(map(pending.pop, roots))
