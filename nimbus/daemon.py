@@ -14,7 +14,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +24,13 @@ from nimbus import lifecycle, upgrade
 from nimbus.assign import AssignEvent, AssignFailed, TopologyAssigner
 from nimbus.codestore import CodeStore, Downloads, Inbox, MissingTopology
 from nimbus.leader import LeaderElection, TimerChoice, delayed_action_choice
-from nimbus.monitor import HeartbeatTracker
+from nimbus.monitor import HeartbeatTracker, Restarts
 from nimbus.namedclasses import check_named_classes
+from nimbus.queries import RECENT_RESTART_SECS
 from nimbus.replication import CodeReplication
 from nimbus.scheduler import AssignType, Component
 from nimbus.scheduler.model import scheduler_components
-from nimbus.windows import StatsWindows
+from nimbus.windows import WINDOW_BUCKETS, StatsWindows
 from squall.core import topology as topo
 from squall.core.clock import Clock, Periodic, RealClock, Timer
 from squall.core.config import ConfigError
@@ -40,7 +41,8 @@ from squall.core.zk.client import ZkClient
 from squall.core.zk.errors import record_task_error
 from squall.core.zk.records import (
     Assignment, AssignmentType, Blacklist, ErrorLevel, GrayUpgradeConf, LoggerLevel, LoggerLevels, StormBase,
-    SupervisorInfo, TaskBeat, TaskError, TaskHeartbeats, TaskStats, TopologyStatus, TopologyTasks, WorkerMark,
+    SupervisorInfo, TaskBeat, TaskError, TaskHeartbeats, TaskStats, TopologyStatus, TopologyTasks, WorkerAssignment,
+    WorkerMark,
 )
 
 log = structlog.get_logger(__name__)
@@ -81,6 +83,7 @@ class Nimbus:
                                    session_expiry_secs=conf["nimbus.file.copy.expiration.secs"])
         self.tracker = HeartbeatTracker()
         self.windows = StatsWindows()  # the leader's: made from the beats it takes in, under _beats_lock
+        self.restarts = Restarts(keep_secs=RECENT_RESTART_SECS)  # the leader's dead-worker moves, under _beats_lock
         # Bumped whenever this nimbus may have stopped watching (leadership changed with a takeover or a lost
         # session, a monitor read that failed through its retries): a monitor cycle judges only within one
         # watch, and the first cycle of a new watch pardons every task. A SUSPENDED connection alone does not
@@ -594,6 +597,7 @@ class Nimbus:
         with self._beats_lock:
             self.tracker.forget(topology_id)
             self.windows.forget(topology_id)
+            self.restarts.forget(topology_id)
 
     # -- gray upgrade (decisions in nimbus.upgrade) ------------------------------------------------
 
@@ -830,11 +834,17 @@ class Nimbus:
         stored = self.zk.read(paths.taskbeats(topology_id), TaskHeartbeats)
         return dict(stored.beats) if stored else {}
 
-    def stats_windows(self, topology_id: str) -> dict[int, dict[str, TaskStats]]:
-        """Task → Storm's window key → its counts in the window, from the beats this nimbus took in as leader
-        (a follower has none: the leader serves the windows, as the UI asks it)."""
+    def stats_windows(self, topology_id: str, keys: Collection[str] = tuple(WINDOW_BUCKETS)
+                     ) -> dict[int, dict[str, TaskStats]]:
+        """Task → Storm's window key (of ``keys``) → its counts in the window, from the beats this nimbus took in as
+        leader (a follower has none: the leader serves the windows, as the UI asks it)."""
         with self._beats_lock:
-            return self.windows.windows(topology_id)
+            return self.windows.windows(topology_id, keys)
+
+    def restart_times(self, topology_id: str) -> list[int]:
+        """When this nimbus, leading, moved dead workers of ``topology_id`` lately (:class:`Restarts`)."""
+        with self._beats_lock:
+            return self.restarts.times(topology_id, int(self.clock.time()))
 
     def _ids_submitting(self) -> set[str]:
         return set(self._submitting.copy().values())  # dict.copy is atomic: no lock, so beats never wait on a change
@@ -906,10 +916,23 @@ class Nimbus:
                         workers=[w.host_port for w in dead], tasks=sorted(dead_tasks))
             self.assigner.push(AssignEvent(topology_id, base.name, AssignType.MONITOR, dead_tasks=dead_tasks,
                                            based_on_ms=assignment.timestamp_ms))
+            self._report_restarts(topology_id, dead, assignment, int(conf["nimbus.task.timeout.secs"]))
         elif base.status in (TopologyStatus.ACTIVE, TopologyStatus.INACTIVE) and (
                 len(assignment.workers) < assignment.wanted_workers):  # short of slots: take those freed since
             self.assigner.push(AssignEvent(topology_id, base.name, AssignType.REBALANCE, grow=True,
                                            based_on_ms=assignment.timestamp_ms))
+
+    def _report_restarts(self, topology_id: str, dead: tuple[WorkerAssignment, ...], assignment: Assignment,
+                         timeout_secs: int) -> None:
+        """File each worker moved for the first time under ``assignment`` as an error of the topology, so
+        ``storm get-errors`` and the UI say why its tasks started over; Health counts them (:class:`Restarts`)."""
+        with self._beats_lock:
+            new = set(self.restarts.record(topology_id, [w.host_port for w in dead],
+                                           assignment_ms=assignment.timestamp_ms, now=int(self.clock.time())))
+        for worker in (w for w in dead if w.host_port in new):
+            self.record_error(topology_id, f"worker {worker.host_port} restarted by nimbus: no heartbeat from its "
+                                           f"tasks {sorted(worker.tasks)} for over {timeout_secs} s "
+                                           "(nimbus.task.timeout.secs)")
 
     def _cleanup_orphans(self) -> None:
         """State left by a nimbus that died mid-submit or mid-removal: no ``/topology`` node, no submit running.

@@ -105,3 +105,39 @@ class HeartbeatTracker:
         timeout from ``now`` rather than being judged on time this nimbus did not watch.
         """
         self._seen[topology_id] = {task: _Seen(beat, now) for task, beat in heartbeats.beats.items()}
+
+
+class Restarts:
+    """The workers nimbus moved because their tasks stopped beating, per topology, kept ``keep_secs`` for Health
+    (:func:`nimbus.queries.restarted_workers`). A worker judged dead again while its move is still pending
+    (the same assignment: no free slot yet, the assign thread behind) counts once.
+
+        restarts = Restarts(keep_secs=600)
+        restarts.record("wc-1-1", ["host-1:6700"], assignment_ms=1_700_000_000_000, now=1_700_000_100)
+        # ["host-1:6700"]
+        restarts.times("wc-1-1", now=1_700_000_160)   # [1700000100]
+    """
+
+    def __init__(self, keep_secs: int) -> None:
+        self.keep_secs = keep_secs
+        self._seen: dict[str, dict[tuple[str, int], int]] = {}  # topology → (worker, assignment ms) → when
+
+    def record(self, topology_id: str, workers: Iterable[str], *, assignment_ms: int, now: int) -> list[str]:
+        """Take in the workers (``host:port``) judged dead under the assignment of ``assignment_ms``; returns those
+        not taken in before under it, which are the new restarts."""
+        seen = self._seen[topology_id] = self._kept(topology_id, now)
+        new = [w for w in workers if (w, assignment_ms) not in seen]
+        for worker in new:
+            seen[(worker, assignment_ms)] = now
+        return new
+
+    def times(self, topology_id: str, now: int) -> list[int]:
+        """When each restart still kept happened, oldest first."""
+        return sorted(self._kept(topology_id, now).values())
+
+    def forget(self, topology_id: str) -> None:
+        """Drop a removed topology."""
+        self._seen.pop(topology_id, None)
+
+    def _kept(self, topology_id: str, now: int) -> dict[tuple[str, int], int]:
+        return {key: t for key, t in self._seen.get(topology_id, {}).items() if now - t < self.keep_secs}

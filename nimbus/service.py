@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import string
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +17,7 @@ import structlog
 
 from nimbus import lifecycle, upgrade
 from nimbus.codestore import DownloadError, MissingTopology, UnknownArtifact, UploadError
-from nimbus.queries import cluster_summary, nimbus_summaries, topology_info
+from nimbus.queries import HEALTH_WINDOW, Signs, cluster_summary, nimbus_summaries, topology_info
 from squall.core import loglevels
 from squall.core.auth import Authorizer, TopologyAcl
 from squall.core.config import redact
@@ -370,7 +370,15 @@ class NimbusService:
                 topologies[topology_id] = (base, zk.read(paths.tasks(topology_id), TopologyTasks),
                                            zk.read(paths.assignment(topology_id), Assignment))
         return cluster_summary(supervisors, topologies, zk.read(paths.NIMBUS_MASTER, NimbusMaster),
-                               self._slaves(), self._now(), self.error_times.of(topologies))
+                               self._slaves(), self._now(), self.error_times.of(topologies), self._signs(topologies))
+
+    def _signs(self, topology_ids: Collection[str]) -> dict[str, Signs]:
+        """What this nimbus saw of each topology, for its Health: a follower saw no beats nor restarts."""
+        lines = self.error_times.lines(topology_ids)
+        return {tid: Signs(window={task: w[HEALTH_WINDOW] for task, w in
+                                   self.nimbus.stats_windows(tid, (HEALTH_WINDOW,)).items() if HEALTH_WINDOW in w},
+                           restarts=self.nimbus.restart_times(tid), error_lines=lines.get(tid, {}))
+                for tid in topology_ids}
 
     def getLeader(self) -> Any:
         master = self.nimbus.zk.read(paths.NIMBUS_MASTER, NimbusMaster)
@@ -394,7 +402,7 @@ class NimbusService:
                   for task in zk.children(paths.task_errors_root(id)) if task.isdigit()}
         return topology_info(id, base, tasks, zk.read(paths.assignment(id), Assignment), errors, self._now(),
                              beats=self.nimbus.latest_beats(id), supervisors=self._supervisors(),
-                             windows=self.nimbus.stats_windows(id))
+                             windows=self.nimbus.stats_windows(id), restarts=self.nimbus.restart_times(id))
 
     def getTopologyInfoByName(self, topologyName: str) -> Any:
         return self.getTopologyInfo(self.nimbus.find_id(topologyName))

@@ -30,7 +30,7 @@ have none.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, fields
 
 from squall.core.zk.records import TaskBeat, TaskStats
@@ -89,8 +89,9 @@ class TaskHistory:
             kept.append(snapshot)
             self._thin()
 
-    def windows(self) -> dict[str, TaskStats]:
-        """The counts of each window of :data:`WINDOW_BUCKETS` up to the latest snapshot (none before any)."""
+    def windows(self, keys: Collection[str] = tuple(WINDOW_BUCKETS)) -> dict[str, TaskStats]:
+        """The counts of each window of :data:`WINDOW_BUCKETS` (of ``keys`` only) up to the latest snapshot (none
+        before any)."""
         latest = self._latest
         if latest is None:
             return {}
@@ -101,6 +102,8 @@ class TaskHistory:
         now = _totals(latest.stats)
         result = {}
         for window, (length, _) in WINDOW_BUCKETS.items():
+            if window not in keys:
+                continue
             start = latest.uptime - length
             if start <= 0:  # the task is younger than the window: all it did is in it
                 result[window] = latest.stats
@@ -145,9 +148,10 @@ class StatsWindows:
             if beat.stats is not None:
                 histories.setdefault(task, TaskHistory()).add(beat.uptime_secs, beat.stats)
 
-    def windows(self, topology_id: str) -> dict[int, dict[str, TaskStats]]:
-        """Task → window key → its counts in that window."""
-        return {task: h.windows() for task, h in self._histories.get(topology_id, {}).items()}
+    def windows(self, topology_id: str, keys: Collection[str] = tuple(WINDOW_BUCKETS)
+                ) -> dict[int, dict[str, TaskStats]]:
+        """Task → window key (of ``keys``) → its counts in that window."""
+        return {task: h.windows(keys) for task, h in self._histories.get(topology_id, {}).items()}
 
     def forget(self, topology_id: str) -> None:
         """Drop a removed topology."""

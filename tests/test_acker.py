@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import time
 
 from hypothesis import given, settings, strategies as st
 
@@ -111,6 +112,31 @@ def test_spout_pending_reset_timeout_restarts_the_timer_and_keeps_the_emit_time(
     pending.reset_timeout(9, now=20)                  # unknown (acked or timed out already): ignored
     assert pending.expire(now=40) == [("other", "default")]
     assert pending.complete(1) == ("held", 0.0, "default", 20), "complete latency still counts from the emit"
+
+
+def test_expiring_half_a_million_trees_at_once_takes_time_linear_in_them() -> None:
+    """A rebalance or a lost worker times out a whole backlog in one round: it must not hold the task thread
+    (measured in CPU seconds, which a busy machine's other processes do not inflate)."""
+    pending = SpoutPending(max_pending=None, timeout_secs=30)
+    for root in range(500_000):
+        pending.sent(root, f"m{root}", now=root / 100_000)           # emitted over 5 s
+    pending.sent(-1, "batch", now=4.0, rows=10)
+    pending.sent(-2, "recent", now=20.0)
+    started = time.process_time()
+    expired = pending.expire(now=40.0)
+    took = time.process_time() - started
+    assert len(expired) == 500_001 and expired[0] == ("m0", "default") and expired[-1] == ("batch", "default")
+    assert len(pending) == 1 and pending.complete(-2) is not None, "the recent tree stays pending"
+    assert took < 0.5, f"expiring 500,000 trees took {took:.2f} CPU s"
+
+
+def test_spout_pending_expires_at_most_the_given_number_oldest_first() -> None:
+    pending = SpoutPending(max_pending=None, timeout_secs=30)
+    for root, now in enumerate([0, 1, 2, 3, 20]):
+        pending.sent(root, f"m{root}", now=now, rows=3 if root == 1 else 1)
+    assert pending.expire(now=40, most=2) == [("m0", "default"), ("m1", "default")] and len(pending) == 3
+    assert pending.expire(now=40, most=2) == [("m2", "default"), ("m3", "default")] and len(pending) == 1
+    assert pending.expire(now=40, most=2) == []
 
 
 class ReferenceAcker:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nimbus.monitor import HeartbeatTracker
+from nimbus.monitor import HeartbeatTracker, Restarts
 from squall.core.clock import SimulatedClock
 from squall.core.zk.records import Assignment, TaskBeat, TaskHeartbeats, WorkerAssignment
 
@@ -217,3 +217,16 @@ def test_a_pardon_covers_tasks_never_heard_from_too() -> None:
     assert dead(tracker, now + TIMEOUT + 1) == {1, 2, 3, 4}, "silent a full timeout after the pardon: dead"
     tracker.pardon(now - 10)
     assert dead(tracker, now + TIMEOUT + 1) == {1, 2, 3, 4}, "an older pardon does not take a later one back"
+
+
+def test_restarts_count_each_dead_worker_once_per_assignment_and_only_lately() -> None:
+    """A worker judged dead again while its move waits (the same assignment) is one restart; the same slot dead
+    again under a later assignment is another; restarts older than the window are dropped."""
+    restarts = Restarts(keep_secs=600)
+    assert restarts.record("t", ["h1:6700", "h2:6700"], assignment_ms=1_000, now=100) == ["h1:6700", "h2:6700"]
+    assert restarts.record("t", ["h1:6700"], assignment_ms=1_000, now=110) == [], "the move is still pending"
+    assert restarts.record("t", ["h1:6700"], assignment_ms=2_000, now=200) == ["h1:6700"]
+    assert restarts.times("t", now=650) == [100, 100, 200]
+    assert restarts.times("t", now=700) == [200] and restarts.times("other", now=700) == []
+    restarts.forget("t")
+    assert restarts.times("t", now=700) == []

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import doctest
+from typing import Any
+
+import pytest
 from streamparse.thrift import storm_thrift as storm_idl
 from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.utils import deserialize, serialize
 
-from nimbus.queries import RECENT_ERROR_SECS, cluster_summary, health, recent_errors, topology_info
+import nimbus.queries
+from nimbus.queries import (
+    RECENT_ERROR_SECS, RECENT_RESTART_SECS, Signs, cluster_summary, failing_trees, health, recent_errors,
+    restarted_workers, topology_info,
+)
+import squall.core.zk.errors
+from squall.core.health import split_health
 from squall.core.zk.records import (
-    Assignment, ComponentType, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskError, TaskInfo,
-    TopologyStatus, TopologyTasks, WorkerAssignment,
+    Assignment, ComponentType, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat, TaskError, TaskInfo,
+    TaskStats, TopologyStatus, TopologyTasks, WorkerAssignment,
 )
 
 NOW = 1_700_000_100
@@ -94,7 +104,7 @@ def test_a_component_raising_shows_in_sched_status_of_the_summary_and_the_info()
     assert (topology.status, topology.sched_status) == ("ACTIVE", "errors: count (12 s ago)")
     errors = {3: [TaskError("ZeroDivisionError", NOW - 30), TaskError("ZeroDivisionError", NOW - 12)]}
     info = as_storm(topology_info("wc-1-1700000000", active, TASKS, ASSIGNMENT, errors, NOW), storm_idl.TopologyInfo)
-    assert info.sched_status == "errors: count (12 s ago)"
+    assert info.sched_status == "errors: count (12 s ago): ZeroDivisionError", "the info has the errors: their line too"
 
 
 def test_topology_info_lists_executors_and_errors_by_component() -> None:
@@ -109,3 +119,79 @@ def test_topology_info_lists_executors_and_errors_by_component() -> None:
 def test_topology_without_assignment_yet() -> None:
     info = topology_info("wc-1-1700000000", BASE, None, None, {}, NOW)
     assert info.executors == [] and info.errors == {}
+
+
+TRACEBACK = 'Traceback (most recent call last):\n  File "count.py", line 9, in process\n    1 / 0\n' \
+            'ZeroDivisionError: division by zero'
+
+
+def spout_counts(acked: int, failed: int, **by_reason: int) -> TaskStats:
+    return TaskStats(acked={"default": acked} if acked else {}, failed={"default": failed} if failed else {},
+                     failed_by_reason=by_reason)
+
+
+def test_trees_failing_more_than_acked_in_the_window_make_a_topology_unhealthy() -> None:
+    """The spouts' counts in the last 10 minutes: more trees failed than acked is a topology in trouble, whatever
+    its status; bolts' counts are not trees."""
+    bolt = TaskStats(executed={"spout:default": 9}, failed={"spout:default": 99})
+    assert failing_trees(TASKS, {1: spout_counts(2066, 12034, timeout=12034), 2: bolt}) == \
+        "failing: 12,034 of 14,100 trees timed out in 10 min"
+    assert failing_trees(TASKS, {1: spout_counts(10, 30, timeout=20, explicit=10)}) == \
+        "failing: 30 of 40 trees failed (20 timed out) in 10 min"
+    assert failing_trees(TASKS, {1: spout_counts(0, 3, explicit=3)}) == "failing: 3 of 3 trees failed in 10 min"
+    assert failing_trees(TASKS, {1: spout_counts(50, 50, timeout=50)}) is None, "as many acked: not outnumbered"
+    assert failing_trees(TASKS, {2: bolt}) is None and failing_trees(None, {1: spout_counts(0, 5)}) is None
+
+
+def test_workers_nimbus_restarted_recently_make_a_topology_unhealthy() -> None:
+    assert restarted_workers([NOW - 30, NOW - 5], NOW) == "2 workers restarted by nimbus in 10 min: no heartbeat"
+    assert restarted_workers([NOW - RECENT_RESTART_SECS, NOW - 5], NOW) == \
+        "1 worker restarted by nimbus in 10 min: no heartbeat"
+    assert restarted_workers([NOW - RECENT_RESTART_SECS], NOW) is None and restarted_workers([], NOW) is None
+
+
+def test_recent_errors_say_each_components_newest_error_by_its_line() -> None:
+    assert recent_errors(TASKS, {2: NOW - 40, 3: NOW - 12}, NOW, {2: "KeyError: 'x'", 3: "ValueError: y"}) == \
+        "errors: count (12 s ago): ValueError: y"
+    assert recent_errors(TASKS, {3: NOW - 12, 1: NOW - 90}, NOW, {1: "OSError: gone"}) == \
+        "errors: count (12 s ago), spout (90 s ago): OSError: gone", "a line not read yet is left out"
+
+
+def test_health_lists_every_reason_errors_last_and_a_page_can_show_errors_apart() -> None:
+    supervisors = [SupervisorInfo("sup-2", "host-2", [6701], failing_ports=[6701])]
+    status = health(ASSIGNMENT, supervisors, tasks=TASKS, error_times={3: NOW - 12}, now_secs=NOW,
+                    error_lines={3: "ZeroDivisionError: division by zero"}, restarts=[NOW - 60],
+                    window={1: spout_counts(1, 9, timeout=9)})
+    assert status == ("failing: 1 of 2 workers down; failing: 9 of 10 trees timed out in 10 min; "
+                      "1 worker restarted by nimbus in 10 min: no heartbeat; "
+                      "errors: count (12 s ago): ZeroDivisionError: division by zero")
+    assert split_health(status) == (status.split("; errors: ")[0],
+                                    "errors: count (12 s ago): ZeroDivisionError: division by zero")
+    only_errors = "errors: count (1 s ago): ValueError: a; b"
+    assert split_health(only_errors) == (None, only_errors)
+    assert split_health("failing: 1 of 2 workers down") == ("failing: 1 of 2 workers down", None)
+    assert split_health(None) == (None, None)
+
+
+def test_the_summary_and_the_info_say_what_nimbus_saw_of_a_topology_in_trouble() -> None:
+    """``storm list`` (the summary) and the UI's topology page (the info) alike: trees timing out in the window
+    nimbus makes from the beats, the workers it moved, and errors by their line."""
+    active = StormBase("wc", TopologyStatus.ACTIVE, launch_time_secs=NOW - 100, num_workers=2)
+    window = {1: spout_counts(0, 120, timeout=120)}
+    signs = Signs(window=window, restarts=[NOW - 20], error_lines={3: "ZeroDivisionError: division by zero"})
+    summary = cluster_summary([], {"wc-1-1700000000": (active, TASKS, ASSIGNMENT)}, None, [], NOW,
+                              error_times={"wc-1-1700000000": {3: NOW - 12}}, signs={"wc-1-1700000000": signs})
+    (topology,) = as_storm(summary, storm_idl.ClusterSummary).topologies
+    expected = ("failing: 120 of 120 trees timed out in 10 min; 1 worker restarted by nimbus in 10 min: no heartbeat; "
+                "errors: count (12 s ago): ZeroDivisionError: division by zero")
+    assert (topology.status, topology.sched_status) == ("ACTIVE", expected)
+    beats = {1: TaskBeat(NOW, 100, window[1])}
+    info = topology_info("wc-1-1700000000", active, TASKS, ASSIGNMENT, {3: [TaskError(TRACEBACK, NOW - 12)]}, NOW,
+                         beats=beats, windows={1: {"600": window[1], "10800": window[1]}}, restarts=[NOW - 20])
+    assert as_storm(info, storm_idl.TopologyInfo).sched_status == expected
+
+
+@pytest.mark.parametrize("module", [nimbus.queries, squall.core.zk.errors])
+def test_the_examples_in_the_docstrings_hold(module: Any) -> None:
+    result = doctest.testmod(module)
+    assert result.failed == 0 and result.attempted > 0

@@ -1,15 +1,18 @@
 """Rebalance with new parallelism on a process cluster: a fields-grouped bolt goes from 2 tasks to 4 and
-back to 1 while a reliable spout keeps emitting; workers refresh their tasks in place."""
+back to 1 while a reliable spout keeps emitting; workers refresh their tasks in place. The word count at full
+speed without a pending cap rides out a rebalance onto more workers."""
 
 from __future__ import annotations
 
 import json
+import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from examples import wordcount
 from processcluster import REPO, ProcessCluster
 from squall.core.thrift import storm
 from squall.core.topology import component_tasks
@@ -136,3 +139,72 @@ def test_beyond_capacity_a_topology_runs_on_the_free_slots_is_told_so_at_once_an
                    "nimbus to add workers on the new supervisor's slots")
         wait_until(lambda: len(cluster.workers("more")) == 3, 60, "the new supervisor running three of them")
         assert health() == "ok" and errors() == {}
+
+
+def spout_acked(cluster: ProcessCluster, topology_id: str, component: str) -> dict[tuple[int, str, int], int]:
+    """All-time acked trees of each task of ``component`` as nimbus shows them, by (task, host, port)."""
+    with cluster.client() as client:
+        info = client.getTopologyInfo(topology_id)
+    return {(e.executor_info.task_start, e.host, e.port): sum(e.stats.specific.spout.acked[":all-time"].values())
+            for e in info.executors if e.component_id == component and e.stats is not None}
+
+
+class AckedRate:
+    """The acked rate of a spout over the last seconds, from samples of nimbus's counts by task and
+    worker: a task missing from one answer keeps its last count, and one whose count went down (its worker
+    restarted) adds from 0."""
+
+    def __init__(self, read: Any) -> None:
+        self._read = read
+        self._latest: dict[tuple[int, str, int], int] = {}
+        self._banked = 0  # the last counts of restarted workers
+        self._totals: list[tuple[float, int]] = []
+
+    def sample(self, window: float = 10) -> float:
+        """Take a sample; the rate over the ``window`` seconds that end with it (0 until they have passed)."""
+        for key, count in self._read().items():
+            if count < self._latest.get(key, 0):
+                self._banked += self._latest[key]
+            self._latest[key] = count
+        now, total = time.monotonic(), self._banked + sum(self._latest.values())
+        self._totals.append((now, total))
+        earlier = [(at, old) for at, old in self._totals if at <= now - window]
+        return (total - earlier[-1][1]) / (now - earlier[-1][0]) if earlier else 0.0
+
+
+@pytest.mark.slow
+def test_the_word_count_without_a_pending_cap_rides_out_a_rebalance_at_full_speed(
+        zk_conf: dict[str, Any], tmp_path: Path) -> None:
+    """The README's word count, no ``topology.max.spout.pending`` (Storm's default), as fast as it goes on 2
+    workers; ``storm rebalance wc -w 0 -n 3 -e count=8`` while it runs. Nimbus reassigns no worker as dead in the
+    2 minutes after, and the acked rate is back to at least half of what it was within 60 s and still there over
+    the last 30 s: backpressure paces the spout at what the topology acks instead of every tree timing out. Rates
+    are this run's own (a busy machine moves them all alike), each over 10 s of nimbus's counts."""
+    with ExitStack() as stack:
+        cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **{
+            "nimbus.task.timeout.secs": 10, "topology.message.timeout.secs": 30})
+        cluster.start_nimbus()
+        cluster.start_supervisor("sup", [free_port() for _ in range(3)])
+        cluster.wait_supervisors(1)
+        topology_id = cluster.submit(wordcount.topology(name="wc"), REPO / "examples")
+        rate = AckedRate(lambda: spout_acked(cluster, topology_id, "sentences"))
+        wait_until(lambda: sum(spout_acked(cluster, topology_id, "sentences").values()) > 0, 90,
+                   "the word count acking")
+        for _ in range(10):  # samples every 2 s: the rate over the 10 s after 10 s of warming up, at full speed
+            time.sleep(2)
+            before = rate.sample()
+        assert before > 0
+        assert cluster.cli("rebalance", "wc", "-w", "0", "-n", "3", "-e", "count=8") == 0
+        rebalanced = time.monotonic()
+        wait_until(lambda: len(cluster.assignment(topology_id).workers) == 3, 30, "three workers assigned")
+        rates: list[tuple[int, int]] = []  # (seconds after the rebalance, acked/s over the 10 s before)
+        while time.monotonic() < rebalanced + 120:
+            time.sleep(2)
+            rates.append((round(time.monotonic() - rebalanced), round(rate.sample())))
+        dead = [(e["timestamp"], e["workers"]) for e in log_events(cluster.log_file("nimbus"), "reassigning dead workers")]
+        final = rate.sample(window=30)
+        seen = f"acked {before:.0f}/s before the rebalance, then {rates}; {final:.0f}/s over the last 30 s"
+        print(seen)
+        assert dead == [], f"workers reassigned as dead after the rebalance: {dead}"
+        assert any(after <= 60 and acked >= before / 2 for after, acked in rates), seen
+        assert final >= before / 2, seen

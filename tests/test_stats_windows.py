@@ -182,3 +182,11 @@ def test_the_windows_are_storm_s_keys_and_the_examples_hold() -> None:
     assert all(length // bucket == 20 for length, bucket in WINDOW_BUCKETS.values()), "Storm's 20 buckets"
     result = doctest.testmod(nimbus.windows)
     assert result.attempted and not result.failed
+
+
+def test_only_the_windows_asked_for_are_made() -> None:
+    """Health reads the 10-minute window of every task on each ``getClusterInfo``: the others are not computed."""
+    windows = StatsWindows()
+    windows.record("t", {3: TaskBeat(0, 700, TaskStats(emitted={"default": 7000}))})
+    assert list(windows.windows("t", ("600",))[3]) == ["600"]
+    assert list(windows.windows("t")[3]) == list(WINDOW_BUCKETS)

@@ -14,11 +14,12 @@ import pytest
 from structlog.testing import capture_logs
 
 from squall.api.dsl import Topology
+from squall.api.tuple import Fields, Tuple
+from squall.dev.local import compile_topology
 from squall.dev.zookeeper import free_port
 from support import wait_until
 from topologies import Numbers, Recorder
-from squall.api.tuple import Fields, Tuple
-from squall.dev.local import compile_topology
+from worker.executor import Pressure
 from worker.layout import Placement, TopologyLayout
 from worker.runtime import WorkerRuntime
 from worker.transport import Receiver, Sender
@@ -77,6 +78,40 @@ def test_a_lone_entry_is_flushed_without_waiting_for_a_full_batch(receiver: Rece
     sender.send([entry(1)])
     wait_until(lambda: len(sink.entries) == 1, what="the flush interval to ship a partial batch")
     sender.close()
+
+
+def test_a_backpressured_receiver_tells_its_senders_to_hold_their_spouts_until_it_is_relieved(sink: Sink) -> None:
+    """The peer's spouts must hold as soon as this worker is backpressured: waiting for TCP flow control let
+    the kernel's socket buffers (tens of megabytes) fill with tuples first, which then timed out. The sender hears
+    it while its write waits on the full socket too (small socket buffers: far more is sent than they hold)."""
+    fill = [1.0]
+    pressure = Pressure(lambda: fill[0], enabled=True, high=0.8, low=0.2)
+    pressure.update()
+    receiver = Receiver(sink, TOPOLOGY, "127.0.0.1", 0, pressure=pressure, socket_buffer=4096).start()
+    sender = Sender("127.0.0.1", receiver.port, TOPOLOGY, batch_size=100, socket_buffer=4096)
+    try:
+        sender.send([entry(i) for i in range(5_000)])
+        wait_until(lambda: sender.throttled, what="the receiver to tell the sender it holds its connections")
+        assert sink.entries == [], "nothing is handed on while the receiving worker is backpressured"
+        fill[0] = 0.1
+        pressure.update()
+        wait_until(lambda: len(sink.entries) == 5_000 and not sender.throttled, what="every entry, the hold let go")
+        assert [e.tuple_id for e in sink.entries] == list(range(5_000))
+    finally:
+        sender.close()
+        receiver.stop()
+
+
+def test_spouts_hold_while_a_peer_holds_this_worker_but_its_receiver_keeps_reading() -> None:
+    """A peer's hold stops only this worker's spouts: were its receiver to stop too, two workers sending each
+    other tuples (acks, words) could hold each other for good."""
+    held = [True]
+    pressure = Pressure(lambda: 0.0, enabled=True, high=0.8, low=0.2, held=lambda: held[0])
+    pressure.update()
+    assert pressure.hold_spouts and not pressure.high and pressure.relieved.is_set()
+    held[0] = False
+    pressure.update()
+    assert not pressure.hold_spouts
 
 
 def test_a_backlog_travels_in_messages_of_many_rows_each(sink: Sink) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -240,6 +241,8 @@ def table(chrome: webdriver.Chrome, table_id: str) -> list[list[str]]:
 def test_a_person_sees_why_tuples_failed_and_a_bolts_own_metrics(
         cluster: MiniCluster, chromium: webdriver.Chrome, tmp_path: Path) -> None:  # noqa: F811
     """60 numbers through a bolt with user metrics into a picky bolt (test_ui_metrics has the same topology): the
+    cluster page names the picky bolt's newest exception in its Errors column; the topology page shows it as the
+    picky bolt's last error, its traceback a click away (unfolded, or on the component page it links to); the
     picky bolt's page splits its 12 failures into 6 fails and 6 exceptions, and shows the exceptions; the spout's,
     its 13 failed trees into 1 timeout and 12 a bolt failed; the metered bolt's, its counter and gauges."""
     t = Topology("reasons", conf={"topology.message.timeout.secs": 3})
@@ -257,6 +260,34 @@ def test_a_person_sees_why_tuples_failed_and_a_bolts_own_metrics(
                 chromium.get(f"{ui}/topology/{topology_id}/component/{component}")
                 return table(chromium, table_id)[-1] == last_row
             wait_until(shown, 30, f"{component}'s {table_id}: {last_row}")
+
+        def cluster_row() -> list[str]:
+            chromium.get(ui)
+            return next((row for row in table(chromium, "topologies") if row[0] == "reasons"), [])
+
+        row = wait_until(lambda: (r := cluster_row())[-1].startswith("errors: picky (") and r, 30,
+                         "the cluster page's Errors column to name the picky bolt")
+        assert row[-2] == "ok", "nothing but errors: Health is ok, the errors apart"
+        assert re.fullmatch(r"errors: picky \(\d+ s ago\): RuntimeError: picky about \d+", row[-1]), row[-1]
+
+        # the topology page: the picky bolt's last error by its exception; its traceback one click away, twice
+        chromium.get(f"{ui}/topology/{topology_id}")
+        picky = next(row for row in table(chromium, "bolts") if row[0] == "picky")
+        assert picky[-1].startswith("RuntimeError: picky about "), picky[-1]
+        folded = chromium.find_element(By.CSS_SELECTOR, "#errors details.traceback")
+        traceback = folded.find_element(By.TAG_NAME, "pre")
+        assert folded.find_element(By.TAG_NAME, "summary").text.startswith("RuntimeError: picky about ")
+        assert not traceback.is_displayed(), "the traceback folded under its exception"
+        folded.find_element(By.TAG_NAME, "summary").click()
+        wait_until(traceback.is_displayed, 10, "the traceback unfolded by a click")
+        assert traceback.text.startswith("Traceback (most recent call last):")
+        assert traceback.text.splitlines()[-1].startswith("RuntimeError: picky about ")
+        screenshot(chromium, tmp_path, "last-error")
+        chromium.find_element(By.CSS_SELECTOR, "#bolts a.error-text").click()
+        wait_until(lambda: chromium.current_url.endswith("/component/picky#component-errors"), 10,
+                   "the component page, at its errors")
+        errors = table(chromium, "component-errors")
+        assert errors and all(row[2].startswith("Traceback (most recent call last):") for row in errors)
 
         page("numbers", "failures-by-reason", ["All time", "13", "1", "12"])
         page("picky", "failures-by-reason", ["All time", "12", "6", "6"])

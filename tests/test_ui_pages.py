@@ -388,3 +388,71 @@ def test_workers_name_their_supervisor_and_a_supervisors_page_lists_only_its_own
     older = running_info()
     assert [w["port"] for w in supervisor_page(cluster, [], [older], supervisor_id="sup-3")["workers"]] == [
         6700, 6701], "no supervisor id: matched by host"
+
+
+TRACEBACK = ('Traceback (most recent call last):\n'
+             '  File "/srv/storm-local/dev-cluster/supervisor/stormdist/wc/count.py", line 9, in process\n'
+             '    counts[word] += 1  # ' + 'x' * 200 + '\nKeyError: <b>the</b>')
+RESTARTED = ("worker h1:6701 restarted by nimbus: no heartbeat from its tasks [2] for over 30 s "
+             "(nimbus.task.timeout.secs)")
+TROUBLE = ("failing: 40 of 50 trees timed out in 10 min; 1 worker restarted by nimbus in 10 min: no heartbeat; "
+           "errors: count (30 s ago): KeyError: <b>the</b>")
+
+
+class TroubledSource(StructSource):
+    """A word count whose trees time out and whose count bolt raised: Health and errors as nimbus says them."""
+
+    def cluster(self) -> Any:
+        summary = cluster_summary()
+        summary.topologies[0].sched_status = TROUBLE
+        return summary
+
+    def cluster_and_blacklist(self) -> tuple[Any, list[str]]:
+        return self.cluster(), []
+
+    def topology(self, topology_id: str) -> TopologyParts:
+        parts = super().topology(topology_id)
+        parts.info.sched_status = TROUBLE
+        parts.info.errors = {"count": [storm.ErrorInfo(error=TRACEBACK, error_time_secs=NOW - 30, host="h1",
+                                                       port=6700)],
+                             "__topology_master": [storm.ErrorInfo(error=RESTARTED, error_time_secs=NOW - 50)]}
+        return parts
+
+
+def test_health_and_errors_have_their_own_columns_and_an_error_shows_by_its_exception() -> None:
+    """The cluster page: Health, then the errors apart; the topology page: its Health, each last error by its
+    exception (the traceback's last line, not its first 200 characters) linking to the component page, and the
+    traceback itself one click away."""
+    troubled = TestClient(create_app({"ui.nimbus.timeout.secs": 1}, source=TroubledSource(),  # type: ignore[arg-type]
+                                     clock=FixedClock()))
+    cluster = troubled.get("/").text
+    header, row = rows(cluster, "topologies")
+    assert header[-2:] == ["Health", "Errors"] and "Scheduler info" not in cluster
+    assert row[-2:] == ["failing: 40 of 50 trees timed out in 10 min; 1 worker restarted by nimbus in 10 min: "
+                        "no heartbeat", "errors: count (30 s ago): KeyError: &lt;b&gt;the&lt;/b&gt;"]
+    healthy = rows(TestClient(create_app({"ui.nimbus.timeout.secs": 1}, source=StructSource(),  # type: ignore[arg-type]
+                                         clock=FixedClock())).get("/").text, "topologies")[1]
+    assert healthy[-2:] == ["ok", ""]
+
+    page = troubled.get("/topology/wc-1-1").text
+    summary_header, summary = rows(page, "topology-summary")
+    assert (summary_header[-1], summary[-1]) == ("Health", TROUBLE.split("; errors")[0])
+    count = next(r for r in rows(page, "bolts")[1:] if r[0] == "count")
+    assert count[-1].startswith("KeyError: &lt;b&gt;the&lt;/b&gt;")
+    assert 'href="/topology/wc-1-1/component/count#component-errors" title="KeyError: &lt;b&gt;the&lt;/b&gt;"' in page
+    topology_error, error = rows(page, "errors")[1:]
+    assert topology_error[0] == "__topology_master" and topology_error[3].startswith(RESTARTED), \
+        "the topology's own errors (nimbus files them under its topology master) without ?sys=1"
+    _, (line, traceback) = re.findall(r'<details class="traceback"><summary>(.*?)</summary><pre>(.*?)</pre></details>',
+                                      page, re.S)
+    assert line == "KeyError: &lt;b&gt;the&lt;/b&gt;"
+    assert traceback.startswith("Traceback (most recent call last):") and traceback.endswith(
+        "KeyError: &lt;b&gt;the&lt;/b&gt;"), "the whole traceback, folded under its exception"
+    assert error[3].startswith("KeyError: &lt;b&gt;the&lt;/b&gt; Traceback")
+    api = valid(troubled.get("/api/v1/topology/wc-1-1"), "/api/v1/topology/{id}")
+    row = next(b for b in api["bolts"] if b["boltId"] == "count")
+    assert (row["lastErrorSummary"], len(row["lastError"])) == ("KeyError: <b>the</b>", 200), \
+        "Storm's lastError as it was; its exception beside it"
+    assert api["schedulerInfo"] == TROUBLE, "Storm's field holds the whole Health"
+    (listed,) = valid(troubled.get("/api/v1/topology/summary"), "/api/v1/topology/summary")["topologies"]
+    assert listed["schedulerInfo"] == TROUBLE

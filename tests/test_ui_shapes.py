@@ -147,6 +147,22 @@ def test_errors_newest_on_the_topology_page_all_of_them_oldest_first_on_the_comp
                                                                                     ("x" * 300, 5)]
 
 
+def test_an_error_is_summed_up_by_its_exception_however_long_its_traceback() -> None:
+    """Storm's ``lastError`` is the first 200 characters: a traceback's first frames. Its exception, the line
+    people read an error by, is ``lastErrorSummary`` (and ``errorSummary`` on the component page)."""
+    traceback = ('Traceback (most recent call last):\n  File "/srv/storm-local/dev-cluster/supervisor/stormdist/'
+                 'wc-1-1/resources/split.py", line 12, in process\n' * 3 + "ValueError: not a sentence: ''")
+    error = storm.ErrorInfo(error=traceback, error_time_secs=NOW - 5, host="h1", port=6701)
+    info, topology = wordcount(split(3, executed=1, latency=1.0), errors={"split": [error]})
+    split_row = next(b for b in topology_page(info, topology, {}, now_secs=NOW)["bolts"] if b["boltId"] == "split")
+    assert split_row["lastError"] == traceback[:200]
+    assert split_row["lastErrorSummary"] == "ValueError: not a sentence: ''"
+    count_row = next(b for b in topology_page(info, topology, {}, now_secs=NOW)["bolts"] if b["boltId"] == "count")
+    assert count_row["lastErrorSummary"] == ""
+    (shown,) = component_page(info, topology, "split", now_secs=NOW)["componentErrors"]
+    assert (shown["error"], shown["errorSummary"]) == (traceback, "ValueError: not a sentence: ''")
+
+
 def test_workers_and_their_errors_link_to_their_logs_on_the_logviewer_of_their_host() -> None:
     crash = storm.ErrorInfo(error="ValueError: boom", error_time_secs=NOW - 5, host="h1", port=6701)
     died = storm.ErrorInfo(error="worker died", error_time_secs=NOW - 1, host="h1")  # the supervisor's: no port

@@ -26,8 +26,11 @@ from support import two_workers, wait_until
 from topologies import (GATES, BatchBoom, BatchForward, BatchOf, Blocked, Boom, Director, EmitTwice, EvenTwice, Forward, Gate, Holdout, Join, Keeper,
                         Metered, Mixed, Numbers, Paced, PacedBatch, Picky, Recorder, Reporter, RootsOf)
 from squall.api.component import Spout
+from squall.api.tuple import TupleBatch
+from squall.core.system_ids import ACK_INIT_STREAM, ACKER
 from squall.dev.local import LocalTopology, compile_topology
-from worker.executor import ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor, Wake
+from worker.acker import Acker
+from worker.executor import ACK_INIT_FIELDS, ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor, Wake
 from worker.layout import place_all
 from worker.runtime import TaskThread, WorkerFailed
 
@@ -753,3 +756,52 @@ def test_a_worker_never_calls_a_named_callable_that_is_not_a_component_class(tmp
     with LocalTopology((thrift, conf)) as local:
         assert "bolt 'count' names examples.wordcount.SentenceSpout, the class examples.wordcount.SentenceSpout, " \
                "not a Bolt subclass" in str(local.runtime.failure)
+
+
+class FailCounter(Tap):
+    """A :class:`Tap` that counts the ``fail`` calls it gets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fails = 0
+
+    def fail(self, msg_id: Any) -> None:
+        self.fails += 1
+
+
+def test_a_backlog_timing_out_at_once_is_failed_over_bounded_steps_without_waiting_a_second_between() -> None:
+    """Twelve thousand trees timing out together (a rebalance) are failed a bounded number per step, so a round
+    stays short and the task thread's other tasks and heartbeats keep their turns; the rest follow in the next
+    steps, not a second later."""
+    t = Topology("backlog")
+    t.bolt("sink", Recorder).shuffle(t.spout("tap", FailCounter))
+    executor = spout_alone(t)
+    most = executor.EXPIRED_PER_STEP
+    for root in range(2 * most + 2000):
+        executor.pending.sent(root, root, now=0.0)
+    spout, now, per_step = executor.spout, 100.0, []
+    while spout.fails < 2 * most + 2000:
+        fails = spout.fails
+        executor.step(now)
+        per_step.append(spout.fails - fails)
+        now += 0.001
+    assert per_step == [most, most, 2000] and len(executor.pending) == 0
+
+
+def test_an_acker_takes_a_message_from_every_task_of_a_busy_topology_in_one_round() -> None:
+    """Every tracking task of every worker sends its acker one message per step: an acker that took 8 a round fell
+    behind its thread's bolts after a rebalance (15,000 messages queued) and its trees timed out waiting."""
+    t = Topology("acked")
+    t.bolt("sink", Recorder).shuffle(t.spout("tap", Tap))
+    layout, _ = compile_topology(t, {**FAST, "topology.acker.executors": 1})
+    (task,) = layout.component_tasks[ACKER]
+    (spout_task,) = layout.component_tasks["tap"]
+    wake = Wake()
+    env = ExecutorEnv(layout.topology_id, lambda *_: None, Pressure(lambda: 0.0, enabled=False, high=0.9, low=0.4),
+                      lambda exc: None, lambda beats: None)
+    acker = Acker(task, layout, place_all(layout), Outbox(lambda *_: False, wake), Inbox(100_000, wake), env)
+    senders = 48  # tasks' steps, each one message of its roots
+    acker.inbox.put([TupleBatch([([root * senders + i for root in range(10)], [7] * 10, spout_task)], ACK_INIT_FIELDS,
+                                "tap", ACK_INIT_STREAM, spout_task) for i in range(senders)])
+    acker.step(1.0)
+    assert acker.inbox.size == 0 and len(acker.state) == senders * 10

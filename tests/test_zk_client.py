@@ -15,7 +15,9 @@ from kazoo.security import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl, ma
 from squall.core.clock import SimulatedClock
 from squall.core.zk import paths
 from squall.core.zk.client import ZkClient, ZkState
-from squall.core.zk.errors import MAX_ERRORS_PER_TASK, ErrorTimesCache, newest_error_times, record_task_error
+from squall.core.zk.errors import (
+    MAX_ERROR_CHARS, MAX_ERRORS_PER_TASK, ErrorTimesCache, error_summary, newest_error_times, record_task_error,
+)
 from squall.core.zk.records import Blacklist, NimbusMaster, SupervisorInfo, TaskError
 from squall.dev.zookeeper import free_port
 from tcpproxy import TcpProxy
@@ -70,6 +72,42 @@ def test_error_times_are_read_once_per_period_however_often_asked(zk: ZkClient) 
     clock.advance(0.1)
     assert cache.of(["t-3", "t-4"]) == {"t-3": {1: 1_700_000_005}, "t-4": {2: 1_700_000_005}}
     assert cache.of(["t-4"]) == {"t-4": {2: 1_700_000_005}}, "a topology no longer asked for is forgotten"
+
+
+def test_the_cache_reads_each_tasks_newest_error_once_for_its_line(zk: ZkClient) -> None:
+    """``storm list`` shows an error by its line: read with the times, and again only when a newer error came."""
+    clock = SimulatedClock()
+    cache = ErrorTimesCache(zk, clock, max_age_secs=10)
+    record_task_error(zk, "t-5", 1, TaskError(TRACEBACK, 1_700_000_000))
+    record_task_error(zk, "t-5", 2, TaskError("worker exited with code 1\nits last output", 1_700_000_000))
+    assert cache.lines(["t-5"]) == {"t-5": {1: "ZeroDivisionError: division by zero", 2: "worker exited with code 1"}}
+    reads = []
+    real_read = zk.read
+    zk.read = lambda *args: reads.append(args[0]) or real_read(*args)  # type: ignore[method-assign]
+    record_task_error(zk, "t-5", 2, TaskError("KeyError: 'x'", 1_700_000_009))
+    clock.advance(10)
+    assert cache.lines(["t-5"]) == {"t-5": {1: "ZeroDivisionError: division by zero", 2: "KeyError: 'x'"}}
+    assert reads == [paths.task_error("t-5", 2, 1_700_000_009)], "only the task with a newer error is read again"
+
+
+TRACEBACK = ('Traceback (most recent call last):\n  File "count.py", line 9, in process\n    1 / 0\n'
+             'ZeroDivisionError: division by zero')
+
+
+def test_an_error_is_said_by_its_exception_and_a_huge_one_keeps_it_when_cut(zk: ZkClient) -> None:
+    chained = f"{TRACEBACK}\n\nDuring handling of the above exception, another exception occurred:\n\n" \
+              'Traceback (most recent call last):\n  File "count.py", line 11, in process\n    raise\n' \
+              "RuntimeError: could not count\nthe word 'x'"
+    assert error_summary(chained) == "RuntimeError: could not count the word 'x'"
+    assert error_summary(f"Shell Process Exception: {TRACEBACK}\n") == "ZeroDivisionError: division by zero"
+    assert error_summary("rebalance failed: no free slots\ndetails") == "rebalance failed: no free slots"
+    assert error_summary("") == ""
+    huge = 'Traceback (most recent call last):\n' + '  File "x.py", line 1, in f\n' * 20_000 + "MemoryError: big"
+    record_task_error(zk, "t-6", 1, TaskError(huge, 1_700_000_000))
+    (name,) = zk.children(paths.task_errors("t-6", 1))
+    stored = zk.read(paths.task_error("t-6", 1, int(name)), TaskError).error
+    assert len(stored) <= MAX_ERROR_CHARS and "(cut)" in stored
+    assert error_summary(stored) == "MemoryError: big", "the cut is in the middle: the exception stays"
 
 
 def test_start_creates_root_and_persistent_parents(zk_conf: dict[str, Any], zk_address: str) -> None:

@@ -279,6 +279,15 @@ class Holdout(Bolt):
             self.ack(tup)
 
 
+class Swallow(Bolt):
+    """Acks nothing: every tree through it times out."""
+
+    auto_ack = False
+
+    def execute(self, tup: Tuple) -> None:
+        pass
+
+
 class Keeper(Bolt):
     """Holds each input ``hold_secs`` (its own clock, looked at on ticks), then acks it; while holding, calls
     ``reset_timeout`` on every tick when ``reset``. ``held_for`` records (n, seconds held) per ack."""

@@ -51,7 +51,8 @@ COUNTS = {"emitted": INTEGER, "transferred": INTEGER, "acked": INTEGER, "failed"
 BOLT_COUNTS = {**COUNTS, "executed": INTEGER, "executeLatency": DECIMAL, "processLatency": DECIMAL,
                "capacity": DECIMAL}
 SPOUT_COUNTS = {**COUNTS, "completeLatency": DECIMAL}
-LAST_ERROR = {"lastError": STRING, "errorHost": STRING, "errorPort": nullable(INTEGER),
+SUMMARY = {**STRING, "description": "the error's line: a traceback's exception (type: message), else its first line"}
+LAST_ERROR = {"lastError": STRING, "lastErrorSummary": SUMMARY, "errorHost": STRING, "errorPort": nullable(INTEGER),
               "errorTime": nullable(INTEGER), "errorLapsedSecs": nullable(INTEGER), "errorWorkerLogLink": STRING}
 
 SCHEMAS: dict[str, Any] = {
@@ -91,8 +92,8 @@ SCHEMAS: dict[str, Any] = {
         id=STRING, encodedId=STRING, name=STRING, topologyId=STRING, encodedTopologyId=STRING, topologyStatus=STRING,
         componentType={"enum": ["spout", "bolt"]}, executors=INTEGER, tasks=INTEGER, window=STRING,
         windowHint=STRING, debug=BOOLEAN, samplingPct=NUMBER,
-        componentErrors=array(obj(error=STRING, errorTime=INTEGER, errorHost=STRING, errorPort=nullable(INTEGER),
-                                  errorLapsedSecs=INTEGER, errorWorkerLogLink=STRING)),
+        componentErrors=array(obj(error=STRING, errorSummary=SUMMARY, errorTime=INTEGER, errorHost=STRING,
+                                  errorPort=nullable(INTEGER), errorLapsedSecs=INTEGER, errorWorkerLogLink=STRING)),
         executorStats=array(obj(id=STRING, encodedId=STRING, host=STRING, port=INTEGER, **UPTIME,
                                 workerLogLink=STRING, **COUNTS)),
         outputStats=array(obj(stream=STRING, emitted=INTEGER, transferred=INTEGER)),

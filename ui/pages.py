@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from squall.core.health import split_health
 from squall.core.httpd import error_body, http_principal
 from squall.core.stats import ALL_TIME, WINDOWS
 from ui import graph, shapes
@@ -72,8 +73,14 @@ def topology_view(parts: Any, *, now_secs: int, window: str, sys: bool,
     inputs = {b["boltId"]: shapes.component_page(parts.info, parts.topology, b["boltId"], now_secs=now_secs,
                                                  window=window, sys=sys)["inputStats"] for b in page["bolts"]}
     return {"topology": page, "drawing": graph.topology_drawing(page, parts.topology, inputs, sys=sys),
-            "errors": [{"component": row.get("spoutId", row.get("boltId")), **row}
-                       for row in (*page["spouts"], *page["bolts"]) if row["lastError"]]}
+            "health": split_health(page["schedulerInfo"])[0],
+            "errors": shapes.last_errors(parts.info, now_secs=now_secs, logviewer_port=logviewer_port)}
+
+
+def with_health(topologies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The topology table's rows with their Health and their errors apart (``health``, ``errors``: None when
+    there is nothing to say), from Storm's ``schedulerInfo``."""
+    return [{**t, **dict(zip(("health", "errors"), split_health(t["schedulerInfo"]), strict=True))} for t in topologies]
 
 
 def routes(source: NimbusSource, ask: Ask, now: Callable[[], int], logviewer_port: int | None = None
@@ -92,7 +99,7 @@ def routes(source: NimbusSource, ask: Ask, now: Callable[[], int], logviewer_por
         return {"cluster": shapes.cluster_summary(summary),
                 "nimbuses": shapes.nimbus_summary(summary, logviewer_port)["nimbuses"],
                 "supervisors": shapes.supervisor_summary(summary, blacklist, logviewer_port)["supervisors"],
-                "topologies": shapes.topology_summary(summary)["topologies"]}
+                "topologies": with_health(shapes.topology_summary(summary)["topologies"])}
 
     async def topology(request: Request) -> Mapping[str, Any]:
         window, sys = window_and_sys(request.query_params)

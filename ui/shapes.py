@@ -37,6 +37,7 @@ from squall import STORM_VERSION
 from squall.core.local_state import daemon_log_name, worker_log_name
 from squall.core.names import is_system
 from squall.core.stats import ALL_TIME, WINDOWS
+from squall.core.zk.errors import error_summary
 
 #: Storm's sampling percentage shown when topology debug is off.
 DEFAULT_SAMPLING_PCT = 10
@@ -384,8 +385,10 @@ def executors_by_component(info: Any, window: str) -> dict[str, list[Executed]]:
 
 
 def _error(error: Any, info: Any, now_secs: int, logviewer_port: int | None, *, last: bool) -> dict[str, Any]:
-    text = error.error[:LAST_ERROR_CHARS] if last else error.error
-    return {"lastError" if last else "error": text, "errorTime": error.error_time_secs,
+    """An error's fields; its summary (``lastErrorSummary``, ``errorSummary``: Squall's) is the exception's line
+    (:func:`~squall.core.zk.errors.error_summary`), taken from the whole text, so a cut ``lastError`` keeps it."""
+    key, text = ("lastError", error.error[:LAST_ERROR_CHARS]) if last else ("error", error.error)
+    return {key: text, f"{key}Summary": error_summary(error.error), "errorTime": error.error_time_secs,
             "errorHost": error.host or "", "errorPort": error.port,
             "errorWorkerLogLink": worker_log_link(logviewer_port, error.host, error.port, info.id),
             "errorLapsedSecs": max(0, now_secs - error.error_time_secs)}
@@ -394,9 +397,18 @@ def _error(error: Any, info: Any, now_secs: int, logviewer_port: int | None, *, 
 def _last_error(errors: list[Any], info: Any, now_secs: int, logviewer_port: int | None) -> dict[str, Any]:
     """Storm's last-error fields of a component: the newest error, or empty values when there is none."""
     if not errors:
-        return {"lastError": "", "errorTime": None, "errorHost": "", "errorPort": None,
+        return {"lastError": "", "lastErrorSummary": "", "errorTime": None, "errorHost": "", "errorPort": None,
                 "errorWorkerLogLink": NO_LINK, "errorLapsedSecs": None}
     return _error(max(errors, key=lambda e: e.error_time_secs), info, now_secs, logviewer_port, last=True)
+
+
+def last_errors(info: Any, *, now_secs: int, logviewer_port: int | None = None) -> list[dict[str, Any]]:
+    """The topology page's last errors: each component's newest (its last-error fields, and its whole text as
+    ``traceback``), by component. System components' too, whatever ``sys``: nimbus files the topology's own errors
+    (a worker it restarted, a failed rebalance) under the topology master."""
+    return [{"component": component, **_last_error(list(errors), info, now_secs, logviewer_port),
+             "traceback": max(errors, key=lambda e: e.error_time_secs).error}
+            for component, errors in sorted((info.errors or {}).items()) if errors]
 
 
 def _window_fields(window: str) -> dict[str, str]:

@@ -234,14 +234,20 @@ class AckOut:
 class Pressure:
     """Worker-wide backpressure with hysteresis: ``high`` from when any receive queue or send backlog
     (``fill()``, the fullest one's fill ratio) passes the high water mark until all are back under the
-    low one. Spouts stop emitting while it is high and the receiver stops reading the network, so TCP
-    pushes back on the spouts of other workers too. Bolts never block, so a DAG cannot deadlock."""
+    low one. While it is high the receiver stops reading the network and tells every peer so
+    (:data:`~worker.wire.THROTTLE_ON`); ``held()`` says whether some peer told this worker that. Spouts stop
+    emitting while either holds (:attr:`hold_spouts`): a full queue downstream paces the spouts feeding it in
+    every worker, as Storm 2's backpressure does. Only spouts wait on a peer; bolts never block and the receiver
+    stops only for its own worker's queues, so a DAG cannot deadlock."""
 
-    def __init__(self, fill: Callable[[], float], *, enabled: bool, high: float, low: float) -> None:
+    def __init__(self, fill: Callable[[], float], *, enabled: bool, high: float, low: float,
+                 held: Callable[[], bool] = lambda: False) -> None:
         self._fill = fill
+        self._held = held
         self.enabled = enabled
         self.high_mark, self.low_mark = high, low
         self.high = False
+        self.hold_spouts = False
         self.relieved = threading.Event()
         self.relieved.set()
 
@@ -255,6 +261,7 @@ class Pressure:
         elif not self.high and fill >= self.high_mark:
             self.high = True
             self.relieved.clear()
+        self.hold_spouts = self.high or self._held()
 
 
 @dataclass
@@ -696,6 +703,9 @@ class SpoutExecutor(Executor):
     #: With ackers a ``next_batch`` step also ends once it has taken this long: a tree's complete latency holds its
     #: whole step and the acks of it (8 bursts unbounded took the batch API's p99 at half capacity from 5 to 11 ms).
     ACKED_STEP_SECS = 0.0005
+    #: Most timed-out trees a step fails (a ``fail`` call each): tens of thousands at once held the task thread, and
+    #: with it every task's heartbeat, past nimbus's task timeout. The rest are failed in the next rounds.
+    EXPIRED_PER_STEP = 5_000
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -858,8 +868,10 @@ class SpoutExecutor(Executor):
         self._heartbeat(now)
         self._drain(now)
         if now >= self._next_expiry:
-            self._next_expiry = now + 1.0
-            for msg_id, stream in self.pending.expire(now):
+            expired = self.pending.expire(now, self.EXPIRED_PER_STEP)
+            # More due than a step takes (a rebalance timed out a backlog): the rest next round, after the inputs.
+            self._next_expiry = now if len(expired) == self.EXPIRED_PER_STEP else now + 1.0
+            for msg_id, stream in expired:
                 self.stats.failed += 1
                 self.stats.failed_timeout += 1
                 if self._keyed_outputs:
@@ -875,8 +887,8 @@ class SpoutExecutor(Executor):
             return self._wait(now)
         if now < self._next_emit:  # backing off: input (acks), not its turn, brought this step
             return self._next_emit - now
-        if self.env.pressure.high or not self.pending.can_emit():
-            return self._idle_secs if self.env.pressure.high else self._wait(now)
+        if self.env.pressure.hold_spouts or not self.pending.can_emit():
+            return self._idle_secs if self.env.pressure.hold_spouts else self._wait(now)
         stats, pending, idle, burst = self.stats, self.pending, False, self._burst
         cap, entries, emitted = pending.max_pending, pending.entries, stats.emitted
         # With ackers a batch step also ends after ACKED_STEP_SECS: a tree's complete latency holds its whole step.

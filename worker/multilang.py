@@ -565,7 +565,7 @@ class ShellSpoutExecutor(_ShellHost, SpoutExecutor):
             process.flush()
             return self._wake_in(now, self._last_heard + self._timeout + 0.01)
         commands = self._commands.queued
-        if (self._active and now >= self._next_emit and not self.env.pressure.high and self.pending.can_emit()):
+        if (self._active and now >= self._next_emit and not self.env.pressure.hold_spouts and self.pending.can_emit()):
             commands.append(command("next"))
             self._next_sent = self.stats.emitted
         if commands:
@@ -578,7 +578,7 @@ class ShellSpoutExecutor(_ShellHost, SpoutExecutor):
             return self._wake_in(now, self._last_heard + self._timeout + 0.01)
         if self._active and now < self._next_emit:
             return self._next_emit - now
-        return self._idle_secs if self._active and self.env.pressure.high else self._wait(now)
+        return self._idle_secs if self._active and self.env.pressure.hold_spouts else self._wait(now)
 
     def _on_reply(self, message: Any, process: ShellProcess) -> None:
         try:

@@ -176,9 +176,10 @@ class WorkerRuntime:
         self._batch = int(conf["topology.transfer.batch.size"])
         self._flush_secs = float(conf["topology.batch.flush.interval.millis"]) / 1000
         self._send_capacity = int(conf["topology.transfer.buffer.size"]) * self._batch
+        self._socket_buffer = int(conf["worker.transfer.socket.buffer.bytes"])
         self.pressure = Pressure(self._fill, enabled=bool(conf["topology.backpressure.enable"]),
                                  high=float(conf["topology.backpressure.water.mark.high"]),
-                                 low=float(conf["topology.backpressure.water.mark.low"]))
+                                 low=float(conf["topology.backpressure.water.mark.low"]), held=self._peers_hold)
         self.env = ExecutorEnv(layout.topology_id, report_error, self.pressure, self._fatal, report_beats,
                                resources_dir)
         self.inboxes: dict[int, Inbox] = {}
@@ -260,7 +261,9 @@ class WorkerRuntime:
                                      max_connections=int(conf["worker.transfer.max.connections"]),
                                      handshake_timeout=float(conf["worker.transfer.handshake.timeout.secs"]),
                                      idle_timeout=float(conf["worker.transfer.idle.timeout.secs"]),
-                                     secret=self._transfer_secret, on_fatal=self._fatal).start()
+                                     secret=self._transfer_secret, on_fatal=self._fatal,
+                                     pressure=self.pressure,
+                                     socket_buffer=int(conf["worker.transfer.socket.buffer.bytes"])).start()
         log.info("worker runtime started", topology_id=self.layout.topology_id, tasks=sorted(self.executors),
                  threads=len(self.threads), port=self.receiver.port if self.receiver else None)
         return self
@@ -392,12 +395,14 @@ class WorkerRuntime:
                                                         flush_interval=self._flush_secs,
                                                         max_pending=self._send_capacity,
                                                         secret=self._transfer_secret,
-                                                        on_connected=self._notify_peers_changed)
+                                                        on_connected=self._notify_peers_changed,
+                                                        socket_buffer=self._socket_buffer)
                 self._sending = tuple(self.senders.values())
             return sender
 
     def _on_remote_batch(self, batch: WireBatch) -> None:
-        """On the receiver thread: wait out backpressure, then hand the run's local task its tuples.
+        """On the receiver thread (which waits out this worker's backpressure first): hand the run's local task
+        its tuples.
 
         A run is checked before any task sees it, per run and not per row: its source task must be a task
         of the topology, its stream one that task's component declares, and its rows (one width per run,
@@ -405,8 +410,6 @@ class WorkerRuntime:
         :attr:`refused` and logged at most once per interval, never delivered: a bolt reads the values it
         declared, whoever is on the other end of the socket.
         """
-        while self.pressure.high and not self._stopped:
-            self.pressure.relieved.wait(MAX_IDLE_SECS)
         origin = self._incoming.get((batch.source, batch.stream))
         if origin is None:
             origin = self._origin(batch)
@@ -442,6 +445,13 @@ class WorkerRuntime:
             log.warning("refused tuples from another worker", reason=reason, detail=detail, source_task=batch.source,
                         stream=batch.stream, target_task=batch.target, tuples=len(batch),
                         refused_so_far=sum(self.refused.values()), other_refusals_not_logged=suppressed)
+
+    def _peers_hold(self) -> bool:
+        """Whether some peer's receiver holds this worker's connection (its worker is backpressured): spouts wait."""
+        for sender in self._sending:
+            if sender.throttled:
+                return True
+        return False
 
     def _fill(self) -> float:
         """The fill ratio of the fullest receive queue or send backlog. Every round of every task thread asks

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import secrets
+import select
 import selectors
 import socket
 import threading
@@ -20,10 +21,10 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from worker.executor import ErrorThrottle, Wake
+from worker.executor import ErrorThrottle, Pressure, Wake
 from worker.wire import (
-    MAX_MESSAGE_BYTES, MESSAGE_ROWS, Decoder, Entry, Greeting, WireBatch, WireError, answer, hello, proof_message,
-    runs_of_entries, transfer_proof,
+    MAX_MESSAGE_BYTES, MESSAGE_ROWS, THROTTLE_OFF, THROTTLE_ON, Decoder, Entry, Greeting, WireBatch, WireError, answer,
+    hello, proof_message, runs_of_entries, transfer_proof,
 )
 
 log = structlog.get_logger(__name__)
@@ -37,9 +38,10 @@ class Receiver:
 
     One thread reads every connection (a selector), so a connection costs a socket and a small buffer,
     not a thread: 3,000 idle connections were 3,000 threads and ~220 MB on a thread per connection
-    (issue 20). Decoding and ``on_batch`` hold the GIL either way, so one thread loses no throughput;
-    while ``on_batch`` waits (backpressure) every connection waits, as TCP flow control then tells the
-    senders. Bounds, each closing the connection that hits it:
+    (issue 20). Decoding and ``on_batch`` hold the GIL either way, so one thread loses no throughput.
+    While ``pressure`` (its worker's) is high, no run is handed on and every connection waits; each peer is told
+    so at once (:data:`~worker.wire.THROTTLE_ON`, then :data:`~worker.wire.THROTTLE_OFF`), and holds its spouts
+    meanwhile. Bounds, each closing the connection that hits it:
 
     * a connection must open with a handshake naming ``topology_id`` (:func:`worker.wire.hello`)
       within ``handshake_timeout`` seconds; another topology's worker is told why and refused; with a
@@ -60,8 +62,10 @@ class Receiver:
     def __init__(self, on_batch: OnBatch, topology_id: str, host: str = "0.0.0.0", port: int = 0, *,
                  max_connections: int = 1024, handshake_timeout: float = 5.0, idle_timeout: float = 300.0,
                  max_message_bytes: int = MAX_MESSAGE_BYTES, secret: bytes | None = None,
-                 on_fatal: Callable[[BaseException], None] | None = None) -> None:
+                 on_fatal: Callable[[BaseException], None] | None = None, pressure: Pressure | None = None,
+                 socket_buffer: int | None = None) -> None:
         self._on_batch = on_batch
+        self._pressure = pressure
         self._secret = secret
         self._on_fatal = on_fatal
         self.topology_id = topology_id
@@ -70,6 +74,8 @@ class Receiver:
         self._handshake_timeout = handshake_timeout
         self._idle_timeout = idle_timeout
         self._listener = socket.create_server((host, port), reuse_port=False)
+        if socket_buffer is not None:  # accepted connections inherit it (and size their TCP window by it)
+            self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, socket_buffer)
         self._listener.setblocking(False)
         self.port = self._listener.getsockname()[1]
         self._peers: dict[socket.socket, _Peer] = {}
@@ -168,7 +174,10 @@ class Receiver:
             if peer.decoder is None:
                 self._greet(peer, data)
                 return
+            pressure = self._pressure
             for batch in peer.decoder.feed(data):
+                if pressure is not None and pressure.high:
+                    self._hold(pressure)
                 self._on_batch(batch)
         except WireError as exc:
             self.counts["bad_data"] += 1
@@ -177,6 +186,18 @@ class Receiver:
         except Exception:
             log.exception("dropping a worker connection: its batch could not be handed on", peer=peer.name)
             self._close(peer)
+
+    def _hold(self, pressure: Pressure) -> None:
+        """Wait until the worker's backpressure is relieved (or this receiver stops), every peer told meanwhile."""
+        self._tell_peers(THROTTLE_ON)
+        while pressure.high and not self._closed:
+            pressure.relieved.wait(HOLD_CHECK_SECS)
+        self._tell_peers(THROTTLE_OFF)
+
+    def _tell_peers(self, status: bytes) -> None:
+        for peer in list(self._peers.values()):
+            if peer.decoder is not None:
+                self._send_or_close(peer, status)
 
     def _greet(self, peer: "_Peer", data: bytes) -> None:
         message = peer.greeting.feed(data)
@@ -255,6 +276,10 @@ class Receiver:
 _ACCEPT, _WAKE = object(), object()
 #: Connection events (refusals, timeouts, bad data) are logged at most once per this many seconds.
 LOG_INTERVAL_SECS = 10.0
+#: Status bytes a sender reads at once.
+STATUS_READ_BYTES = 64
+#: How often a receiver holding its connections for backpressure checks it has not been stopped.
+HOLD_CHECK_SECS = 0.1
 #: Bytes of each side's handshake nonce.
 NONCE_BYTES = 16
 #: Bytes the receiver reads at once. Each read gives up the GIL and may wait a switch interval (5 ms) to get it
@@ -312,11 +337,13 @@ class Sender:
     CHECK_AFTER_SECS = 0.05
     #: Longest the sender thread sleeps with nothing queued (a queued run or close wakes it at once).
     IDLE_SECS = 1.0
+    #: Longest it sleeps while the peer holds this worker's spouts: how late it sees the peer let go.
+    THROTTLED_IDLE_SECS = 0.005
 
     def __init__(self, host: str, port: int, topology_id: str, *, batch_size: int = 100,
                  flush_interval: float = 0.001, connect_timeout: float = 5.0, max_pending: int = 100_000,
                  secret: bytes | None = None, max_message_bytes: int = MAX_MESSAGE_BYTES,
-                 on_connected: Callable[[], None] = lambda: None) -> None:
+                 on_connected: Callable[[], None] = lambda: None, socket_buffer: int | None = None) -> None:
         self.address = (host, port)
         self._secret = secret
         self.topology_id = topology_id
@@ -324,6 +351,8 @@ class Sender:
         #: Why the peer last refused the handshake (it serves another topology, say); None if it never did.
         self.refusal: str | None = None
         self.dropped = 0
+        #: The peer's receiver holds this connection (its worker is backpressured): this worker's spouts wait.
+        self.throttled = False
         self._last_write = 0.0
         self._on_connected = on_connected
         self._batch_size = batch_size
@@ -331,6 +360,7 @@ class Sender:
         self._connect_timeout = connect_timeout
         self._max_pending = max_pending
         self._max_bytes = max_message_bytes
+        self._socket_buffer = socket_buffer
         self._pending: list[WireBatch] = []
         self._backlog = 0
         self._lock = threading.Lock()  # guards the queue; a plain lock: taken once per task thread flush
@@ -401,10 +431,11 @@ class Sender:
         wake = self._wake
         while True:
             wake.clear()  # before looking: a run queued from now on sets it again
+            self._read_status()
             with self._lock:
                 backlog, closing = self._backlog, self._closed
             if not backlog and not closing:
-                wake.wait(self.IDLE_SECS)
+                wake.wait(self.THROTTLED_IDLE_SECS if self.throttled else self.IDLE_SECS)
                 continue
             if backlog < self._batch_size and not closing:
                 wake.wait(self._flush_interval)  # let a batch fill up, briefly (a full one or close ends it)
@@ -440,6 +471,8 @@ class Sender:
         sock = socket.create_connection(self.address, timeout=self._connect_timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._socket_buffer is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._socket_buffer)
             nonce = secrets.token_bytes(NONCE_BYTES) if self._secret is not None else None
             sock.sendall(hello(self.topology_id, nonce))
             reply = _handshake_reply(sock)
@@ -456,8 +489,40 @@ class Sender:
             raise
         sock.settimeout(None)
         self._sock = sock
+        self.throttled = False  # a new connection: the peer says so again if it holds it
         self.connected.set()
         self._on_connected()
+
+    def _send_all(self, sock: socket.socket, data: bytes) -> None:
+        """``sendall``, taking in the peer's status while its socket is full: a peer that stops reading because its
+        worker is backpressured says so, and this worker's spouts must hold while the write waits."""
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[sock.send(view, socket.MSG_DONTWAIT):]
+                continue
+            except (BlockingIOError, InterruptedError):
+                pass
+            poller = select.poll()  # not select(): a worker's sockets may be numbered past FD_SETSIZE
+            poller.register(sock, select.POLLIN | select.POLLOUT)
+            if any(events & select.POLLIN for _, events in poller.poll()) and not self._read_status():
+                raise ConnectionResetError("the peer closed the connection")
+
+    def _read_status(self) -> bool:
+        """Take in what the peer wrote back since the handshake: its backpressure status, the last byte counting.
+        False if the peer has closed the connection (left to the next write, which reconnects)."""
+        sock = self._sock
+        while sock is not None:
+            try:
+                data = sock.recv(STATUS_READ_BYTES, socket.MSG_DONTWAIT)
+            except OSError:  # nothing more now (or a broken connection, which the next write finds)
+                return True
+            if not data:
+                return False
+            self.throttled = data[-1:] == THROTTLE_ON
+            if len(data) < STATUS_READ_BYTES:
+                return True
+        return True
 
     def _write(self, batch: list[WireBatch]) -> None:
         data = self._encode(batch)
@@ -470,7 +535,7 @@ class Sender:
             try:
                 if self._sock is None:
                     self._connect()
-                self._sock.sendall(data)  # type: ignore[union-attr]
+                self._send_all(self._sock, data)  # type: ignore[arg-type]
                 return
             except OSError as exc:
                 self.connected.clear()
@@ -545,7 +610,8 @@ class TransferRefused(ConnectionError):
 
 
 def _hung_up(sock: socket.socket) -> bool:
-    """The peer has closed ``sock`` (it sends nothing after the handshake, so readable means closed)."""
+    """The peer has closed ``sock`` (after the handshake it sends only status bytes, which the sender reads before
+    this check, so readable means closed)."""
     try:
         return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
     except (BlockingIOError, InterruptedError):

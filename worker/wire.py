@@ -33,6 +33,11 @@ answers ``[HELLO, 1, nil, its nonce, its proof]``, the caller checks that proof 
 proof]``, and the receiver answers ``[HELLO, 1, refusal]`` once more (:func:`transfer_proof` says what each
 proof signs). A connection whose proof is missing or wrong is refused before any batch is read; a caller
 refuses a receiver that cannot prove it holds the secret, so tuples never go to an impostor.
+
+After the handshake the receiver writes one byte back whenever it starts or stops holding the connections because
+its worker is backpressured: :data:`THROTTLE_ON`, then :data:`THROTTLE_OFF` (Storm 2's backpressure status, in
+band). The caller's spouts hold while any peer says on, so a full queue downstream paces them at once instead of
+after the kernel's socket buffers (megabytes of tuples) have filled.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ from squall.api.tuple import ColumnBatch, Fields, Piece, LazyRows, Tuple, TupleB
 VERSION = 1
 #: The first element of a handshake (see :func:`hello`): what a Squall worker connection opens with.
 HELLO = "squall-transfer"
+#: What a receiver writes back after the handshake: its worker is backpressured (hold your spouts), or no longer.
+THROTTLE_ON, THROTTLE_OFF = b"\x01", b"\x00"
 #: Largest handshake message: a topology id and, later, credentials.
 MAX_HELLO_BYTES = 4096
 #: Largest message a worker accepts (a batch of ``topology.transfer.batch.size`` tuples fits easily).

@@ -444,6 +444,11 @@ KEYS: tuple[Key, ...] = (
     Key("worker.transfer.max.connections", "int", 1024, origin="squall", minimum=1,
         doc="Connections a worker accepts from other workers; when full, a newcomer takes the place of one still "
             "owing its handshake, else of the longest idle."),
+    Key("worker.transfer.socket.buffer.bytes", "int", 262144, origin="squall", minimum=4096,
+        doc="Kernel socket buffer of each connection between workers, on both ends (SO_SNDBUF / SO_RCVBUF, as Storm's "
+            "Netty transport sets them). Small enough that a worker not reading makes its peers' senders wait and "
+            "their queues fill, so backpressure reaches their spouts: the kernel's own growth (to tens of MB on "
+            "loopback) held minutes of tuples, which timed out before they were read."),
     Key("worker.transfer.handshake.timeout.secs", default=5, origin="squall", **_SECS,
         doc="A connection to a worker must name its topology within this long, or it is closed."),
     Key("worker.transfer.idle.timeout.secs", default=300, origin="squall", **_SECS,
