@@ -1,5 +1,5 @@
-"""The logviewer daemon: its app served on ``logviewer.host``:``logviewer.port`` (:class:`squall.core.httpd.HttpServer`),
-or over HTTPS on ``logviewer.https.port``."""
+"""The logviewer daemon: its app served on ``logviewer.host``:``logviewer.port``
+(:class:`squall.core.httpd.HttpServer`), or over HTTPS on ``logviewer.https.port``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``python -m nimbus`` (what ``storm nimbus`` runs): the nimbus daemon in the foreground, serving its Thrift handler."""
+"""``python -m nimbus`` (what ``storm nimbus`` runs): the nimbus daemon in the foreground, serving its Thrift
+handler."""
 
 from __future__ import annotations
 

@@ -274,7 +274,8 @@ def test_storm_logs_says_which_logviewer_it_cannot_reach_and_why(served: int) ->
         catch_up(WorkerLog("h1", 6702, [], read_url(served, "wc-1-1700000000-worker-6702.log")), io.BytesIO(), [None])
 
 
-@pytest.mark.parametrize("module", [logviewer.files, squall.core.httpd, squall.core.local_state], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [logviewer.files, squall.core.httpd, squall.core.local_state],
+                         ids=lambda m: m.__name__)
 def test_the_examples_in_the_docstrings_hold(module: Any) -> None:
     result = doctest.testmod(module)
     assert not result.failed

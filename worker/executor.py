@@ -573,7 +573,8 @@ class Executor:
         if out is not None:
             values = (self.task, int(now - self._started), _to_wire(self.task_stats()))
             for target in out.route(values):
-                self._outbox.add(target, TupleBatch([values], out.fields, self.component, MASTER_HEARTBEAT_STREAM, self.task))
+                self._outbox.add(target, TupleBatch([values], out.fields, self.component, MASTER_HEARTBEAT_STREAM,
+                                                    self.task))
 
     def task_stats(self) -> TaskStats:
         """This task's counters as the topology master reports them; a lone input's counts are the totals."""

@@ -337,7 +337,8 @@ def system_topology(normalized: storm.StormTopology, conf: Mapping[str, Any]) ->
         }
         system.bolts[ACKER] = _system_bolt(_ACKER_CLASS, acker_inputs, acker_streams, ackers)
     every = [*spouts, *bolts, *([ACKER] if ackers else []), TOPOLOGY_MASTER]
-    master_inputs = {storm.GlobalStreamId(c, MASTER_HEARTBEAT_STREAM): storm.Grouping(all=storm.NullStruct()) for c in every}
+    master_inputs = {storm.GlobalStreamId(c, MASTER_HEARTBEAT_STREAM): storm.Grouping(all=storm.NullStruct())
+                     for c in every}
     system.bolts[TOPOLOGY_MASTER] = _system_bolt(_TOPOLOGY_MASTER_CLASS, master_inputs, {}, 1)
     return system
 
