@@ -31,7 +31,8 @@ def warn_on_stderr(line: str) -> None:
     print(f"storm: warning: {line}", file=sys.stderr)
 
 
-#: Where the copies of ``--config`` and ``-c`` given after the verb land until :class:`CommandLine` merges them.
+#: Where the copies of ``--config`` and ``-c`` given after the verb land until the ``storm`` command's parser
+#: (:class:`squall.cli.options.CommandLine`) merges them.
 AFTER_VERB = {"config": "config_after_verb", "overrides": "overrides_after_verb"}
 
 
@@ -41,7 +42,7 @@ def config_options(*, after_verb: bool = False) -> argparse.ArgumentParser:
     Storm takes both before and after the verb. argparse parses a verb's arguments into a namespace of
     their own and copies it over the top level's, so ``-c`` after the verb would drop those before it:
     with ``after_verb`` the options store under names of their own, absent unless given, for
-    :class:`CommandLine` to merge.
+    :class:`squall.cli.options.CommandLine` to merge.
     """
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument("--config", dest=AFTER_VERB["config"] if after_verb else "config", metavar="FILE",
