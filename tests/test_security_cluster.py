@@ -179,8 +179,8 @@ def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path,
             assert bob_reads.get("/api/v1/listLogs").json() == []
         for reader, code in (("alice", 0), ("bob", 1)):  # storm logs over HTTPS, with the reader's certificate
             capsysbinary.readouterr()
-            assert logs({**as_(reader), "logviewer.https.port": logviewer.port},
-                        argparse.Namespace(name="wordcount", component=None, follow=False, bytes=4096)) == code
+            args = argparse.Namespace(name="wordcount", component=None, follow=False, bytes=4096, json=False)
+            assert logs({**as_(reader), "logviewer.https.port": logviewer.port}, args) == code
             printed = capsysbinary.readouterr()
             assert (b"==> 127.0.0.1:" in printed.out) == (reader == "alice"), printed
             assert (b"answered 403" in printed.err) == (reader == "bob"), printed
