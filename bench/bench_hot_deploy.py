@@ -1,6 +1,6 @@
 """How long a hot deploy (``storm jar --replace``, ``topology.hot.deploy.enable``) stops processing.
 
-A :class:`~squall.devcluster.DevCluster` — ZooKeeper (its own, or ``--zookeeper HOST:PORT``), one nimbus,
+A :class:`~squall.dev.cluster.DevCluster` — ZooKeeper (its own, or ``--zookeeper HOST:PORT``), one nimbus,
 one supervisor, default timings — runs ``--rounds`` rounds of: a reliable spout → a recording sink on
 ``--workers`` workers, running; then the same topology submitted again with the hot deploy flag, its sink
 recording elsewhere. The bench polls both sinks' record files every 5 ms and reports:
@@ -28,10 +28,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from clusterbench import dev_cluster, print_rounds, run_rounds  # noqa: E402
-from squall.devcluster import DevCluster, wait_for  # noqa: E402
-from squall.dsl import Topology  # noqa: E402
-from squall.package import build_package  # noqa: E402
-from squall.submitter import submit_topology  # noqa: E402
+from squall import Topology, build_package, submit_topology  # noqa: E402
+from squall.dev.cluster import DevCluster, wait_for  # noqa: E402
 from topologies import Numbers, Recorder  # noqa: E402  (tests' components, shipped in the package)
 
 COLUMNS = ["replace call", "gap", "new first tuple"]

@@ -23,9 +23,8 @@ sys.path.insert(0, str(REPO))
 from cpu import Run, Sample, Summary, calls_per_cpu_sec  # noqa: E402
 
 from examples import multilang, perf  # noqa: E402
-from squall.dsl import Topology  # noqa: E402
-from squall.logs import configure_logging  # noqa: E402
-from worker.local import LocalTopology  # noqa: E402
+from squall import LocalTopology, Topology  # noqa: E402
+from squall.core.logs import configure_logging  # noqa: E402
 
 #: streamparse's runner of pystorm components, beside this interpreter.
 STREAMPARSE_RUN = str(Path(sys.executable).parent / "streamparse_run")

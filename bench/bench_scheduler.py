@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 from nimbus.scheduler import schedule  # noqa: E402
 from nimbus.scheduler.model import Component, ScheduleRequest, Supervisor  # noqa: E402
-from squall.config import default_config  # noqa: E402
-from squall.topology import ACKER  # noqa: E402
+from squall.core.config import default_config  # noqa: E402
+from squall.core.system_ids import ACKER
 
 SUPERVISORS = 1000
 PORTS = (6700, 6701, 6702, 6703)

@@ -45,11 +45,12 @@ sys.path.insert(0, str(REPO))
 
 from cpu import Run, Sample, Summary  # noqa: E402
 from examples import weblogs  # noqa: E402
-from squall import sparkconnect, sparksession  # noqa: E402
-from squall.devcluster import wait_for  # noqa: E402
-from squall.devzk import free_port  # noqa: E402
-from squall.logs import configure_logging  # noqa: E402
-from worker.local import LocalTopology  # noqa: E402
+from squall import LocalTopology  # noqa: E402
+from squall.api import sparksession  # noqa: E402
+from squall.core.logs import configure_logging  # noqa: E402
+from squall.dev import sparkconnect  # noqa: E402
+from squall.dev.cluster import wait_for  # noqa: E402
+from squall.dev.zookeeper import free_port  # noqa: E402
 
 QUIET = {"spark.log.level": "ERROR"}
 
@@ -108,8 +109,8 @@ START = """
 import sys, time
 started = time.perf_counter()
 sys.path.insert(0, {repo!r})
-from squall.logs import configure_logging
-from worker.local import LocalTopology
+from squall.core.logs import configure_logging
+from squall.dev.local import LocalTopology
 from examples import weblogs, wordcount
 configure_logging(level="WARNING", stream=sys.stderr)
 topology = {topology}

@@ -1,6 +1,6 @@
 """How fast the cluster starts a topology and brings back a lost worker, with real daemons.
 
-A :class:`~squall.devcluster.DevCluster` — ZooKeeper (its own, or ``--zookeeper HOST:PORT``), one nimbus
+A :class:`~squall.dev.cluster.DevCluster` — ZooKeeper (its own, or ``--zookeeper HOST:PORT``), one nimbus
 and ``--supervisors`` supervisors as processes, default timings — runs ``--rounds`` rounds of:
 
 * submit the word count (``--workers`` workers; packaging not counted, upload counted) and time, from
@@ -30,14 +30,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from examples import wordcount  # noqa: E402
 from clusterbench import dev_cluster, print_rounds, run_rounds  # noqa: E402
-from squall.devcluster import DevCluster, wait_for  # noqa: E402
-from squall.local_state import workers_dir  # noqa: E402
-from squall.package import build_package  # noqa: E402
-from squall.submitter import submit_topology  # noqa: E402
-from squall.thrift import storm  # noqa: E402
-from squall.zk import paths  # noqa: E402
-from squall.zk.records import Assignment, TopologyTasks  # noqa: E402
-from supervisor.processes import WorkerProcesses, running  # noqa: E402
+from squall import build_package, submit_topology  # noqa: E402
+from squall.core.local_state import workers_dir  # noqa: E402
+from squall.core.thrift import storm  # noqa: E402
+from squall.core.worker_records import WorkerRecords, running  # noqa: E402
+from squall.core.zk import paths  # noqa: E402
+from squall.core.zk.records import Assignment, TopologyTasks  # noqa: E402
+from squall.dev.cluster import DevCluster, wait_for  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 COLUMNS = ["assigned", "workers up", "all tasks at nimbus", "worker restart", "restarted at nimbus", "kill → gone"]
@@ -67,7 +66,7 @@ def one_round(cluster: DevCluster, package: Path, workers: int, names: list[str]
         return [(name, r) for name in names for r in cluster.workers(name) if r.topology_id == topology_id]
 
     def beating_locally(name: str, worker_id: str) -> bool:
-        return WorkerProcesses(workers_dir(cluster.daemon_conf(name))).last_beat(worker_id) is not None
+        return WorkerRecords(workers_dir(cluster.daemon_conf(name))).last_beat(worker_id) is not None
 
     wait_for(lambda: len(found := records()) == workers and all(beating_locally(n, r.worker_id) for n, r in found),
              60, "every worker beating locally")

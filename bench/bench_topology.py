@@ -42,9 +42,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import peers  # noqa: E402  (imports neither peer until asked to run one)
 from cpu import Run, Summary, calls_per_cpu_sec, paced_floor  # noqa: E402
 from examples import perf  # noqa: E402
-from squall.config import KEY_BY_NAME, parse_override  # noqa: E402
-from squall.devzk import free_port  # noqa: E402
-from squall.dsl import Topology  # noqa: E402
+from squall import Topology  # noqa: E402
+from squall.core.config import KEY_BY_NAME, parse_override  # noqa: E402
+from squall.dev.zookeeper import free_port  # noqa: E402
 from worker.layout import Placement, TopologyLayout  # noqa: E402
 
 #: The sink whose executed count is the throughput, per workload.
@@ -167,8 +167,8 @@ def split_placement(layout: TopologyLayout, workers: int, index: int, ports: lis
 def run_worker(config: Config, index: int, ports: list[int]) -> None:
     """One benchmark worker: run its share and print a JSON line of counters every second, with the CPU seconds
     this process (all its threads: tasks, senders, receivers) has used."""
-    from squall.logs import configure_logging
-    from worker.local import compile_topology
+    from squall.core.logs import configure_logging
+    from squall.dev.local import compile_topology
     from worker.runtime import WorkerRuntime
 
     configure_logging("bench-worker", level="WARNING", stream=sys.stderr)

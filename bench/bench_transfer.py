@@ -3,7 +3,7 @@
 Not a test: prints two tables. `python bench/bench_transfer.py [--tuples N]`. The first is the codec alone,
 in process, per tuple from what a task thread hands over to what a bolt's executor receives: ``old`` is
 the entry-list wire of Squall ≤ session 7, Tuples in and out (kept here only to compare), ``new`` the
-columnar runs, from a :class:`~squall.tuple.TupleBatch` to the :class:`~squall.tuple.ColumnBatch` a bolt
+columnar runs, from a :class:`~squall.api.tuple.TupleBatch` to the :class:`~squall.api.tuple.ColumnBatch` a bolt
 receives (no Tuple per row), which keeps the wire's columns until something reads its rows: "+ rows" is what
 building them costs a bolt that reads the values. The second is the loopback transfer; sender and receiver
 are threads of this process, so its CPU time (cpu.py) is the whole transfer's: encode, send, receive, decode.
@@ -24,7 +24,7 @@ import msgpack  # noqa: E402
 
 from cpu import Run, Sample  # noqa: E402
 
-from squall.tuple import NO_ANCHORS, Fields, Tuple, TupleBatch  # noqa: E402
+from squall.api.tuple import NO_ANCHORS, Fields, Tuple, TupleBatch  # noqa: E402
 from worker.transport import Receiver, Sender  # noqa: E402
 from worker.wire import MAX_MESSAGE_BYTES, Decoder, Entry, WireBatch  # noqa: E402
 

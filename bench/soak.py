@@ -1,6 +1,6 @@
 """Soak: a dev cluster at half its measured capacity for a long time, a worker SIGKILLed every few minutes.
 
-A :class:`~squall.devcluster.DevCluster` (its own ZooKeeper, or ``--zookeeper HOST:PORT``; one nimbus; two
+A :class:`~squall.dev.cluster.DevCluster` (its own ZooKeeper, or ``--zookeeper HOST:PORT``; one nimbus; two
 supervisors) runs a reliable spout → sink topology on ``--workers`` workers (bench/soaktopology.py). First it
 measures capacity: ``--calibrate`` seconds unpaced, bounded by ``topology.max.spout.pending``. Then the same
 topology, paced at ``--load`` (default 0.5) of that rate, runs ``--minutes`` (default 30) while every
@@ -36,13 +36,11 @@ import psutil  # noqa: E402
 
 from clusterbench import dev_cluster  # noqa: E402
 from soaktopology import PacedNumbers, Sink, read_status  # noqa: E402
-from squall.devcluster import DevCluster, wait_for  # noqa: E402
-from squall.dsl import Topology  # noqa: E402
-from squall.package import build_package  # noqa: E402
-from squall.submitter import submit_topology  # noqa: E402
-from squall.thrift import storm  # noqa: E402
-from squall.zk import paths  # noqa: E402
-from squall.zk.records import TopologyTasks  # noqa: E402
+from squall import Topology, build_package, submit_topology  # noqa: E402
+from squall.core.thrift import storm  # noqa: E402
+from squall.core.zk import paths  # noqa: E402
+from squall.core.zk.records import TopologyTasks  # noqa: E402
+from squall.dev.cluster import DevCluster, wait_for  # noqa: E402
 
 SUPERVISORS = ("supervisor-1", "supervisor-2")
 SPARK = "▁▂▃▄▅▆▇█"

@@ -14,8 +14,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from squall.component import Bolt, Spout
-from squall.tuple import Tuple
+from squall import Bolt, Spout, Tuple
 
 #: How often the spout rewrites its status file.
 STATUS_SECS = 1.0

@@ -13,7 +13,7 @@ manner of Storm's storm.js; any language that reads and writes JSON on stdin/std
 
 from __future__ import annotations
 
-from squall.dsl import Topology
+from squall import Topology
 
 from examples import perf, wordcount
 

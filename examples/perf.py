@@ -11,9 +11,7 @@ import time
 from itertools import islice
 from typing import Any
 
-from squall.component import Bolt, Spout
-from squall.dsl import Topology
-from squall.tuple import Tuple, TupleBatch
+from squall import Bolt, Spout, Topology, Tuple, TupleBatch
 
 from examples import wordcount
 

@@ -36,10 +36,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from squall.component import Bolt, Spout, TopologyContext
-from squall.dsl import Topology
-from squall.spark import SparkBolt
-from squall.tuple import Tuple, TupleBatch
+from squall import Bolt, SparkBolt, Spout, Topology, TopologyContext, Tuple, TupleBatch
 
 #: The reference table the Spark bolt joins: a page (first path segment) → its site section.
 SECTIONS = (

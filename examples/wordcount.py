@@ -17,9 +17,7 @@ from itertools import count
 from time import monotonic
 from typing import Any
 
-from squall.component import Bolt, Spout, TopologyContext
-from squall.dsl import Topology
-from squall.tuple import Tuple
+from squall import Bolt, Spout, Topology, TopologyContext, Tuple
 
 SENTENCES = (
     "the cow jumped over the moon",

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 
 from logviewer.server import LogviewerServer
-from squall.cli.options import run_daemon
+from squall.core.entry import run_daemon
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,13 +1,13 @@
 """The logviewer's HTTP routes (Starlette), after Storm's logviewer: a page of a log for people, the same
 bytes for tools, the whole file, a search within it, and the list of files — for the workers' logs, and for the
 daemons' own (``nimbus.log``, ``supervisor.log``, ``ui.log``, ``logviewer.log`` and their rolled files, which
-:func:`squall.cli.options.run_daemon` writes in the same directory).
+:func:`squall.core.entry.run_daemon` writes in the same directory).
 
 ==============================================  =========================================================
 ``GET /``                                       the files, linked to their pages
 ``GET /api/v1/log?file=F[&start=S][&length=L]`` a page of F as HTML (the last L bytes without S), with
                                                 first / previous / next / last, download and search; its
-                                                JSON records as readable lines (:func:`squall.logs.readable`)
+                                                JSON records as readable lines (:func:`squall.core.logs.readable`)
 ``GET /api/v1/read?file=F[&start=S][&length=L]``  the same bytes as they are; ``X-Log-Start``, ``X-Log-End``
                                                 and ``X-Log-Size`` say where they lie (``storm logs -f``)
 ``GET /api/v1/download?file=F``                 the file as it was when asked for
@@ -26,7 +26,7 @@ not there. A daemon log is only ever a plain name directly in the directory (no 
 Who may read what (README "Security"): over HTTPS (``logviewer.https.*``) a reader is its client certificate's
 common name. With ``nimbus.authorizer`` on, an anonymous reader is refused everything, and a worker's log is
 readable only by its topology's owner, ``topology.users``/``groups``, ``logs.users``/``groups`` (as the
-supervisor wrote them, :func:`squall.local_state.write_log_acl`), ``nimbus.admins`` and the operators
+supervisor wrote them, :func:`squall.core.local_state.write_log_acl`), ``nimbus.admins`` and the operators
 (``logs.users``/``groups`` of the logviewer's own conf, as Storm's logviewer whitelists them); a daemon's log
 by the operators and admins only (``readDaemonLogs``); other files by admins only. The lists show only what
 the reader may read. Files are read on Starlette's thread
@@ -50,11 +50,11 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from logviewer.files import CHUNK, DEFAULT_MATCHES, DEFAULT_PAGE, LogDir, LogError, Refused
-from nimbus.authorizer import DAEMON_LOGS, LOGS, Authorizer, TopologyAcl
-from squall.httpd import error_body, http_principal, identified
-from squall.local_state import DAEMONS, is_daemon_log, log_dir, read_log_acl, worker_of_log
-from squall.logs import readable_text
-from squall.thrift import storm
+from squall.core.auth import DAEMON_LOGS, LOGS, Authorizer, TopologyAcl
+from squall.core.httpd import error_body, http_principal, identified
+from squall.core.local_state import DAEMONS, is_daemon_log, log_dir, read_log_acl, worker_of_log
+from squall.core.logs import readable_text
+from squall.core.thrift import storm
 
 TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("logviewer", "templates"), autoescape=True,
                                undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)

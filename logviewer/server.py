@@ -1,5 +1,5 @@
-"""The logviewer daemon: its app served on ``logviewer.host``:``logviewer.port`` (:class:`squall.httpd.HttpServer`),
-or over HTTPS on ``logviewer.https.port``."""
+"""The logviewer daemon: its app served on ``logviewer.host``:``logviewer.port``
+(:class:`squall.core.httpd.HttpServer`), or over HTTPS on ``logviewer.https.port``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from logviewer.app import create_app
-from squall.httpd import HttpServer, daemon_address
+from squall.core.httpd import HttpServer, daemon_address
 
 
 class LogviewerServer(HttpServer):

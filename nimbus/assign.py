@@ -20,10 +20,10 @@ import structlog
 from nimbus.scheduler import (
     AssignType, Component, ScheduleError, ScheduleRequest, Supervisor, schedule, wanted_workers,
 )
-from squall.clock import Clock
-from squall.zk import paths
-from squall.zk.client import ZkClient
-from squall.zk.records import (
+from squall.core.clock import Clock
+from squall.core.zk import paths
+from squall.core.zk.client import ZkClient
+from squall.core.zk.records import (
     Assignment, AssignmentBak, AssignmentType, Blacklist, SupervisorInfo, TopologyTasks, WorkerAssignment,
 )
 

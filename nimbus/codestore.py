@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from squall.clock import Clock
-from squall.local_state import CODE_FILES
-from squall.thrift import from_bytes, storm, to_bytes
+from squall.core.clock import Clock
+from squall.core.local_state import CODE_FILES
+from squall.core.thrift import from_bytes, storm, to_bytes
 
 _TOPOLOGY_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}-\d+-\d+$")
 #: Open sessions allowed at once, per inbox and per download table: each holds a file handle.

@@ -31,15 +31,15 @@ from nimbus.replication import CodeReplication
 from nimbus.scheduler import AssignType, Component
 from nimbus.scheduler.model import scheduler_components
 from nimbus.windows import WINDOW_BUCKETS, StatsWindows
-from squall import topology as topo
-from squall.clock import Clock, Periodic, RealClock, Timer
-from squall.config import ConfigError
-from squall.thrift import ThriftServer, make_server, storm
-from squall.tls import server_context
-from squall.zk import paths
-from squall.zk.client import ZkClient
-from squall.zk.errors import record_task_error
-from squall.zk.records import (
+from squall.core import topology as topo
+from squall.core.clock import Clock, Periodic, RealClock, Timer
+from squall.core.config import ConfigError
+from squall.core.thrift import ThriftServer, make_server, storm
+from squall.core.tls import server_context
+from squall.core.zk import paths
+from squall.core.zk.client import ZkClient
+from squall.core.zk.errors import record_task_error
+from squall.core.zk.records import (
     Assignment, AssignmentType, Blacklist, ErrorLevel, GrayUpgradeConf, LoggerLevel, LoggerLevels, StormBase,
     SupervisorInfo, TaskBeat, TaskError, TaskHeartbeats, TaskStats, TopologyStatus, TopologyTasks, WorkerAssignment,
     WorkerMark,
@@ -107,13 +107,13 @@ class Nimbus:
 
     # -- lifecycle of the daemon ----------------------------------------------------------------
 
-    def start(self, handler_factory: Callable[["Nimbus"], object] | None = None) -> "Nimbus":
-        from nimbus.service import NimbusService
-
+    def start(self, handler_factory: Callable[["Nimbus"], object]) -> "Nimbus":
+        """Serve ``handler_factory(self)`` (the Thrift handler, :class:`nimbus.service.NimbusService`) and join
+        the cluster: code replication and leader election."""
         self.zk.start()
         self.assigner.start()
         try:
-            self.server, self.tls_server = self._serve((handler_factory or NimbusService)(self))
+            self.server, self.tls_server = self._serve(handler_factory(self))
         except BaseException:  # a port taken: nothing may keep the process alive behind the error
             self.assigner.stop()
             self.zk.stop()

@@ -21,10 +21,10 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 
 import structlog
 
-from squall.clock import Clock
-from squall.zk import paths
-from squall.zk.client import ZkClient, ZkState
-from squall.zk.records import NimbusMaster, NimbusSlave
+from squall.core.clock import Clock
+from squall.core.zk import paths
+from squall.core.zk.client import ZkClient, ZkState
+from squall.core.zk.records import NimbusMaster, NimbusSlave
 
 log = structlog.get_logger(__name__)
 

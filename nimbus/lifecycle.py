@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
-from squall.zk.records import PendingAction, StormBase, TopologyStatus
+from squall.core.zk.records import PendingAction, StormBase, TopologyStatus
 
 ACTIVE = TopologyStatus.ACTIVE
 INACTIVE = TopologyStatus.INACTIVE

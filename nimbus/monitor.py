@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from squall.zk.records import Assignment, TaskBeat, TaskHeartbeats, WorkerAssignment
+from squall.core.zk.records import Assignment, TaskBeat, TaskHeartbeats, WorkerAssignment
 
 
 @dataclass(frozen=True)

@@ -2,15 +2,15 @@
 
 Workers import each named ``module`` and call its ``class`` with the topology's JSON arguments, so nimbus
 refuses, with an InvalidTopologyException naming the component and before anything is stored, a topology
-whose names could not be component or grouping classes (:mod:`squall.classcheck`):
+whose names could not be component or grouping classes (:mod:`squall.api.classcheck`):
 
 - A module of the uploaded package (its top-level name is in the zip: workers put the package first on
   ``sys.path``) must be in the zip and define the class with a ``class`` statement. Nimbus reads the
   source and never imports it: nimbus runs no user code. Whether that class is a Spout or Bolt subclass is
   decided by the package's code when it runs, so the worker checks it before building the component.
 - Any other module comes from the installed environment, the same on nimbus and the workers. A fresh
-  interpreter, with the allow-listed environment (:mod:`squall.environment`) and no package, imports it
-  and resolves the class (:func:`squall.classcheck.resolve`): ``os.system`` or ``subprocess.Popen``
+  interpreter, with the allow-listed environment (:mod:`squall.core.environment`) and no package, imports it
+  and resolves the class (:func:`squall.api.classcheck.resolve`): ``os.system`` or ``subprocess.Popen``
   named as a spout is refused here. The interpreter runs only when a topology names such a module.
 
     check_named_classes(Path("wc.zip"), topology)   # InvalidTopologyException naming the component
@@ -28,9 +28,9 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from squall.environment import user_code_environment
-from squall.submitcheck import SubmitCheckError, component_classes, import_as_a_worker
-from squall.thrift import storm
+from squall.api.importcheck import SubmitCheckError, component_classes, import_as_a_worker
+from squall.core.environment import user_code_environment
+from squall.core.thrift import storm
 
 #: The fresh interpreter that resolves installed classes gets this long.
 INSTALLED_CHECK_TIMEOUT_SECS = 20.0

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from squall import STORM_VERSION
-from squall.stats import to_executor_stats
-from squall.thrift import storm
-from squall.zk.errors import error_summary
-from squall.zk.records import (
+from squall.core.health import ERRORS_PREFIX, REASONS_SEP
+from squall.core.stats import to_executor_stats
+from squall.core.thrift import storm
+from squall.core.zk.errors import error_summary
+from squall.core.zk.records import (
     ERROR_DURATION_SECS, Assignment, ComponentType, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat,
     TaskError, TaskStats, TopologyTasks,
 )
@@ -30,17 +31,11 @@ RECENT_ERROR_SECS = ERROR_DURATION_SECS
 HEALTH_WINDOW = "600"
 #: A worker nimbus moved for lack of heartbeats makes its topology unhealthy for this long.
 RECENT_RESTART_SECS = 600
-#: Each reason of :func:`health` is one of these, joined by this.
-REASONS_SEP = "; "
-#: How the errors reason starts (always the last reason: a page shows it apart, :func:`split_health`).
-ERRORS_PREFIX = "errors: "
-
-
 @dataclass(frozen=True)
 class Signs:
     """What the leading nimbus saw of a running topology besides its records, for :func:`health`: each task's
     counts in :data:`HEALTH_WINDOW` (task → counts), when it moved dead workers, each task's newest error as a
-    line (task → :func:`~squall.zk.errors.error_summary`)."""
+    line (task → :func:`~squall.core.zk.errors.error_summary`)."""
 
     window: Mapping[int, TaskStats] = field(default_factory=dict)
     restarts: Sequence[int] = ()
@@ -75,20 +70,6 @@ def health(assignment: Assignment | None, supervisors: Iterable[SupervisorInfo],
     return REASONS_SEP.join(r for r in reasons if r) or None
 
 
-def split_health(sched_status: str | None) -> tuple[str | None, str | None]:
-    """A :func:`health` text as (its other reasons, its errors reason), each None when absent: a page shows errors
-    in their own column.
-
-    >>> split_health("failing: 1 of 2 workers down; errors: split (3 s ago): KeyError: 'x'; y")
-    ('failing: 1 of 2 workers down', "errors: split (3 s ago): KeyError: 'x'; y")
-    """
-    text = sched_status or ""
-    if text.startswith(ERRORS_PREFIX):
-        return None, text
-    before, sep, errors = text.partition(REASONS_SEP + ERRORS_PREFIX)
-    return before or None, ERRORS_PREFIX + errors if sep else None
-
-
 def workers_down(assignment: Assignment | None, supervisors: Iterable[SupervisorInfo]) -> str | None:
     """``"failing: 2 of 3 workers down"`` while some of the assigned workers died and have not come up again (their
     supervisors' ``failing_ports``: a crash in ``prepare``, on start, or later)."""
@@ -113,7 +94,7 @@ def failing_trees(tasks: TopologyTasks | None, window: Mapping[int, TaskStats]) 
     acked in :data:`HEALTH_WINDOW` (``window``: task → its counts there); ``"failed"`` with how many timed out when
     not all did. A topology that drops most of what it takes in is not well, whatever its status says.
 
-    >>> from squall.zk.records import TaskInfo
+    >>> from squall.core.zk.records import TaskInfo
     >>> tasks = TopologyTasks({1: TaskInfo("spout", ComponentType.SPOUT)})
     >>> failing_trees(tasks, {1: TaskStats(acked={"default": 2066}, failed={"default": 12034},
     ...                                    failed_by_reason={"timeout": 12034})})
@@ -143,9 +124,9 @@ def recent_errors(tasks: TopologyTasks | None, error_times: Mapping[int, int], n
                   error_lines: Mapping[int, str] | None = None) -> str | None:
     """``"errors: split (12 s ago), count (40 s ago)"``: the components with an error newer than
     :data:`RECENT_ERROR_SECS`, newest first, each with the age of its newest, and that error's line when
-    ``error_lines`` (task → its newest error's :func:`~squall.zk.errors.error_summary`) has it; None when there is
-    none. ``error_times`` maps a task to its newest error's time (the name of its newest ``/taskerrors`` node: a
-    few seconds late at most, see :data:`squall.zk.errors.MAX_SAME_SECOND`, so ages are floored at 0).
+    ``error_lines`` (task → its newest error's :func:`~squall.core.zk.errors.error_summary`) has it; None when
+    there is none. ``error_times`` maps a task to its newest error's time (the name of its newest ``/taskerrors`` node: a
+    few seconds late at most, see :data:`squall.core.zk.errors.MAX_SAME_SECOND`, so ages are floored at 0).
 
         recent_errors(tasks, {3: 1_700_000_088}, 1_700_000_100)   # "errors: split (12 s ago)"
         recent_errors(tasks, {3: 1_700_000_088}, 1_700_000_100, {3: "ZeroDivisionError: division by zero"})
@@ -199,8 +180,8 @@ def cluster_summary(supervisors: Iterable[SupervisorInfo], topologies: Mapping[s
                     Assignment | None]], master: NimbusMaster | None, slaves: Iterable[NimbusSlave],
                     now_secs: int, error_times: Mapping[str, Mapping[int, int]] | None = None,
                     signs: Mapping[str, Signs] | None = None) -> Any:
-    """``error_times``: topology id → each task's newest error time (:func:`squall.zk.errors.newest_error_times`);
-    ``signs``: topology id → what nimbus saw of it (:class:`Signs`)."""
+    """``error_times``: topology id → each task's newest error time
+    (:func:`squall.core.zk.errors.newest_error_times`); ``signs``: topology id → what nimbus saw of it (:class:`Signs`)."""
     error_times, signs = error_times or {}, signs or {}
     supervisors = list(supervisors)
     used: dict[str, int] = {}

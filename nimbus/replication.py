@@ -25,11 +25,11 @@ from typing import Any
 import structlog
 
 from nimbus.codestore import ARTIFACTS, CodeStore, files_digest
-from squall.clock import Clock, Periodic
-from squall.nimbus_client import fetch_artifact, nimbus_at, port_for
-from squall.zk import paths
-from squall.zk.client import Watch, ZkClient
-from squall.zk.records import CodeHolder, CodeManifest
+from squall.core.clock import Clock, Periodic
+from squall.core.nimbus_client import fetch_artifact, nimbus_at, port_for
+from squall.core.zk import paths
+from squall.core.zk.client import Watch, ZkClient
+from squall.core.zk.records import CodeHolder, CodeManifest
 
 log = structlog.get_logger(__name__)
 

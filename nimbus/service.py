@@ -2,7 +2,7 @@
 
 Thin on purpose: argument checks and struct building live here, decisions in the daemon and the
 pure modules. Anything not declared in the IDL that escapes reaches the client as a
-``TApplicationException`` carrying the message (see :func:`squall.thrift.make_server`).
+``TApplicationException`` carrying the message (see :func:`squall.core.thrift.make_server`).
 """
 
 from __future__ import annotations
@@ -11,27 +11,29 @@ import json
 import string
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from nimbus import lifecycle, upgrade
-from nimbus.authorizer import Authorizer, TopologyAcl
 from nimbus.codestore import DownloadError, MissingTopology, UnknownArtifact, UploadError
-from nimbus.daemon import Nimbus
 from nimbus.queries import HEALTH_WINDOW, Signs, cluster_summary, nimbus_summaries, topology_info
-from squall import loglevels
-from squall.names import quote
-from squall.topology import validate_name
-from squall.config import redact
-from squall.stats import from_executor_stats
-from squall.thrift import client_host, client_principal, storm
-from squall.zk import paths
-from squall.zk.errors import ErrorTimesCache
-from squall.zk.records import (
+from squall.core import loglevels
+from squall.core.auth import Authorizer, TopologyAcl
+from squall.core.config import redact
+from squall.core.names import quote
+from squall.core.stats import from_executor_stats
+from squall.core.thrift import client_host, client_principal, storm
+from squall.core.topology import validate_name
+from squall.core.zk import paths
+from squall.core.zk.errors import ErrorTimesCache
+from squall.core.zk.records import (
     Assignment, LoggerLevel, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat, TaskError, TaskStats,
     TopologyStatus, TopologyTasks, ValueTooLarge,
 )
+
+if TYPE_CHECKING:  # the handler serves a Nimbus it is given: nimbus/__main__.py composes the two
+    from nimbus.daemon import Nimbus
 
 log = structlog.get_logger(__name__)
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from squall.zk.records import GrayUpgradeConf
+from squall.core.zk.records import GrayUpgradeConf
 
 ROLLBACK_CMD = "storm rollback"
 

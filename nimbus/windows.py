@@ -33,7 +33,7 @@ import bisect
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, fields
 
-from squall.zk.records import TaskBeat, TaskStats
+from squall.core.zk.records import TaskBeat, TaskStats
 
 #: Window key → (length, bucket) in seconds: Storm's rolling windows have 20 buckets each.
 WINDOW_BUCKETS: dict[str, tuple[int, int]] = {"600": (600, 30), "10800": (10800, 540), "86400": (86400, 4320)}

@@ -1,6 +1,6 @@
 """Topology code on a supervisor's host: downloaded from a nimbus in chunks, published atomically.
 
-Each code version of a topology has its own directory (:func:`squall.local_state.code_dir`), which
+Each code version of a topology has its own directory (:func:`squall.core.local_state.code_dir`), which
 appears complete or not at all: every artifact is fetched into a staging directory beside it, renamed
 into place last, so a worker never starts on half a download, and a gray upgrade's new version never
 disturbs the workers still running the old one.
@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from squall.local_state import CODE_FILES, STAMP_FILE, code_dir, fetched_for, stormdist_dir
-from squall.nimbus_client import code_sources, fetch_artifact, nimbus_at
-from squall.zk.client import ZkClient
+from squall.core.local_state import CODE_FILES, STAMP_FILE, code_dir, fetched_for, stormdist_dir
+from squall.core.nimbus_client import code_sources, fetch_artifact, nimbus_at
+from squall.core.zk.client import ZkClient
 
 #: The code package is optional (a topology may use modules installed on every host).
 OPTIONAL = frozenset({"code"})

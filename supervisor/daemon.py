@@ -24,21 +24,22 @@ from typing import Any
 import structlog
 
 from squall import __version__
-from squall.config import without_secrets
-from squall.environment import user_code_environment
-from squall.local_state import (
+from squall.core.config import without_secrets
+from squall.core.environment import user_code_environment
+from squall.core.local_state import (
     CODE_FILES, code_dir, log_dir, read_task_beats, stormdist_dir, task_beats_file, worker_log_name, workers_dir,
     write_atomically, write_log_acl,
 )
-from squall.nimbus_client import nimbus_client
-from squall.thrift import from_bytes, storm
-from squall.zk import paths
-from squall.zk.client import Watch, ZkClient
-from squall.zk.errors import record_task_error
-from squall.zk.records import Assignment, GrayUpgradeConf, StormBase, SupervisorInfo, TaskError, WorkerMark
+from squall.core.nimbus_client import nimbus_client
+from squall.core.thrift import from_bytes, storm
+from squall.core.worker_records import WorkerRecord, new_worker_id
+from squall.core.zk import paths
+from squall.core.zk.client import Watch, ZkClient
+from squall.core.zk.errors import record_task_error
+from squall.core.zk.records import Assignment, GrayUpgradeConf, StormBase, SupervisorInfo, TaskError, WorkerMark
 from supervisor.code import CodeKey, DownloadFailed, code_on_disk, download_code, remove_code
 from supervisor.environments import EnvState
-from supervisor.processes import WorkerProcesses, WorkerRecord, new_worker_id
+from supervisor.processes import WorkerProcesses
 from supervisor.runas import KEY as RUN_AS_USER, NoLocalUser, WorkerUser, check_supervisor, hand_over, local_user
 from supervisor.runas import interpreter, private_to_root
 from supervisor.sync import (

@@ -3,7 +3,7 @@ have installed, which environment that is (a hash, so equal requirements share o
 it, and each environment's build state. :mod:`supervisor.venvs` carries the decisions out (venv, pip).
 
 A topology's package may hold a ``requirements.txt``, a ``pyproject.toml`` with ``[project] dependencies``
-and wheels under ``wheels/`` (:mod:`squall.package`). Shipped wheels make the package self-contained: pip
+and wheels under ``wheels/`` (:mod:`squall.core.package`). Shipped wheels make the package self-contained: pip
 then installs from them alone (``--no-index --find-links wheels``), so a host without network builds it;
 a package without wheels installs from the index pip is configured with (PyPI by default, or
 ``supervisor.worker.env.pip.args``). Wheels without requirements are installed all.
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
-from squall.package import PYPROJECT, REQUIREMENTS, WHEELS
+from squall.core.package import PYPROJECT, REQUIREMENTS, WHEELS
 
 #: A failed build is tried again after this long (a requirement that was bad stays bad; a network that was
 #: down may be back), each failure reported as a task error of the topology's tasks here.

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from squall.restarts import restart_delay_secs
-from squall.zk.records import Assignment, AssignmentType
+from squall.core.restarts import restart_delay_secs
+from squall.core.zk.records import Assignment, AssignmentType
 from supervisor.code import CodeKey
 
 

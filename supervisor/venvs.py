@@ -38,9 +38,9 @@ from typing import Any
 
 import structlog
 
-from squall.config import ConfigError
-from squall.local_state import CODE_FILES, fetched_for
-from squall.package import PYPROJECT, REQUIREMENTS, WHEELS
+from squall.core.config import ConfigError
+from squall.core.local_state import CODE_FILES, fetched_for
+from squall.core.package import PYPROJECT, REQUIREMENTS, WHEELS
 from supervisor.environments import (
     BadRequirements, BaseInterpreter, Decision, EnvironmentBook, EnvState, Requirements, console_script,
     environment_key, pip_install_args,

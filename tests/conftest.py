@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from squall.config import load_config
-from squall.devzk import LocalZooKeeper, free_port, is_serving
-from squall.zk.client import ZkClient
+from squall.core.config import load_config
+from squall.core.zk.client import ZkClient
+from squall.dev.zookeeper import LocalZooKeeper, free_port, is_serving
 from support import delete_tree, wait_until
 
 

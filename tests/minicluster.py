@@ -17,15 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from nimbus.daemon import Nimbus
-from squall.devcluster import squall_import_path
-from squall.devzk import free_port
-from squall.dsl import Topology
-from squall.local_state import log_dir, worker_log_name
-from squall.package import build_package
-from squall.submitter import submit_topology
-from squall.zk import paths
-from squall.zk.client import ZkClient
-from squall.zk.records import Assignment, SupervisorInfo, WorkerAssignment
+from nimbus.service import NimbusService
+from squall.api.dsl import Topology
+from squall.api.submitter import submit_topology
+from squall.core.local_state import log_dir, worker_log_name
+from squall.core.package import build_package
+from squall.core.zk import paths
+from squall.core.zk.client import ZkClient
+from squall.core.zk.records import Assignment, SupervisorInfo, WorkerAssignment
+from squall.dev.cluster import squall_import_path
+from squall.dev.zookeeper import free_port
 from supervisor.code import download_code
 from support import wait_until
 
@@ -48,7 +49,8 @@ class MiniCluster:
         self.conf = {**zk_conf, **FAST, "storm.log.dir": str(tmp / "logs"), **conf}
         self.zk = ZkClient(self.conf).start()
         stack.callback(self.zk.stop)
-        self.nimbus = Nimbus({**self.conf, "storm.local.dir": str(tmp / "nimbus")}, host="127.0.0.1").start()
+        self.nimbus = Nimbus({**self.conf, "storm.local.dir": str(tmp / "nimbus")},
+                             host="127.0.0.1").start(NimbusService)
         stack.callback(self.nimbus.stop)
         wait_until(lambda: self.nimbus.is_leader, 30, "nimbus to lead")
         self.supervisor_ids = [f"sup-{i}" for i in range(1, supervisors + 1)]

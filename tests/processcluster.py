@@ -1,4 +1,4 @@
-"""A :class:`~squall.devcluster.DevCluster` for end-to-end tests: on the session's ZooKeeper (or one of
+"""A :class:`~squall.dev.cluster.DevCluster` for end-to-end tests: on the session's ZooKeeper (or one of
 the test's own), with timings shortened through config, JSON logs, and submission of test topologies.
 It stops every process it started when the test's ExitStack closes, and prints the logs (pytest shows
 them when the test fails)."""
@@ -13,13 +13,13 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from squall.api.dsl import Topology
+from squall.api.submitter import submit_topology
 from squall.cli.main import main
-from squall.devcluster import DevCluster
-from squall.dsl import Topology
-from squall.package import build_package
-from squall.submitter import submit_topology
-from squall.zk import paths
-from squall.zk.records import Assignment
+from squall.core.package import build_package
+from squall.core.zk import paths
+from squall.core.zk.records import Assignment
+from squall.dev.cluster import DevCluster
 
 REPO = Path(__file__).resolve().parent.parent
 

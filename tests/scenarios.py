@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from examples import wordcount
-from squall.dsl import BoltRef, Topology
-from squall.package import build_package
+from squall.api.dsl import BoltRef, Topology
+from squall.core.package import build_package
 from support import wait_until
 from topologies import Forward, Numbers, Recorder, Tag, read_records
 

@@ -17,12 +17,12 @@ import psutil
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError, NoNodeError
 
-from squall.config import load_config
-from squall.devcluster import wait_for
-from squall.devzk import free_port, port_is_free
-from squall.zk import paths
-from squall.zk.client import ZkClient, connect_string
-from squall.zk.records import TaskError
+from squall.core.config import load_config
+from squall.core.zk import paths
+from squall.core.zk.client import ZkClient, connect_string
+from squall.core.zk.records import TaskError
+from squall.dev.cluster import wait_for
+from squall.dev.zookeeper import free_port, port_is_free
 from worker.layout import Placement
 from worker.runtime import WorkerRuntime
 
@@ -235,7 +235,7 @@ def python_for_other_users() -> tuple[str | None, str]:
     """A ``supervisor.worker.python`` other users can run Squall's workers on — this Python, else the system's
     of the same minor version (Debian's /usr/bin/python3.11 when this one is pyenv's under /root, 0700) — and,
     when there is none, why (what a test that needs one skips with)."""
-    from squall.config import ConfigError
+    from squall.core.config import ConfigError
     from supervisor.runas import closed_to_others, interpreter
     from supervisor.venvs import base_interpreter
     why = []

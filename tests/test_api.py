@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from examples.wordcount import SENTENCES, SentenceSpout, SplitSentence, WordCount, topology
-from squall.topology import make_tasks, normalize, system_topology, validate_topology
-from squall.component import Bolt, Spout, Stream, TopologyContext, parse_outputs
-from squall.dsl import BoltRef, SpoutRef, Topology, TopologyError, mistyped_argument
-from squall.testing import Emit, make_context, make_tuple, run_bolt, run_spout
-from squall.thrift import storm
-from squall.tuple import Fields, Tuple, tick_tuple
+from squall.api.component import Bolt, Spout, Stream, TopologyContext, parse_outputs
+from squall.api.dsl import BoltRef, SpoutRef, Topology, TopologyError, mistyped_argument
+from squall.api.testing import Emit, make_context, make_tuple, run_bolt, run_spout
+from squall.api.tuple import Fields, Tuple, tick_tuple
+from squall.core.thrift import storm
+from squall.core.topology import make_tasks, normalize, system_topology, validate_topology
 from worker.grouping import make_grouper
 
 NULL = storm.NullStruct()

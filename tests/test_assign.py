@@ -9,11 +9,11 @@ import pytest
 
 from nimbus.assign import AssignEvent, AssignFailed, TopologyAssigner
 from nimbus.scheduler import AssignType, Component
-from squall.clock import SimulatedClock
-from squall.config import default_config
-from squall.zk import paths
-from squall.zk.client import ZkClient
-from squall.zk.records import (
+from squall.core.clock import SimulatedClock
+from squall.core.config import default_config
+from squall.core.zk import paths
+from squall.core.zk.client import ZkClient
+from squall.core.zk.records import (
     Assignment, AssignmentBak, Blacklist, ComponentType, SupervisorInfo, TaskInfo, TopologyTasks,
 )
 from support import wait_until

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from nimbus.authorizer import Authorizer, TopologyAcl
 from nimbus.daemon import Nimbus
-from squall.config import ConfigError
-from squall.thrift import connect, storm
-from squall.tls import client_context
+from squall.core.auth import Authorizer, TopologyAcl
+from squall.core.config import ConfigError
+from squall.core.thrift import connect, storm
+from squall.core.tls import client_context
 from support import make_certs, tls_conf, wait_until
 from test_cli import run, storm_cli
 from test_nimbus import Cluster, cluster, submit, word_count  # noqa: F401  (fixtures)

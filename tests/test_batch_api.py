@@ -1,6 +1,6 @@
 """The batch API (Spout.emit_many / next_batch, Bolt.execute_batch / emit_each / emit_batch) and the batch data
 path under the per-tuple API: the same Storm semantics (anchoring, acking, failing, replay, order) as per tuple,
-through squall.testing and through a worker's runtime in local mode."""
+through squall.api.testing and through a worker's runtime in local mode."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from squall.component import Bolt
-from squall.dsl import Topology
-from squall.testing import make_tuple, run_bolt, run_spout
-from squall.tuple import Fields, Tuple, TupleBatch, stand_in
+from squall.api.component import Bolt
+from squall.api.dsl import Topology
+from squall.api.testing import make_tuple, run_bolt, run_spout
+from squall.api.tuple import Fields, Tuple, TupleBatch, stand_in
 from support import wait_until
 from topologies import BatchBoom, BatchForward, BatchNumbers, Interleave, Numbers, Recorder
-from worker.local import LocalTopology
+from squall.dev.local import LocalTopology
 from worker.tracking import AckerState
 from worker.wire import Decoder, WireBatch
 

@@ -1,18 +1,18 @@
 """Batch trees by piece (issue 19): the rows of ``emit_many(rows, msg_id=...)`` that go to one task in one message
-share one edge of the batch's tree (:class:`squall.tuple.Piece`), and Storm's acking still holds row by row: the tree
-completes once every row is acked, never earlier (not even when a row is acked twice), fails once when a row fails,
+share one edge of the batch's tree (:class:`squall.api.tuple.Piece`), and Storm's acking still holds row by row: the
+tree completes once every row is acked, never earlier (not even when a row is acked twice), fails once when a row fails,
 and a piece cut in two on the wire completes only when both halves are acked."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from squall.component import Bolt
-from squall.dsl import Topology
-from squall.tuple import Fields, Piece, TupleBatch
+from squall.api.component import Bolt
+from squall.api.dsl import Topology
+from squall.api.tuple import Fields, Piece, TupleBatch
 from support import two_workers, wait_until
 from topologies import GATES, BatchForward, BatchNumbers, Recorder, RowByRow
-from worker.local import LocalTopology, compile_topology
+from squall.dev.local import LocalTopology, compile_topology
 from worker.tracking import AckerState
 from worker.wire import Decoder, WireBatch
 

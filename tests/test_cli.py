@@ -11,9 +11,9 @@ from nimbus.daemon import Nimbus
 from squall import STORM_VERSION, __version__
 from squall.cli.main import NEXT_STEP, main
 from squall.cli.options import parse_executor
-from squall.thrift import storm
-from squall.zk import paths
-from squall.zk.records import Assignment, StormBase
+from squall.core.thrift import storm
+from squall.core.zk import paths
+from squall.core.zk.records import Assignment, StormBase
 from support import wait_until
 from test_nimbus import Cluster, cluster, leader, submit  # noqa: F401  (fixtures)
 

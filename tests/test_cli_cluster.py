@@ -21,14 +21,14 @@ import httpx
 import pytest
 
 from processcluster import REPO, ProcessCluster
+from squall.api.dsl import Topology
 from squall.cli.main import NEXT_STEP, build_parser, main
-from squall.config import load_config
-from squall.devcluster import squall_import_path
-from squall.devzk import free_port, port_is_free
-from squall.dsl import Topology
-from squall.zk import paths
-from squall.zk.records import Assignment, StormBase
-from supervisor.processes import running
+from squall.core.config import load_config
+from squall.core.worker_records import running
+from squall.core.zk import paths
+from squall.core.zk.records import Assignment, StormBase
+from squall.dev.cluster import squall_import_path
+from squall.dev.zookeeper import free_port, port_is_free
 from support import delete_tree, dev_cluster_env, listening, log_events, stop_or_kill, wait_until
 from topologies import Boom, BrokenPrepare, Forward, Numbers
 
@@ -218,8 +218,8 @@ def test_upgrade_commands_reach_nimbus(cluster: ProcessCluster, capsys: pytest.C
 # -- storm jar's submit-time checks, typed in a shell ----------------------------------------------
 
 WORD_COUNT_WITH_HELPERS = """\
-from squall.component import Bolt, Spout
-from squall.dsl import Topology
+from squall.api.component import Bolt, Spout
+from squall.api.dsl import Topology
 import helpers
 
 
@@ -290,7 +290,7 @@ def test_jar_names_a_module_missing_from_the_package_and_with_include_it_runs(
 
 def test_jar_reports_a_load_error_in_one_line_and_the_traceback_with_verbose(
         cluster: ProcessCluster, tmp_path: Path) -> None:
-    broken = "from squall.dsl import Topology\n\ndef topology(:\n    pass\n"
+    broken = "from squall.api.dsl import Topology\n\ndef topology(:\n    pass\n"
     user = project(tmp_path, wc_py=broken, names_py="import os\nroot = os.sep\nbase = root + missing_name\n")
     with pytest.raises(SyntaxError) as python_says:
         compile(broken, "wc.py", "exec")

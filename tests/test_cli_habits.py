@@ -10,8 +10,8 @@ import pytest
 
 from nimbus.daemon import Nimbus
 from squall.cli.main import NEXT_STEP, main
-from squall.zk import paths
-from squall.zk.records import Assignment, StormBase
+from squall.core.zk import paths
+from squall.core.zk.records import Assignment, StormBase
 from support import wait_until
 from test_cli import run, storm_cli
 from test_nimbus import Cluster, cluster, leader, submit  # noqa: F401  (fixtures)

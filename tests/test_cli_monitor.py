@@ -10,9 +10,9 @@ import pytest
 from squall.cli.monitor import (
     ComponentRow, MonitorError, StreamRow, component_rows, snapshot, stream_row,
 )
-from squall.stats import to_executor_stats
-from squall.thrift import storm
-from squall.zk.records import TaskStats
+from squall.core.stats import to_executor_stats
+from squall.core.thrift import storm
+from squall.core.zk.records import TaskStats
 
 
 def executor(task: int, component: str, stats: TaskStats | None, *, spout: bool = False) -> Any:

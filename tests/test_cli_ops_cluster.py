@@ -12,8 +12,8 @@ import pytest
 
 from processcluster import ProcessCluster
 from squall.cli.main import NEXT_STEP, build_parser, main
-from squall.local_state import heartbeat_file
-from supervisor.processes import running
+from squall.core.local_state import heartbeat_file
+from squall.core.worker_records import running
 from support import log_events, wait_until
 from test_cli_cluster import WORDCOUNT, cluster, storm  # noqa: F401  (cluster is the module's fixture)
 

@@ -14,7 +14,7 @@ import pytest
 from nimbus.daemon import Nimbus
 from squall import STORM_VERSION, __version__
 from squall.cli.main import build_parser, main
-from squall.cli.options import run_daemon
+from squall.core.entry import run_daemon
 from support import REPO, storm_on_path
 from test_cli import run, storm_cli
 from test_nimbus import Cluster, cluster, leader  # noqa: F401  (fixtures)
@@ -121,7 +121,7 @@ def test_typos_in_a_topology_s_conf_warn_at_submit(cluster: Cluster, leader: Nim
     source = tmp_path / "typo_topology.py"
     source.write_text(
         "from examples.wordcount import SentenceSpout, SplitSentence\n"
-        "from squall.dsl import Topology\n"
+        "from squall.api.dsl import Topology\n"
         "topology = Topology('typos', conf={'topology.max.spout.pendng': 10, 'topology.my.rate': 3})\n"
         "sentences = topology.spout('sentences', SentenceSpout, conf={'topology.tick.tuple.freq.sec': 1})\n"
         "topology.bolt('split', SplitSentence).shuffle(sentences)\n")

@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
+from examples import wordcount
 from processcluster import REPO
 from squall.cli.main import main
-from squall.thrift import make_server
+from squall.core.thrift import make_server
 from support import make_certs, storm_on_path, tls_conf
 
 
@@ -101,7 +102,8 @@ def test_a_topology_argument_its_function_refuses_is_named_at_submit_not_on_the_
     ('str' object cannot be interpreted as an integer): the annotation ``rounds: int | None`` says so first."""
     done = typed(shell, f"storm jar examples/wordcount.py abc {OFFLINE}")
     assert (done.returncode, done.stdout, done.stderr) == (
-        1, "", "storm jar: examples/wordcount.py:96: topology()'s argument rounds must be int | None, got 'abc' "
+        1, "", f"storm jar: examples/wordcount.py:{wordcount.topology.__code__.co_firstlineno}: topology()'s "
+               "argument rounds must be int | None, got 'abc' "
                "(arguments are JSON when they parse: 10, 2.5, true, null, else text)\n")
     done = typed(shell, f"storm jar examples/wordcount.py 10 {OFFLINE}")
     assert "cannot reach nimbus" in done.stderr, "a number gets as far as nimbus"
@@ -112,7 +114,7 @@ def test_an_argument_a_component_refuses_is_named_at_the_line_declaring_it(shell
     """A topology function without annotations passes its argument on to a spout whose constructor has them."""
     (tmp_path / "counted.py").write_text(
         "from examples.wordcount import SentenceSpout\n"
-        "from squall.dsl import Topology\n"
+        "from squall.api.dsl import Topology\n"
         "\n"
         "def topology(rounds):\n"
         "    t = Topology('counted')\n"
@@ -128,10 +130,10 @@ def test_storm_local_tells_a_mistake_in_a_topology_file_as_storm_jar_does(shell:
                                                                           tmp_path: Path) -> None:
     """The same one line, ``file:line`` first, from both: a syntax error (not a traceback under ``storm local``),
     a grouping by a field the stream does not declare (its line kept); ``--verbose`` adds the traceback."""
-    (tmp_path / "typo.py").write_text("from squall.dsl import Topology\n\ndef topology(:\n    pass\n")
+    (tmp_path / "typo.py").write_text("from squall.api.dsl import Topology\n\ndef topology(:\n    pass\n")
     (tmp_path / "fields.py").write_text(
         "from examples.wordcount import SentenceSpout, SplitSentence, WordCount\n"
-        "from squall.dsl import Topology\n"
+        "from squall.api.dsl import Topology\n"
         "\n"
         "topology = Topology('fields')\n"
         "split = topology.bolt('split', SplitSentence).shuffle(topology.spout('sentences', SentenceSpout))\n"

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from squall.clock import RealClock, SimulatedClock
+from squall.core.clock import RealClock, SimulatedClock
 from support import wait_until
 
 

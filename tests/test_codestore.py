@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from nimbus.codestore import CodeStore, DownloadError, Downloads, Inbox, MissingTopology, UnknownArtifact, UploadError
-from squall.clock import SimulatedClock
-from squall.thrift import storm
+from squall.core.clock import SimulatedClock
+from squall.core.thrift import storm
 
 TID = "wc-1-1700000000"
 

@@ -1,4 +1,4 @@
-"""Tests for squall.config: key table, precedence, discovery, -c parsing and validation."""
+"""Tests for squall.core.config: key table, precedence, discovery, -c parsing and validation."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from squall import config
-from squall.config import (
+from squall.core import config
+from squall.core.config import (
     KEY_BY_NAME,
     KEYS,
     ConfigError,

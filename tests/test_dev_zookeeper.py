@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from squall.devzk import LocalZooKeeper, free_port, is_serving
-from squall.zk import paths
-from squall.zk.client import ZkClient
-from squall.zk.records import NimbusMaster
+from squall.core.zk import paths
+from squall.core.zk.client import ZkClient
+from squall.core.zk.records import NimbusMaster
+from squall.dev.zookeeper import LocalZooKeeper, free_port, is_serving
 from support import stop_or_kill, wait_until
 
 ZKCLI = Path("/usr/share/zookeeper/bin/zkCli.sh")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import pydoc
 import re
 import subprocess
@@ -16,13 +17,12 @@ from typing import Any
 
 import pytest
 
-from support import wait_until
-from worker.local import LocalTopology
+import squall
+from support import REPO, wait_until
+from squall.dev.local import LocalTopology
 
-#: The modules of the user API: components, tuples, the DSL, the test helper, Spark bolts, packaging,
-#: submitting, local mode.
-API_MODULES = ["squall.component", "squall.tuple", "squall.dsl", "squall.testing", "squall.spark",
-               "squall.package", "squall.submitter", "worker.local"]
+#: The modules of the user API: where each name ``squall`` exports (``squall.__all__``) is defined.
+API_MODULES = sorted({inspect.getmodule(getattr(squall, name)).__name__ for name in squall.__all__})
 
 
 def public_names(module: ModuleType) -> list[str]:
@@ -58,9 +58,14 @@ CLASSES = public_classes()
 
 
 def test_the_api_modules_have_public_classes_to_check() -> None:
-    names = {name for name, _ in CLASSES}
-    assert {"squall.component.Spout", "squall.component.Bolt", "squall.tuple.Tuple", "squall.dsl.Topology",
-            "squall.testing.BoltRun", "squall.spark.SparkBolt", "worker.local.LocalTopology"} <= names
+    names = {name.rsplit(".", 1)[1] for name, _ in CLASSES}
+    assert {"Spout", "Bolt", "Tuple", "Topology", "BoltRun", "SparkBolt", "LocalTopology"} <= names
+
+
+def test_every_name_squall_exports_is_importable_from_it() -> None:
+    namespace: dict[str, Any] = {}
+    exec("from squall import *", namespace)  # noqa: S102
+    assert set(squall.__all__) <= set(namespace)
 
 
 @pytest.mark.parametrize("module_name", API_MODULES)
@@ -123,5 +128,34 @@ def test_writing_components_runs_as_written(tmp_path: Path, monkeypatch: pytest.
     command = re.search(r"`storm (local parity\.py [^`]*)`", section)
     assert command, "the section says how to run the module with storm local"
     done = subprocess.run([sys.executable, "-m", "squall.cli", *command.group(1).split(), "--local-ttl", "1"],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_import_paths_the_readme_once_taught_still_work() -> None:
+    """Each old path is the module at its new home (one module object), and importing it adds no module of its own."""
+    code = ("import importlib, squall.api.dsl, squall.api.tuple, squall.core.config, squall.dev.local\n"
+            "from squall.dsl import Topology\n"
+            "from squall.tuple import Tuple\n"
+            "from squall.config import load_config\n"
+            "from worker.local import LocalTopology\n"
+            "import squall.component, squall.spark, squall.testing, squall.submitter, squall.package\n"
+            "import squall.nimbus_client\n"
+            "assert Topology is squall.api.dsl.Topology and Tuple is squall.api.tuple.Tuple\n"
+            "assert load_config is squall.core.config.load_config and LocalTopology is squall.dev.local.LocalTopology\n"
+            "assert importlib.import_module('squall.dsl') is squall.api.dsl\n"
+            "assert squall.component is squall.api.component\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+
+
+def test_importing_squall_loads_neither_the_api_nor_the_thrift_contract() -> None:
+    """A daemon importing ``squall.core`` pays for the core alone; the DSL parses the IDL on first use."""
+    code = ("import sys, squall.core.clock, squall.api.dsl\n"
+            "assert 'squall.dev.local' not in sys.modules and 'squall.api.spark' not in sys.modules\n"
+            "assert 'squall.core.thrift' not in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr

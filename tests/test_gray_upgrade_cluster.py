@@ -14,10 +14,10 @@ import pytest
 
 from processcluster import ProcessCluster
 from scenarios import release_package, tagged_stream
-from squall.submitter import submit_topology
-from squall.thrift import storm
-from squall.zk import paths
-from squall.zk.records import Assignment, GrayUpgradeConf
+from squall.api.submitter import submit_topology
+from squall.core.thrift import storm
+from squall.core.zk import paths
+from squall.core.zk.records import Assignment, GrayUpgradeConf
 from support import wait_until
 from topologies import read_records
 

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from squall.thrift import storm
+from squall.core.thrift import storm
 from worker.grouping import GroupingError, custom_grouping_spec, make_grouper
 
 TARGETS = [7, 3, 5]
@@ -52,7 +52,7 @@ def test_fields_sends_a_key_to_one_task_and_spreads_keys() -> None:
 
 def test_fields_hash_is_the_same_in_every_process() -> None:
     """Python's hash() is randomised per process; ours must not be."""
-    code = ("from squall.thrift import storm; from worker.grouping import make_grouper;"
+    code = ("from squall.core.thrift import storm; from worker.grouping import make_grouper;"
             "g = make_grouper(storm.Grouping(fields=['word', 'count']), output_fields=['word', 'count'], targets=[7, 3, 5]);"
             "print([g((f'w{i}', i))[0] for i in range(40)])")
     runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -86,7 +86,7 @@ def test_partial_key_candidates_are_two_tasks_fixed_per_key_and_spread_over_all_
 
 
 def test_partial_key_candidates_are_the_same_in_every_process() -> None:
-    code = ("from squall.thrift import storm; from worker.grouping import make_grouper;"
+    code = ("from squall.core.thrift import storm; from worker.grouping import make_grouper;"
             "gs = [make_grouper(storm.Grouping(partial_key=['word']), output_fields=['word', 'count'], "
             "targets=[7, 3, 5]) for _ in range(40)];"
             "print([[g((f'w{i}', 0))[0], g((f'w{i}', 0))[0]] for i, g in enumerate(gs)])")

@@ -18,10 +18,10 @@ import httpx
 import pytest
 
 from minicluster import FAST, MiniCluster
-from squall import topology as topo
-from squall.dsl import Topology
-from squall.zk import paths
-from squall.zk.records import TopologyTasks
+from squall.core import topology as topo
+from squall.api.dsl import Topology
+from squall.core.zk import paths
+from squall.core.zk.records import TopologyTasks
 from support import storm_on_path, wait_until
 from test_ui import ui_in_front_of, valid
 from test_ui_pages import rows

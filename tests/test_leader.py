@@ -11,10 +11,10 @@ import pytest
 from kazoo.exceptions import ConnectionLoss
 
 from nimbus.leader import LeaderElection, TimerChoice, delayed_action_choice, is_own_stale_master
-from squall.clock import RealClock
-from squall.zk import paths
-from squall.zk.client import ZkClient, ZkState
-from squall.zk.records import NimbusMaster
+from squall.core.clock import RealClock
+from squall.core.zk import paths
+from squall.core.zk.client import ZkClient, ZkState
+from squall.core.zk.records import NimbusMaster
 from support import expire_session, wait_until
 from tcpproxy import TcpProxy
 

@@ -15,7 +15,7 @@ from nimbus.lifecycle import (
     Outcome, Reassign, Rebalance, Remove, RemoveTopology, Rollback, ScheduleAt, StaleTimer, StartUpgrade, Startup,
     transition,
 )
-from squall.zk.records import PendingAction, StormBase, TopologyStatus, decode, encode
+from squall.core.zk.records import PendingAction, StormBase, TopologyStatus, decode, encode
 
 T = TopologyStatus
 NOW = 1_700_000_000

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from squall.clock import SimulatedClock
-from squall.loglevels import LogLevelOverrides, level_number, parse_setting
-from squall.logs import configure_logging
-from squall.zk.records import LoggerLevel, LoggerLevels
+from squall.core.clock import SimulatedClock
+from squall.core.loglevels import LogLevelOverrides, level_number, parse_setting
+from squall.core.logs import configure_logging
+from squall.core.zk.records import LoggerLevel, LoggerLevels
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import structlog
 
-from squall.cli.options import run_daemon
-from squall.logs import (DAEMON_LOG_BACKUPS, DAEMON_LOG_BYTES, DaemonLogFile, bind, configure_logging, readable,
+from squall.core.entry import run_daemon
+from squall.core.logs import (DAEMON_LOG_BACKUPS, DAEMON_LOG_BYTES, DaemonLogFile, bind, configure_logging, readable,
                          readable_line, readable_text)
 
 

@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-import logviewer.files
-import squall.cli.logs
-import squall.httpd
-import squall.local_state
 from logviewer.app import create_app
+import logviewer.files
 from logviewer.files import CHUNK, MAX_PAGE, LogDir, Refused
 from logviewer.server import LogviewerServer
+import squall.cli.logs
 from squall.cli.logs import Unreachable, WorkerLog, catch_up
-from squall.devzk import free_port
+import squall.core.httpd
+import squall.core.local_state
+from squall.dev.zookeeper import free_port
 
 LOG = "wc-1-1700000000-worker-6700.log"
 #: The log's lines, 11 bytes each.
@@ -274,7 +274,8 @@ def test_storm_logs_says_which_logviewer_it_cannot_reach_and_why(served: int) ->
         catch_up(WorkerLog("h1", 6702, [], read_url(served, "wc-1-1700000000-worker-6702.log")), io.BytesIO(), [None])
 
 
-@pytest.mark.parametrize("module", [logviewer.files, squall.httpd, squall.local_state], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [logviewer.files, squall.core.httpd, squall.core.local_state],
+                         ids=lambda m: m.__name__)
 def test_the_examples_in_the_docstrings_hold(module: Any) -> None:
     result = doctest.testmod(module)
     assert not result.failed

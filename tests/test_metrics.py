@@ -1,11 +1,11 @@
-"""User metrics (squall.metrics): what a task may register, what its heartbeat reads, and the typed errors."""
+"""User metrics (squall.api.metrics): what a task may register, what its heartbeat reads, and the typed errors."""
 
 from __future__ import annotations
 
 import pytest
 
-from squall.component import TopologyContext
-from squall.metrics import MAX_METRICS, MAX_NAME_CHARS, MetricError, TaskMetrics
+from squall.api.component import TopologyContext
+from squall.api.metrics import MAX_METRICS, MAX_NAME_CHARS, MetricError, TaskMetrics
 
 
 def context() -> TopologyContext:
@@ -47,7 +47,7 @@ def test_a_histogram_and_another_metric_cannot_be_sent_under_one_name() -> None:
 @pytest.mark.parametrize("name, problem", [
     ("has space", "bad metric name"),
     ("", "bad metric name"),
-    ("x" * (MAX_NAME_CHARS + 1), f"at most {MAX_NAME_CHARS} \\(squall.metrics.MAX_NAME_CHARS\\)"),
+    ("x" * (MAX_NAME_CHARS + 1), f"at most {MAX_NAME_CHARS} \\(squall.api.metrics.MAX_NAME_CHARS\\)"),
 ])
 def test_bad_names_are_refused_naming_the_rule(name: str, problem: str) -> None:
     with pytest.raises(MetricError, match=problem):
@@ -58,7 +58,7 @@ def test_a_task_may_register_a_bounded_number_of_metrics() -> None:
     metrics = TaskMetrics()
     for i in range(MAX_METRICS):
         metrics.register_counter(f"c{i}")
-    with pytest.raises(MetricError, match=rf"at most {MAX_METRICS} metrics \(squall.metrics.MAX_METRICS\)"):
+    with pytest.raises(MetricError, match=rf"at most {MAX_METRICS} metrics \(squall.api.metrics.MAX_METRICS\)"):
         metrics.register_gauge("one.more", lambda: 0)
 
 

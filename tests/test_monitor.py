@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from squall.clock import SimulatedClock
-from squall.zk.records import Assignment, TaskBeat, TaskHeartbeats, WorkerAssignment
 from nimbus.monitor import HeartbeatTracker, Restarts
+from squall.core.clock import SimulatedClock
+from squall.core.zk.records import Assignment, TaskBeat, TaskHeartbeats, WorkerAssignment
 
 TOPO = "wordcount-1-1700000000"
 TIMEOUT = 30  # nimbus.task.timeout.secs

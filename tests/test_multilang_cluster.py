@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from processcluster import REPO, ProcessCluster
-from squall.dsl import Topology
-from squall.zk import paths
+from squall.api.dsl import Topology
+from squall.core.zk import paths
 from support import wait_until
 from topologies import Numbers, Recorder, read_records
 

@@ -31,14 +31,15 @@ from thriftpy2.transport import TFramedTransportFactory
 
 from nimbus.daemon import Nimbus
 from nimbus.leader import TimerChoice
+from nimbus.service import NimbusService
 from squall import STORM_VERSION
-from squall.clock import SimulatedClock
-from squall.stats import WINDOWS, to_executor_stats
-from squall.thrift import connect, storm
-from squall.zk import paths
-from squall.zk.client import ZkClient
-from squall.zk.errors import record_task_error
-from squall.zk.records import (
+from squall.core.clock import SimulatedClock
+from squall.core.stats import WINDOWS, to_executor_stats
+from squall.core.thrift import connect, storm
+from squall.core.zk import paths
+from squall.core.zk.client import ZkClient
+from squall.core.zk.errors import record_task_error
+from squall.core.zk.records import (
     Assignment, Blacklist, ComponentType, LoggerLevel, LoggerLevels, StormBase, SupervisorInfo, TaskBeat, TaskError,
     TaskInfo, TaskStats, TopologyTasks,
 )
@@ -99,7 +100,8 @@ class Cluster:
         self.nimbuses: list[Nimbus] = []
 
     def nimbus(self, name: str = "n1") -> Nimbus:
-        n = Nimbus(self.conf | {"storm.local.dir": str(self.tmp / name)}, self.clock, host="127.0.0.1").start()
+        n = Nimbus(self.conf | {"storm.local.dir": str(self.tmp / name)}, self.clock,
+                   host="127.0.0.1").start(NimbusService)
         self.stack.callback(n.stop)
         self.nimbuses.append(n)
         return n
@@ -109,7 +111,8 @@ class Cluster:
         host, port = proxy.address.rsplit(":", 1)
         n = Nimbus(self.conf | {"storm.local.dir": str(self.tmp / name), "storm.zookeeper.servers": [host],
                                 "storm.zookeeper.port": int(port), "storm.zookeeper.session.timeout": 30_000,
-                                "storm.zookeeper.retry.interval": 100}, self.clock, host="127.0.0.1").start()
+                                "storm.zookeeper.retry.interval": 100}, self.clock,
+                   host="127.0.0.1").start(NimbusService)
         self.stack.callback(n.stop)
         self.nimbuses.append(n)
         return n
@@ -772,7 +775,7 @@ def test_a_tls_listener_beside_the_plain_port_leaves_storm_1_clients_working(clu
     """``nimbus.thrift.tls.port`` without ``server.only``: a Storm 1.x client (streamparse's IDL and transport)
     still lists topologies on the plain port, while Squall's client with a certificate uses the TLS port, found
     through ZooKeeper and getLeader; both listeners serve the same nimbus."""
-    from squall.nimbus_client import leader_address, nimbus_client
+    from squall.core.nimbus_client import leader_address, nimbus_client
 
     certs = make_certs(tmp_path / "certs", "alice")
     cluster.conf.update(tls_conf(certs, "alice"), **{"nimbus.thrift.tls.port": 0})
@@ -1032,7 +1035,7 @@ def test_a_topology_naming_anything_but_a_component_class_is_refused_at_submit(c
     custom = word_count()
     custom.bolts["split"].common.inputs = {storm.GlobalStreamId("sentences", "default"): storm.Grouping(
         custom_serialized=json.dumps({"module": "os", "class": "system", "args": ["id"]}).encode())}
-    bolt_as_spout = with_spout(python("squall.spark", "SparkBolt"))  # installed with squall, as users' are
+    bolt_as_spout = with_spout(python("squall.api.spark", "SparkBolt"))  # installed with squall, as users' are
     refused = [
         (with_spout(python("os", "system", "id > proof.txt")), "",
          "spout 'sentences' names os.system, a builtin function, not a Spout subclass"),
@@ -1042,7 +1045,7 @@ def test_a_topology_naming_anything_but_a_component_class_is_refused_at_submit(c
          "spout 'sentences' names wc.system, which wc.py in the package does not define with a class statement"),
         (custom, "", "the custom grouping of bolt 'split' names os.system, a builtin function, not a class with "
                      "a choose_tasks"),
-        (bolt_as_spout, "", "spout 'sentences' names squall.spark.SparkBolt, the class squall.spark.SparkBolt, "
+        (bolt_as_spout, "", "spout 'sentences' names squall.api.spark.SparkBolt, the class squall.api.spark.SparkBolt, "
                             "not a Spout subclass"),
     ]
     for topology, location, message in refused:
@@ -1051,7 +1054,7 @@ def test_a_topology_naming_anything_but_a_component_class_is_refused_at_submit(c
     assert client.getClusterInfo().topologies == [] and list(leader.code.ids()) == []
 
     accepted = with_spout(python("wc", "Sentences"))
-    accepted.bolts["split"].bolt_object = python("squall.spark", "SparkBolt")  # installed, not in the package
+    accepted.bolts["split"].bolt_object = python("squall.api.spark", "SparkBolt")  # installed, not in the package
     package = upload({"wc.py": "import os\nif os:\n    class Sentences: ...\n"})
     client.submitTopology("wc", package, json.dumps({"topology.workers": 2}), accepted)
     running = client.getTopologyId("wc")

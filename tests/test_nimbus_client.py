@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from squall.nimbus_client import leader_address, nimbus_client
-from squall.thrift import NimbusUnavailable, ThriftServer, make_server, storm
-from squall.zk import paths
-from squall.zk.client import ZkClient
-from squall.zk.records import NimbusMaster
+from squall.core.nimbus_client import leader_address, nimbus_client
+from squall.core.thrift import NimbusUnavailable, ThriftServer, make_server, storm
+from squall.core.zk import paths
+from squall.core.zk.client import ZkClient
+from squall.core.zk.records import NimbusMaster
 
 
 class Leader:

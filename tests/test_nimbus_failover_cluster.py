@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from processcluster import ProcessCluster
-from squall.devzk import free_port
-from squall.zk import paths
-from squall.zk.records import StormBase
+from squall.core.zk import paths
+from squall.core.zk.records import StormBase
+from squall.dev.zookeeper import free_port
 from support import wait_until
 from topologies import recorded_numbers
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from squall.thrift import connect
-from squall.zk import paths
-from squall.zk.client import ZkClient
-from squall.zk.records import NimbusMaster
+from squall.core.thrift import connect
+from squall.core.zk import paths
+from squall.core.zk.client import ZkClient
+from squall.core.zk.records import NimbusMaster
 from support import listening_port, start_nimbus, wait_until
 
 

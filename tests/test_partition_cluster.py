@@ -15,7 +15,7 @@ import pytest
 
 from netns import HostNetwork, NamespacesRefused
 from processcluster import ProcessCluster
-from supervisor.processes import running
+from squall.core.worker_records import running
 from support import wait_until
 from topologies import read_records, recorded_numbers
 

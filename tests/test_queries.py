@@ -11,12 +11,13 @@ from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.utils import deserialize, serialize
 
 import nimbus.queries
-import squall.zk.errors
 from nimbus.queries import (
     RECENT_ERROR_SECS, RECENT_RESTART_SECS, Signs, cluster_summary, failing_trees, health, recent_errors,
-    restarted_workers, split_health, topology_info,
+    restarted_workers, topology_info,
 )
-from squall.zk.records import (
+import squall.core.zk.errors
+from squall.core.health import split_health
+from squall.core.zk.records import (
     Assignment, ComponentType, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat, TaskError, TaskInfo,
     TaskStats, TopologyStatus, TopologyTasks, WorkerAssignment,
 )
@@ -190,7 +191,7 @@ def test_the_summary_and_the_info_say_what_nimbus_saw_of_a_topology_in_trouble()
     assert as_storm(info, storm_idl.TopologyInfo).sched_status == expected
 
 
-@pytest.mark.parametrize("module", [nimbus.queries, squall.zk.errors])
+@pytest.mark.parametrize("module", [nimbus.queries, squall.core.zk.errors])
 def test_the_examples_in_the_docstrings_hold(module: Any) -> None:
     result = doctest.testmod(module)
     assert result.failed == 0 and result.attempted > 0

@@ -25,9 +25,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from squall.devzk import port_is_free
+from squall.dev.zookeeper import port_is_free
 from support import REPO, dev_cluster_env, wait_until
-from supervisor.processes import running
+from squall.core.worker_records import running
 
 SECTIONS = ("Quick start", "Operating a cluster")
 

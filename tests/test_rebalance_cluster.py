@@ -14,11 +14,11 @@ import pytest
 
 from examples import wordcount
 from processcluster import REPO, ProcessCluster
-from squall.devzk import free_port
-from squall.thrift import storm
-from squall.topology import component_tasks
-from squall.zk import paths
-from squall.zk.records import TopologyTasks
+from squall.core.thrift import storm
+from squall.core.topology import component_tasks
+from squall.core.zk import paths
+from squall.core.zk.records import TopologyTasks
+from squall.dev.zookeeper import free_port
 from support import log_events, wait_until
 from topologies import read_records, recorded_numbers
 

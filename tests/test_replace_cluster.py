@@ -15,10 +15,10 @@ import pytest
 
 from processcluster import ProcessCluster
 from scenarios import release_package, tagged_stream
-from squall.submitter import submit_topology, upload_package
-from squall.thrift import storm
-from squall.zk import paths
-from supervisor.processes import running
+from squall.api.submitter import submit_topology, upload_package
+from squall.core.thrift import storm
+from squall.core.worker_records import running
+from squall.core.zk import paths
 from support import wait_until
 from topologies import read_records
 

@@ -11,9 +11,9 @@ import pytest
 
 from nimbus.scheduler.default import schedule, wanted_workers
 from nimbus.scheduler.model import AssignType, Component, ScheduleError, ScheduleRequest, Supervisor
-from squall.config import default_config
-from squall.topology import ACKER, TOPOLOGY_MASTER
-from squall.zk.records import WorkerAssignment
+from squall.core.config import default_config
+from squall.core.system_ids import ACKER, TOPOLOGY_MASTER
+from squall.core.zk.records import WorkerAssignment
 
 PORTS = (6700, 6701, 6702, 6703)
 

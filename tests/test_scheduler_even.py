@@ -10,9 +10,9 @@ import pytest
 from nimbus.scheduler import schedule as schedule_by_conf
 from nimbus.scheduler.even import schedule, sort_slots
 from nimbus.scheduler.model import AssignType, Component, ScheduleError, ScheduleRequest, Supervisor
-from squall.topology import ACKER
-from squall.config import default_config
-from squall.zk.records import WorkerAssignment
+from squall.core.config import default_config
+from squall.core.system_ids import ACKER
+from squall.core.zk.records import WorkerAssignment
 
 TOPOLOGY_ID = "topo-1-1700000000"
 

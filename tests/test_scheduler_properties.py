@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from nimbus.scheduler import schedule
 from nimbus.scheduler.model import AssignType, Component, ScheduleError, ScheduleRequest, Supervisor
-from squall.topology import ACKER
-from squall.config import default_config
-from squall.zk.records import WorkerAssignment
+from squall.core.config import default_config
+from squall.core.system_ids import ACKER
+from squall.core.zk.records import WorkerAssignment
 
 SCHEDULERS = ["default", "even"]
 PORTS = list(range(6700, 6710))

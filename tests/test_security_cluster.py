@@ -27,19 +27,19 @@ from thriftpy2.rpc import make_client
 from thriftpy2.transport import TFramedTransportFactory, TTransportException
 
 from processcluster import REPO, ProcessCluster
-from squall.cli.logs import logs
-from squall.devzk import free_port
-from squall.dsl import Topology
-from squall.local_state import CODE_FILES, code_dir, stormdist_dir
-from squall.nimbus_client import nimbus_client
-from squall.package import build_package
-from squall.submitter import submit_topology
-from squall.thrift import storm
-from squall.zk import paths
-from squall.zk.client import ZkClient, connect_string
-from squall.zk.errors import record_task_error
-from squall.zk.records import TaskError, TopologyTasks
 from logviewer.server import LogviewerServer
+from squall.api.dsl import Topology
+from squall.api.submitter import submit_topology
+from squall.cli.logs import logs
+from squall.core.local_state import CODE_FILES, code_dir, stormdist_dir
+from squall.core.nimbus_client import nimbus_client
+from squall.core.package import build_package
+from squall.core.thrift import storm
+from squall.core.zk import paths
+from squall.core.zk.client import ZkClient, connect_string
+from squall.core.zk.errors import record_task_error
+from squall.core.zk.records import TaskError, TopologyTasks
+from squall.dev.zookeeper import free_port
 from supervisor.venvs import environments_dir
 from scenarios import counted_word_count, final_counts
 from support import (filed_errors, listening, make_certs, open_parent_of_root, python_for_other_users, readable,

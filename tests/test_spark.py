@@ -14,15 +14,16 @@ import pyarrow as pa
 import pytest
 
 from examples import weblogs
-from squall import sparkconnect, sparksession
-from squall.dsl import Topology
-from squall.clock import SimulatedClock
-from squall.spark import BATCH_CHECK_SECS, MicroBatch, SparkBolt, next_batch_size, output_rows, to_arrow
-from squall.testing import make_context, make_tuple, run_bolt, run_spout
-from squall.tuple import Fields, TupleBatch
+from squall.api import sparksession
+from squall.api.dsl import Topology
+from squall.api.spark import BATCH_CHECK_SECS, MicroBatch, SparkBolt, next_batch_size, output_rows, to_arrow
+from squall.api.testing import make_context, make_tuple, run_bolt, run_spout
+from squall.api.tuple import Fields, TupleBatch
+from squall.core.clock import SimulatedClock
+from squall.dev import sparkconnect
 from support import wait_until
 from topologies import GATES, BatchNumbers, KeySums, Numbers, Recorder
-from worker.local import LocalTopology
+from squall.dev.local import LocalTopology
 
 
 def test_a_batch_closes_at_its_size_or_when_its_oldest_tuple_is_old_enough() -> None:

@@ -16,11 +16,11 @@ import pytest
 
 from examples import weblogs
 from processcluster import ProcessCluster
-from squall.devzk import free_port
-from squall.sparkconnect import serving
-from squall.zk import paths
-from squall.zk.records import TopologyTasks
-from supervisor.processes import running
+from squall.core.worker_records import running
+from squall.core.zk import paths
+from squall.core.zk.records import TopologyTasks
+from squall.dev.sparkconnect import serving
+from squall.dev.zookeeper import free_port
 from support import REPO, log_events, wait_until
 
 LINES = 4000

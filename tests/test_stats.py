@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from squall.stats import ALL_TIME, MAX_KEYS, from_executor_stats, task_stats, to_executor_stats
-from squall.thrift import storm
-from squall.tuple import Fields
-from squall.zk.records import TaskStats
+from squall.api.tuple import Fields
+from squall.core.stats import ALL_TIME, MAX_KEYS, from_executor_stats, task_stats, to_executor_stats
+from squall.core.thrift import storm
+from squall.core.zk.records import TaskStats
 from worker.executor import StreamOut
 
 SPOUT = TaskStats(emitted={"default": 10, "errors": 2}, transferred={"default": 20, "errors": 2},

@@ -10,9 +10,9 @@ import pytest
 
 import nimbus.windows
 from nimbus.windows import MAX_SNAPSHOTS, WINDOW_BUCKETS, StatsWindows, TaskHistory
-from squall.clock import SimulatedClock
-from squall.stats import ALL_TIME, WINDOWS
-from squall.zk.records import TaskBeat, TaskStats
+from squall.core.clock import SimulatedClock
+from squall.core.stats import ALL_TIME, WINDOWS
+from squall.core.zk.records import TaskBeat, TaskStats
 
 BEAT_SECS = 3
 

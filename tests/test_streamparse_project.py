@@ -29,11 +29,11 @@ from minicluster import MiniCluster
 from processcluster import REPO, ProcessCluster
 from squall import STORM_VERSION
 from squall.cli.main import main
-from squall.devzk import free_port
-from squall.local_state import log_dir
-from squall.nimbus_client import nimbus_client
-from squall.streamparse_project import StreamparseProjectError, build_project_package, load_project
-from squall.thrift import from_bytes, storm
+from squall.compat.streamparse_project import StreamparseProjectError, build_project_package, load_project
+from squall.core.local_state import log_dir
+from squall.core.nimbus_client import nimbus_client
+from squall.core.thrift import from_bytes, storm
+from squall.dev.zookeeper import free_port
 from supervisor.code import download_code
 from support import storm_on_path, wait_until
 

@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 
 from processcluster import ProcessCluster
-from squall.devzk import ZooKeeperUnavailable
-from squall.dsl import Topology
-from squall.local_state import stormdist_dir
-from squall.thrift import storm
-from squall.zk import paths
-from squall.zk.errors import MAX_ERRORS_PER_TASK
-from squall.zk.records import SupervisorInfo, TopologyTasks
-from supervisor.processes import WorkerRecord, running
+from squall.api.dsl import Topology
+from squall.core.local_state import stormdist_dir
+from squall.core.thrift import storm
+from squall.core.worker_records import WorkerRecord, running
+from squall.core.zk import paths
+from squall.core.zk.errors import MAX_ERRORS_PER_TASK
+from squall.core.zk.records import SupervisorInfo, TopologyTasks
+from squall.dev.zookeeper import ZooKeeperUnavailable
 from support import log_events, task_errors, wait_until
 from scenarios import counted_word_count, final_counts, nothing_lost, reliable_stream
 from topologies import BrokenPrepare, Forward, Numbers, read_records

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.processes import WorkerProcesses, WorkerRecord, new_worker_id
+from squall.core.worker_records import WorkerRecord, new_worker_id
+from supervisor.processes import WorkerProcesses
 from support import wait_until
 
 SLEEPER = "import sys, time; time.sleep(120)"

@@ -10,9 +10,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from squall.config import ConfigError
-from squall.local_state import read_task_beats, read_worker_file, write_task_beats
-from supervisor.processes import WorkerProcesses, new_worker_id
+from squall.core.config import ConfigError
+from squall.core.local_state import read_task_beats, read_worker_file, write_task_beats
+from squall.core.worker_records import new_worker_id
+from supervisor.processes import WorkerProcesses
 from supervisor.runas import NoLocalUser, check_supervisor, closed_to_others, local_user
 from support import wait_until
 

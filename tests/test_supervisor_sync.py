@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from squall.zk.records import Assignment, AssignmentType, WorkerAssignment
+from squall.core.zk.records import Assignment, AssignmentType, WorkerAssignment
 from supervisor.sync import (
     Backoff, ConfirmSwitch, Download, Kill, Launch, LocalWorker, Plan, RemoveCode, ReportError, UpgradePorts, WorkerSpec,
     plan,

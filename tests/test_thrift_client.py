@@ -1,4 +1,4 @@
-"""squall.thrift's transport, server and client helpers over real loopback sockets.
+"""squall.core.thrift's transport, server and client helpers over real loopback sockets.
 
 The "Storm client" here is streamparse's own ``get_nimbus_client`` (Storm 1.x IDL, framed +
 binary), so these tests show what an unmodified Storm tool sees when it talks to Squall.
@@ -20,7 +20,7 @@ from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 from thriftpy2.utils import serialize
 
-from squall.thrift import (
+from squall.core.thrift import (
     BoundedFramedTransportFactory,
     FrameSizeError,
     NimbusUnavailable,

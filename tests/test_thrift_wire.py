@@ -16,7 +16,7 @@ from thriftpy2.protocol import TBinaryProtocolFactory as CyBinaryProtocolFactory
 from thriftpy2.protocol.binary import TBinaryProtocolFactory as PyBinaryProtocolFactory
 from thriftpy2.utils import deserialize, serialize
 
-from squall.thrift import storm
+from squall.core.thrift import storm
 
 CODECS = {"cybin": CyBinaryProtocolFactory(), "pure": PyBinaryProtocolFactory()}
 

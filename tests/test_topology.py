@@ -1,4 +1,4 @@
-"""squall.topology: validation messages, normalization, the system topology, task ids, topology ids."""
+"""squall.core.topology: validation messages, normalization, the system topology, task ids, topology ids."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nimbus.scheduler.model import Component, scheduler_components
-from squall.topology import (
+from squall.core.thrift import storm
+from squall.core.topology import (
     component_tasks,
     make_tasks,
     rescale_tasks,
@@ -25,8 +26,7 @@ from squall.topology import (
     validate_name,
     validate_topology,
 )
-from squall.thrift import storm
-from squall.zk.records import ComponentType, TaskInfo
+from squall.core.zk.records import ComponentType, TaskInfo
 
 SPOUT, BOLT = ComponentType.SPOUT, ComponentType.BOLT
 RULE = "use 1 to 128 characters from A-Z a-z 0-9 . _ -"

@@ -13,16 +13,16 @@ import psutil
 import pytest
 from structlog.testing import capture_logs
 
-from squall.devzk import free_port
-from squall.dsl import Topology
+from squall.api.dsl import Topology
+from squall.api.tuple import Fields, Tuple
+from squall.dev.local import compile_topology
+from squall.dev.zookeeper import free_port
 from support import wait_until
 from topologies import Numbers, Recorder
 from worker.executor import Pressure
 from worker.layout import Placement, TopologyLayout
-from worker.local import compile_topology
 from worker.runtime import WorkerRuntime
 from worker.transport import Receiver, Sender
-from squall.tuple import Fields, Tuple
 from worker.wire import (
     HELLO, MAX_ROWS, MESSAGE_ROWS, REPEATED, Decoder, Entry, Greeting, WireBatch, WireError, encode, hello, proof_message,
     runs_of_tuples, transfer_proof,

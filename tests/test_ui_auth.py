@@ -19,10 +19,10 @@ from starlette.responses import JSONResponse
 
 from logviewer.server import LogviewerServer
 from nimbus.daemon import Nimbus
-from squall.config import ConfigError
-from squall.httpd import HttpServer
-from squall.local_state import worker_log_name, write_log_acl
-from squall.tls import https_context
+from squall.core.config import ConfigError
+from squall.core.httpd import HttpServer
+from squall.core.local_state import worker_log_name, write_log_acl
+from squall.core.tls import https_context
 from support import make_certs, tls_conf
 from test_authorization import ADMIN, DAEMONS, as_, secured
 from test_nimbus import Cluster, cluster, leader, word_count  # noqa: F401  (fixtures)
@@ -236,7 +236,7 @@ def test_the_logviewer_serves_daemon_logs_only_to_operators_and_admins(tmp_path:
 
 
 def test_a_request_over_https_carries_asgi_s_tls_extension(certs: Path) -> None:
-    """What squall.httpd puts in the scope for an app: the client certificate (PEM), its name and its principal."""
+    """What squall.core.httpd puts in the scope for an app: the client certificate (PEM), its name and its principal."""
     async def echo(scope: Any, receive: Any, send: Any) -> None:
         tls = scope["extensions"]["tls"]
         await JSONResponse({k: tls[k] for k in ("principal", "client_cert_name")} | {

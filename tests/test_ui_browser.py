@@ -29,9 +29,9 @@ from selenium.webdriver.common.by import By
 
 from examples import wordcount
 from minicluster import MiniCluster
-from squall.dsl import Topology
-from squall.local_state import daemon_log_name, log_dir
-from squall.logs import configure_logging
+from squall.api.dsl import Topology
+from squall.core.local_state import daemon_log_name, log_dir
+from squall.core.logs import configure_logging
 from support import wait_until
 from test_ui import cluster, storm_list, ui_in_front_of, valid  # noqa: F401  (cluster: the fixture)
 from test_ui_logs import logviewer  # noqa: F401  (the fixture)

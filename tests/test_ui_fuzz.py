@@ -21,8 +21,8 @@ from schemathesis.checks import not_a_server_error
 
 from examples import wordcount
 from minicluster import MiniCluster
-from squall.zk import paths
-from squall.zk.records import ComponentType, TaskBeat, TaskStats, TopologyTasks
+from squall.core.zk import paths
+from squall.core.zk.records import ComponentType, TaskBeat, TaskStats, TopologyTasks
 from ui.app import create_app
 from ui.openapi import document
 

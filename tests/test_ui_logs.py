@@ -19,7 +19,7 @@ import pytest
 from examples import wordcount
 from logviewer.files import MAX_PAGE
 from minicluster import REPO, MiniCluster
-from squall.local_state import log_dir, worker_log_name
+from squall.core.local_state import log_dir, worker_log_name
 from support import wait_until
 from test_ui import cluster, serving_port, ui_in_front_of, valid  # noqa: F401  (cluster: the fixture)
 

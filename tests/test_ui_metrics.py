@@ -19,9 +19,9 @@ from starlette.testclient import TestClient
 import ui.metrics
 from examples import wordcount
 from minicluster import REPO, MiniCluster
-from squall.config import load_config
-from squall.devzk import free_port
-from squall.dsl import Topology
+from squall.api.dsl import Topology
+from squall.core.config import load_config
+from squall.dev.zookeeper import free_port
 from support import wait_until
 from test_ui import cluster, ui_in_front_of  # noqa: F401  (cluster is a fixture)
 from test_ui_pages import HOSTILE, FixedClock, StructSource

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from squall import STORM_VERSION
+from squall.core.stats import ALL_TIME, WINDOWS, to_executor_stats
+from squall.core.thrift import storm
+from squall.core.zk.records import TaskStats
 import ui.graph
 import ui.pages
-from squall import STORM_VERSION
-from squall.stats import ALL_TIME, WINDOWS, to_executor_stats
-from squall.thrift import storm
-from squall.zk.records import TaskStats
 from test_ui import valid
 from ui.app import create_app
 from ui.graph import Component, Flow, layers, layout, topology_drawing

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
+from squall.core.httpd import error_body
+from squall.core.stats import to_executor_stats
+from squall.core.thrift import storm
+from squall.core.zk.records import TaskStats
 import ui.params
-import ui.shapes
-from squall.httpd import error_body
-from squall.stats import to_executor_stats
-from squall.thrift import storm
-from squall.zk.records import TaskStats
 from ui.params import BadRequest, rebalance_options, wait_secs
+import ui.shapes
 from ui.shapes import (
     UnknownComponent, cluster_summary, component_page, nimbus_summary, pretty_uptime,
     logviewer_port_of, supervisor_page, supervisor_summary, topology_page, topology_summary, worker_log_link,

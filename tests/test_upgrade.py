@@ -8,10 +8,10 @@ import pytest
 
 from nimbus import upgrade
 from nimbus.upgrade import BatchRequest, Step, UpgradeRefused, UpgradeView
-from squall.dsl import Topology
-from squall.topology import normalize, system_topology
-from squall.config import default_config
-from squall.zk.records import GrayUpgradeConf
+from squall.api.dsl import Topology
+from squall.core.config import default_config
+from squall.core.topology import normalize, system_topology
+from squall.core.zk.records import GrayUpgradeConf
 from topologies import Forward, Numbers, Recorder
 
 NOW = 1_700_000_000_000

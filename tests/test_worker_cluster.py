@@ -14,10 +14,10 @@ import pytest
 
 from examples import wordcount
 from minicluster import MiniCluster
-from squall.dsl import Topology
-from squall.thrift import connect, storm
-from squall.zk import paths
-from squall.zk.records import TopologyTasks, WorkerAssignment
+from squall.api.dsl import Topology
+from squall.core.thrift import connect, storm
+from squall.core.zk import paths
+from squall.core.zk.records import TopologyTasks, WorkerAssignment
 from support import listening, log_events, task_errors, wait_until
 from scenarios import counted_word_count, final_counts, nothing_lost, reliable_stream
 from topologies import Boom, Forward, Numbers, Recorder, read_records

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from squall.environment import user_code_environment, with_own_scripts
-from squall.package import build_package
-from squall.zk.records import Assignment, WorkerAssignment
+from squall.core.environment import user_code_environment, with_own_scripts
+from squall.core.package import build_package
+from squall.core.zk.records import Assignment, WorkerAssignment
 from supervisor.environments import (
     BadRequirements, BaseInterpreter, Decision, EnvironmentBook, EnvState, Requirements, environment_key,
     pip_install_args,
@@ -124,7 +124,7 @@ def test_a_package_carries_its_requirements_and_wheels(tmp_path: Path) -> None:
 
 
 def test_a_bad_supervisor_worker_python_is_refused_naming_the_fix(tmp_path: Path) -> None:
-    from squall.config import ConfigError
+    from squall.core.config import ConfigError
     with pytest.raises(ConfigError, match="supervisor.worker.python /no/python does not run"):
         base_interpreter({"supervisor.worker.python": "/no/python"})
     assert base_interpreter({}).path == sys.executable

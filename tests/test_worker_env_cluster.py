@@ -16,10 +16,10 @@ import psutil
 import pytest
 
 from processcluster import ProcessCluster
-from squall.dsl import Topology
-from squall.package import build_package
-from squall.submitter import submit_topology
-from squall.zk import paths
+from squall.api.dsl import Topology
+from squall.api.submitter import submit_topology
+from squall.core.package import build_package
+from squall.core.zk import paths
 from support import filed_errors, wait_until
 from topologies import read_records
 from wheels import make_wheel
@@ -30,7 +30,7 @@ import os, sys, json
 from pathlib import Path
 
 import squall_test_dep
-from squall.component import Spout
+from squall.api.component import Spout
 
 
 class DepReport(Spout):

@@ -19,19 +19,19 @@ from typing import Any
 import pytest
 
 from examples import wordcount
-from squall.dsl import Topology
-from squall.thrift import storm
+from squall.api.dsl import Topology
+from squall.core.thrift import storm
 from scenarios import expected_word_counts, word_counts
 from support import two_workers, wait_until
 from topologies import (GATES, BatchBoom, BatchForward, BatchOf, Blocked, Boom, Director, EmitTwice, EvenTwice, Forward, Gate, Holdout, Join, Keeper,
                         Metered, Mixed, Numbers, Paced, PacedBatch, Picky, Recorder, Reporter, RootsOf)
-from squall.component import Spout
-from squall.topology import ACK_INIT_STREAM, ACKER
-from squall.tuple import TupleBatch
+from squall.api.component import Spout
+from squall.api.tuple import TupleBatch
+from squall.core.system_ids import ACK_INIT_STREAM, ACKER
+from squall.dev.local import LocalTopology, compile_topology
 from worker.acker import Acker
 from worker.executor import ACK_INIT_FIELDS, ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor, Wake
 from worker.layout import place_all
-from worker.local import LocalTopology, compile_topology
 from worker.runtime import TaskThread, WorkerFailed
 
 FAST = {"task.heartbeat.frequency.secs": 0.05, "topology.message.timeout.secs": 30}
@@ -686,9 +686,9 @@ def test_a_component_that_cannot_start_fails_the_worker() -> None:
 
 LOCAL_FILE = '''
 from pathlib import Path
-from squall.component import Bolt, Spout
-from squall.devzk import free_port
-from squall.dsl import Topology
+from squall.api.component import Bolt, Spout
+from squall.dev.zookeeper import free_port
+from squall.api.dsl import Topology
 
 class Once(Spout):
     outputs = ["n"]
@@ -728,7 +728,7 @@ def test_storm_local_says_what_is_wrong_with_a_file(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "squall.cli", "local", str(tmp_path / "empty_topology.py")],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 1
-    assert "topology must be a squall.dsl.Topology or a function returning one, got int" in done.stderr
+    assert "topology must be a squall.Topology or a function returning one, got int" in done.stderr
 
 
 def test_a_worker_never_calls_a_named_callable_that_is_not_a_component_class(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from kazoo.exceptions import ConnectionLoss
 
-from squall.zk.records import Assignment
+from squall.core.zk.records import Assignment
 from worker.layout import Placement
 from worker.process import Worker
 

@@ -12,14 +12,14 @@ from kazoo.exceptions import NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl, make_digest_acl_credential
 
-from squall.clock import SimulatedClock
-from squall.devzk import free_port
-from squall.zk import paths
-from squall.zk.client import ZkClient, ZkState
-from squall.zk.errors import (
+from squall.core.clock import SimulatedClock
+from squall.core.zk import paths
+from squall.core.zk.client import ZkClient, ZkState
+from squall.core.zk.errors import (
     MAX_ERROR_CHARS, MAX_ERRORS_PER_TASK, ErrorTimesCache, error_summary, newest_error_times, record_task_error,
 )
-from squall.zk.records import Blacklist, NimbusMaster, SupervisorInfo, TaskError
+from squall.core.zk.records import Blacklist, NimbusMaster, SupervisorInfo, TaskError
+from squall.dev.zookeeper import free_port
 from tcpproxy import TcpProxy
 from support import expire_session, open_parent_of_root, readable, remove_as_daemons, wait_until, znodes_under
 

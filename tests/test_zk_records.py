@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from squall.zk import paths, records
-from squall.zk.client import ZkClient
-from squall.zk.records import (
+from squall.core.zk import paths, records
+from squall.core.zk.client import ZkClient
+from squall.core.zk.records import (
     Assignment, AssignmentBak, AssignmentType, Blacklist, CodeHolder, CodeManifest, ComponentType, ErrorLevel,
     GrayUpgradeConf, LoggerLevel,
     LoggerLevels, NimbusMaster, NimbusSlave, PendingAction, RecordError, StormBase, SupervisorInfo, TaskBeat, TaskError,

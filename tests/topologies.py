@@ -14,10 +14,10 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from squall.component import Bolt, Spout, Stream
-from squall.dsl import Topology
-from squall.spark import SparkBolt
-from squall.tuple import Tuple, TupleBatch
+from squall.api.component import Bolt, Spout, Stream
+from squall.api.dsl import Topology
+from squall.api.spark import SparkBolt
+from squall.api.tuple import Tuple, TupleBatch
 
 #: Gates a test opens to let held tuples through (in-process only), by name.
 GATES: dict[str, threading.Event] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from squall.cli.options import run_daemon
+from squall.core.entry import run_daemon
 from ui.server import UiServer
 
 

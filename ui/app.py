@@ -32,10 +32,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from thriftpy2.thrift import TApplicationException
 
-from nimbus.authorizer import Authorizer
-from squall.clock import Clock, RealClock
-from squall.httpd import error_body, http_principal, identified
-from squall.thrift import storm
+from squall.core.auth import Authorizer
+from squall.core.clock import Clock, RealClock
+from squall.core.httpd import error_body, http_principal, identified
+from squall.core.thrift import storm
 from ui import metrics, pages, shapes
 from ui.openapi import document
 from ui.params import BadRequest, jsonp_callback, rebalance_options, supervisor_query, wait_secs, window_and_sys

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from squall.names import is_system
+from squall.core.names import is_system
 from ui.shapes import window_seconds
 
 NODE_WIDTH = 170

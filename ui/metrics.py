@@ -6,7 +6,7 @@ There is no polling thread and no state: a scrape asks nimbus what the REST API 
 metric families with :mod:`ui.shapes`' own arithmetic, so ``/metrics`` and ``/api/v1/...`` never disagree.
 While nimbus cannot be reached the scrape still answers, with ``squall_up 0`` alone.
 
-User metrics (:mod:`squall.metrics`) are ``squall_user_counter_total`` and ``squall_user_gauge``, labelled
+User metrics (:mod:`squall.api.metrics`) are ``squall_user_counter_total`` and ``squall_user_gauge``, labelled
 with the metric's ``name`` beside its task's labels; failures by reason ``squall_component_failures_total``
 (and ``_task_``, ``_topology_``) with a ``reason`` label: ``timeout``, ``explicit``, ``exception``.
 
@@ -34,8 +34,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from squall.names import is_system
-from squall.stats import ALL_TIME
+from squall.core.names import is_system
+from squall.core.stats import ALL_TIME
 from ui import shapes
 from ui.pages import Ask
 from ui.source import NimbusSource, NimbusUnreachable
@@ -101,7 +101,7 @@ def families(cluster: Any, blacklist: Iterable[str], infos: Iterable[Any]) -> li
     """Every metric family of one scrape, from nimbus's ``ClusterSummary``, its blacklist and the running
     topologies' ``TopologyInfo`` (what :meth:`ui.source.NimbusSource.cluster_with_topologies` returns).
 
-    >>> from squall.thrift import storm
+    >>> from squall.core.thrift import storm
     >>> [m.name for m in families(storm.ClusterSummary(supervisors=[], topologies=[], nimbuses=[]), [], [])][:3]
     ['squall_up', 'squall_supervisors', 'squall_slots']
     """

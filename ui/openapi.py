@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from squall import __version__
-from squall.stats import ALL_TIME, WINDOWS
+from squall.core.stats import ALL_TIME, WINDOWS
 
 STRING: dict[str, Any] = {"type": "string"}
 INTEGER: dict[str, Any] = {"type": "integer"}

@@ -17,9 +17,9 @@ from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from nimbus.queries import split_health
-from squall.httpd import error_body, http_principal
-from squall.stats import ALL_TIME, WINDOWS
+from squall.core.health import split_health
+from squall.core.httpd import error_body, http_principal
+from squall.core.stats import ALL_TIME, WINDOWS
 from ui import graph, shapes
 from ui.params import SYS_ON, window_and_sys
 from ui.source import NimbusSource

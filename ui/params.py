@@ -10,8 +10,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from squall.stats import ALL_TIME, WINDOWS
-from squall.thrift import storm
+from squall.core.stats import ALL_TIME, WINDOWS
+from squall.core.thrift import storm
 
 #: Storm's ``sys`` parameter: these values include system components and streams.
 SYS_ON = ("1", "true")

@@ -1,12 +1,12 @@
-"""The UI daemon: the REST API app served on ``ui.host``:``ui.port`` (:class:`squall.httpd.HttpServer`)."""
+"""The UI daemon: the REST API app served on ``ui.host``:``ui.port`` (:class:`squall.core.httpd.HttpServer`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from squall.clock import Clock
-from squall.httpd import HttpServer, daemon_address
+from squall.core.clock import Clock
+from squall.core.httpd import HttpServer, daemon_address
 from ui.app import create_app
 
 
@@ -18,7 +18,7 @@ class UiServer(HttpServer):
         server.stop()
 
     A stop waits for requests in flight at most as long as one waits on nimbus. With ``ui.https.port`` it serves
-    HTTPS there instead (:func:`squall.httpd.daemon_address`).
+    HTTPS there instead (:func:`squall.core.httpd.daemon_address`).
     """
 
     def __init__(self, conf: Mapping[str, Any], clock: Clock | None = None) -> None:

@@ -34,10 +34,10 @@ from typing import Any, Union
 from urllib.parse import quote
 
 from squall import STORM_VERSION
-from squall.local_state import daemon_log_name, worker_log_name
-from squall.names import is_system
-from squall.stats import ALL_TIME, WINDOWS
-from squall.zk.errors import error_summary
+from squall.core.local_state import daemon_log_name, worker_log_name
+from squall.core.names import is_system
+from squall.core.stats import ALL_TIME, WINDOWS
+from squall.core.zk.errors import error_summary
 
 #: Storm's sampling percentage shown when topology debug is off.
 DEFAULT_SAMPLING_PCT = 10
@@ -246,7 +246,7 @@ class _Counts:
     executed: Mapping[StatKey, int]
     latency_ms: Mapping[StatKey, float]
     process_ms: Mapping[StatKey, float]
-    #: Failures by reason (:data:`squall.stats.FAIL_REASONS`); empty from an older worker.
+    #: Failures by reason (:data:`squall.core.stats.FAIL_REASONS`); empty from an older worker.
     failed_by_reason: Mapping[str, int]
 
 
@@ -329,7 +329,7 @@ def _tasks(parts: Iterable[Executed]) -> int:
 
 #: The stats Storm prints as ``"%.3f"`` strings (milliseconds, or a share for capacity).
 FORMATTED_STATS = ("completeLatency", "executeLatency", "processLatency", "capacity")
-#: Squall's split of ``failed`` by reason (:data:`squall.stats.FAIL_REASONS`) → its JSON field. A spout's
+#: Squall's split of ``failed`` by reason (:data:`squall.core.stats.FAIL_REASONS`) → its JSON field. A spout's
 #: ``failedExplicit`` counts trees a bolt failed (by ``fail`` or an exception), a bolt's its own ``fail`` calls.
 REASON_STATS = {"timeout": "failedTimeout", "explicit": "failedExplicit", "exception": "failedException"}
 
@@ -386,7 +386,7 @@ def executors_by_component(info: Any, window: str) -> dict[str, list[Executed]]:
 
 def _error(error: Any, info: Any, now_secs: int, logviewer_port: int | None, *, last: bool) -> dict[str, Any]:
     """An error's fields; its summary (``lastErrorSummary``, ``errorSummary``: Squall's) is the exception's line
-    (:func:`~squall.zk.errors.error_summary`), taken from the whole text, so a cut ``lastError`` keeps it."""
+    (:func:`~squall.core.zk.errors.error_summary`), taken from the whole text, so a cut ``lastError`` keeps it."""
     key, text = ("lastError", error.error[:LAST_ERROR_CHARS]) if last else ("error", error.error)
     return {key: text, f"{key}Summary": error_summary(error.error), "errorTime": error.error_time_secs,
             "errorHost": error.host or "", "errorPort": error.port,
@@ -525,7 +525,7 @@ def component_page(info: Any, topology: Any, component: str, *, now_secs: int, w
 
 
 def user_metrics(parts: Iterable[Executed]) -> list[dict[str, Any]]:
-    """The user metrics (:mod:`squall.metrics`) of a component's executors as of their latest heartbeats, one
+    """The user metrics (:mod:`squall.api.metrics`) of a component's executors as of their latest heartbeats, one
     entry per task and name, by task then name: ``type`` is ``"counter"`` (a count since the task started) or
     ``"gauge"`` (a value)."""
     rows = []

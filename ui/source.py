@@ -17,10 +17,10 @@ from typing import Any
 from thriftpy2.thrift import TClient
 from thriftpy2.transport import TTransportException
 
-from nimbus.authorizer import Authorizer, TopologyAcl
-from squall.config import redact
-from squall.nimbus_client import nimbus_client
-from squall.thrift import NimbusUnavailable, storm
+from squall.core.auth import Authorizer, TopologyAcl
+from squall.core.config import redact
+from squall.core.nimbus_client import nimbus_client
+from squall.core.thrift import NimbusUnavailable, storm
 
 
 class NimbusUnreachable(Exception):

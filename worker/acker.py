@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from squall.topology import ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM
-from squall.tuple import TupleBatch
+from squall.core.system_ids import ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM
+from squall.api.tuple import TupleBatch
 from worker.executor import ACK_FAIL_FIELDS, Executor
 from worker.tracking import AckerState, SpoutNews
 

@@ -1,7 +1,7 @@
 """Executors: one per task. Each owns its component, its receive queue and its timers, implements the
-component's :class:`~squall.component.Collector`, and does a slice of work per :meth:`Executor.step`.
+component's :class:`~squall.api.component.Collector`, and does a slice of work per :meth:`Executor.step`.
 
-The hot path is built for batches: an emit appends its row to the :class:`~squall.tuple.TupleBatch` its
+The hot path is built for batches: an emit appends its row to the :class:`~squall.api.tuple.TupleBatch` its
 target task gets at the end of the task thread's round (:class:`Outbox`), and a bolt's inputs come a
 batch at a time, run through ``execute_batch`` or ``execute`` per row in one loop, with a Tuple made per
 row only for the user's call. A local target gets the batches as they are; a remote worker gets their
@@ -32,13 +32,12 @@ from typing import Any, TypeVar
 
 import structlog
 
-from squall.component import Bolt, Component, Spout, TopologyContext, attach, deliver, deliver_each, emit_problem
-from squall.metrics import TaskMetrics
-from squall.names import RESERVED_PREFIX
-from squall.topology import (ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM, ACKER,
-                             HEARTBEAT_STREAM)
-from squall.tuple import TICK_COMPONENT, TICK_STREAM, Fields, Piece, Tuple, TupleBatch, tick_tuple
-from squall.zk.records import ComponentType, TaskBeat, TaskStats
+from squall.api.component import Bolt, Component, Spout, TopologyContext, attach, deliver, deliver_each, emit_problem
+from squall.api.metrics import TaskMetrics
+from squall.core.system_ids import (ACKER, ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM,
+                                    MASTER_HEARTBEAT_STREAM, RESERVED_PREFIX, SYSTEM_COMPONENT, TICK_STREAM)
+from squall.api.tuple import Fields, Piece, Tuple, TupleBatch, tick_tuple
+from squall.core.zk.records import ComponentType, TaskBeat, TaskStats
 from worker.tracking import SpoutPending
 from worker.grouping import constant_targets, make_grouper
 from worker.layout import ComponentSpec, Placement, TopologyLayout
@@ -140,7 +139,7 @@ class Inbox:
 
     def take(self) -> TupleBatch | None:
         """The oldest batch, or None. Rows are counted as ``len(batch.rows)`` (no Python call) for a local
-        batch, ``len(batch)`` for a :class:`~squall.tuple.ColumnBatch` from another worker (no rows built)."""
+        batch, ``len(batch)`` for a :class:`~squall.api.tuple.ColumnBatch` from another worker (no rows built)."""
         if not self._batches:
             return None
         with self._lock:
@@ -149,7 +148,7 @@ class Inbox:
         return batch
 
 
-#: Forms of an outgoing batch (see :class:`~squall.tuple.TupleBatch`): rows only, one root per row, root maps.
+#: Forms of an outgoing batch (see :class:`~squall.api.tuple.TupleBatch`): rows only, one root per row, root maps.
 PLAIN, ROOTS, ANCHORS = 0, 1, 2
 
 
@@ -452,7 +451,7 @@ class Executor:
     def refresh(self, layout: TopologyLayout, placement: Placement) -> None:
         """Rebuild routes for a new assignment (called on the task thread, between rounds)."""
         outs = build_outputs(layout, placement, self.component, self.task)
-        self._beat_out = outs.get(HEARTBEAT_STREAM)
+        self._beat_out = outs.get(MASTER_HEARTBEAT_STREAM)
         old = getattr(self, "_outs", {})
         self._outs = {stream: out for stream, out in outs.items() if not stream.startswith(RESERVED_PREFIX)}
         for stream, out in self._outs.items():
@@ -545,7 +544,7 @@ class Executor:
 
     def _emit_pieces(self, rows: list[tuple[Any, ...]], stream: str, out: StreamOut, direct_task: int | None,
                      root: int) -> int:
-        """``rows`` in ``root``'s tree as one :class:`~squall.tuple.Piece` per target task (one batch, one random
+        """``rows`` in ``root``'s tree as one :class:`~squall.api.tuple.Piece` per target task (one batch, one random
         edge each, never extended by later emits); returns the XOR of the edges (0: sent nowhere)."""
         targets = out.constant if direct_task is None else (direct_task,)
         if targets is not None and len(targets) == 1 and rows:  # the usual case, without splitting: one piece
@@ -574,7 +573,8 @@ class Executor:
         if out is not None:
             values = (self.task, int(now - self._started), _to_wire(self.task_stats()))
             for target in out.route(values):
-                self._outbox.add(target, TupleBatch([values], out.fields, self.component, HEARTBEAT_STREAM, self.task))
+                self._outbox.add(target, TupleBatch([values], out.fields, self.component, MASTER_HEARTBEAT_STREAM,
+                                                    self.task))
 
     def task_stats(self) -> TaskStats:
         """This task's counters as the topology master reports them; a lone input's counts are the totals."""
@@ -836,7 +836,7 @@ class SpoutExecutor(Executor):
     def _emit_tree(self, rows: list[tuple[Any, ...]], stream: str, out: StreamOut, direct_task: int | None,
                    msg_id: Any) -> None:
         """``rows`` as one tuple tree: one root and one pending entry for the batch, and one edge per target task:
-        the rows each target gets are one :class:`~squall.tuple.Piece` (one batch, one edge), so the init is the
+        the rows each target gets are one :class:`~squall.api.tuple.Piece` (one batch, one edge), so the init is the
         XOR of a few edges, and a bolt that settles the piece whole acks it with one value (``_settle_rest``)."""
         root = next(self._roots)
         init = self._emit_pieces(rows, stream, out, direct_task, root)
@@ -1002,7 +1002,7 @@ class SpoutExecutor(Executor):
 
 class BoltExecutor(Executor):
     """Runs the bolt over its receive queue, a few batches per round: ``execute_batch`` once per batch when
-    the bolt defines one, else ``execute`` per tuple in one loop (:func:`squall.component.deliver_each`);
+    the bolt defines one, else ``execute`` per tuple in one loop (:func:`squall.api.component.deliver_each`);
     sends tick tuples when ``topology.tick.tuple.freq.secs`` is set for the component.
 
     Process latency (Storm's: from the start of an input's execute to its ack, sampled at
@@ -1478,7 +1478,7 @@ class BoltExecutor(Executor):
 
 
 #: The input stats key of tick tuples.
-TICK_INPUT = f"{TICK_COMPONENT}:{TICK_STREAM}"
+TICK_INPUT = f"{SYSTEM_COMPONENT}:{TICK_STREAM}"
 
 
 def _sample_period(rate: float) -> int:

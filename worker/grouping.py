@@ -17,7 +17,7 @@ from typing import Any
 
 import msgpack
 
-from squall.classcheck import resolve
+from squall.api.classcheck import resolve
 
 #: A grouper: the values of an emitted tuple → the target task ids (empty for direct streams). One whose
 #: answer does not depend on the values has it as its ``targets`` attribute too (see :func:`constant_targets`).

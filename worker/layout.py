@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from squall.thrift import storm
-from squall.topology import component_tasks
-from squall.tuple import Fields
-from squall.zk.records import Assignment, ComponentType, TopologyTasks
+from squall.core.thrift import storm
+from squall.core.topology import component_tasks
+from squall.api.tuple import Fields
+from squall.core.zk.records import Assignment, ComponentType, TopologyTasks
 
 Address = tuple[str, int]
 
@@ -89,7 +89,7 @@ class Placement:
 
 def build_layout(topology_id: str, system: storm.StormTopology, tasks: TopologyTasks,
                  conf: Mapping[str, Any]) -> TopologyLayout:
-    """The layout of a system topology (see :func:`squall.topology.system_topology`) with its task ids."""
+    """The layout of a system topology (see :func:`squall.core.topology.system_topology`) with its task ids."""
     by_component = {cid: tuple(ids) for cid, ids in component_tasks(tasks).items()}
     specs = {**{cid: (ComponentType.SPOUT, s.spout_object, s.common) for cid, s in system.spouts.items()},
              **{cid: (ComponentType.BOLT, b.bolt_object, b.common) for cid, b in system.bolts.items()}}

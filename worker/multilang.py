@@ -24,7 +24,7 @@ back to back when ``topology.multilang.serializer`` names a MessagePack serializ
 When the child stops answering for ``topology.subprocess.timeout.secs`` (default
 ``supervisor.worker.timeout.secs``), exits or breaks the protocol, it is killed, the error is reported like
 any component error (``/taskerrors``, the UI), the bolt's in-flight tuples fail (their spouts replay them) and
-a new subprocess starts after the crash backoff supervisors use for workers (:mod:`squall.restarts`);
+a new subprocess starts after the crash backoff supervisors use for workers (:mod:`squall.core.restarts`);
 with ``topology.worker.exit.on.error`` the worker stops instead, as Storm's does.
 
 The codecs and messages are :mod:`worker.multilang_protocol` (pure); this module is the subprocess adapter
@@ -53,10 +53,10 @@ from typing import Any
 
 import structlog
 
-from squall.environment import user_code_environment, with_own_scripts
-from squall.metrics import MetricError, TaskMetrics
-from squall.restarts import BACKOFF_MAX_SECS, restart_delay_secs
-from squall.tuple import Tuple, tick_tuple
+from squall.core.environment import user_code_environment, with_own_scripts
+from squall.api.metrics import MetricError, TaskMetrics
+from squall.core.restarts import BACKOFF_MAX_SECS, restart_delay_secs
+from squall.api.tuple import Tuple, tick_tuple
 from worker.executor import BoltExecutor, Executor, SpoutExecutor
 from worker.multilang_protocol import (JSON, LOG_LEVELS, Codec, MultilangError, codec_for, command, context_for,
                                        emit_target, handshake, heartbeat_message, tuple_message)

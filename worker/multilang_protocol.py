@@ -16,17 +16,14 @@ from typing import Any, Protocol
 
 import msgpack
 
-from squall.config import ConfigError
-from squall.names import RESERVED_PREFIX
-from squall.thrift import storm
-from squall.tuple import DEFAULT_STREAM, Tuple
+from squall.core.config import ConfigError
+from squall.core.system_ids import DEFAULT_STREAM, RESERVED_PREFIX, SHELL_HEARTBEAT_STREAM, SYSTEM_TASK
+from squall.core.thrift import storm
+from squall.api.tuple import Tuple
 from worker.layout import TopologyLayout
 
 #: Storm's default ``topology.multilang.serializer``.
 JSON_SERIALIZER = "org.apache.storm.multilang.JsonSerializer"
-#: The pseudo-stream and task of heartbeat tuples (Storm's ``__heartbeat`` and ``SYSTEM_TASK_ID``).
-HEARTBEAT_STREAM = "__heartbeat"
-SYSTEM_TASK = -1
 #: Storm's multilang log levels (0-4) → Python logging's.
 LOG_LEVELS = {0: 5, 1: 10, 2: 20, 3: 30, 4: 40}
 
@@ -219,7 +216,7 @@ def tuple_message(tuple_id: str, tup: Tuple) -> dict[str, Any]:
 
 def heartbeat_message(tuple_id: str) -> dict[str, Any]:
     """Storm's heartbeat pseudo-tuple: the child answers ``{"command": "sync"}``."""
-    return {"id": tuple_id, "comp": None, "stream": HEARTBEAT_STREAM, "task": SYSTEM_TASK, "tuple": []}
+    return {"id": tuple_id, "comp": None, "stream": SHELL_HEARTBEAT_STREAM, "task": SYSTEM_TASK, "tuple": []}
 
 
 def command(name: str, msg_id: Any = None) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """``python -m worker TOPOLOGY_ID SUPERVISOR_ID PORT WORKER_ID``: one worker process of a cluster.
 
-Started by a supervisor (or a test) once the topology's code is in :func:`squall.local_state.code_dir`.
+Started by a supervisor (or a test) once the topology's code is in :func:`squall.core.local_state.code_dir`.
 It reads its tasks from ZooKeeper and runs them on :class:`~worker.runtime.WorkerRuntime`, listening
 for other workers on its slot's port; follows the topology's status and assignment from the start
 (watches, plus a poll every ``task.refresh.poll.secs`` in case a watch is missed); holds its spouts
@@ -24,24 +24,25 @@ from typing import Any
 
 import structlog
 
-from squall.cli.options import common_options, load_or_exit
-from squall.clock import RealClock
-from squall.config import without_secrets
-from squall.local_state import (
+from squall.core.entry import common_options, load_or_exit
+from squall.core.clock import RealClock
+from squall.core.config import without_secrets
+from squall.core.local_state import (
     CODE_FILES, code_dir, fetched_for, heartbeat_file, put_code_on_path, resources_dir, task_beats_file,
     write_heartbeat, write_task_beats,
 )
-from squall.loglevels import LogLevelOverrides
-from squall.logs import configure_logging
-from squall.nimbus_client import leader_address
-from squall.stats import to_executor_stats
-from squall.thrift import from_bytes, open_client, storm, to_bytes
-from squall.tls import client_context
-from squall.topology import TOPOLOGY_MASTER, system_topology
-from squall.zk import paths
-from squall.zk.client import ZkClient
-from squall.zk.errors import record_task_error
-from squall.zk.records import (
+from squall.core.loglevels import LogLevelOverrides
+from squall.core.logs import configure_logging
+from squall.core.nimbus_client import leader_address
+from squall.core.stats import to_executor_stats
+from squall.core.thrift import from_bytes, open_client, storm, to_bytes
+from squall.core.tls import client_context
+from squall.core.topology import system_topology
+from squall.core.system_ids import TOPOLOGY_MASTER
+from squall.core.zk import paths
+from squall.core.zk.client import ZkClient
+from squall.core.zk.errors import record_task_error
+from squall.core.zk.records import (
     Assignment, AssignmentType, ComponentType, LoggerLevels, StormBase, TaskBeat, TaskError, TopologyStatus,
     TopologyTasks,
 )

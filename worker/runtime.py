@@ -19,10 +19,10 @@ from typing import Any
 
 import structlog
 
-from squall.classcheck import resolve
-from squall.topology import ACKER, TOPOLOGY_MASTER
-from squall.tuple import Fields, TupleBatch
-from squall.zk.records import ComponentType
+from squall.api.classcheck import resolve
+from squall.core.system_ids import ACKER, TOPOLOGY_MASTER
+from squall.api.tuple import Fields, TupleBatch
+from squall.core.zk.records import ComponentType
 from worker.acker import Acker
 from worker.executor import (
     MAX_IDLE_SECS, BoltExecutor, ErrorThrottle, Executor, ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor, Wake,

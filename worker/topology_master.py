@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from squall.topology import HEARTBEAT_STREAM
-from squall.stats import task_stats
-from squall.zk.records import TaskBeat
+from squall.core.system_ids import MASTER_HEARTBEAT_STREAM
+from squall.core.stats import task_stats
+from squall.core.zk.records import TaskBeat
 from worker.executor import Executor
 
 
@@ -28,7 +28,7 @@ class TopologyMaster(Executor):
         while (batch := take()) is not None:
             received = True
             wall = int(time.time())
-            if batch.stream != HEARTBEAT_STREAM:
+            if batch.stream != MASTER_HEARTBEAT_STREAM:
                 continue
             for values in batch.rows:
                 task, uptime, *stats = values  # a worker of an older Squall sends no stats

@@ -11,10 +11,10 @@ that value once, a msgpack extension (:data:`REPEATED`), and arrives as a list o
 side pays per row for it. Tracking travels only when some row has it: ``ids`` (each row's edge id, 0
 for an untracked row) with either ``roots`` (each row's single root, whose edge is its id; 0 for an
 untracked row) or, when some row has several roots, ``anchors`` (each row's flat ``[root, edge, ...]``);
-the others are nil. A run that is one piece of a spout batch's tree (:class:`~squall.tuple.Piece`: every row
+the others are nil. A run that is one piece of a spout batch's tree (:class:`~squall.api.tuple.Piece`: every row
 in one tree under one edge) carries just that edge as ``ids`` and that root as ``roots``, two integers for
-the whole message; a piece cut in several messages gets edges that XOR to its own (:func:`~squall.tuple.split_edge`).
-So a message costs one header per run and no per-tuple array at all. The leading 1 is the format's version: every worker of a topology runs one Squall release, and a peer speaking
+the whole message; a piece cut in several messages gets edges that XOR to its own
+(:func:`~squall.api.tuple.split_edge`). So a message costs one header per run and no per-tuple array at all. The leading 1 is the format's version: every worker of a topology runs one Squall release, and a peer speaking
 another format is refused by name, not misread.
 
 Messages follow each other on a TCP stream with no extra framing: msgpack delimits them, and the
@@ -51,7 +51,7 @@ from typing import Any, NamedTuple
 
 import msgpack
 
-from squall.tuple import ColumnBatch, Fields, Piece, _LazyRows, Tuple, TupleBatch, split_edge
+from squall.api.tuple import ColumnBatch, Fields, Piece, LazyRows, Tuple, TupleBatch, split_edge
 
 VERSION = 1
 #: The first element of a handshake (see :func:`hello`): what a Squall worker connection opens with.
@@ -84,12 +84,12 @@ class Entry(NamedTuple):
     anchors: Sequence[tuple[int, int]]
 
 
-class WireBatch(_LazyRows):
+class WireBatch(LazyRows):
     """A run of tuples for one target task from one source task on one stream, column by column.
 
     The sender merges runs with equal (target, source, stream) and ships each as messages of many rows;
     the receiver gets one per message. Iterating gives :class:`Entry` rows (values and anchors as the lists
-    msgpack decodes); the runtime hands a bolt the run as a :class:`~squall.tuple.ColumnBatch`
+    msgpack decodes); the runtime hands a bolt the run as a :class:`~squall.api.tuple.ColumnBatch`
     (:meth:`tuple_batch`): a decoded run keeps the columns it came as, and its rows (value tuples) are
     built only when something reads them. All of a run's rows have one width: an executor checks every
     emit, and so the encoder does not check again (a decoded run has it by construction).

@@ -10,8 +10,8 @@ from types import ModuleType
 
 from nimbus.scheduler import default, even
 from nimbus.scheduler.model import AssignType, Component, ScheduleError, ScheduleRequest, Supervisor
-from squall.topology import ACKER, TOPOLOGY_MASTER
-from squall.zk.records import WorkerAssignment
+from squall.core.system_ids import ACKER, TOPOLOGY_MASTER
+from squall.core.zk.records import WorkerAssignment
 
 __all__ = ["ACKER", "TOPOLOGY_MASTER", "AssignType", "Component", "ScheduleError", "ScheduleRequest",
            "Supervisor", "WorkerAssignment", "schedule", "wanted_workers"]

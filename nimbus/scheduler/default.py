@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nimbus.scheduler.model import AssignType, Component, ScheduleError, ScheduleRequest, Supervisor
-from squall.topology import TOPOLOGY_MASTER
-from squall.zk.records import WorkerAssignment
+from squall.core.system_ids import TOPOLOGY_MASTER
+from squall.core.zk.records import WorkerAssignment
 
 TM_ALONE_AT = 10
 

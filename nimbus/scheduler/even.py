@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from itertools import zip_longest
 
 from nimbus.scheduler.model import AssignType, ScheduleError, ScheduleRequest, Supervisor
-from squall.zk.records import WorkerAssignment
+from squall.core.zk.records import WorkerAssignment
 
 Slot = tuple[str, int]  # (supervisor id, port)
 

@@ -2,7 +2,7 @@
 
 Nimbus builds a :class:`ScheduleRequest` from ZooKeeper (supervisors, tasks, old assignment) and its
 heartbeat monitor (dead tasks); a scheduler turns it into a list of
-:class:`~squall.zk.records.WorkerAssignment` or raises :class:`ScheduleError`.
+:class:`~squall.core.zk.records.WorkerAssignment` or raises :class:`ScheduleError`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from squall.thrift import storm
-from squall.topology import component_tasks
-from squall.zk.records import TopologyTasks, WorkerAssignment
+from squall.core.thrift import storm
+from squall.core.topology import component_tasks
+from squall.core.zk.records import TopologyTasks, WorkerAssignment
 
 
 class ScheduleError(Exception):

@@ -2,7 +2,7 @@
 
 A habit is honoured where that is cheap and cannot be misread: JStorm's ``rebalance NAME SECS CONF.yaml``,
 ``update_topology -jar/-conf``, ``zktool read/list`` with full paths, ``-c key=a,b`` for a list
-(:mod:`squall.config`), ``storm help VERB``. Any other is refused before anything runs, in one line naming the
+(:mod:`squall.core.config`), ``storm help VERB``. Any other is refused before anything runs, in one line naming the
 Squall form, exit 2: never argparse's usage noise, and never a wrong action (``kill NAME 10`` must not kill a
 topology named ``10``; ``zktool rm NAME`` must not remove some other node).
 
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from squall.cli.options import conf_file_json
-from squall.config import ConfigError
+from squall.core.config import ConfigError
 
 _PYTHON_CODE = "Squall packages Python code: add modules and packages with storm jar FILE --include PATH"
 

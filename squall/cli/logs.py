@@ -6,7 +6,7 @@ Nimbus says where the topology's workers run (``getTopologyInfoByName``: each ex
 a COMPONENT, only the workers running its tasks. Each log is printed whole (or its last BYTES, from the start
 of the line they begin in) under a ``==> host:port (components) <==`` header, as ``tail`` heads several files;
 ``-f`` then follows them all, a header marking each switch from one log to another, until Ctrl-C. Lines are
-printed as :func:`squall.logs.readable` shows them (``--json``: as the files hold them). A worker whose
+printed as :func:`squall.core.logs.readable` shows them (``--json``: as the files hold them). A worker whose
 logviewer cannot be reached is reported on stderr (and the exit code is 1) while the others are printed; when
 following, it is tried again every poll.
 """
@@ -26,12 +26,12 @@ from typing import Any, BinaryIO
 from urllib.parse import urlencode
 
 from squall.cli.options import positive
-from squall.local_state import worker_log_name
-from squall.logs import readable_text
-from squall.names import is_system
-from squall.nimbus_client import nimbus_client
-from squall.thrift import storm
-from squall.tls import client_context
+from squall.core.local_state import worker_log_name
+from squall.core.logs import readable_text
+from squall.core.names import is_system
+from squall.core.nimbus_client import nimbus_client
+from squall.core.thrift import storm
+from squall.core.tls import client_context
 
 #: Bytes asked for in one request (the logviewer's largest page).
 PAGE = 1 << 20

@@ -1,7 +1,7 @@
 """``storm``'s parser and dispatch, and the verbs that run daemons on this machine.
 
 ``storm [--config FILE] [-c key=value ...] COMMAND [args] [--config FILE] [-c key=value ...]``; the conf
-every command sees is built-in defaults < storm.yaml < ``-c`` overrides (see :mod:`squall.config`).
+every command sees is built-in defaults < storm.yaml < ``-c`` overrides (see :mod:`squall.core.config`).
 Storm's and JStorm's habits Squall cannot honour are refused first (:mod:`squall.cli.habits`).
 """
 
@@ -24,15 +24,16 @@ from thriftpy2.transport import TTransportException
 
 from squall.cli import habits
 from squall.cli.operate import add_arguments as operator_commands
-from squall.cli.options import CommandLine, interrupt, load_or_exit, positive, warn_on_stderr
-from squall.config import ConfigError
-from squall.devcluster import run_dev_cluster, stop_dev_cluster
-from squall.devzk import LocalZooKeeper, ZooKeeperUnavailable
-from squall.logs import configure_logging
-from squall.sparkconnect import DEFAULT_PORT, server_command
-from squall.streamparse_project import is_project, source_path
-from squall.nimbus_client import NoTlsListener
-from squall.thrift import NimbusUnavailable, storm
+from squall.cli.options import CommandLine, positive
+from squall.compat.streamparse_project import is_project, source_path
+from squall.core.config import ConfigError
+from squall.core.entry import interrupt, load_or_exit, warn_on_stderr
+from squall.core.logs import configure_logging
+from squall.core.nimbus_client import NoTlsListener
+from squall.core.thrift import NimbusUnavailable, storm
+from squall.dev.cluster import run_dev_cluster, stop_dev_cluster
+from squall.dev.sparkconnect import DEFAULT_PORT, server_command
+from squall.dev.zookeeper import LocalZooKeeper, ZooKeeperUnavailable
 
 log = structlog.get_logger(__name__)
 
@@ -84,7 +85,7 @@ def _daemon(module: str) -> Command:
 
 def spark_connect(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     """``storm spark-connect [--port N] [--master M]``: this host's Spark Connect server in the foreground
-    (see :mod:`squall.sparkconnect`); the conf's ``spark.*`` keys are its settings."""
+    (see :mod:`squall.dev.sparkconnect`); the conf's ``spark.*`` keys are its settings."""
     argv = server_command(args.port, args.master, conf)
     print(f"Spark Connect server starting: spark.remote is sc://localhost:{args.port}; Ctrl-C stops it", flush=True)
     os.execv(argv[0], argv)
@@ -92,12 +93,12 @@ def spark_connect(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
 
 
 def local(_conf: Mapping[str, Any], args: argparse.Namespace) -> int:
-    """``storm local FILE [--local-ttl N]``: the topology in one process (see :mod:`worker.local`).
+    """``storm local FILE [--local-ttl N]``: the topology in one process (see :mod:`squall.cli.local`).
 
     FILE may be a streamparse project directory: its ``src/`` then goes first on the PYTHONPATH that the
     shell subprocesses running its components inherit, as a worker on a cluster gives them the package's
     ``resources/``."""
-    argv = [sys.executable, "-m", "worker.local", *(["--config", args.config] if args.config else [])]
+    argv = [sys.executable, "-m", "squall.cli.local", *(["--config", args.config] if args.config else [])]
     for override in args.overrides:
         argv += ["-c", override]
     env = dict(os.environ)

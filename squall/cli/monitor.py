@@ -30,9 +30,9 @@ from operator import attrgetter
 from typing import Any
 
 from squall.cli.options import positive
-from squall.names import is_system
-from squall.nimbus_client import nimbus_client
-from squall.stats import ALL_TIME
+from squall.core.names import is_system
+from squall.core.nimbus_client import nimbus_client
+from squall.core.stats import ALL_TIME
 
 WATCHES = ("emitted", "transferred")
 #: Storm's header for ``-m``; the watched count's name goes in the middle.

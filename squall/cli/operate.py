@@ -16,23 +16,25 @@ from typing import Any
 
 from kazoo.exceptions import NoAuthError
 
-from squall import STORM_VERSION, __version__, loglevels
+from squall import STORM_VERSION, __version__
+from squall.api.dsl import Topology
+from squall.api.submitter import submit_topology, upload_package
 from squall.cli import logs, monitor
 from squall.cli.habits import RebalancePositionals, zktool_path
 from squall.cli.options import (command_line_overrides, conf_file_json, json_or_text, non_negative, parse_executor,
-                                positive, topology_typos, warn_on_stderr)
-from squall.config import likely_typo
-from squall.devcluster import dev_cluster_root
-from squall.local_state import workers_dir
-from squall.nimbus_client import nimbus_client
-from squall.dsl import Topology
-from squall.package import build_package
-from squall.streamparse_project import build_project_package, is_project, load_project
-from squall.submitcheck import SubmitCheckError, check_package, load_for_submit, load_user_code
-from squall.submitter import submit_topology, upload_package
-from squall.thrift import storm
-from squall.zk.client import ZkClient
-from supervisor.processes import WorkerProcesses
+                                positive, topology_typos)
+from squall.cli.submitcheck import SubmitCheckError, check_package, load_for_submit, load_user_code
+from squall.compat.streamparse_project import build_project_package, is_project, load_project
+from squall.core import loglevels
+from squall.core.config import likely_typo
+from squall.core.entry import warn_on_stderr
+from squall.core.local_state import workers_dir
+from squall.core.nimbus_client import nimbus_client
+from squall.core.package import build_package
+from squall.core.thrift import storm
+from squall.core.worker_records import WorkerRecords
+from squall.core.zk.client import ZkClient
+from squall.dev.cluster import dev_cluster_root
 
 #: Storm 1.x's `storm list` columns, then Squall's Health (so whitespace-split fields keep Storm's positions):
 #: "ok", or nimbus's sched_status: "failing: 1 of 2 workers down" while workers keep dying, "running 8 of 99 requested
@@ -257,7 +259,7 @@ def kill_workers(conf: Mapping[str, Any], _args: argparse.Namespace) -> int:
     grace = float(conf["supervisor.worker.shutdown.sleep.secs"])
     killed = 0
     for directory in dirs:
-        processes = WorkerProcesses(directory)
+        processes = WorkerRecords(directory)
         for record in processes.records():
             processes.stop_on_request(record, grace)
             killed += 1
@@ -278,7 +280,7 @@ def set_log_level(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     """Storm's ``set_log_level``: logger levels for a running topology's workers, optionally for a while.
 
     ``-l LOGGER=LEVEL[:TIMEOUT_SECS]`` sets (0 or no timeout: until removed), ``-r LOGGER`` puts a logger
-    back as it was; ``ROOT`` is the root logger. See :mod:`squall.loglevels`.
+    back as it was; ``ROOT`` is the root logger. See :mod:`squall.core.loglevels`.
     """
     if not args.set and not args.remove:
         print("storm set_log_level: give -l LOGGER=LEVEL[:TIMEOUT_SECS] and/or -r LOGGER", file=sys.stderr)
