@@ -2,7 +2,7 @@
 
 Not a test: prints two tables. `python bench/bench_transfer.py [--tuples N]`. The first is the codec alone,
 in process, per tuple from what a task thread hands over to what a bolt's executor receives: ``old`` is
-the entry-list wire of Squall ≤ session 7, Tuples in and out (kept here only to compare), ``new`` the
+the entry-list wire of earlier Squall, Tuples in and out (kept here only to compare), ``new`` the
 columnar runs, from a :class:`~squall.api.tuple.TupleBatch` to the :class:`~squall.api.tuple.ColumnBatch` a bolt
 receives (no Tuple per row), which keeps the wire's columns until something reads its rows: "+ rows" is what
 building them costs a bolt that reads the values. The second is the loopback transfer; sender and receiver

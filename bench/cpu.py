@@ -61,7 +61,7 @@ def paced_floor(fraction: float, wait: float, seconds: float) -> Run:
     """The cheapest worker there is, paced at ``fraction`` of its own capacity with a ``wait``-second sleep after each
     round: what any worker at that fraction costs on this machine at least, printed beside ``--load`` runs.
 
-    Why: issue 19 asks that a worker at 10 % of its capacity use at most 15 % of a core. Beyond its tuples such a
+    Why: a worker at 10 % of its capacity should use at most 15 % of a core. Beyond its tuples such a
     worker pays per wake-up (Storm's spout wait sleeps 1 ms once a spout runs dry: ~1,000 wake-ups a second), and on
     a VM a wake-up's price is the hypervisor's: 28-100 µs of CPU here in one session, 2-4x less in others. This loop
     (one spout call and one bolt call per row, rounds of up to 1,600 rows as a spout step) first runs saturated for

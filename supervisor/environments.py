@@ -1,4 +1,4 @@
-"""Per-topology Python environments as decisions on plain values (issue 23): what a code package asks to
+"""Per-topology Python environments as decisions on plain values: what a code package asks to
 have installed, which environment that is (a hash, so equal requirements share one), how pip installs
 it, and each environment's build state. :mod:`supervisor.venvs` carries the decisions out (venv, pip).
 

@@ -1,4 +1,4 @@
-"""Authorization on nimbus (issue 21): Storm's simple ACLs decided on the TLS client certificate's principal, over
+"""Authorization on nimbus: Storm's simple ACLs decided on the TLS client certificate's principal, over
 real mutual-TLS sockets, a real ZooKeeper and certificates from deploy/make-certs.sh."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Batch trees by piece (issue 19): the rows of ``emit_many(rows, msg_id=...)`` that go to one task in one message
+"""Batch trees by piece: the rows of ``emit_many(rows, msg_id=...)`` that go to one task in one message
 share one edge of the batch's tree (:class:`squall.api.tuple.Piece`), and Storm's acking still holds row by row: the
 tree completes once every row is acked, never earlier (not even when a row is acked twice), fails once when a row fails,
 and a piece cut in two on the wire completes only when both halves are acked."""

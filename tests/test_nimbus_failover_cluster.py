@@ -1,4 +1,4 @@
-"""A nimbus SIGKILLed while a delayed rebalance waits, restarted on its address (issue 20), on a process cluster.
+"""A nimbus SIGKILLed while a delayed rebalance waits, restarted on its address, on a process cluster.
 
 The operator's view: ``storm rebalance -w 5 -n 1``, the leader dies 1-2 s later and is started again. The
 restarted nimbus leads at once (it recognises the leader node of its own previous life) and the rebalance

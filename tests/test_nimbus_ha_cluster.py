@@ -1,4 +1,4 @@
-"""Losing the leading nimbus's host (issue 20), on a process cluster: its process SIGKILLed and its local dir
+"""Losing the leading nimbus's host, on a process cluster: its process SIGKILLed and its local dir
 deleted. With code replicated to the follower before scheduling, the follower takes over, the topology goes on
 processing, and a supervisor on a new host starts the topology's workers from the new leader's copy.
 """

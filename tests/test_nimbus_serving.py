@@ -1,4 +1,4 @@
-"""A real nimbus process under a connection flood and an oversized streamed message (issue 20).
+"""A real nimbus process under a connection flood and an oversized streamed message.
 
 What an operator sees: ``storm list`` still answers at once while idle and one-byte-a-second clients hold
 as many connections as nimbus has handler threads, and a message declaring a 2 GB string streamed as 1 MB

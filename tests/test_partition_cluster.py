@@ -1,4 +1,4 @@
-"""A network partition (issue 20), on a process cluster whose supervisor hosts are network namespaces
+"""A network partition, on a process cluster whose supervisor hosts are network namespaces
 (tests/netns.py): one host is cut from ZooKeeper, nimbus and the other host, then healed. Its tasks move to the
 other host, nothing is lost, and once healed no duplicate of the moved worker survives.
 

@@ -1,5 +1,5 @@
-"""Issue 21 on a process cluster (``storm nimbus`` + ``storm supervisor`` processes, real ZooKeeper): what user code
-in a worker can see of the daemons' credentials, and Thrift over mutual TLS only."""
+"""The security profile on a process cluster (``storm nimbus`` + ``storm supervisor`` processes, real
+ZooKeeper): what user code in a worker can see of the daemons' credentials, and Thrift over mutual TLS only."""
 
 from __future__ import annotations
 

@@ -296,7 +296,7 @@ def test_daemons_ride_out_a_zookeeper_restart(zk_conf: dict[str, Any], tmp_path:
 @pytest.mark.slow
 def test_a_thirty_second_zookeeper_outage_kills_no_worker_and_loses_nothing(
         zk_conf: dict[str, Any], tmp_path: Path) -> None:
-    """Issue 20: ZooKeeper away for 30 s, six times ``supervisor.worker.timeout.secs`` and longer than
+    """ZooKeeper away for 30 s, six times ``supervisor.worker.timeout.secs`` and longer than
     ``nimbus.task.timeout.secs``. Storm keeps workers through it: they process on their last assignment and beat
     locally, supervisors keep them. Afterwards every daemon is back in ZooKeeper, nimbus has every task's beat,
     no worker was restarted or moved, and every message of the reliable stream was acked exactly once."""

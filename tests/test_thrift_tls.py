@@ -1,4 +1,4 @@
-"""Mutual TLS on nimbus's Thrift server (issue 21), over real sockets, with certificates from deploy/make-certs.sh:
+"""Mutual TLS on nimbus's Thrift server, over real sockets, with certificates from deploy/make-certs.sh:
 a client with a certificate of the cluster's CA is served and named; every other client gets a refused
 connection before any call is read, and the server says why."""
 

@@ -394,7 +394,7 @@ def test_a_sender_that_cannot_reach_its_peer_queues_a_bounded_backlog_and_discar
 
 
 def test_the_peer_wait_and_the_routes_follow_a_reassignment_away_from_a_dead_worker(sink: Sink) -> None:
-    """Issue 18, in one process: a worker whose sink task sits on a dead slot waits for that slot and queues
+    """In one process: a worker whose sink task sits on a dead slot waits for that slot and queues
     for it; once the sink moves to a live worker it waits for that one instead, drops what it held for the
     dead slot (never sent: reliable spouts would replay it) and routes new tuples to the live worker."""
     t = Topology("peers")
@@ -427,7 +427,7 @@ def test_the_peer_wait_and_the_routes_follow_a_reassignment_away_from_a_dead_wor
         receiver.stop()
 
 
-# -- a worker's receiver under hostile traffic (issue 20) -----------------------------------------
+# -- a worker's receiver under hostile traffic -----------------------------------------
 
 #: Short receiver timeouts, so the tests watch them act within seconds.
 HOSTILE = {"topology.acker.executors": 0, "worker.transfer.handshake.timeout.secs": 1.0,

@@ -119,7 +119,7 @@ def test_the_examples_in_the_docstrings_hold() -> None:
 @pytest.mark.slow
 def test_rates_scraped_during_a_word_count_agree_with_what_its_sink_received(
         cluster: MiniCluster, tmp_path: Path) -> None:  # noqa: F811
-    """Issue 22's acceptance: per-component rates from two scrapes agree within 5 % with the sink's own count of
+    """Per-component rates from two scrapes agree within 5 % with the sink's own count of
     what arrived between them. The spouts are paced (2 tasks × 10 sentences/s), so the flow is steady and the
     second or so that stats take to reach nimbus shifts both scrapes alike."""
     records = tmp_path / "records"

@@ -163,7 +163,7 @@ def test_killing_the_topology_stops_its_workers_cleanly(cluster: MiniCluster) ->
 
 def test_a_worker_started_beside_a_dead_peer_follows_the_reassignment_that_drops_it(zk_conf: dict[str, Any],
                                                                                      tmp_path: Path) -> None:
-    """Issue 18: a worker whose first assignment names a slot nobody listens on holds its spouts, but
+    """A worker whose first assignment names a slot nobody listens on holds its spouts, but
     follows the assignment watch at once, not after the connection wait (120 s) or the poll (set to 10 min
     here, so only the watch can rescue it)."""
     with ExitStack() as stack:

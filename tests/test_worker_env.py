@@ -1,4 +1,4 @@
-"""Per-topology Python environments (issue 23): the decisions on plain values (requirements, keys, pip's
+"""Per-topology Python environments: the decisions on plain values (requirements, keys, pip's
 arguments, the build state machine, a gray upgrade waiting for its environment), and real builds with venv and
 pip from wheels shipped in a package, offline."""
 

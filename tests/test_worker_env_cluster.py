@@ -1,4 +1,4 @@
-"""Issue 23's acceptance on a process cluster (``storm nimbus`` + ``storm supervisor``, real ZooKeeper): a topology
+"""Per-topology environments on a process cluster (``storm nimbus`` + ``storm supervisor``, real ZooKeeper): a topology
 importing a package no host has installed runs once its supervisor has built its environment from the wheels in
 its package, offline; a bad requirement is a task error naming it, which ``storm get-errors`` shows."""
 

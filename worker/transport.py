@@ -37,8 +37,8 @@ class Receiver:
     :class:`WireBatch`, whose iteration gives :class:`Entry` rows and whose columns the runtime reads.
 
     One thread reads every connection (a selector), so a connection costs a socket and a small buffer,
-    not a thread: 3,000 idle connections were 3,000 threads and ~220 MB on a thread per connection
-    (issue 20). Decoding and ``on_batch`` hold the GIL either way, so one thread loses no throughput.
+    not a thread: 3,000 idle connections were 3,000 threads and ~220 MB on a thread per connection.
+    Decoding and ``on_batch`` hold the GIL either way, so one thread loses no throughput.
     While ``pressure`` (its worker's) is high, no run is handed on and every connection waits; each peer is told
     so at once (:data:`~worker.wire.THROTTLE_ON`, then :data:`~worker.wire.THROTTLE_OFF`), and holds its spouts
     meanwhile. Bounds, each closing the connection that hits it:

@@ -459,7 +459,7 @@ class ThriftServer:
     This is the half-sync/half-async design of Storm's nimbus (Thrift's ``THsHaServer``), chosen over
     thread-per-connection because there a client holds a thread for as long as it keeps its socket
     open: ``nimbus.thrift.threads`` idle or one-byte-a-second clients took every thread and locked
-    ``storm list`` and supervisors out (issue 20). Here a connection costs a socket and a buffer until a
+    ``storm list`` and supervisors out. Here a connection costs a socket and a buffer until a
     whole request has arrived; only then does a thread run it. Measured on this machine (2 shared cores,
     client in another process): 2,000 sequential ``getLeader`` calls took 0.16-0.25 ms each on
     thread-per-connection and 0.55-0.59 ms here (the hop to the pool and back; nimbus's calls are few
