@@ -1252,8 +1252,8 @@ class BoltExecutor(Executor):
             self._next_tick = now + self._tick_every  # type: ignore[operator]
             started = time.perf_counter()
             self._execute(bolt, tick_tuple(self._tick_every))  # type: ignore[arg-type]
-            self._count_tick(time.perf_counter() - started)
-        stats, clock, execute_batch = self.stats, time.perf_counter, self._execute_batch
+            self._count_executed(TICK_INPUT, 1, time.perf_counter() - started)  # Storm's: an input of its own
+        clock, execute_batch = time.perf_counter, self._execute_batch
         to_sample = self._batches_to_sample  # a local: the batches not sampled cost a decrement each
         batches = self.inbox.take_some(self.BATCHES_PER_ROUND)
         for batch in batches:
@@ -1273,29 +1273,25 @@ class BoltExecutor(Executor):
             else:
                 to_sample = self._sample_every
                 self._run_sampled(execute_batch, batch, started)
-            elapsed = clock() - started
             rows = len(batch.rows) if batch.__class__ is TupleBatch else len(batch)  # as Inbox.take counts
-            stats.executed += rows
-            stats.execute_secs += elapsed
-            if self._keyed_inputs:  # one stream per batch: each tuple takes the batch's mean time
-                key = f"{batch.component}:{batch.stream}"
-                stats.executed_by[key] += rows
-                stats.latency_by[key] += elapsed
-                stats.timed_by[key] += rows
+            self._count_executed(f"{batch.component}:{batch.stream}" if self._keyed_inputs else None, rows,
+                                 clock() - started)
         self._batches_to_sample = to_sample
         self._acks.flush(self._outbox)  # the step's acks: one message per acker and kind for all its roots
         if len(batches) < self.BATCHES_PER_ROUND:  # the inbox is empty: wait for input or the next timer
             return max(0.0, min(self._next_beat, self._next_tick) - now)
         return 0.0
 
-    def _count_tick(self, elapsed: float) -> None:
-        """A tick executed in ``elapsed`` seconds: counted as Storm counts it, an input of ``__system:__tick``."""
+    def _count_executed(self, key: str | None, rows: int, elapsed: float) -> None:
+        """``rows`` inputs executed in ``elapsed`` seconds, also under their input ``key`` (``component:stream``)
+        unless None; one stream per batch, so each tuple takes the batch's mean time."""
         stats = self.stats
-        stats.executed += 1
+        stats.executed += rows
         stats.execute_secs += elapsed
-        stats.executed_by[TICK_INPUT] += 1
-        stats.latency_by[TICK_INPUT] += elapsed
-        stats.timed_by[TICK_INPUT] += 1
+        if key is not None:
+            stats.executed_by[key] += rows
+            stats.latency_by[key] += elapsed
+            stats.timed_by[key] += rows
 
     def _count_acks(self, batch: TupleBatch, acked: int) -> None:
         """``acked`` inputs of ``batch`` were acked (counted, nothing to tell an acker)."""

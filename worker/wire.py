@@ -14,7 +14,8 @@ untracked row) or, when some row has several roots, ``anchors`` (each row's flat
 the others are nil. A run that is one piece of a spout batch's tree (:class:`~squall.api.tuple.Piece`: every row
 in one tree under one edge) carries just that edge as ``ids`` and that root as ``roots``, two integers for
 the whole message; a piece cut in several messages gets edges that XOR to its own
-(:func:`~squall.api.tuple.split_edge`). So a message costs one header per run and no per-tuple array at all. The leading 1 is the format's version: every worker of a topology runs one Squall release, and a peer speaking
+(:func:`~squall.api.tuple.split_edge`). So a message costs one header per run and no per-tuple array at all.
+The leading 1 is the format's version: every worker of a topology runs one Squall release, and a peer speaking
 another format is refused by name, not misread.
 
 Messages follow each other on a TCP stream with no extra framing: msgpack delimits them, and the
