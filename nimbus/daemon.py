@@ -30,8 +30,8 @@ log = structlog.get_logger(__name__)
 
 class Nimbus:
     """One nimbus: Storm's master, which takes topologies in, assigns their tasks to supervisors' slots and watches
-    them run. Each of its jobs is a part sharing one :class:`~nimbus.state.NimbusState` (:attr:`state`), so each
-    can be read, and tested, on its own:
+    them run. Its jobs are parts, each in its own module, sharing one :class:`~nimbus.state.NimbusState`
+    (:attr:`state`):
 
     * :attr:`transitions` (:mod:`nimbus.transitions`): the lifecycle's actions (kill, activate, rebalance, ...);
     * :attr:`submission` (:mod:`nimbus.submission`): submit, restart, hot deploy, update;
@@ -40,8 +40,10 @@ class Nimbus:
     * :attr:`settings` (:mod:`nimbus.settings`): the host blacklist and dynamic log levels;
     * :attr:`takeover` (:mod:`nimbus.takeover`): what becoming leader, and ceasing to, sets going.
 
-    This class only wires them, serves the Thrift handler and joins the cluster. The handler is given, not
-    imported (``nimbus/__main__.py`` composes the two), so it may import the parts' modules freely::
+    Why this shape: each job reads on its own, with the state and locks it uses in view, and as there is one
+    state, no part keeps a copy of what another changes. This class only makes the state, wires the parts,
+    serves the Thrift handler it is given (``nimbus/__main__.py`` composes the two, so neither imports the other)
+    and joins the cluster: code replication, leader election::
 
         nimbus = Nimbus(conf).start(NimbusService)   # serving; leads once elected and taken over
         if nimbus.is_leader:
