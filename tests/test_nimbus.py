@@ -7,6 +7,8 @@ supervisor daemon has tests of its own.
 from __future__ import annotations
 
 import contextlib
+import importlib
+import inspect
 import io
 import json
 import re
@@ -1083,3 +1085,15 @@ def test_each_topology_gets_a_transfer_secret_kept_across_a_gray_upgrade_and_nev
                                    for v in versions} == {secret}
     other = submit(cluster, leader, "other")
     assert leader.state.code.conf(other)["topology.transfer.secret"] not in (secret, None)
+
+
+def test_nimbus_is_a_thin_daemon_over_modules_of_one_job_each() -> None:
+    """Each module of nimbus opens with a docstring saying its job and stays under 600 lines; ``help(Nimbus)`` says
+    what its parts are and shows how it is used."""
+    root = Path(__file__).resolve().parent.parent / "nimbus"
+    for path in sorted(root.rglob("*.py")):
+        module = importlib.import_module(".".join(path.relative_to(root.parent).with_suffix("").parts))
+        assert inspect.getdoc(module), f"{path.name}: no docstring saying its job"
+        assert len(path.read_text().splitlines()) <= 600, f"{path.relative_to(root.parent)} is over 600 lines"
+    doc = inspect.getdoc(Nimbus) or ""
+    assert "Why" in doc and "::\n\n    nimbus = Nimbus(conf).start(NimbusService)" in doc
