@@ -8,7 +8,7 @@ py4j log through the stdlib and come out in the same format. A daemon also write
 Files keep JSON lines, for machines; every view for people (a terminal, ``storm logs``, ``storm local``, the
 logviewer's page) renders a record with :func:`readable`, so a line reads the same wherever it is shown::
 
-    2024-05-01T12:00:00.123Z INFO  nimbus.daemon  topology submitted  topology_id=wc-1-1714564800 daemon=nimbus
+    2024-05-01T12:00:00.123Z INFO  nimbus.submission  topology submitted  topology_id=wc-1-1714564800 daemon=nimbus
 """
 
 from __future__ import annotations
