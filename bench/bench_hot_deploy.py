@@ -27,10 +27,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
+from topologies import Numbers, Recorder  # noqa: E402  (tests' components, shipped in the package)
+
 from clusterbench import dev_cluster, print_rounds, run_rounds  # noqa: E402
 from squall import Topology, build_package, submit_topology  # noqa: E402
 from squall.dev.cluster import DevCluster, wait_for  # noqa: E402
-from topologies import Numbers, Recorder  # noqa: E402  (tests' components, shipped in the package)
 
 COLUMNS = ["replace call", "gap", "new first tuple"]
 

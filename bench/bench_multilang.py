@@ -21,7 +21,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from cpu import Run, Sample, Summary, calls_per_cpu_sec  # noqa: E402
-
 from examples import multilang, perf  # noqa: E402
 from squall import LocalTopology, Topology  # noqa: E402
 from squall.core.logs import configure_logging  # noqa: E402

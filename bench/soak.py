@@ -151,7 +151,8 @@ class Soak:
             time.sleep(min(self.args.sample, max(0.0, start + seconds - now)))
             now = time.monotonic()
             counters = read_status(status)
-            row: dict[str, float] = {"t": round(now - start), "tuples/s": (counters["acked"] - last_acked) / (now - last_t)}
+            row: dict[str, float] = {"t": round(now - start),
+                                     "tuples/s": (counters["acked"] - last_acked) / (now - last_t)}
             last_acked, last_t = counters["acked"], now
             for label, pid in sorted(self.processes(topology_id).items()):
                 try:

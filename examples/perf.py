@@ -11,9 +11,8 @@ import time
 from itertools import islice
 from typing import Any
 
-from squall import Bolt, Spout, Topology, Tuple, TupleBatch
-
 from examples import wordcount
+from squall import Bolt, Spout, Topology, Tuple, TupleBatch
 
 
 class ConstSpout(Spout):

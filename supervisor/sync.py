@@ -23,7 +23,6 @@ from squall.core.zk.records import Assignment, AssignmentType
 from supervisor.code import CodeKey
 
 
-
 @dataclass(frozen=True)
 class WorkerSpec:
     """What should run on a port."""
@@ -223,7 +222,8 @@ def _health(worker: LocalWorker, now: float, start_timeout_secs: float, worker_t
     if not worker.alive:
         return "exited"
     if worker.last_beat_secs is None:
-        return f"did not start within {start_timeout_secs:g}s" if now - worker.started_secs > start_timeout_secs else None
+        late = now - worker.started_secs > start_timeout_secs
+        return f"did not start within {start_timeout_secs:g}s" if late else None
     if now - worker.last_beat_secs > worker_timeout_secs:
         return f"stopped heartbeating for more than {worker_timeout_secs:g}s"
     return None

@@ -24,26 +24,40 @@ from typing import Any
 
 import structlog
 
-from squall.core.entry import common_options, load_or_exit
 from squall.core.clock import RealClock
 from squall.core.config import without_secrets
+from squall.core.entry import common_options, load_or_exit
 from squall.core.local_state import (
-    CODE_FILES, code_dir, fetched_for, heartbeat_file, put_code_on_path, resources_dir, task_beats_file,
-    write_heartbeat, write_task_beats,
+    CODE_FILES,
+    code_dir,
+    fetched_for,
+    heartbeat_file,
+    put_code_on_path,
+    resources_dir,
+    task_beats_file,
+    write_heartbeat,
+    write_task_beats,
 )
 from squall.core.loglevels import LogLevelOverrides
 from squall.core.logs import configure_logging
 from squall.core.nimbus_client import leader_address
 from squall.core.stats import to_executor_stats
+from squall.core.system_ids import TOPOLOGY_MASTER
 from squall.core.thrift import from_bytes, open_client, storm, to_bytes
 from squall.core.tls import client_context
 from squall.core.topology import system_topology
-from squall.core.system_ids import TOPOLOGY_MASTER
 from squall.core.zk import paths
 from squall.core.zk.client import ZkClient
 from squall.core.zk.errors import record_task_error
 from squall.core.zk.records import (
-    Assignment, AssignmentType, ComponentType, LoggerLevels, StormBase, TaskBeat, TaskError, TopologyStatus,
+    Assignment,
+    AssignmentType,
+    ComponentType,
+    LoggerLevels,
+    StormBase,
+    TaskBeat,
+    TaskError,
+    TopologyStatus,
     TopologyTasks,
 )
 from worker.layout import Placement, TopologyLayout, build_layout, place

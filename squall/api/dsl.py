@@ -324,7 +324,7 @@ def _python(label: str, cls: Any, base: type[Component], args: Sequence[Any],
     if not (isinstance(cls, type) and issubclass(cls, base)):
         raise TopologyError(f"{label}: {cls!r} is not a {base.__name__} subclass")
     if inspect.isabstract(cls):
-        missing = ", ".join(sorted(getattr(cls, "__abstractmethods__")))
+        missing = ", ".join(sorted(cls.__abstractmethods__))
         raise TopologyError(f"{label}: {cls.__qualname__} does not implement {missing}")
     module, name = _import_path(label, cls)
     python = _storm().PythonComponent(module_name=module, class_name=name,

@@ -17,7 +17,6 @@ from typing import Any
 
 from squall.core.system_ids import SYSTEM_COMPONENT, SYSTEM_TASK, TICK_STREAM
 
-
 NO_ANCHORS: Mapping[int, int] = MappingProxyType({})
 
 
@@ -262,7 +261,8 @@ class TupleBatch:
 
     def __init__(self, rows: list[tuple[Any, ...]], fields: Fields, component: str, stream: str, task: int,
                  ids: list[int] | None = None, roots: list[int] | None = None,
-                 anchors: list[Mapping[int, int]] | None = None, key: object = None, piece: Piece | None = None) -> None:
+                 anchors: list[Mapping[int, int]] | None = None, key: object = None,
+                 piece: Piece | None = None) -> None:
         self.rows = rows
         self.fields = fields
         self.component = component

@@ -159,8 +159,9 @@ def component_rows(before: Snapshot | None, after: Snapshot) -> list[ComponentRo
 
     >>> then = Snapshot(2.0, "wc", {"split": 1}, {3: TaskCounts("split", False, {"default": 10}, {}, 10, 1)})
     >>> now = Snapshot(4.0, "wc", {"split": 1}, {3: TaskCounts("split", False, {"default": 90}, {}, 30, 1)})
-    >>> component_rows(then, now)[0]
-    ComponentRow(component='split', tasks=1, emitted=90, acked=30, failed=1, emitted_rate=40.0, acked_rate=10.0, failed_rate=0.0)
+    >>> row = component_rows(then, now)[0]
+    >>> row.component, row.emitted, row.acked, row.failed, row.emitted_rate, row.acked_rate, row.failed_rate
+    ('split', 90, 30, 1, 40.0, 10.0, 0.0)
     """
     spouts = {t.component for t in after.tasks.values() if t.spout}
     rows = []

@@ -31,8 +31,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from squall.api.dsl import Topology, TopologyError, mistyped_argument
-from squall.api.importcheck import (SQUALL_DIR, Shown, SubmitCheckError, component_classes, import_as_a_worker,
-                                    one_line, traceback_text)
+from squall.api.importcheck import (
+    SQUALL_DIR,
+    Shown,
+    SubmitCheckError,
+    component_classes,
+    import_as_a_worker,
+    one_line,
+    traceback_text,
+)
 from squall.compat.streamparse_project import is_project, load_project
 from squall.core.local_state import CODE_FILES
 from squall.core.package import RESOURCES

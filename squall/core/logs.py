@@ -19,8 +19,8 @@ import logging
 import logging.handlers
 import os
 import sys
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TextIO
 
 import structlog
@@ -57,11 +57,11 @@ class DaemonLogFile(logging.handlers.RotatingFileHandler):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         super().__init__(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
 
-    def shouldRollover(self, record: logging.LogRecord) -> bool:  # noqa: N802 (logging's name)
+    def shouldRollover(self, record: logging.LogRecord) -> bool:
         self._follow()
         return os.fstat(self.stream.fileno()).st_size >= self.maxBytes
 
-    def doRollover(self) -> None:  # noqa: N802
+    def doRollover(self) -> None:
         directory = os.open(Path(self.baseFilename).parent, os.O_RDONLY)
         try:
             fcntl.flock(directory, fcntl.LOCK_EX)

@@ -22,8 +22,16 @@ from typing import Any
 
 from squall.core.config import ConfigError, validate_conf
 from squall.core.names import MAX_ID_LENGTH, id_problem, quote
-from squall.core.system_ids import (ACKER, ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM,
-                                    MASTER_HEARTBEAT_STREAM, RESERVED_PREFIX, TOPOLOGY_MASTER)
+from squall.core.system_ids import (
+    ACK_ACK_STREAM,
+    ACK_FAIL_STREAM,
+    ACK_INIT_STREAM,
+    ACK_RESET_TIMEOUT_STREAM,
+    ACKER,
+    MASTER_HEARTBEAT_STREAM,
+    RESERVED_PREFIX,
+    TOPOLOGY_MASTER,
+)
 from squall.core.thrift import storm
 from squall.core.zk.records import ComponentType, TaskInfo, TopologyTasks
 
@@ -255,7 +263,8 @@ def _check_conf(topology: storm.StormTopology, conf: Mapping[str, Any]) -> None:
         overrides = conf.get(key) or {}
         unknown = sorted(set(overrides) - set(getattr(topology, field)))
         if unknown:
-            raise _invalid(f"{key} names {', '.join(quote(c) for c in unknown)}, which is not a {kind} of this topology")
+            raise _invalid(f"{key} names {', '.join(quote(c) for c in unknown)}, "
+                           f"which is not a {kind} of this topology")
         low = sorted(c for c, n in overrides.items() if n < 1)
         if low:
             raise _invalid(f"{key} gives {quote(low[0])} {overrides[low[0]]}: parallelism must be >= 1")

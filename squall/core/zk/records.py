@@ -432,6 +432,6 @@ def _from_json(tp: Any, value: Any, where: str) -> Any:
             raise RecordError(f"{where}: {value!r} is not one of {[m.value for m in tp]}") from None
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if tp in (int, float, str, bool) and not (type(value) is tp):
+    if tp in (int, float, str, bool) and type(value) is not tp:
         raise RecordError(f"{where}: expected {tp.__name__}, got {value!r}")
     return value
