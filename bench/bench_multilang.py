@@ -40,7 +40,7 @@ def measure(kind: str, secs: float, ackers: int, warmup: float = 2.0) -> Run:
     running = LocalTopology(topology(kind, ackers), CONF, resources=REPO / "examples" / "resources").start()
     try:
         spout = running.tasks("spout")[0]
-        pids = [] if kind == "python" else [running.tasks("pass")[0].pid]
+        pids = [] if kind == "python" else [running.tasks("pass")[0].pid]  # type: ignore[attr-defined]  # a shell executor's
         done = (lambda: spout.stats.acked) if ackers else (lambda: sum(e.stats.executed for e in running.tasks("null")))
         time.sleep(warmup)
         if running.errors:

@@ -74,7 +74,7 @@ def one_round(cluster: DevCluster, package: Path, workers: int, names: list[str]
     wait_for(lambda: set(uptimes(cluster, topology_id)) == every_task, 60, "every task's heartbeat at nimbus")
     mark("all tasks at nimbus")
 
-    tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+    tasks = wait_for(lambda: cluster.zk.read(paths.tasks(topology_id), TopologyTasks), 60, "the task ids")
     spouts = {task for task, info in tasks.tasks.items() if info.component == "sentences"}
     victim = next(r for _, r in records() if not spouts & set(r.tasks))
     before = wait_for(lambda: min((u := uptimes(cluster, topology_id)).values()) >= 2 and u, 60,

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -247,7 +247,7 @@ def measure(config: Config, seconds: float, warmup: float) -> Measured:
                     latencies_ms=[1000 * x for line in window for x in line["latencies"]])
 
 
-def _latest(out: list[Mapping[str, Any]]) -> Mapping[str, Any]:
+def _latest(out: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
     deadline = time.monotonic() + 30
     while not out:
         if time.monotonic() > deadline:

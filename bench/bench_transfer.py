@@ -95,7 +95,7 @@ def run(tuples: int, batch_size: int) -> Run:
     received = 0
     done = threading.Event()
 
-    def on_batch(batch: list[Entry]) -> None:
+    def on_batch(batch: WireBatch) -> None:
         nonlocal received
         received += len(batch)
         if received >= tuples:
@@ -106,6 +106,7 @@ def run(tuples: int, batch_size: int) -> Run:
     if not sender.connected.wait(10):  # until then the sender queues a bounded backlog and drops the rest
         raise RuntimeError("the sender did not connect to the receiver within 10 s")
     batch = spout_batch(batch_size, tracked=True)
+    assert batch.ids is not None and batch.roots is not None, "a tracked batch"
     start = Sample.take()
     for _ in range(tuples // batch_size):  # what a task thread hands a sender (which may extend it: a fresh one)
         sender.send_runs([WireBatch(2, 1, "default", list(batch.rows), list(batch.ids), list(batch.roots))])

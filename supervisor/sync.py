@@ -128,7 +128,7 @@ def desired_workers(supervisor_id: str, assignments: Mapping[str, Assignment],
         moved = upgrade.upgrading | upgrade.upgraded if upgrade is not None and not upgrade.rollback else frozenset()
         for w in assignment.workers:
             if w.supervisor_id == supervisor_id:
-                version = upgrade.version if w.port in moved else assignment.code_version
+                version = upgrade.version if upgrade is not None and w.port in moved else assignment.code_version
                 wanted[w.port] = WorkerSpec(topology_id, tuple(sorted(w.tasks)), version)
     return wanted
 

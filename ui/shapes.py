@@ -570,7 +570,8 @@ def _output_stats(reported: list[_Counts], spout: bool, sys: bool) -> list[dict[
 
 def _input_stats(reported: list[_Counts], sys: bool) -> list[dict[str, Any]]:
     """One row per input (component, stream) of a bolt."""
-    inputs = sorted({k for c in reported for k in (*c.executed, *c.acked, *c.failed) if _shown(k, sys)})
+    inputs = sorted({k for c in reported for k in (*c.executed, *c.acked, *c.failed)
+                     if isinstance(k, tuple) and _shown(k, sys)})  # a bolt's: keyed by (component, stream)
     rows = []
     for component, stream in inputs:
         key = (component, stream)

@@ -179,6 +179,10 @@ class Worker:
 
     # -- following ZooKeeper ----------------------------------------------------------------------
 
+    def _started(self) -> WorkerRuntime:
+        assert self.runtime is not None, "the watches act on the runtime only once its tasks started"
+        return self.runtime
+
     def _on_status(self, base: StormBase | None) -> None:
         if base is None:
             log.info("topology is gone; stopping")
@@ -187,13 +191,13 @@ class Worker:
         with self._follow_lock:
             self._status_active = base.status in ACTIVE_STATUSES
             if self._peers_waited:
-                self.runtime.set_active(self._status_active)
+                self._started().set_active(self._status_active)
 
     def _release_spouts(self) -> None:
         """The peers were waited for: from now on the spouts follow the topology's status."""
         with self._follow_lock:
             self._peers_waited = True
-            self.runtime.set_active(self._status_active)
+            self._started().set_active(self._status_active)
 
     def _on_assignment(self, assignment: Assignment | None) -> None:
         if assignment is None:
@@ -220,9 +224,9 @@ class Worker:
                 log.info("this slot is no longer assigned; stopping")
                 self.done.set()
                 return
-            self.runtime.refresh(layout, placement)
+            self._started().refresh(layout, placement)
             if updated:
-                self.runtime.update_conf(conf)
+                self._started().update_conf(conf)
 
     def _poll_every(self, interval: float) -> None:
         while not self.done.wait(interval):

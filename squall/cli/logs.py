@@ -175,7 +175,8 @@ def logs(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     if not found:
         print(f"storm logs: {args.name} has no workers running yet", file=sys.stderr)
         return 1
-    out, last_header, failed = sys.stdout.buffer, [None], False
+    out, failed = sys.stdout.buffer, False
+    last_header: list[str | None] = [None]
     try:
         while True:
             for log in found:

@@ -124,6 +124,13 @@ class LocalZooKeeper:
         log.info("zookeeper started", address=self.connect_string, pid=self.process.pid, data_dir=str(self.data_dir))
         return self
 
+    @property
+    def pid(self) -> int:
+        """The server's process id."""
+        if self.process is None:
+            raise ZooKeeperUnavailable("ZooKeeper was not started")
+        return self.process.pid
+
     def wait(self) -> int:
         """Block until the server exits on its own; its exit code."""
         if self.process is None:

@@ -397,12 +397,12 @@ class ZkClient:
                 return False  # tells the kazoo recipe to stop re-arming
             if raw is None or raw == b"":
                 callback(None)
-                return
+                return None
             try:
                 record = self._decode(path, cls, raw)
             except RecordError:
                 log.exception("skipping undecodable znode", path=path)
-                return
+                return None
             callback(record)
             return None
 
