@@ -292,8 +292,9 @@ class Supervisor:
                     (port, environment.key, environment.since) not in self._environment_failures:
                 self._environment_failures.add((port, environment.key, environment.since))
                 self._report(ReportError(spec.topology_id, spec.tasks, (
-                    f"worker on port {port} not started on code version {spec.version}: the Python environment of "
-                    f"{spec.topology_id} code version {spec.version} failed to build: {environment.error}")))
+                    f"worker on port {port} not started on code version {spec.version}: "
+                    f"the Python environment of {spec.topology_id} code version {spec.version} "
+                    f"failed to build: {environment.error}")))
         return frozenset(key for key, environment in environments.items()
                          if environment is None or environment.state is not EnvState.READY)
 

@@ -141,7 +141,8 @@ def upgrade_started(name: str, topology_id: str, submitted: Mapping[str, Any]) -
         f"Started a gray upgrade of topology {name} ({topology_id}) to the new code: "
         + (f"{first} first, the others on the old code until you go on." if first else
            "no worker yet; storm gray_upgrade starts the first batch."),
-        f"  storm gray_upgrade {name} -n N      the next N workers (-p COMPONENT or -w HOST:PORT,... to choose them)",
+        (f"  storm gray_upgrade {name} -n N      the next N workers "
+         "(-p COMPONENT or -w HOST:PORT,... to choose them)"),
         f"  storm complete_upgrade {name}       every remaining worker",
         f"  storm rollback {name}               the old code back on every upgraded worker",
         f"  storm list {name}                   UPGRADING while it lasts (topology.upgrade.ttl bounds it)"])
