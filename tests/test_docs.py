@@ -4,6 +4,7 @@ public class and method says what it is for, and every class shows a short examp
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import os
@@ -66,6 +67,17 @@ def test_every_name_squall_exports_is_importable_from_it() -> None:
     namespace: dict[str, Any] = {}
     exec("from squall import *", namespace)  # noqa: S102
     assert set(squall.__all__) <= set(namespace)
+
+
+def test_type_checkers_see_every_name_squall_exports() -> None:
+    """What ``squall`` loads on first use is also imported under ``TYPE_CHECKING``, from the same module and
+    re-exported explicitly (``import X as X``), so mypy and IDEs know ``from squall import Spout``."""
+    tree = ast.parse(Path(squall.__file__).read_text())
+    blocks = [node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"]
+    assert len(blocks) == 1, "squall/__init__.py has one `if TYPE_CHECKING:` block of the names it exports"
+    declared = {alias.asname: node.module for node in blocks[0].body if isinstance(node, ast.ImportFrom)
+                for alias in node.names if alias.asname == alias.name}
+    assert declared == squall._HOMES
 
 
 @pytest.mark.parametrize("module_name", API_MODULES)

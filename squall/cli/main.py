@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 

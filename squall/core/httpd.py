@@ -110,7 +110,7 @@ def _tls_extension(ssl_object: ssl.SSLObject | None) -> dict[str, Any]:
 class _TlsProtocol(H11Protocol):
     """uvicorn's HTTP/1.1 protocol, adding the connection's TLS extension to each request's scope."""
 
-    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+    def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         tls, app = _tls_extension(transport.get_extra_info("ssl_object")), self.app
 

@@ -18,7 +18,6 @@ from squall.core.zk import paths
 from squall.core.zk.client import ZkClient
 from squall.core.zk.records import CodeHolder, NimbusMaster
 
-
 #: The port clients with ``nimbus.thrift.client.use.tls`` try on seeds when ``nimbus.thrift.tls.port`` is unset
 #: (Storm 2.7's example port).
 DEFAULT_TLS_PORT = 6067

@@ -20,7 +20,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, Literal, TextIO, TypeVar
 
 from thriftpy2.thrift import TClient
 
@@ -60,8 +60,9 @@ def squall_import_path(directory: Path) -> str:
     return str(directory)
 
 
-def wait_for(condition: Callable[[], T], timeout: float, what: str) -> T:
-    """Poll ``condition`` until it returns something truthy; TimeoutError naming ``what`` at the deadline."""
+def wait_for(condition: Callable[[], T | Literal[False] | None], timeout: float, what: str) -> T:
+    """Poll ``condition`` until it returns something truthy, and return that; TimeoutError naming ``what`` at the
+    deadline."""
     deadline = time.monotonic() + timeout
     while True:
         result = condition()
@@ -332,11 +333,14 @@ def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = 
         cluster.wait_supervisors(supervisors)
         cluster.start_logviewer()
         cluster.start_ui()
+        def watch(process: subprocess.Popen[bytes]) -> None:
+            process.wait()
+            died.set()
+
         for name, process in cluster.daemons.items():
-            threading.Thread(target=lambda p=process: (p.wait(), died.set()), name=f"watch-{name}",
-                             daemon=True).start()
+            threading.Thread(target=watch, args=(process,), name=f"watch-{name}", daemon=True).start()
         print(f"Squall dev cluster — state and logs under {root}", file=out)
-        print(f"  {'zookeeper':<14} {zookeeper.connect_string:<22} pid {zookeeper.process.pid}", file=out)
+        print(f"  {'zookeeper':<14} {zookeeper.connect_string:<22} pid {zookeeper.pid}", file=out)
         for name, process in cluster.daemons.items():
             where = (f"127.0.0.1:{cluster.nimbus_ports[name]}" if name in cluster.nimbus_ports
                      else cluster.ui_url() if name == "ui" else cluster.logviewer_url() if name == "logviewer"

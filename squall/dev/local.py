@@ -95,6 +95,7 @@ def compile_topology(topology: Topology | tuple[storm.StormTopology, Mapping[str
     """What nimbus would make of a submission (validation, normalization, system topology, task ids),
     as a worker layout and the conf its tasks see: ``cluster`` (default: built-in defaults) < topology
     conf < ``conf``."""
+    topology_conf: Mapping[str, Any]
     if isinstance(topology, Topology):
         name = topology.name
         thrift, topology_conf = topology.build()
