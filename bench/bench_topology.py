@@ -43,7 +43,8 @@ import peers  # noqa: E402  (imports neither peer until asked to run one)
 from cpu import Run, Summary, calls_per_cpu_sec, paced_floor  # noqa: E402
 from examples import perf  # noqa: E402
 from squall import Topology  # noqa: E402
-from squall.core.config import KEY_BY_NAME, parse_override  # noqa: E402
+from squall.core.config.keys import KEY_BY_NAME  # noqa: E402
+from squall.core.config.loading import parse_override  # noqa: E402
 from squall.dev.zookeeper import free_port  # noqa: E402
 from worker.layout import Placement, TopologyLayout  # noqa: E402
 

@@ -33,7 +33,7 @@ from nimbus.scheduler.model import scheduler_components
 from nimbus.windows import WINDOW_BUCKETS, StatsWindows
 from squall.core import topology as topo
 from squall.core.clock import Clock, Periodic, RealClock, Timer
-from squall.core.config import ConfigError
+from squall.core.config.validation import ConfigError
 from squall.core.thrift import ThriftServer, make_server, storm
 from squall.core.tls import server_context
 from squall.core.zk import paths

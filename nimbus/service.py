@@ -20,7 +20,7 @@ from nimbus.codestore import DownloadError, MissingTopology, UnknownArtifact, Up
 from nimbus.queries import HEALTH_WINDOW, Signs, cluster_summary, nimbus_summaries, topology_info
 from squall.core import loglevels
 from squall.core.auth import Authorizer, TopologyAcl
-from squall.core.config import redact
+from squall.core.config.keys import redact
 from squall.core.names import quote
 from squall.core.stats import from_executor_stats
 from squall.core.thrift import client_host, client_principal, storm

@@ -15,7 +15,7 @@ import pytest
 
 from nimbus.daemon import Nimbus
 from squall.core.auth import Authorizer, TopologyAcl
-from squall.core.config import ConfigError
+from squall.core.config.validation import ConfigError
 from squall.core.thrift import connect, storm
 from squall.core.tls import client_context
 from support import make_certs, tls_conf, wait_until

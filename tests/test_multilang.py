@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 
 from examples import multilang, wordcount
 from squall.api.dsl import Topology
-from squall.core.config import ConfigError
+from squall.core.config.validation import ConfigError
 from squall.core.local_state import CODE_FILES, resources_dir
 from squall.core.package import build_package
 from squall.core.restarts import restart_delay_secs

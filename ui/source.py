@@ -18,7 +18,7 @@ from thriftpy2.thrift import TClient
 from thriftpy2.transport import TTransportException
 
 from squall.core.auth import Authorizer, TopologyAcl
-from squall.core.config import redact
+from squall.core.config.keys import redact
 from squall.core.nimbus_client import nimbus_client
 from squall.core.thrift import NimbusUnavailable, storm
 

@@ -26,7 +26,7 @@ import structlog
 
 from squall.core.entry import common_options, load_or_exit
 from squall.core.clock import RealClock
-from squall.core.config import without_secrets
+from squall.core.config.keys import without_secrets
 from squall.core.local_state import (
     CODE_FILES, code_dir, fetched_for, heartbeat_file, put_code_on_path, resources_dir, task_beats_file,
     write_heartbeat, write_task_beats,

@@ -26,7 +26,7 @@ from squall.cli import habits
 from squall.cli.operate import add_arguments as operator_commands
 from squall.cli.options import CommandLine, positive
 from squall.compat.streamparse_project import is_project, source_path
-from squall.core.config import ConfigError
+from squall.core.config.validation import ConfigError
 from squall.core.entry import interrupt, load_or_exit, warn_on_stderr
 from squall.core.logs import configure_logging
 from squall.core.nimbus_client import NoTlsListener

@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from squall.core.config import ConfigError, validate_conf
+from squall.core.config.validation import ConfigError, validate_conf
 from squall.core.names import MAX_ID_LENGTH, id_problem, quote
 from squall.core.system_ids import (ACKER, ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM,
                                     MASTER_HEARTBEAT_STREAM, RESERVED_PREFIX, TOPOLOGY_MASTER)
