@@ -34,7 +34,8 @@ from nimbus.windows import WINDOW_BUCKETS, StatsWindows
 from squall.core import topology as topo
 from squall.core.clock import Clock, Periodic, RealClock, Timer
 from squall.core.config.validation import ConfigError
-from squall.core.thrift import ThriftServer, make_server, storm
+from squall.core.thrift import storm
+from squall.core.thrift.server import ThriftServer, make_server
 from squall.core.tls import server_context
 from squall.core.zk import paths
 from squall.core.zk.client import ZkClient

@@ -2,7 +2,7 @@
 
 Thin on purpose: argument checks and struct building live here, decisions in the daemon and the
 pure modules. Anything not declared in the IDL that escapes reaches the client as a
-``TApplicationException`` carrying the message (see :func:`squall.core.thrift.make_server`).
+``TApplicationException`` carrying the message (see :func:`squall.core.thrift.server.make_server`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from squall.core.auth import Authorizer, TopologyAcl
 from squall.core.config.keys import redact
 from squall.core.names import quote
 from squall.core.stats import from_executor_stats
-from squall.core.thrift import client_host, client_principal, storm
+from squall.core.thrift import storm
+from squall.core.thrift.server import client_host, client_principal
 from squall.core.topology import validate_name
 from squall.core.zk import paths
 from squall.core.zk.errors import ErrorTimesCache

@@ -35,7 +35,8 @@ from squall.core.loglevels import LogLevelOverrides
 from squall.core.logs import configure_logging
 from squall.core.nimbus_client import leader_address
 from squall.core.stats import to_executor_stats
-from squall.core.thrift import from_bytes, open_client, storm, to_bytes
+from squall.core.thrift import from_bytes, storm, to_bytes
+from squall.core.thrift.client import open_client
 from squall.core.tls import client_context
 from squall.core.topology import system_topology
 from squall.core.system_ids import TOPOLOGY_MASTER

@@ -30,7 +30,8 @@ from squall.core.config.validation import ConfigError
 from squall.core.entry import interrupt, load_or_exit, warn_on_stderr
 from squall.core.logs import configure_logging
 from squall.core.nimbus_client import NoTlsListener
-from squall.core.thrift import NimbusUnavailable, storm
+from squall.core.thrift import storm
+from squall.core.thrift.client import NimbusUnavailable
 from squall.dev.cluster import run_dev_cluster, stop_dev_cluster
 from squall.dev.sparkconnect import DEFAULT_PORT, server_command
 from squall.dev.zookeeper import LocalZooKeeper, ZooKeeperUnavailable
