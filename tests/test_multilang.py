@@ -26,8 +26,8 @@ from scenarios import expected_word_counts, word_counts
 from support import wait_until
 from topologies import Numbers, Recorder
 from squall.dev.local import LocalTopology, compile_topology
-from worker.multilang import resolve_command
-from worker.multilang_protocol import (JSON, MSGPACK, JsonDecoder, MsgpackDecoder, MultilangError, codec_for, command,
+from worker.multilang.process import resolve_command
+from worker.multilang.protocol import (JSON, MSGPACK, JsonDecoder, MsgpackDecoder, MultilangError, codec_for, command,
                                        context_for, emit_target, grouping_json, heartbeat_message)
 
 REPO = Path(__file__).resolve().parent.parent
