@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 from nimbus.scheduler import schedule
 from nimbus.scheduler.model import Component, ScheduleRequest, Supervisor
-from squall.core.config import default_config
+from squall.core.config.keys import default_config
 from squall.core.system_ids import ACKER
 
 SUPERVISORS = 1000

@@ -43,7 +43,8 @@ import peers
 from cpu import Run, Summary, calls_per_cpu_sec, paced_floor
 from examples import perf
 from squall import Topology
-from squall.core.config import KEY_BY_NAME, parse_override
+from squall.core.config.keys import KEY_BY_NAME
+from squall.core.config.loading import parse_override
 from squall.dev.zookeeper import free_port
 from worker.layout import Placement, TopologyLayout
 

@@ -21,8 +21,8 @@ from nimbus.transitions import Transitions
 from nimbus.upgrading import Upgrading
 from nimbus.watching import Watching
 from squall.core.clock import Clock, RealClock
-from squall.core.config import ConfigError
-from squall.core.thrift import ThriftServer, make_server
+from squall.core.config.validation import ConfigError
+from squall.core.thrift.server import ThriftServer, make_server
 from squall.core.tls import server_context
 
 log = structlog.get_logger(__name__)

@@ -3,7 +3,7 @@
 
 Thin on purpose: argument checks and struct building live here, decisions in the daemon's parts and the
 pure modules. Anything not declared in the IDL that escapes reaches the client as a
-``TApplicationException`` carrying the message (see :func:`squall.core.thrift.make_server`).
+``TApplicationException`` carrying the message (see :func:`squall.core.thrift.server.make_server`).
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from nimbus.codestore import DownloadError, MissingTopology, UnknownArtifact, Up
 from nimbus.queries import HEALTH_WINDOW, Signs, cluster_summary, nimbus_summaries, topology_info
 from squall.core import loglevels
 from squall.core.auth import Authorizer, TopologyAcl
-from squall.core.config import redact
+from squall.core.config.keys import redact
 from squall.core.names import quote
 from squall.core.stats import from_executor_stats
-from squall.core.thrift import client_host, client_principal, storm
+from squall.core.thrift import storm
+from squall.core.thrift.server import client_host, client_principal
 from squall.core.topology import validate_name
 from squall.core.zk import paths
 from squall.core.zk.errors import ErrorTimesCache

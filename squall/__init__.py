@@ -55,7 +55,7 @@ _HOMES = {
     "SparkBolt": "squall.api.spark",
     "submit_topology": "squall.api.submitter",
     "build_package": "squall.core.package",
-    "load_config": "squall.core.config",
+    "load_config": "squall.core.config.loading",
     "nimbus_client": "squall.core.nimbus_client",
     "LocalTopology": "squall.dev.local",
 }

@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 
 from squall import __version__
-from squall.core.config import without_secrets
+from squall.core.config.keys import without_secrets
 from squall.core.environment import user_code_environment
 from squall.core.local_state import (
     CODE_FILES,

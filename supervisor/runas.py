@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import squall
-from squall.core.config import ConfigError
+from squall.core.config.validation import ConfigError
 from supervisor.environments import BaseInterpreter
 
 KEY = "supervisor.run.worker.as.user"

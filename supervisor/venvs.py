@@ -38,7 +38,7 @@ from typing import Any
 
 import structlog
 
-from squall.core.config import ConfigError
+from squall.core.config.validation import ConfigError
 from squall.core.local_state import CODE_FILES, fetched_for
 from squall.core.package import PYPROJECT, REQUIREMENTS, WHEELS
 from supervisor.environments import (

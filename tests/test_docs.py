@@ -22,8 +22,17 @@ import squall
 from support import REPO, wait_until
 from squall.dev.local import LocalTopology
 
-#: The modules of the user API: where each name ``squall`` exports (``squall.__all__``) is defined.
-API_MODULES = sorted({inspect.getmodule(getattr(squall, name)).__name__ for name in squall.__all__})
+
+def api_module(name: str) -> str:
+    """The module a user imports ``squall``'s exported ``name`` from: where it is defined, or the package that
+    re-exports its modules' names as its public surface (``squall.core.config``)."""
+    module = inspect.getmodule(getattr(squall, name)).__name__
+    package = module.rpartition(".")[0]
+    return package if name in getattr(sys.modules[package], "__all__", ()) else module
+
+
+#: The modules of the user API: where each name ``squall`` exports (``squall.__all__``) is imported from.
+API_MODULES = sorted({api_module(name) for name in squall.__all__})
 
 
 def public_names(module: ModuleType) -> list[str]:

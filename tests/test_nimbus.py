@@ -38,7 +38,8 @@ from nimbus.takeover import Takeover
 from squall import STORM_VERSION
 from squall.core.clock import SimulatedClock
 from squall.core.stats import WINDOWS, to_executor_stats
-from squall.core.thrift import connect, storm
+from squall.core.thrift import storm
+from squall.core.thrift.client import connect
 from squall.core.zk import paths
 from squall.core.zk.client import ZkClient
 from squall.core.zk.errors import record_task_error

@@ -15,7 +15,8 @@ import pytest
 from examples import wordcount
 from minicluster import MiniCluster
 from squall.api.dsl import Topology
-from squall.core.thrift import connect, storm
+from squall.core.thrift import storm
+from squall.core.thrift.client import connect
 from squall.core.zk import paths
 from squall.core.zk.records import TopologyTasks, WorkerAssignment
 from support import listening, log_events, task_errors, wait_until

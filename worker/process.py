@@ -25,7 +25,7 @@ from typing import Any
 import structlog
 
 from squall.core.clock import RealClock
-from squall.core.config import without_secrets
+from squall.core.config.keys import without_secrets
 from squall.core.entry import common_options, load_or_exit
 from squall.core.local_state import (
     CODE_FILES,
@@ -43,7 +43,8 @@ from squall.core.logs import configure_logging
 from squall.core.nimbus_client import leader_address
 from squall.core.stats import to_executor_stats
 from squall.core.system_ids import TOPOLOGY_MASTER
-from squall.core.thrift import from_bytes, open_client, storm, to_bytes
+from squall.core.thrift import from_bytes, storm, to_bytes
+from squall.core.thrift.client import open_client
 from squall.core.tls import client_context
 from squall.core.topology import system_topology
 from squall.core.zk import paths

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from squall.api.classcheck import is_grouping_class
 from squall.api.component import Bolt, Component, Outputs, Spout, Stream, parse_outputs
-from squall.core.config import ConfigError, validate_conf
+from squall.core.config.validation import ConfigError, validate_conf
 from squall.core.names import id_problem
 from squall.core.system_ids import DEFAULT_STREAM, RESERVED_PREFIX
 

@@ -33,7 +33,7 @@ from squall.cli.options import (
 from squall.cli.submitcheck import SubmitCheckError, check_package, load_for_submit, load_user_code
 from squall.compat.streamparse_project import build_project_package, is_project, load_project
 from squall.core import loglevels
-from squall.core.config import likely_typo
+from squall.core.config.validation import likely_typo
 from squall.core.entry import warn_on_stderr
 from squall.core.local_state import workers_dir
 from squall.core.nimbus_client import nimbus_client

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from squall.api.dsl import Topology
-from squall.core.config import ConfigError, typo_warnings
+from squall.core.config.validation import ConfigError, typo_warnings
 from squall.core.entry import AFTER_VERB, config_options, warn_on_stderr
 
 

@@ -26,7 +26,7 @@ from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from squall.core.thrift import listening_socket
+from squall.core.thrift.server import listening_socket
 from squall.core.tls import https_context, principal
 
 log = structlog.get_logger(__name__)

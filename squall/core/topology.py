@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from squall.core.config import ConfigError, validate_conf
+from squall.core.config.validation import ConfigError, validate_conf
 from squall.core.names import MAX_ID_LENGTH, id_problem, quote
 from squall.core.system_ids import (
     ACK_ACK_STREAM,

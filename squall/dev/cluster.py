@@ -28,7 +28,7 @@ import squall
 from squall.core.local_state import daemon_log_name, log_dir, workers_dir, write_atomically
 from squall.core.logs import readable_text
 from squall.core.nimbus_client import port_for
-from squall.core.thrift import connect
+from squall.core.thrift.client import connect
 from squall.core.tls import client_context
 from squall.core.worker_records import WorkerRecord, WorkerRecords
 from squall.core.zk import paths

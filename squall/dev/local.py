@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from squall.api.dsl import Topology
-from squall.core.config import default_config, without_secrets
+from squall.core.config.keys import default_config, without_secrets
 from squall.core.thrift import storm
 from squall.core.topology import make_tasks, normalize, system_topology, topology_id, validate_topology
 from squall.core.zk.records import TaskBeat
