@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # what __getattr__ below loads on first use, spelled out for 
     from squall.api.submitter import submit_topology as submit_topology
     from squall.api.testing import run_bolt as run_bolt, run_spout as run_spout
     from squall.api.tuple import Fields as Fields, Tuple as Tuple, TupleBatch as TupleBatch, tick_tuple as tick_tuple
-    from squall.core.config import load_config as load_config
+    from squall.core.config.loading import load_config as load_config
     from squall.core.nimbus_client import nimbus_client as nimbus_client
     from squall.core.package import build_package as build_package
     from squall.dev.local import LocalTopology as LocalTopology
