@@ -16,7 +16,7 @@ The wire is what Storm uses: framed transport, binary protocol.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import thriftpy2
 from thriftpy2.protocol import TBinaryProtocolFactory
@@ -27,8 +27,11 @@ __all__ = ["DEFAULT_PORT", "IDL_PATH", "from_bytes", "storm", "to_bytes"]
 # idl/ ships beside squall/ both in a checkout and in an installed wheel.
 IDL_PATH = Path(__file__).resolve().parents[3] / "idl" / "storm.thrift"
 
-# A module name of its own: streamparse already registers "storm_thrift" in sys.modules.
-storm = thriftpy2.load(str(IDL_PATH), module_name="squall_storm_thrift")
+if TYPE_CHECKING:
+    from squall.core import storm_thrift as storm  # the classes the load below builds, declared for type checkers
+else:
+    # A module name of its own: streamparse already registers "storm_thrift" in sys.modules.
+    storm = thriftpy2.load(str(IDL_PATH), module_name="squall_storm_thrift")
 
 DEFAULT_PORT = 6627  # nimbus.thrift.port
 
