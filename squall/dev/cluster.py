@@ -60,16 +60,25 @@ def squall_import_path(directory: Path) -> str:
     return str(directory)
 
 
-def wait_for(condition: Callable[[], T], timeout: float, what: str) -> T:
-    """Poll ``condition`` until it returns something truthy; TimeoutError naming ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
+def wait_for(condition: Callable[[], T], timeout: float, what: str, *, backoff: float = 0.0) -> T:
+    """Poll ``condition`` until it returns something truthy; TimeoutError naming ``what`` at the deadline.
+
+    The conditions are other processes' doings, so there is nothing to wait on but time. It asks every 20 ms, and
+    less often when asking costs: it pauses four times as long as the last ask took (a condition that calls nimbus
+    or reads many records takes at most a fifth of the time, and of the machine, from what it waits on), and
+    ``backoff`` times the time waited so far (a long wait need not be seen the instant it ends), up to half a second.
+    """
+    started = time.monotonic()
+    deadline = started + timeout
     while True:
+        asked = time.monotonic()
         result = condition()
         if result:
             return result
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.02)  # the conditions are other processes' doings: there is nothing to wait on
+        time.sleep(min(max(0.02, 4 * (now - asked), backoff * (now - started)), 0.5))
 
 
 class DevCluster:
