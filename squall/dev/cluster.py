@@ -103,6 +103,7 @@ class DevCluster:
         self.ui_port: int | None = None
         self.logviewer_port: int | None = None
         self._zk: ZkClient | None = None
+        self._starting: dict[str, tuple[Callable[[], Any], str, float]] = {}  # daemon → (ready?, what, timeout)
 
     # -- processes --------------------------------------------------------------------------------
 
@@ -135,9 +136,11 @@ class DevCluster:
         host = self.conf.get("storm.local.hostname") or "127.0.0.1"
         return [f"{host}:{port}" for port in self.nimbus_ports.values()]
 
-    def start_nimbus(self, name: str = "nimbus", timeout: float = 60, *, lead: bool = True) -> subprocess.Popen[bytes]:
+    def start_nimbus(self, name: str = "nimbus", timeout: float = 60, *, lead: bool = True,
+                     wait: bool = True) -> subprocess.Popen[bytes]:
         """Start a nimbus and return once it leads (a killed leader's node lasts until its session expires), or,
-        with ``lead=False``, once it has joined as a follower."""
+        with ``lead=False``, once it has joined as a follower; with ``wait=False`` at once (see
+        :meth:`wait_started`)."""
         port = int(self.conf["nimbus.thrift.port"]) or free_port()  # 0: a new port each life, told apart
         self.nimbus_ports[name] = port
         if self.conf.get("nimbus.thrift.tls.port") is not None:
@@ -148,37 +151,48 @@ class DevCluster:
         host = self.conf.get("storm.local.hostname") or "127.0.0.1"
         joined = ((lambda: self.leader_port() == port) if lead
                   else (lambda: self.zk.exists(paths.nimbus_slave(f"{host}:{port}"))))
-        wait_for(lambda: self._alive(name) and joined(), timeout,
-                 f"{name} to {'lead' if lead else 'follow'} (log: {self.log_file(name)})")
+        self._starting[name] = (joined, f"{name} to {'lead' if lead else 'follow'}", timeout)
+        if wait:
+            self.wait_started()
         return process
 
-    def start_ui(self, timeout: float = 60) -> subprocess.Popen[bytes]:
+    def wait_started(self) -> None:
+        """Wait until every daemon started with ``wait=False`` is ready. Daemons started together spend their
+        start-up (mostly importing Python) side by side, not one after another."""
+        while self._starting:
+            name, (ready, what, timeout) = next(iter(self._starting.items()))
+            wait_for(lambda: self._alive(name) and ready(), timeout, f"{what} (log: {self.log_file(name)})")
+            del self._starting[name]
+
+    def start_ui(self, timeout: float = 60, *, wait: bool = True) -> subprocess.Popen[bytes]:
         """Start ``storm ui`` in front of the cluster's nimbuses, on ``ui.port`` (0: a free port); returns once it
-        answers HTTP."""
+        answers HTTP (with ``wait=False`` at once, see :meth:`wait_started`)."""
         self.ui_port = int(self.conf["ui.port"]) or free_port()
-        return self._start_http("ui", f"{self.ui_url()}/api/v1/openapi.json", timeout)
+        return self._start_http("ui", f"{self.ui_url()}/api/v1/openapi.json", timeout, wait)
 
     def ui_url(self) -> str:
         return f"http://127.0.0.1:{self.ui_port}"
 
-    def start_logviewer(self, timeout: float = 60) -> subprocess.Popen[bytes]:
+    def start_logviewer(self, timeout: float = 60, *, wait: bool = True) -> subprocess.Popen[bytes]:
         """Start ``storm logviewer`` over the cluster's ``storm.log.dir`` (set it, so that every supervisor of this
-        host logs there) on ``logviewer.port`` (0: a free port); returns once it answers HTTP. Start it before the
-        UI, which links to it."""
+        host logs there) on ``logviewer.port`` (0: a free port); returns once it answers HTTP (with ``wait=False``
+        at once, see :meth:`wait_started`). Start it before the UI, which links to it."""
         if not self.conf.get("storm.log.dir"):
             raise ValueError("the dev cluster's logviewer serves one directory: set storm.log.dir, where its "
                              "supervisors' workers then all log")
         self.logviewer_port = int(self.conf["logviewer.port"]) or free_port()
-        return self._start_http("logviewer", f"{self.logviewer_url()}/api/v1/listLogs", timeout)
+        return self._start_http("logviewer", f"{self.logviewer_url()}/api/v1/listLogs", timeout, wait)
 
     def logviewer_url(self) -> str:
         return f"http://127.0.0.1:{self.logviewer_port}"
 
-    def _start_http(self, daemon: str, probe_url: str, timeout: float) -> subprocess.Popen[bytes]:
-        """Start the HTTP daemon ``daemon`` (``storm ui``, ``storm logviewer``); return once ``probe_url`` answers."""
+    def _start_http(self, daemon: str, probe_url: str, timeout: float, wait: bool) -> subprocess.Popen[bytes]:
+        """Start the HTTP daemon ``daemon`` (``storm ui``, ``storm logviewer``); return once ``probe_url`` answers,
+        or with ``wait=False`` at once."""
         process = self._start(daemon, daemon)
-        wait_for(lambda: self._alive(daemon) and _answers(probe_url), timeout,
-                 f"the {daemon} to answer (log: {self.log_file(daemon)})")
+        self._starting[daemon] = (lambda: _answers(probe_url), f"the {daemon} to answer", timeout)
+        if wait:
+            self.wait_started()
         return process
 
     def start_supervisor(self, name: str, ports: Sequence[int] = (), *, host: str | None = None,
@@ -334,13 +348,14 @@ def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = 
     write_atomically(pid_file, str(os.getpid()).encode())
     try:
         zookeeper = cluster.start_zookeeper()
-        cluster.start_nimbus()
+        cluster.start_nimbus(wait=False)
         names = [f"supervisor-{i + 1}" for i in range(supervisors)]
         for i, name in enumerate(names):
             cluster.start_supervisor(name, [p + i * len(slots) for p in slots])
+        cluster.start_logviewer(wait=False)
+        cluster.start_ui(wait=False)
+        cluster.wait_started()
         cluster.wait_supervisors(supervisors)
-        cluster.start_logviewer()
-        cluster.start_ui()
         for name, process in cluster.daemons.items():
             threading.Thread(target=lambda p=process: (p.wait(), died.set()), name=f"watch-{name}",
                              daemon=True).start()
