@@ -20,6 +20,7 @@ from squall.core.package import build_package
 from squall.core.zk import paths
 from squall.core.zk.records import Assignment
 from squall.dev.cluster import DevCluster
+from squall.dev.zookeeper import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -40,6 +41,15 @@ class ProcessCluster(DevCluster):
         super().__init__(tmp, {**zk_conf, **FAST, **conf})
         stack.callback(self.stop)
         stack.callback(lambda: print(self.logs()))
+
+    def start(self, *supervisors: str, slots: int = 2) -> None:
+        """Nimbus and ``supervisors`` (``slots`` free ports each) started side by side; returns once nimbus leads
+        and every supervisor has registered."""
+        self.start_nimbus(wait=False)
+        for name in supervisors:
+            self.start_supervisor(name, [free_port() for _ in range(slots)])
+        self.wait_started()
+        self.wait_supervisors(len(supervisors))
 
     def start_supervisor_as_a_service(self, name: str, ports: Sequence[int]) -> subprocess.Popen[bytes]:
         """Start a supervisor as a service manager (a systemd unit) starts one: the virtualenv's ``storm`` by its

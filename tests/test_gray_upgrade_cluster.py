@@ -34,10 +34,7 @@ def cluster(zk_conf: dict[str, Any], tmp_path: Path) -> Iterator[ProcessCluster]
     # Restarts for the upgrade must not look like dead tasks: give nimbus more than a worker restart takes.
     with ExitStack() as stack:
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **{"nimbus.task.timeout.secs": 10})
-        cluster.start_nimbus()
-        for name in SUPERVISORS:
-            cluster.start_supervisor(name)
-        cluster.wait_supervisors(2)
+        cluster.start(*SUPERVISORS)
         yield cluster
 
 

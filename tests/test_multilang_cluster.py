@@ -14,7 +14,6 @@ import pytest
 
 from processcluster import REPO, ProcessCluster
 from squall.api.dsl import Topology
-from squall.core.zk import paths
 from support import wait_until
 from topologies import Numbers, Recorder, read_records
 
@@ -28,9 +27,7 @@ pytestmark = pytest.mark.slow
 def cluster(zk_conf: dict[str, Any], tmp_path: Path) -> Iterator[ProcessCluster]:
     with ExitStack() as stack:
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack)
-        cluster.start_nimbus()
-        cluster.start_supervisor("sup-a")
-        wait_until(lambda: len(cluster.zk.children(paths.SUPERVISORS)) == 1, 30, "the supervisor registered")
+        cluster.start("sup-a")
         yield cluster
 
 

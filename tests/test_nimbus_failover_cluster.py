@@ -33,9 +33,7 @@ def test_a_rebalance_due_while_nimbus_restarts_runs_once_the_restarted_nimbus_le
     with ExitStack() as stack:
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **{
             "nimbus.thrift.port": free_port(), "storm.zookeeper.session.timeout": SESSION_MS})
-        cluster.start_nimbus()
-        cluster.start_supervisor("sup", [free_port() for _ in range(3)])
-        cluster.wait_supervisors(1)
+        cluster.start("sup", slots=3)
         topology_id = cluster.submit(t)
         wait_until(lambda: (a := cluster.assignment(topology_id)) and len(a.workers) == 2, 30, "two workers")
 
