@@ -59,8 +59,9 @@ def test_a_hung_bolt_is_reported_at_nimbus_and_its_tuples_replay(cluster: Proces
     records, count = tmp_path / "records", 300
     marker = tmp_path / "marker"
     marker.mkdir()
+    # the hang lasts: 5 s tells it from a healthy subprocess a loaded machine answers late (2 s does not)
     topology_id = submit(cluster, shell_topology("ml-hung", records, count, "HangsOnce", "json",
-                                                 **{"topology.subprocess.timeout.secs": 2,
+                                                 **{"topology.subprocess.timeout.secs": 5,
                                                     "test.marker.dir": str(marker), "test.trouble.n": 11}))
     wait_until(lambda: len(set(read_records(records, "acked"))) == count, 120, "every number acked after the hang")
     assert set(n for _, n in read_records(records, "seen")) == set(range(count))
