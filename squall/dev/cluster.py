@@ -18,7 +18,9 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
@@ -161,8 +163,11 @@ class DevCluster:
         start-up (mostly importing Python) side by side, not one after another."""
         while self._starting:
             name, (ready, what, timeout) = next(iter(self._starting.items()))
-            wait_for(lambda: self._alive(name) and ready(), timeout, f"{what} (log: {self.log_file(name)})")
+            wait_for(partial(self._ready, name, ready), timeout, f"{what} (log: {self.log_file(name)})")
             del self._starting[name]
+
+    def _ready(self, name: str, ready: Callable[[], Any]) -> bool:
+        return self._alive(name) and bool(ready())
 
     def start_ui(self, timeout: float = 60, *, wait: bool = True) -> subprocess.Popen[bytes]:
         """Start ``storm ui`` in front of the cluster's nimbuses, on ``ui.port`` (0: a free port); returns once it
@@ -250,9 +255,15 @@ class DevCluster:
         return WorkerRecords(workers_dir(self.daemon_conf(name))).records()
 
     def kill_workers(self, name: str, grace_secs: float = 0.0) -> None:
-        processes = WorkerRecords(workers_dir(self.daemon_conf(name)))
-        for record in processes.records():
-            processes.kill(record, grace_secs)
+        self._kill_workers([name], grace_secs)
+
+    def _kill_workers(self, supervisors: Sequence[str], grace_secs: float) -> None:
+        """Kill the workers of ``supervisors`` side by side: each may take its grace to stop."""
+        found = [(records, record) for name in supervisors
+                 for records in [WorkerRecords(workers_dir(self.daemon_conf(name)))] for record in records.records()]
+        with ThreadPoolExecutor(max(1, len(found)), thread_name_prefix="kill-worker") as pool:
+            for done in [pool.submit(records.kill, record, grace_secs) for records, record in found]:
+                done.result()
 
     def stop(self) -> None:
         """Stop every daemon (SIGTERM, then SIGKILL), every worker left behind, then ZooKeeper."""
@@ -266,8 +277,7 @@ class DevCluster:
                 process.kill()
                 process.wait(5)
         self.daemons.clear()
-        for name in self.ports:
-            self.kill_workers(name, grace_secs=5)
+        self._kill_workers(list(self.ports), grace_secs=5)
         if self._zk is not None:
             self._zk.stop()
             self._zk = None
