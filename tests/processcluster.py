@@ -9,7 +9,8 @@ import json
 import subprocess
 import sys
 from collections.abc import Sequence
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,12 @@ from squall.api.dsl import Topology
 from squall.api.submitter import submit_topology
 from squall.cli.main import main
 from squall.core.package import build_package
+from squall.core.thrift import storm
 from squall.core.zk import paths
-from squall.core.zk.records import Assignment
+from squall.core.zk.records import Assignment, StormBase
 from squall.dev.cluster import DevCluster
 from squall.dev.zookeeper import free_port
+from support import chroot_conf
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -78,3 +81,26 @@ class ProcessCluster(DevCluster):
 
     def assignment(self, topology_id: str) -> Assignment | None:
         return self.zk.read(paths.assignment(topology_id), Assignment)
+
+    def kill_topologies(self) -> None:
+        """Kill every topology at once (no wait): what a test sharing the cluster leaves to the next."""
+        names = [base.name for topology_id in self.zk.children(paths.TOPOLOGIES)
+                 if (base := self.zk.read(paths.topology(topology_id), StormBase)) is not None]
+        with self.client() as client:
+            for name in names:
+                try:
+                    client.killTopologyWithOpts(name, storm.KillOptions(wait_secs=0))
+                except storm.NotAliveException:  # killed by the test already
+                    pass
+
+
+@contextmanager
+def shared_cluster(zk_address: str, tmp: Path, *supervisors: str, slots: int = 2,
+                   **conf: Any) -> Iterator[ProcessCluster]:
+    """A started :class:`ProcessCluster` on a ZooKeeper root of its own, for the tests of a module that only observe
+    it (each submits topologies of its own names, with slots enough that one test's workers need not wait for the
+    last test's to go; see :meth:`ProcessCluster.kill_topologies`)."""
+    with chroot_conf(zk_address) as zk_conf, ExitStack() as stack:
+        cluster = ProcessCluster(zk_conf, tmp, stack, **conf)
+        cluster.start(*supervisors, slots=slots)
+        yield cluster

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -137,6 +138,26 @@ def delete_tree(zk_address: str, path: str, auth_data: list[tuple[str, str]] | N
     finally:
         bare.stop()
         bare.close()
+
+
+@contextmanager
+def chroot_conf(zk_address: str) -> Iterator[dict[str, Any]]:
+    """Cluster conf on ``zk_address`` under a root of its own, removed on the way out (what ``zk_conf`` gives a
+    test, for a cluster that several tests share)."""
+    host, port = zk_address.rsplit(":", 1)
+    root = f"/squall-test/{uuid.uuid4().hex[:12]}"
+    conf = load_config(env={})
+    conf.update({
+        "storm.zookeeper.servers": [host],
+        "storm.zookeeper.port": int(port),
+        "storm.zookeeper.root": root,
+        "storm.zookeeper.session.timeout": 4000,
+        "storm.zookeeper.connection.timeout": 5000,
+    })
+    try:
+        yield conf
+    finally:
+        delete_tree(zk_address, root)
 
 
 def remove_as_daemons(daemon_conf: dict[str, Any]) -> None:

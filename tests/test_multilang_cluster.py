@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from processcluster import REPO, ProcessCluster
+from processcluster import REPO, ProcessCluster, shared_cluster
 from squall.api.dsl import Topology
 from support import wait_until
 from topologies import Numbers, Recorder, read_records
@@ -23,12 +22,17 @@ STREAMPARSE_RUN = str(Path(sys.executable).parent / "streamparse_run")
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def cluster(zk_conf: dict[str, Any], tmp_path: Path) -> Iterator[ProcessCluster]:
-    with ExitStack() as stack:
-        cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack)
-        cluster.start("sup-a")
+@pytest.fixture(scope="module")
+def shared(zk_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
+    """One cluster for the module: each test runs a topology of its own on two of its four slots."""
+    with shared_cluster(zk_address, tmp_path_factory.mktemp("cluster"), "sup-a", slots=4) as cluster:
         yield cluster
+
+
+@pytest.fixture
+def cluster(shared: ProcessCluster) -> Iterator[ProcessCluster]:
+    yield shared
+    shared.kill_topologies()
 
 
 def shell_topology(name: str, records: Path, count: int, bolt: str, serializer: str, **conf: Any) -> Topology:
