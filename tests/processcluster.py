@@ -23,7 +23,7 @@ from squall.core.zk import paths
 from squall.core.zk.records import Assignment, StormBase
 from squall.dev.cluster import DevCluster
 from squall.dev.zookeeper import free_port
-from support import chroot_conf
+from support import chroot_conf, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -82,8 +82,9 @@ class ProcessCluster(DevCluster):
     def assignment(self, topology_id: str) -> Assignment | None:
         return self.zk.read(paths.assignment(topology_id), Assignment)
 
-    def kill_topologies(self) -> None:
-        """Kill every topology at once (no wait): what a test sharing the cluster leaves to the next."""
+    def kill_topologies(self, timeout: float = 60) -> None:
+        """Kill every topology (no kill wait) and return once nimbus has removed them and their assignments: what a
+        test sharing the cluster leaves to the next is every slot free (its workers may still be stopping)."""
         names = [base.name for topology_id in self.zk.children(paths.TOPOLOGIES)
                  if (base := self.zk.read(paths.topology(topology_id), StormBase)) is not None]
         with self.client() as client:
@@ -92,14 +93,16 @@ class ProcessCluster(DevCluster):
                     client.killTopologyWithOpts(name, storm.KillOptions(wait_secs=0))
                 except storm.NotAliveException:  # killed by the test already
                     pass
+        wait_until(lambda: not self.zk.children(paths.TOPOLOGIES) and not self.zk.children(paths.ASSIGNMENTS),
+                   timeout, "every topology removed")
 
 
 @contextmanager
 def shared_cluster(zk_address: str, tmp: Path, *supervisors: str, slots: int = 2,
                    **conf: Any) -> Iterator[ProcessCluster]:
-    """A started :class:`ProcessCluster` on a ZooKeeper root of its own, for the tests of a module that only observe
-    it (each submits topologies of its own names, with slots enough that one test's workers need not wait for the
-    last test's to go; see :meth:`ProcessCluster.kill_topologies`)."""
+    """A started :class:`ProcessCluster` on a ZooKeeper root of its own, for the tests of a module that need a cluster
+    but not a new one: each submits topologies of its own names and kills them on the way out
+    (:meth:`ProcessCluster.kill_topologies`), so the next finds every slot free."""
     with chroot_conf(zk_address) as zk_conf, ExitStack() as stack:
         cluster = ProcessCluster(zk_conf, tmp, stack, **conf)
         cluster.start(*supervisors, slots=slots)

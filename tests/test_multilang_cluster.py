@@ -24,8 +24,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def shared(zk_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    """One cluster for the module: each test runs a topology of its own on two of its four slots."""
-    with shared_cluster(zk_address, tmp_path_factory.mktemp("cluster"), "sup-a", slots=4) as cluster:
+    """One cluster for the module: each test runs a topology of its own on both its slots."""
+    with shared_cluster(zk_address, tmp_path_factory.mktemp("cluster"), "sup-a") as cluster:
         yield cluster
 
 
