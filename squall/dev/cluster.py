@@ -149,10 +149,16 @@ class DevCluster:
             self.tls_ports[name] = int(self.conf["nimbus.thrift.tls.port"]) or free_port()
             if self.conf.get("nimbus.thrift.tls.server.only"):
                 port = self.tls_ports[name]  # the only port it serves, and the one it is known by
+        log_file = log_dir(self.daemon_conf(name)) / daemon_log_name("nimbus")
+        logged = log_file.stat().st_size if log_file.exists() else 0  # an earlier life's lines are not this one's
         process = self._start(name, "nimbus")
         host = self.conf.get("storm.local.hostname") or "127.0.0.1"
-        joined = ((lambda: self.leader_port() == port) if lead
-                  else (lambda: self.zk.exists(paths.nimbus_slave(f"{host}:{port}"))))
+
+        def leading() -> bool:
+            """Elected, and done taking over (until then it refuses what only a leader does, naming itself)."""
+            return self.leader_port() == port and b"nimbus leading" in log_file.read_bytes()[logged:]
+
+        joined = leading if lead else (lambda: self.zk.exists(paths.nimbus_slave(f"{host}:{port}")))
         self._starting[name] = (joined, f"{name} to {'lead' if lead else 'follow'}", timeout)
         if wait:
             self.wait_started()
