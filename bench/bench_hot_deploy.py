@@ -27,10 +27,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
+from topologies import Numbers, Recorder  # noqa: E402  (tests' components, shipped in the package)
+
 from clusterbench import dev_cluster, print_rounds, run_rounds  # noqa: E402
 from squall import Topology, build_package, submit_topology  # noqa: E402
 from squall.dev.cluster import DevCluster, wait_for  # noqa: E402
-from topologies import Numbers, Recorder  # noqa: E402  (tests' components, shipped in the package)
 
 COLUMNS = ["replace call", "gap", "new first tuple"]
 
@@ -47,7 +48,9 @@ class SinkWatch:
     """Polls a sink's record files: when it recorded its first and (so far) last tuple, in monotonic time."""
 
     def __init__(self, records: Path) -> None:
-        self.records, self.first, self.last, self._size = records, None, None, 0
+        self.records, self._size = records, 0
+        self.first: float | None = None
+        self.last: float | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -76,15 +79,16 @@ def one_round(cluster: DevCluster, package: Path, workers: int, tmp: Path) -> di
         submit_topology(cluster.conf, new_topology, package=package, zk=cluster.zk,
                         conf_overrides={"topology.hot.deploy.enable": True})
         returned = time.monotonic()
-        wait_for(lambda: new.first is not None, 60, "the new topology's first tuple")
+        first = wait_for(lambda: new.first, 60, "the new topology's first tuple")
     finally:
         old.stop()
         new.stop()
     with cluster.client() as client:
         client.killTopology("hot")
     wait_for(lambda: not any(cluster.workers("supervisor")), 60, "the workers gone")
-    return {"replace call": (returned - start) * 1000, "gap": (new.first - old.last) * 1000,
-            "new first tuple": (new.first - start) * 1000}
+    assert old.last is not None, "the old topology recorded tuples before it was replaced"
+    return {"replace call": (returned - start) * 1000, "gap": (first - old.last) * 1000,
+            "new first tuple": (first - start) * 1000}
 
 
 def main() -> int:

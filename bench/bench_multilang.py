@@ -21,7 +21,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from cpu import Run, Sample, Summary, calls_per_cpu_sec  # noqa: E402
-
 from examples import multilang, perf  # noqa: E402
 from squall import LocalTopology, Topology  # noqa: E402
 from squall.core.logs import configure_logging  # noqa: E402
@@ -41,7 +40,7 @@ def measure(kind: str, secs: float, ackers: int, warmup: float = 2.0) -> Run:
     running = LocalTopology(topology(kind, ackers), CONF, resources=REPO / "examples" / "resources").start()
     try:
         spout = running.tasks("spout")[0]
-        pids = [] if kind == "python" else [running.tasks("pass")[0].pid]
+        pids = [] if kind == "python" else [running.tasks("pass")[0].pid]  # type: ignore[attr-defined]  # a shell executor's
         done = (lambda: spout.stats.acked) if ackers else (lambda: sum(e.stats.executed for e in running.tasks("null")))
         time.sleep(warmup)
         if running.errors:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without install
 
-from nimbus.scheduler import schedule  # noqa: E402
-from nimbus.scheduler.model import Component, ScheduleRequest, Supervisor  # noqa: E402
-from squall.core.config import default_config  # noqa: E402
+from nimbus.scheduler import schedule
+from nimbus.scheduler.model import Component, ScheduleRequest, Supervisor
+from squall.core.config.keys import default_config
 from squall.core.system_ids import ACKER
 
 SUPERVISORS = 1000

@@ -172,7 +172,7 @@ SELECT CAST(FLOOR(e.ts_ms / 10000) * 10000 AS BIGINT) AS window_start_ms, COALES
        CAST(SUM(e.bytes) AS BIGINT) AS bytes
 FROM events e LEFT JOIN {sections} s ON e.page = s.page
 GROUP BY 1, 2
-"""
+"""  # noqa: E501 (the log line's regular expression, in SQL, does not wrap)
 
 
 def structured_streaming(files: Path, expected: weblogs.Totals, checkpoint: Path, lines: int) -> Run:
@@ -195,7 +195,8 @@ def structured_streaming(files: Path, expected: weblogs.Totals, checkpoint: Path
     sparksession.release()
     totals: weblogs.Totals = {}
     for row in rows:
-        into = totals.setdefault((row["window_start_ms"], row["section"]), {"requests": 0, "server_errors": 0, "bytes": 0})
+        into = totals.setdefault((row["window_start_ms"], row["section"]),
+                                 {"requests": 0, "server_errors": 0, "bytes": 0})
         for key in into:
             into[key] += row[key]
     if totals != expected:

@@ -28,15 +28,15 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from examples import wordcount  # noqa: E402
-from clusterbench import dev_cluster, print_rounds, run_rounds  # noqa: E402
-from squall import build_package, submit_topology  # noqa: E402
-from squall.core.local_state import workers_dir  # noqa: E402
-from squall.core.thrift import storm  # noqa: E402
-from squall.core.worker_records import WorkerRecords, running  # noqa: E402
-from squall.core.zk import paths  # noqa: E402
-from squall.core.zk.records import Assignment, TopologyTasks  # noqa: E402
-from squall.dev.cluster import DevCluster, wait_for  # noqa: E402
+from clusterbench import dev_cluster, print_rounds, run_rounds
+from examples import wordcount
+from squall import build_package, submit_topology
+from squall.core.local_state import workers_dir
+from squall.core.thrift import storm
+from squall.core.worker_records import WorkerRecords, running
+from squall.core.zk import paths
+from squall.core.zk.records import Assignment, TopologyTasks
+from squall.dev.cluster import DevCluster, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 COLUMNS = ["assigned", "workers up", "all tasks at nimbus", "worker restart", "restarted at nimbus", "kill → gone"]
@@ -74,9 +74,9 @@ def one_round(cluster: DevCluster, package: Path, workers: int, names: list[str]
     wait_for(lambda: set(uptimes(cluster, topology_id)) == every_task, 60, "every task's heartbeat at nimbus")
     mark("all tasks at nimbus")
 
-    tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+    tasks = wait_for(lambda: cluster.zk.read(paths.tasks(topology_id), TopologyTasks), 60, "the task ids")
     spouts = {task for task, info in tasks.tasks.items() if info.component == "sentences"}
-    name, victim = next((n, r) for n, r in records() if not spouts & set(r.tasks))
+    victim = next(r for _, r in records() if not spouts & set(r.tasks))
     before = wait_for(lambda: min((u := uptimes(cluster, topology_id)).values()) >= 2 and u, 60,
                       "two seconds of uptime, to tell the replacement's beats apart")
     os.killpg(victim.pid, signal.SIGKILL)
@@ -111,7 +111,8 @@ def main() -> int:
     with dev_cluster(names, args.zookeeper) as (cluster, tmp):
         package = build_package([REPO / "examples"], tmp / "code.zip")
         rows = run_rounds(args.rounds, lambda: one_round(cluster, package, args.workers, names))
-    print_rounds(f"word count on {args.workers} workers, {args.supervisors} supervisors, default timings", COLUMNS, rows)
+    print_rounds(f"word count on {args.workers} workers, {args.supervisors} supervisors, default timings", COLUMNS,
+                 rows)
     return 0
 
 

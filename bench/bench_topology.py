@@ -33,19 +33,20 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import peers  # noqa: E402  (imports neither peer until asked to run one)
-from cpu import Run, Summary, calls_per_cpu_sec, paced_floor  # noqa: E402
-from examples import perf  # noqa: E402
-from squall import Topology  # noqa: E402
-from squall.core.config import KEY_BY_NAME, parse_override  # noqa: E402
-from squall.dev.zookeeper import free_port  # noqa: E402
-from worker.layout import Placement, TopologyLayout  # noqa: E402
+import peers
+from cpu import Run, Summary, calls_per_cpu_sec, paced_floor
+from examples import perf
+from squall import Topology
+from squall.core.config.keys import KEY_BY_NAME
+from squall.core.config.loading import parse_override
+from squall.dev.zookeeper import free_port
+from worker.layout import Placement, TopologyLayout
 
 #: The sink whose executed count is the throughput, per workload.
 SINKS = {"const-null": "null", "const-id-null": "null", "wordcount": "count"}
@@ -247,7 +248,7 @@ def measure(config: Config, seconds: float, warmup: float) -> Measured:
                     latencies_ms=[1000 * x for line in window for x in line["latencies"]])
 
 
-def _latest(out: list[Mapping[str, Any]]) -> Mapping[str, Any]:
+def _latest(out: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
     deadline = time.monotonic() + 30
     while not out:
         if time.monotonic() > deadline:
@@ -294,8 +295,8 @@ def peer_jobs(seconds: float) -> list[Job]:
 
 
 def floor_job(args: argparse.Namespace) -> Job:
-    """The cheapest paced loop at ``--load`` of its own capacity, with the spout wait the workers have (cpu.paced_floor):
-    run in the same rounds, it says what the machine allows at that moment."""
+    """The cheapest paced loop at ``--load`` of its own capacity, with the spout wait the workers have
+    (cpu.paced_floor): run in the same rounds, it says what the machine allows at that moment."""
     key = "topology.sleep.spout.wait.strategy.time.ms"
     wait_ms = dict(args.conf).get(key, KEY_BY_NAME[key].default)
     return Job(f"bare Python loop at {args.load:g} x its capacity, {wait_ms} ms wait (this machine's floor)", "floor",

@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from squall import load_config  # noqa: E402
-from squall.dev.cluster import DevCluster  # noqa: E402
+from squall import load_config
+from squall.dev.cluster import DevCluster
 
 
 @contextmanager

@@ -29,8 +29,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from cpu import Run, Sample  # noqa: E402
-from examples.wordcount import SENTENCES  # noqa: E402
+from cpu import Run, Sample
+from examples.wordcount import SENTENCES
 
 PAYLOAD = "some data"
 PER_PASS = Counter(word for sentence in SENTENCES for word in sentence.split())  # one pass over SENTENCES
@@ -49,7 +49,8 @@ BYTEWAX_PASSES_PER_SEC = 40_000
 SPARK_WARMUP = 20.0
 SPARK_JVM_WARMUP = 60.0
 # rate-micro-batch rows per micro-batch, sized for ~1 s batches here so per-batch overhead is amortised.
-# Word count's is a multiple of len(SENTENCES): every batch is whole passes, so words = rows × WORDS_PER_PASS / 5 exactly.
+# Word count's is a multiple of len(SENTENCES): every batch is whole passes, so
+# words = rows × WORDS_PER_PASS / 5 exactly.
 SPARK_CONST_ROWS = 5_000_000
 SPARK_SENTENCE_ROWS = 200_000
 

@@ -109,7 +109,7 @@ class Soak:
         """Label → pid of every daemon and of the topology's workers ("worker host:port")."""
         found = {name: p.pid for name, p in self.cluster.daemons.items()}
         if self.cluster.zookeeper is not None:
-            found["zookeeper"] = self.cluster.zookeeper.process.pid
+            found["zookeeper"] = self.cluster.zookeeper.pid
         for name in SUPERVISORS:
             for record in self.cluster.workers(name):
                 if record.topology_id == topology_id:
@@ -118,7 +118,7 @@ class Soak:
 
     def kill_a_worker(self, topology_id: str) -> str | None:
         """SIGKILL one worker that does not host the spout; its label, or None if none runs."""
-        tasks = self.cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
+        tasks = wait_for(lambda: self.cluster.zk.read(paths.tasks(topology_id), TopologyTasks), 60, "the task ids")
         spout_tasks = {t for t, info in tasks.tasks.items() if info.component == "numbers"}
         victims = [(name, record) for name in SUPERVISORS for record in self.cluster.workers(name)
                    if record.topology_id == topology_id and not spout_tasks & set(record.tasks)
@@ -151,7 +151,8 @@ class Soak:
             time.sleep(min(self.args.sample, max(0.0, start + seconds - now)))
             now = time.monotonic()
             counters = read_status(status)
-            row: dict[str, float] = {"t": round(now - start), "tuples/s": (counters["acked"] - last_acked) / (now - last_t)}
+            row: dict[str, float] = {"t": round(now - start),
+                                     "tuples/s": (counters["acked"] - last_acked) / (now - last_t)}
             last_acked, last_t = counters["acked"], now
             for label, pid in sorted(self.processes(topology_id).items()):
                 try:

@@ -47,7 +47,8 @@ class PacedNumbers(Spout):
     def open(self, conf: Any, context: Any) -> None:
         self.start = time.monotonic()
         self.next_n = 0
-        self.low, self.above = 0, set()  # every n < low is acked, and those in above
+        self.low = 0  # every n < low is acked, and those in above
+        self.above: set[int] = set()
         self.pending: set[int] = set()
         self.replays: deque[int] = deque()
         self.failed = self.replayed = 0

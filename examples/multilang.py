@@ -13,9 +13,8 @@ manner of Storm's storm.js; any language that reads and writes JSON on stdin/std
 
 from __future__ import annotations
 
-from squall import Topology
-
 from examples import perf, wordcount
+from squall import Topology
 
 
 def topology(rounds: int | None = None, workers: int = 1, splitters: int = 2) -> Topology:

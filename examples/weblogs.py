@@ -31,7 +31,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -74,7 +74,7 @@ def log_line(i: int) -> str:
     """Generated line ``i``: combined log format, or (every BAD_EVERY-th) a broken one."""
     if i % BAD_EVERY == BAD_EVERY - 1:
         return f"garbage line {i} -- not an access log entry"
-    when = datetime.fromtimestamp((START_MS + i * STEP_MS) / 1000, tz=timezone.utc)
+    when = datetime.fromtimestamp((START_MS + i * STEP_MS) / 1000, tz=UTC)
     stamp = when.strftime("%d/%b/%Y:%H:%M:%S.") + f"{when.microsecond // 1000:03d} +0000"
     mix = (i * 2654435761) % 2**32  # Knuth's multiplicative hash: varied, but the same every run
     path, status = PATHS[mix % len(PATHS)], STATUSES[(mix >> 8) % len(STATUSES)]
@@ -111,7 +111,7 @@ def _second_ms(stamp: str) -> int:
         raise ValueError(f"bad timestamp {stamp!r}")
     day, month, year, hour, minute, second, _, sign, tz_hours, tz_minutes = match.groups()
     try:
-        utc = datetime(int(year), MONTHS[month], int(day), int(hour), int(minute), int(second), tzinfo=timezone.utc)
+        utc = datetime(int(year), MONTHS[month], int(day), int(hour), int(minute), int(second), tzinfo=UTC)
     except KeyError:
         raise ValueError(f"bad month in {stamp!r}") from None
     offset_ms = (int(tz_hours) * 60 + int(tz_minutes)) * 60_000 * (1 if sign == "+" else -1)
@@ -241,7 +241,7 @@ class JsonLines(Bolt):
 
     def prepare(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
         Path(self.out_dir).mkdir(parents=True, exist_ok=True)
-        self.out = open(Path(self.out_dir) / f"{self.name}-{context.task_id}.jsonl", "a")
+        self.out = open(Path(self.out_dir) / f"{self.name}-{context.task_id}.jsonl", "a")  # noqa: SIM115 (cleanup closes it)
 
     def execute(self, tup: Tuple) -> None:
         self.out.write(json.dumps(dict(zip(tup.fields, tup.values))) + "\n")
@@ -314,7 +314,7 @@ def report(out_dir: str | Path, windows: int = 2) -> str:
     rows = [f"{'window (UTC)':<20} {'section':<8} {'requests':>8} {'5xx':>5} {'bytes':>10}"]
     for (start, section), t in sorted(totals.items()):
         if start in shown:
-            when = datetime.fromtimestamp(start / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+            when = datetime.fromtimestamp(start / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
             rows.append(f"{when:<20} {section:<8} {t['requests']:>8} {t['server_errors']:>5} {t['bytes']:>10}")
     requests = sum(t["requests"] for t in totals.values())
     rows.append(f"{len({start for start, _ in totals})} windows, {requests} requests, "

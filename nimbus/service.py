@@ -1,8 +1,9 @@
-"""The Thrift handler: ``idl/storm.thrift``'s Nimbus calls, translated to :class:`nimbus.daemon.Nimbus`.
+"""The Thrift handler: ``idl/storm.thrift``'s Nimbus calls, translated to the parts of a
+:class:`nimbus.daemon.Nimbus`.
 
-Thin on purpose: argument checks and struct building live here, decisions in the daemon and the
+Thin on purpose: argument checks and struct building live here, decisions in the daemon's parts and the
 pure modules. Anything not declared in the IDL that escapes reaches the client as a
-``TApplicationException`` carrying the message (see :func:`squall.core.thrift.make_server`).
+``TApplicationException`` carrying the message (see :func:`squall.core.thrift.server.make_server`).
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from nimbus.codestore import DownloadError, MissingTopology, UnknownArtifact, Up
 from nimbus.queries import HEALTH_WINDOW, Signs, cluster_summary, nimbus_summaries, topology_info
 from squall.core import loglevels
 from squall.core.auth import Authorizer, TopologyAcl
-from squall.core.config import redact
+from squall.core.config.keys import redact
 from squall.core.names import quote
 from squall.core.stats import from_executor_stats
-from squall.core.thrift import client_host, client_principal, storm
+from squall.core.thrift import storm
+from squall.core.thrift.server import client_host, client_principal
 from squall.core.topology import validate_name
 from squall.core.zk import paths
 from squall.core.zk.errors import ErrorTimesCache
@@ -125,9 +127,10 @@ def _refusals() -> Iterator[None]:
 
 class NimbusService:
     def __init__(self, nimbus: Nimbus) -> None:
-        self.nimbus = nimbus
-        self.error_times = ErrorTimesCache(nimbus.zk, nimbus.clock, nimbus.conf["nimbus.monitor.freq.secs"])
-        self.acl = Authorizer(nimbus.conf)
+        self.nimbus = nimbus  # its parts serve the writes
+        self.state = nimbus.state  # what the reads read
+        self.error_times = ErrorTimesCache(self.state.zk, self.state.clock, self.state.conf["nimbus.monitor.freq.secs"])
+        self.acl = Authorizer(self.state.conf)
 
     # -- authorization (nimbus.authorizer) -------------------------------------------------------
 
@@ -139,15 +142,15 @@ class NimbusService:
 
     def _authorized_id(self, name: str, operation: str) -> str:
         """The id of the alive topology ``name``, once the caller may do ``operation`` on it."""
-        topology_id = self.nimbus.find_id(name)
+        topology_id = self.state.find_id(name)
         self._authorize(operation, topology_id)
         return topology_id
 
     def _topology_acl(self, topology_id: str) -> TopologyAcl:
         """Its owner (none while a submit is still storing it) and its conf's topology.users and .groups."""
-        base = self.nimbus.zk.read(paths.topology(topology_id), StormBase)
+        base = self.state.zk.read(paths.topology(topology_id), StormBase)
         return TopologyAcl(topology_id, base.owner if base is not None else "",
-                           self.nimbus.topology_conf_or_cluster(topology_id))
+                           self.state.topology_conf_or_cluster(topology_id))
 
     # -- submit and lifecycle --------------------------------------------------------------------
 
@@ -167,13 +170,14 @@ class NimbusService:
             try:
                 if upgrade_flag:
                     self._authorized_id(name or "", "graySubmit")
-                    self.nimbus.gray_submit(name or "", uploadedJarLocation, jsonConf, topology, _batch_of(submitted))
+                    self.nimbus.upgrading.gray_submit(name or "", uploadedJarLocation, jsonConf, topology,
+                                                      _batch_of(submitted))
                 else:
                     self._authorize("submitTopology")
                     if replace:
                         self._authorized_id(name or "", "hotDeploy")
-                    self.nimbus.submit(name or "", uploadedJarLocation, jsonConf, topology, _initial_status(options),
-                                       replace=replace, owner=client_principal())
+                    self.nimbus.submission.submit(name or "", uploadedJarLocation, jsonConf, topology,
+                                                  _initial_status(options), replace=replace, owner=client_principal())
             except storm.NotAliveException:  # not in this call's Storm signature
                 flag = "topology.upgrade" if upgrade_flag else "topology.hot.deploy.enable"
                 raise storm.InvalidTopologyException(
@@ -188,7 +192,8 @@ class NimbusService:
             raise storm.InvalidTopologyException(msg=f"ttl_ms must be >= 1, got {options.ttl_ms}")
         self._authorized_id(name or "", "graySubmit")
         with _refusals():
-            self.nimbus.gray_submit(name or "", uploadedJarLocation, jsonConf, topology, request, options.ttl_ms)
+            self.nimbus.upgrading.gray_submit(name or "", uploadedJarLocation, jsonConf, topology, request,
+                                              options.ttl_ms)
 
     def grayUpgrade(self, topologyName: str, component: str, workers: list[str], workerNum: int) -> None:
         """The next batch of the running gray upgrade (JStorm's ``gray_upgrade -n/-p/-w``)."""
@@ -198,29 +203,29 @@ class NimbusService:
                                                      "component, or host:port workers")
         self._authorized_id(topologyName, "grayUpgrade")
         with _refusals():
-            self.nimbus.gray_continue(topologyName, request)
+            self.nimbus.upgrading.gray_continue(topologyName, request)
 
     def completeUpgrade(self, topologyName: str) -> None:
         """Upgrade every remaining worker in one last batch; the upgrade completes when they all run it."""
         self._authorized_id(topologyName, "completeUpgrade")
         with _refusals():
-            self.nimbus.gray_continue(topologyName, upgrade.BatchRequest(all_remaining=True))
+            self.nimbus.upgrading.gray_continue(topologyName, upgrade.BatchRequest(all_remaining=True))
 
     def updateTopology(self, name: str, uploadedLocation: str, updateConf: str) -> None:
         self._authorized_id(name, "updateTopology")
         with _refusals():
-            self.nimbus.update_topology(name, uploadedLocation, updateConf)
+            self.nimbus.submission.update_topology(name, uploadedLocation, updateConf)
 
     def restart(self, name: str, jsonConf: str) -> None:
         self._authorized_id(name, "restart")
         with _refusals():
-            self.nimbus.restart(name, jsonConf)
+            self.nimbus.submission.restart(name, jsonConf)
 
     def rollbackTopology(self, topologyName: str) -> None:
-        self.nimbus.require_leader()
+        self.state.require_leader()
         topology_id = self._authorized_id(topologyName, "rollbackTopology")
         with _refusals():
-            self.nimbus.rollback_upgrade(topology_id, "asked by the operator")
+            self.nimbus.upgrading.rollback_upgrade(topology_id, "asked by the operator")
 
     def killTopology(self, name: str) -> None:
         self.killTopologyWithOpts(name, None)
@@ -243,7 +248,7 @@ class NimbusService:
         if bad:
             raise storm.InvalidTopologyException(msg=f"num_executors must be >= 1, got {bad}")
         if executors:
-            user = self.nimbus.code.topology(self.nimbus.find_id(name))
+            user = self.state.code.topology(self.state.find_id(name))
             unknown = sorted(set(executors) - set(user.spouts) - set(user.bolts))
             if unknown:
                 raise storm.InvalidTopologyException(msg=f"num_executors names unknown components {unknown}")
@@ -258,30 +263,30 @@ class NimbusService:
                                                          bool(options.reassign), options.topology_conf_overrides))
 
     def _act(self, name: str, operation: str, action: lifecycle.Action) -> None:
-        self.nimbus.require_leader()
+        self.state.require_leader()
         topology_id = self._authorized_id(name, operation)
         with _refusals():
-            self.nimbus.transition(topology_id, action)
+            self.nimbus.transitions.transition(topology_id, action)
 
     # -- hosts (JStorm's blacklist) --------------------------------------------------------------
 
     def setHostInBlackList(self, host: str) -> None:
         self._authorize("setHostInBlackList")
-        self.nimbus.set_blacklisted(_host(host), True)
+        self.nimbus.settings.set_blacklisted(_host(host), True)
 
     def removeHostOutBlackList(self, host: str) -> None:
         self._authorize("removeHostOutBlackList")
-        self.nimbus.set_blacklisted(_host(host), False)
+        self.nimbus.settings.set_blacklisted(_host(host), False)
 
     def getBlacklist(self) -> list[str]:
-        return self.nimbus.blacklist()
+        return self.nimbus.settings.blacklist()
 
     # -- dynamic log levels (Storm's set_log_level) ------------------------------------------------
 
     def setLogConfig(self, name: str, config: Any) -> None:
         """``name`` is a topology id, as Storm's CLI sends it. Storm declares no exceptions here, so refusals
         reach the client as internal errors with the reason."""
-        now_ms = int(self.nimbus.clock.time() * 1000)
+        now_ms = int(self.state.clock.time() * 1000)
         changes: dict[str, LoggerLevel | None] = {}
         for logger, level in ((config.named_logger_level if config else None) or {}).items():
             if not logger:
@@ -296,13 +301,13 @@ class NimbusService:
                 secs = max(0, level.reset_log_level_timeout_secs or 0)
                 changes[logger] = LoggerLevel(level.target_log_level.upper(), secs, now_ms + secs * 1000 if secs else 0)
         with _known(name):
-            self.nimbus.base(name)  # NotAliveException for unknown ids, before the ACL
+            self.state.base(name)  # NotAliveException for unknown ids, before the ACL
             self._authorize("setLogConfig", name)
-            self.nimbus.set_log_levels(name, changes)
+            self.nimbus.settings.set_log_levels(name, changes)
 
     def getLogConfig(self, name: str) -> Any:
         with _known(name):
-            stored = self.nimbus.log_levels(name)
+            stored = self.nimbus.settings.log_levels(name)
         return storm.LogConfig(named_logger_level={
             logger: storm.LogLevel(action=storm.LogLevelAction.UPDATE, target_log_level=s.level,
                                    reset_log_level_timeout_secs=s.timeout_secs,
@@ -312,23 +317,23 @@ class NimbusService:
     # -- code transfer ---------------------------------------------------------------------------
 
     def beginFileUpload(self) -> str:
-        self.nimbus.require_leader()
+        self.state.require_leader()
         self._authorize("fileUpload")
         with _upload_refusals():
-            return self.nimbus.inbox.begin_upload(client_host())
+            return self.state.inbox.begin_upload(client_host())
 
     def uploadChunk(self, location: str, chunk: bytes) -> None:
         with _upload_refusals():
-            self.nimbus.inbox.upload_chunk(location, chunk)
+            self.state.inbox.upload_chunk(location, chunk)
 
     def finishFileUpload(self, location: str) -> None:
         with _upload_refusals():
-            self.nimbus.inbox.finish_upload(location)
+            self.state.inbox.finish_upload(location)
 
     def beginCodeDownload(self, topologyId: str, artifact: str) -> str:
         self._authorize("fileDownload", topologyId)
         try:
-            return self.nimbus.downloads.begin(self.nimbus.code.artifact_path(topologyId, artifact))
+            return self.state.downloads.begin(self.state.code.artifact_path(topologyId, artifact))
         except (MissingTopology, UnknownArtifact) as exc:
             raise storm.NotAliveException(msg=str(exc)) from None
 
@@ -337,13 +342,13 @@ class NimbusService:
         topology_id, _, artifact = (file or "").partition("/")
         self._authorize("fileDownload", topology_id)
         try:
-            return self.nimbus.downloads.begin(self.nimbus.code.artifact_path(topology_id, artifact))
+            return self.state.downloads.begin(self.state.code.artifact_path(topology_id, artifact))
         except (MissingTopology, UnknownArtifact) as exc:
             raise RuntimeError(f"cannot download {file!r}: {exc}; use <topology-id>/<artifact>") from None
 
     def downloadChunk(self, id: str) -> bytes:
         try:
-            return self.nimbus.downloads.chunk(id)
+            return self.state.downloads.chunk(id)
         except DownloadError as exc:
             raise RuntimeError(str(exc)) from None
 
@@ -353,15 +358,15 @@ class NimbusService:
         self._authorize("updateTaskHeartbeat")
         beats = {int(t): TaskBeat(int(b.time_secs), int(b.uptime_secs), _task_stats(taskHbs.topologyId, t, b.stats))
                  for t, b in (taskHbs.taskHbs or {}).items()}
-        self.nimbus.heartbeat(taskHbs.topologyId, beats)
+        self.nimbus.watching.heartbeat(taskHbs.topologyId, beats)
 
     # -- queries (any nimbus) --------------------------------------------------------------------
 
     def getNimbusConf(self) -> str:
-        return json.dumps(redact(self.nimbus.conf), sort_keys=True, default=str)
+        return json.dumps(redact(self.state.conf), sort_keys=True, default=str)
 
     def getClusterInfo(self) -> Any:
-        zk = self.nimbus.zk
+        zk = self.state.zk
         supervisors = self._supervisors()
         topologies = {}
         for topology_id in zk.children(paths.TOPOLOGIES):
@@ -375,13 +380,14 @@ class NimbusService:
     def _signs(self, topology_ids: Collection[str]) -> dict[str, Signs]:
         """What this nimbus saw of each topology, for its Health: a follower saw no beats nor restarts."""
         lines = self.error_times.lines(topology_ids)
+        watching = self.nimbus.watching
         return {tid: Signs(window={task: w[HEALTH_WINDOW] for task, w in
-                                   self.nimbus.stats_windows(tid, (HEALTH_WINDOW,)).items() if HEALTH_WINDOW in w},
-                           restarts=self.nimbus.restart_times(tid), error_lines=lines.get(tid, {}))
+                                   watching.stats_windows(tid, (HEALTH_WINDOW,)).items() if HEALTH_WINDOW in w},
+                           restarts=watching.restart_times(tid), error_lines=lines.get(tid, {}))
                 for tid in topology_ids}
 
     def getLeader(self) -> Any:
-        master = self.nimbus.zk.read(paths.NIMBUS_MASTER, NimbusMaster)
+        master = self.state.zk.read(paths.NIMBUS_MASTER, NimbusMaster)
         if master is None:
             raise RuntimeError("no nimbus leader is elected right now; retry shortly")
         return nimbus_summaries(master, (), self._now())[0]
@@ -391,36 +397,36 @@ class NimbusService:
             validate_name(name)
         except storm.InvalidTopologyException:
             return False
-        return name not in self.nimbus.alive_names()
+        return name not in self.state.alive_names()
 
     def getTopologyInfo(self, id: str) -> Any:
-        zk = self.nimbus.zk
-        base = self.nimbus.base(id)
+        zk, watching = self.state.zk, self.nimbus.watching
+        base = self.state.base(id)
         tasks = zk.read(paths.tasks(id), TopologyTasks)
         errors = {int(task): [e for ts in zk.children(paths.task_errors(id, int(task)))
                               if (e := zk.read(paths.task_error(id, int(task), int(ts)), TaskError)) is not None]
                   for task in zk.children(paths.task_errors_root(id)) if task.isdigit()}
         return topology_info(id, base, tasks, zk.read(paths.assignment(id), Assignment), errors, self._now(),
-                             beats=self.nimbus.latest_beats(id), supervisors=self._supervisors(),
-                             windows=self.nimbus.stats_windows(id), restarts=self.nimbus.restart_times(id))
+                             beats=watching.latest_beats(id), supervisors=self._supervisors(),
+                             windows=watching.stats_windows(id), restarts=watching.restart_times(id))
 
     def getTopologyInfoByName(self, topologyName: str) -> Any:
-        return self.getTopologyInfo(self.nimbus.find_id(topologyName))
+        return self.getTopologyInfo(self.state.find_id(topologyName))
 
     def getTopologyId(self, topologyName: str) -> str:
-        return self.nimbus.find_id(topologyName)
+        return self.state.find_id(topologyName)
 
     def getTopologyConf(self, id: str) -> str:
-        return json.dumps(redact(self._stored(id, self.nimbus.code.conf, "getTopologyConf")), sort_keys=True)
+        return json.dumps(redact(self._stored(id, self.state.code.conf, "getTopologyConf")), sort_keys=True)
 
     def getTopology(self, id: str) -> Any:
-        return self._stored(id, self.nimbus.code.system_topology, "getTopology")
+        return self._stored(id, self.state.code.system_topology, "getTopology")
 
     def getUserTopology(self, id: str) -> Any:
-        return self._stored(id, self.nimbus.code.topology, "getUserTopology")
+        return self._stored(id, self.state.code.topology, "getUserTopology")
 
     def _stored(self, topology_id: str, read: Any, operation: str) -> Any:
-        self.nimbus.base(topology_id)  # NotAliveException(id) for unknown ids
+        self.state.base(topology_id)  # NotAliveException(id) for unknown ids
         self._authorize(operation, topology_id)
         try:
             return read(topology_id)
@@ -428,17 +434,17 @@ class NimbusService:
             raise RuntimeError(f"this nimbus has no code for {topology_id}; ask the leader") from None
 
     def _supervisors(self) -> list[SupervisorInfo]:
-        zk = self.nimbus.zk
+        zk = self.state.zk
         return [s for sid in zk.children(paths.SUPERVISORS)
                 if (s := zk.read(paths.supervisor(sid), SupervisorInfo)) is not None]
 
     def _slaves(self) -> list[NimbusSlave]:
-        zk = self.nimbus.zk
+        zk = self.state.zk
         return [s for hp in zk.children(paths.NIMBUS_SLAVES)
                 if (s := zk.read(paths.nimbus_slave(hp), NimbusSlave)) is not None]
 
     def _now(self) -> int:
-        return int(self.nimbus.clock.time())
+        return int(self.state.clock.time())
 
 
 def _task_stats(topology_id: str, task: Any, stats: Any) -> TaskStats | None:

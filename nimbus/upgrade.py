@@ -1,6 +1,6 @@
 """Gray (canary) upgrade decisions, pure: what to refuse, which workers form the next batch, and when
-an upgrade is complete or rolled back. The daemon reads ``/gray_upgrade/<id>`` and the assignment,
-calls these, and carries out the :class:`Step` (see :meth:`nimbus.daemon.Nimbus.coordinate_upgrade`).
+an upgrade is complete or rolled back. The adapter reads ``/gray_upgrade/<id>`` and the assignment,
+calls these, and carries out the :class:`Step` (see :meth:`nimbus.upgrading.Upgrading.coordinate_upgrade`).
 
 How an upgrade runs (reference/jstorm.md §3, with its quirks fixed):
 

@@ -19,7 +19,19 @@ import importlib.machinery
 import importlib.util
 import sys
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what __getattr__ below loads on first use, spelled out for type checkers and IDEs
+    from squall.api.component import Bolt as Bolt, Spout as Spout, TopologyContext as TopologyContext
+    from squall.api.dsl import Topology as Topology, TopologyError as TopologyError
+    from squall.api.spark import SparkBolt as SparkBolt
+    from squall.api.submitter import submit_topology as submit_topology
+    from squall.api.testing import run_bolt as run_bolt, run_spout as run_spout
+    from squall.api.tuple import Fields as Fields, Tuple as Tuple, TupleBatch as TupleBatch, tick_tuple as tick_tuple
+    from squall.core.config.loading import load_config as load_config
+    from squall.core.nimbus_client import nimbus_client as nimbus_client
+    from squall.core.package import build_package as build_package
+    from squall.dev.local import LocalTopology as LocalTopology
 
 __version__ = "0.1.0"
 
@@ -43,12 +55,12 @@ _HOMES = {
     "SparkBolt": "squall.api.spark",
     "submit_topology": "squall.api.submitter",
     "build_package": "squall.core.package",
-    "load_config": "squall.core.config",
+    "load_config": "squall.core.config.loading",
     "nimbus_client": "squall.core.nimbus_client",
     "LocalTopology": "squall.dev.local",
 }
 
-__all__ = sorted(_HOMES)
+__all__ = sorted(_HOMES)  # noqa: PLE0605 (one list of the public names: _HOMES)
 
 #: Old import paths the README once taught, each an alias of its module's home now, so users' code keeps
 #: working; new code imports from ``squall``. (``worker.local``, outside this package, is an alias module.)

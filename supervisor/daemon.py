@@ -24,11 +24,19 @@ from typing import Any
 import structlog
 
 from squall import __version__
-from squall.core.config import without_secrets
+from squall.core.config.keys import without_secrets
 from squall.core.environment import user_code_environment
 from squall.core.local_state import (
-    CODE_FILES, code_dir, log_dir, read_task_beats, stormdist_dir, task_beats_file, worker_log_name, workers_dir,
-    write_atomically, write_log_acl,
+    CODE_FILES,
+    code_dir,
+    log_dir,
+    read_task_beats,
+    stormdist_dir,
+    task_beats_file,
+    worker_log_name,
+    workers_dir,
+    write_atomically,
+    write_log_acl,
 )
 from squall.core.nimbus_client import nimbus_client
 from squall.core.thrift import from_bytes, storm
@@ -40,11 +48,30 @@ from squall.core.zk.records import Assignment, GrayUpgradeConf, StormBase, Super
 from supervisor.code import CodeKey, DownloadFailed, code_on_disk, download_code, remove_code
 from supervisor.environments import EnvState
 from supervisor.processes import WorkerProcesses
-from supervisor.runas import KEY as RUN_AS_USER, NoLocalUser, WorkerUser, check_supervisor, hand_over, local_user
-from supervisor.runas import interpreter, private_to_root
+from supervisor.runas import (
+    KEY as RUN_AS_USER,
+    NoLocalUser,
+    WorkerUser,
+    check_supervisor,
+    hand_over,
+    interpreter,
+    local_user,
+    private_to_root,
+)
 from supervisor.sync import (
-    Action, Backoff, ConfirmSwitch, Download, Kill, Launch, LocalWorker, RemoveCode, ReportError, UpgradePorts,
-    WorkerSpec, desired_workers, plan,
+    Action,
+    Backoff,
+    ConfirmSwitch,
+    Download,
+    Kill,
+    Launch,
+    LocalWorker,
+    RemoveCode,
+    ReportError,
+    UpgradePorts,
+    WorkerSpec,
+    desired_workers,
+    plan,
 )
 from supervisor.venvs import Environment, PythonEnvironments, base_interpreter, environments_dir
 
@@ -92,7 +119,8 @@ class Supervisor:
         self._beats_sent: dict[str, int] = {}  # worker id → mtime (ns) of the task beats last sent for it
         if self.run_as_user:
             private_to_root(self.local, stormdist_dir(conf), workers_dir(conf), self.log_dir, environments_dir(conf))
-        self.environments = PythonEnvironments(conf, base, on_change=self.request_sync, environ=self._worker_environment)
+        self.environments = PythonEnvironments(conf, base, on_change=self.request_sync,
+                                               environ=self._worker_environment)
         self._environments_in_use: set[str] = set()  # environment keys the code versions of this sync need
         self._environment_failures: set[tuple[int, str, float]] = set()  # (port, key, since) reported
 
@@ -256,16 +284,17 @@ class Supervisor:
         a gray upgrade switches no worker to one of them until it is. A failed build is reported, once per port
         and failure, to the tasks of each port that wants it. The running workers' environments are asked for
         too, so that :meth:`PythonEnvironments.collect` keeps them."""
-        environments = {key: self._environment(key) if key in code else None for key in
-                        {spec.code for spec in wanted.values()} | {(r.topology_id, r.version) for r in records.values()}}
+        keys = {spec.code for spec in wanted.values()} | {(r.topology_id, r.version) for r in records.values()}
+        environments = {key: self._environment(key) if key in code else None for key in keys}
         for port, spec in sorted(wanted.items()):
             environment = environments[spec.code]
             if environment is not None and environment.state is EnvState.FAILED and \
                     (port, environment.key, environment.since) not in self._environment_failures:
                 self._environment_failures.add((port, environment.key, environment.since))
                 self._report(ReportError(spec.topology_id, spec.tasks, (
-                    f"worker on port {port} not started on code version {spec.version}: the Python environment of "
-                    f"{spec.topology_id} code version {spec.version} failed to build: {environment.error}")))
+                    f"worker on port {port} not started on code version {spec.version}: "
+                    f"the Python environment of {spec.topology_id} code version {spec.version} "
+                    f"failed to build: {environment.error}")))
         return frozenset(key for key, environment in environments.items()
                          if environment is None or environment.state is not EnvState.READY)
 
@@ -329,8 +358,8 @@ class Supervisor:
         worker_id = new_worker_id()
         env = self._worker_environment(user)
         env.update(environment.variables(env))
-        argv = [environment.python, "-m", "worker", "--config", str(self._worker_conf), "--code-version", str(spec.version),
-                spec.topology_id, self.supervisor_id, str(port), worker_id]
+        argv = [environment.python, "-m", "worker", "--config", str(self._worker_conf),
+                "--code-version", str(spec.version), spec.topology_id, self.supervisor_id, str(port), worker_id]
         record = self.processes.launch(
             worker_id, argv, port=port, topology_id=spec.topology_id, tasks=spec.tasks, version=spec.version,
             log_file=self.log_dir / worker_log_name(spec.topology_id, port),

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import squall
-from squall.core.config import ConfigError
+from squall.core.config.validation import ConfigError
 from supervisor.environments import BaseInterpreter
 
 KEY = "supervisor.run.worker.as.user"
@@ -77,7 +77,8 @@ def check_supervisor(conf: Mapping[str, Any], reached: Iterable[Path]) -> None:
         keystore = conf.get(key)
         if keystore and Path(keystore).stat().st_mode & 0o077:
             raise ConfigError(f"{KEY}: {key} {keystore} holds the daemons' private key and workers run as other "
-                              f"users, but its mode is {Path(keystore).stat().st_mode & 0o777:04o}: chmod 600 {keystore}")
+                              f"users, but its mode is {Path(keystore).stat().st_mode & 0o777:04o}: "
+                              f"chmod 600 {keystore}")
     for path in reached:
         closed = closed_to_others(path)
         if closed is not None:

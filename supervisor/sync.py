@@ -23,7 +23,6 @@ from squall.core.zk.records import Assignment, AssignmentType
 from supervisor.code import CodeKey
 
 
-
 @dataclass(frozen=True)
 class WorkerSpec:
     """What should run on a port."""
@@ -129,7 +128,7 @@ def desired_workers(supervisor_id: str, assignments: Mapping[str, Assignment],
         moved = upgrade.upgrading | upgrade.upgraded if upgrade is not None and not upgrade.rollback else frozenset()
         for w in assignment.workers:
             if w.supervisor_id == supervisor_id:
-                version = upgrade.version if w.port in moved else assignment.code_version
+                version = upgrade.version if upgrade is not None and w.port in moved else assignment.code_version
                 wanted[w.port] = WorkerSpec(topology_id, tuple(sorted(w.tasks)), version)
     return wanted
 
@@ -223,7 +222,8 @@ def _health(worker: LocalWorker, now: float, start_timeout_secs: float, worker_t
     if not worker.alive:
         return "exited"
     if worker.last_beat_secs is None:
-        return f"did not start within {start_timeout_secs:g}s" if now - worker.started_secs > start_timeout_secs else None
+        late = now - worker.started_secs > start_timeout_secs
+        return f"did not start within {start_timeout_secs:g}s" if late else None
     if now - worker.last_beat_secs > worker_timeout_secs:
         return f"stopped heartbeating for more than {worker_timeout_secs:g}s"
     return None

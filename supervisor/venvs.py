@@ -38,12 +38,19 @@ from typing import Any
 
 import structlog
 
-from squall.core.config import ConfigError
+from squall.core.config.validation import ConfigError
 from squall.core.local_state import CODE_FILES, fetched_for
 from squall.core.package import PYPROJECT, REQUIREMENTS, WHEELS
 from supervisor.environments import (
-    BadRequirements, BaseInterpreter, Decision, EnvironmentBook, EnvState, Requirements, console_script,
-    environment_key, pip_install_args,
+    BadRequirements,
+    BaseInterpreter,
+    Decision,
+    EnvironmentBook,
+    EnvState,
+    Requirements,
+    console_script,
+    environment_key,
+    pip_install_args,
 )
 from supervisor.runas import WorkerUser, hand_over, host_site_packages
 
@@ -85,10 +92,10 @@ def base_interpreter(conf: Mapping[str, Any]) -> BaseInterpreter:
     try:
         done = subprocess.run([path, "-c", _ASK_VERSION], capture_output=True, text=True, timeout=30,
                               env={"PATH": os.defpath})
-        version, stdlib = (done.stdout.split("\n") + [""])[:2]
+        version, stdlib = [*done.stdout.split("\n"), ""][:2]
     except OSError as exc:
         raise ConfigError(f"supervisor.worker.python {path} does not run: {exc}") from None
-    mine = "%d.%d" % sys.version_info[:2]
+    mine = "{}.{}".format(*sys.version_info[:2])
     if done.returncode or version.rsplit(".", 1)[0] != mine:
         raise ConfigError(f"supervisor.worker.python {path} is Python {version or '(no answer)'}, but workers load "
                           f"the supervisor's packages, built for Python {mine}: name a Python {mine}")
@@ -120,7 +127,8 @@ class PythonEnvironments:
     removes the ones no code version here needs."""
 
     def __init__(self, conf: Mapping[str, Any], base: BaseInterpreter, *, on_change: Callable[[], None],
-                 environ: Callable[[WorkerUser | None], dict[str, str]], clock: Callable[[], float] = time.time) -> None:
+                 environ: Callable[[WorkerUser | None], dict[str, str]],
+                 clock: Callable[[], float] = time.time) -> None:
         self.root = environments_dir(conf)
         self.root.mkdir(parents=True, exist_ok=True)
         self.base = base

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from squall.core.config import load_config
+from squall.core.config.loading import load_config
 from squall.core.zk.client import ZkClient
 from squall.dev.zookeeper import LocalZooKeeper, free_port, is_serving
 from support import delete_tree, wait_until

@@ -18,7 +18,7 @@ import psutil
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError, NoNodeError
 
-from squall.core.config import load_config
+from squall.core.config.loading import load_config
 from squall.core.zk import paths
 from squall.core.zk.client import ZkClient, connect_string
 from squall.core.zk.records import TaskError
@@ -258,7 +258,7 @@ def python_for_other_users() -> tuple[str | None, str]:
     """A ``supervisor.worker.python`` other users can run Squall's workers on — this Python, else the system's
     of the same minor version (Debian's /usr/bin/python3.11 when this one is pyenv's under /root, 0700) — and,
     when there is none, why (what a test that needs one skips with)."""
-    from squall.core.config import ConfigError
+    from squall.core.config.validation import ConfigError
     from supervisor.runas import closed_to_others, interpreter
     from supervisor.venvs import base_interpreter
     why = []

@@ -10,7 +10,7 @@ import pytest
 from nimbus.assign import AssignEvent, AssignFailed, TopologyAssigner
 from nimbus.scheduler import AssignType, Component
 from squall.core.clock import SimulatedClock
-from squall.core.config import default_config
+from squall.core.config.keys import default_config
 from squall.core.zk import paths
 from squall.core.zk.client import ZkClient
 from squall.core.zk.records import (

@@ -15,8 +15,9 @@ import pytest
 
 from nimbus.daemon import Nimbus
 from squall.core.auth import Authorizer, TopologyAcl
-from squall.core.config import ConfigError
-from squall.core.thrift import connect, storm
+from squall.core.config.validation import ConfigError
+from squall.core.thrift import storm
+from squall.core.thrift.client import connect
 from squall.core.tls import client_context
 from support import make_certs, tls_conf, wait_until
 from test_cli import run, storm_cli

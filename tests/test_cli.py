@@ -104,9 +104,9 @@ def test_a_name_taken_says_what_to_do_and_a_killed_one_says_when_it_frees(
 def test_get_errors_shows_the_latest_error_per_component(cluster: Cluster, leader: Nimbus,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     topology_id = submit(cluster, leader)
-    leader.record_error(topology_id, "first")
+    leader.state.record_error(topology_id, "first")
     cluster.clock.advance(1)
-    leader.record_error(topology_id, "second")
+    leader.state.record_error(topology_id, "second")
     code, out, _ = run(capsys, storm_cli(cluster, leader, "get-errors", "wc"))
     assert json.loads(out) == {"Topology Name": "wc", "Comp-Errors": {"__topology_master": "second"}}
 

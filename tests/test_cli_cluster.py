@@ -23,7 +23,7 @@ import pytest
 from processcluster import REPO, ProcessCluster
 from squall.api.dsl import Topology
 from squall.cli.main import NEXT_STEP, build_parser, main
-from squall.core.config import load_config
+from squall.core.config.loading import load_config
 from squall.core.worker_records import running
 from squall.core.zk import paths
 from squall.core.zk.records import Assignment, StormBase

@@ -20,7 +20,7 @@ import pytest
 from examples import wordcount
 from processcluster import REPO
 from squall.cli.main import main
-from squall.core.thrift import make_server
+from squall.core.thrift.server import make_server
 from support import make_certs, storm_on_path, tls_conf
 
 

@@ -11,22 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from squall.core import config
-from squall.core.config import (
-    KEY_BY_NAME,
-    KEYS,
-    ConfigError,
-    default_config,
-    describe_keys,
-    find_config_file,
-    load_config,
-    parse_override,
-    likely_typo,
-    redact,
-    typo_warnings,
-    unknown_keys,
-    validate_conf,
-)
+from squall.core.config.keys import KEYS, KEY_BY_NAME, default_config, describe_keys, redact
+from squall.core.config.loading import find_config_file, load_config, parse_override, read_yaml_config
+from squall.core.config.schema import TYPES
+from squall.core.config.validation import ConfigError, likely_typo, typo_warnings, unknown_keys, validate_conf
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -55,7 +43,7 @@ def test_table_is_well_formed():
     assert len(KEYS) == len(KEY_BY_NAME) >= 60
     for key in KEYS:
         assert key.doc and "\n" not in key.doc, key.name
-        assert key.kind in config.TYPES
+        assert key.kind in TYPES
         if key.choices is not None:
             assert key.default is None or key.default in key.choices
 
@@ -453,7 +441,7 @@ def test_non_string_conf_keys_are_rejected():
 
 def test_example_storm_yaml_loads_and_uses_only_known_keys():
     example = REPO / "deploy" / "storm.yaml"
-    raw = config.read_yaml_config(example)
+    raw = read_yaml_config(example)
     assert unknown_keys(raw) == []
     conf = load_config(example, env={})
     assert conf["nimbus.seeds"] == ["localhost"]

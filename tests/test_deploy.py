@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from squall.core.config import load_config, parse_override, unknown_keys
+from squall.core.config.loading import load_config, parse_override
+from squall.core.config.validation import unknown_keys
 
 REPO = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = REPO / "docker-compose.yml"
@@ -142,7 +143,7 @@ def test_docker_conf_matches_the_compose_services(services: dict[str, Any]) -> N
 
 def test_cluster_conf_loads_and_names_the_ensemble() -> None:
     conf = load_config(CLUSTER_CONF, env={})
-    assert unknown_keys(conf) == [], "only keys from squall/core/config.py KEYS"
+    assert unknown_keys(conf) == [], "only keys from squall/core/config/keys.py KEYS"
     assert conf["storm.zookeeper.servers"] == ["zk1", "zk2", "zk3"]
     assert len(conf["nimbus.seeds"]) == 2
     assert conf["storm.local.dir"] == "/var/squall"

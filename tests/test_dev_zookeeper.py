@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -81,3 +83,19 @@ def test_a_started_zookeeper_takes_a_session_at_once(tmp_path: Path, zk_conf: di
         assert [r.getMessage() for r in caplog.records if r.name.startswith("kazoo")] == []
     finally:
         server.stop()
+
+
+def test_a_server_that_cannot_be_started_leaves_its_log_file_closed(tmp_path: Path) -> None:
+    """``start()`` opens zookeeper.out for the child; when the child cannot even be started, the file is
+    closed there, not left for the garbage collector (which warns of an unclosed file)."""
+
+    class Unstartable(LocalZooKeeper):
+        def _command(self) -> list[str]:
+            return [str(tmp_path / "no-such-java")]
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(OSError):
+            Unstartable(tmp_path, free_port()).start()
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []

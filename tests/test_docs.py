@@ -4,6 +4,7 @@ public class and method says what it is for, and every class shows a short examp
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import os
@@ -21,8 +22,17 @@ import squall
 from support import REPO, wait_until
 from squall.dev.local import LocalTopology
 
-#: The modules of the user API: where each name ``squall`` exports (``squall.__all__``) is defined.
-API_MODULES = sorted({inspect.getmodule(getattr(squall, name)).__name__ for name in squall.__all__})
+
+def api_module(name: str) -> str:
+    """The module a user imports ``squall``'s exported ``name`` from: where it is defined, or the package that
+    re-exports its modules' names as its public surface (``squall.core.config``)."""
+    module = inspect.getmodule(getattr(squall, name)).__name__
+    package = module.rpartition(".")[0]
+    return package if name in getattr(sys.modules[package], "__all__", ()) else module
+
+
+#: The modules of the user API: where each name ``squall`` exports (``squall.__all__``) is imported from.
+API_MODULES = sorted({api_module(name) for name in squall.__all__})
 
 
 def public_names(module: ModuleType) -> list[str]:
@@ -66,6 +76,17 @@ def test_every_name_squall_exports_is_importable_from_it() -> None:
     namespace: dict[str, Any] = {}
     exec("from squall import *", namespace)  # noqa: S102
     assert set(squall.__all__) <= set(namespace)
+
+
+def test_type_checkers_see_every_name_squall_exports() -> None:
+    """What ``squall`` loads on first use is also imported under ``TYPE_CHECKING``, from the same module and
+    re-exported explicitly (``import X as X``), so mypy and IDEs know ``from squall import Spout``."""
+    tree = ast.parse(Path(squall.__file__).read_text())
+    blocks = [node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"]
+    assert len(blocks) == 1, "squall/__init__.py has one `if TYPE_CHECKING:` block of the names it exports"
+    declared = {alias.asname: node.module for node in blocks[0].body if isinstance(node, ast.ImportFrom)
+                for alias in node.names if alias.asname == alias.name}
+    assert declared == squall._HOMES
 
 
 @pytest.mark.parametrize("module_name", API_MODULES)

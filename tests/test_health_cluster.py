@@ -53,7 +53,7 @@ def health_listed(cluster: MiniCluster, tmp_path: Path, name: str) -> str:
 def beating(cluster: MiniCluster, topology_id: str) -> bool:
     assignment = cluster.assignment(topology_id)
     tasks = {t for w in assignment.workers for t in w.tasks}
-    return tasks <= set(cluster.nimbus.latest_beats(topology_id))
+    return tasks <= set(cluster.nimbus.watching.latest_beats(topology_id))
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 
 from examples import multilang, wordcount
 from squall.api.dsl import Topology
-from squall.core.config import ConfigError
+from squall.core.config.validation import ConfigError
 from squall.core.local_state import CODE_FILES, resources_dir
 from squall.core.package import build_package
 from squall.core.restarts import restart_delay_secs
@@ -26,8 +26,8 @@ from scenarios import expected_word_counts, word_counts
 from support import wait_until
 from topologies import Numbers, Recorder
 from squall.dev.local import LocalTopology, compile_topology
-from worker.multilang import resolve_command
-from worker.multilang_protocol import (JSON, MSGPACK, JsonDecoder, MsgpackDecoder, MultilangError, codec_for, command,
+from worker.multilang.process import resolve_command
+from worker.multilang.protocol import (JSON, MSGPACK, JsonDecoder, MsgpackDecoder, MultilangError, codec_for, command,
                                        context_for, emit_target, grouping_json, heartbeat_message)
 
 REPO = Path(__file__).resolve().parent.parent

@@ -7,6 +7,8 @@ supervisor daemon has tests of its own.
 from __future__ import annotations
 
 import contextlib
+import importlib
+import inspect
 import io
 import json
 import re
@@ -32,10 +34,12 @@ from thriftpy2.transport import TFramedTransportFactory
 from nimbus.daemon import Nimbus
 from nimbus.leader import TimerChoice
 from nimbus.service import NimbusService
+from nimbus.takeover import Takeover
 from squall import STORM_VERSION
 from squall.core.clock import SimulatedClock
 from squall.core.stats import WINDOWS, to_executor_stats
-from squall.core.thrift import connect, storm
+from squall.core.thrift import storm
+from squall.core.thrift.client import connect
 from squall.core.zk import paths
 from squall.core.zk.client import ZkClient
 from squall.core.zk.errors import record_task_error
@@ -207,7 +211,7 @@ def test_failed_assignment_leaves_nothing_behind(cluster: Cluster, leader: Nimbu
     assert cluster.client(leader).getClusterInfo().topologies == []
     for parent in paths.TOPOLOGY_SUBTREES + (paths.TOPOLOGIES,):
         assert cluster.zk.children(parent) == [], parent
-    assert list(leader.code.ids()) == []
+    assert list(leader.state.code.ids()) == []
 
 
 def health(cluster: Cluster, n: Nimbus, name: str = "wc") -> str:
@@ -314,7 +318,7 @@ def test_kill_marks_killed_at_once_and_removes_after_the_wait(cluster: Cluster, 
     wait_until(lambda: not cluster.zk.exists(paths.topology(topology_id)), what="removal")
     for parent in paths.TOPOLOGY_SUBTREES:
         assert topology_id not in cluster.zk.children(parent)
-    assert topology_id not in leader.code.ids()
+    assert topology_id not in leader.state.code.ids()
     submit(cluster, leader)  # the name is free again
 
 
@@ -355,20 +359,21 @@ def test_a_kill_due_during_a_zookeeper_blip_ends_once_the_session_resumes(cluste
     survived nothing re-armed it (only a takeover does): the topology stayed killed, its workers ran on, its name
     was refused, and another kill could not end it. Now it waits for the connection and runs."""
     proxy, n, topology_id = leading_behind_a_proxy(cluster, zk_address)
-    session = n.zk.session_id
+    session = n.state.zk.session_id
     cluster.client(n).killTopologyWithOpts("wc", storm.KillOptions(wait_secs=10))
     choices: list[TimerChoice] = []
-    choose = n._delayed_action_choice
-    n._delayed_action_choice = lambda: choices.append(choose()) or choices[-1]  # type: ignore[method-assign]
+    choose = n.transitions._delayed_action_choice
+    n.transitions._delayed_action_choice = (  # type: ignore[method-assign]
+        lambda: choices.append(choose()) or choices[-1])
 
     proxy.cut()
-    wait_until(lambda: not n.zk.connected.is_set(), 30, "nimbus's connection lost")
+    wait_until(lambda: not n.state.zk.connected.is_set(), 30, "nimbus's connection lost")
     cluster.clock.advance(10)
     wait_until(lambda: choices, 30, "the due kill to look at the leadership")
     proxy.heal()
 
-    wait_until(lambda: n.zk.connected.is_set(), 30, "nimbus reconnected")
-    assert n.zk.session_id == session, "the same session resumed"
+    wait_until(lambda: n.state.zk.connected.is_set(), 30, "nimbus reconnected")
+    assert n.state.zk.session_id == session, "the same session resumed"
     wait_until(lambda: not cluster.zk.exists(paths.topology(topology_id)), 30, "the kill to end")
     assert choices[-1] is TimerChoice.RUN
     submit(cluster, n)  # the name is free again
@@ -380,10 +385,10 @@ def test_a_leader_s_code_sync_during_a_zookeeper_blip_drops_no_version_it_has_no
     pruned what the manifest lacks once ZooKeeper answered: a new version stored and not yet published (a gray
     upgrade's, a submission's) was deleted under the leader."""
     proxy, n, topology_id = leading_behind_a_proxy(cluster, zk_address)
-    code = n.code
+    code = n.state.code
     code.put(topology_id, package=None, conf=code.conf(topology_id), topology=code.topology(topology_id),
              system=code.system_topology(topology_id), version=2, make_current=False)  # stored, not yet published
-    replication, looked, synced = n.replication, [], {"started": 0, "ended": 0}
+    replication, looked, synced = n.state.replication, [], {"started": 0, "ended": 0}
     is_elected, sync = replication._is_elected, replication.sync
 
     def counted_sync(*, leading: bool) -> list[str]:
@@ -393,15 +398,15 @@ def test_a_leader_s_code_sync_during_a_zookeeper_blip_drops_no_version_it_has_no
         finally:
             synced["ended"] += 1
 
-    replication._is_elected = lambda: looked.append(n.zk.connected.is_set()) or is_elected()
+    replication._is_elected = lambda: looked.append(n.state.zk.connected.is_set()) or is_elected()
     replication.sync = counted_sync  # type: ignore[method-assign]
 
     proxy.cut()
-    wait_until(lambda: not n.zk.connected.is_set(), 30, "nimbus's connection lost")
+    wait_until(lambda: not n.state.zk.connected.is_set(), 30, "nimbus's connection lost")
     cluster.clock.advance(cluster.conf["nimbus.code.sync.freq.secs"])
     wait_until(lambda: False in looked, 30, "the code sync's turn during the blip")
     proxy.heal()
-    wait_until(lambda: n.zk.connected.is_set(), 30, "nimbus reconnected")
+    wait_until(lambda: n.state.zk.connected.is_set(), 30, "nimbus reconnected")
     wait_until(lambda: synced["ended"] == synced["started"], 30, "any sync begun to end")
     assert code.versions(topology_id) == [1, 2]
 
@@ -525,7 +530,7 @@ def test_a_leader_elected_again_after_its_session_expired_gives_every_task_a_ful
         topologyId=topology_id, topologyMasterId=0,
         taskHbs={t: storm.TaskHeartbeat(time_secs=1, uptime_secs=1) for w in before.workers for t in w.tasks}))
     with capture_logs() as logs:
-        expire_session(leader.zk, zk_address)
+        expire_session(leader.state.zk, zk_address)
         wait_until(lambda: any(e["event"] == "nimbus leading" for e in logs), 30, "the same nimbus elected again")
         first_look = cluster.clock.time() + 10
         while not any(e["event"] == "reassigning dead workers" for e in logs):
@@ -561,9 +566,9 @@ def test_a_nimbus_deposed_while_its_workers_stay_connected_refuses_their_beats_n
     wait_until(lambda: len(cluster.zk.children(paths.NIMBUS_SLAVES)) == 1, what="follower registered")
     old_client = cluster.client(leader)
 
-    expire_session(leader.zk, zk_address)
+    expire_session(leader.state.zk, zk_address)
 
-    wait_until(lambda: leader.is_leader != other.is_leader and leader.zk.connected.is_set(), 30,
+    wait_until(lambda: leader.is_leader != other.is_leader and leader.state.zk.connected.is_set(), 30,
                "one nimbus leading after the expiry")
     new, deposed = (leader, other) if leader.is_leader else (other, leader)
     client = old_client if deposed is leader else cluster.client(deposed)
@@ -572,7 +577,7 @@ def test_a_nimbus_deposed_while_its_workers_stay_connected_refuses_their_beats_n
     with pytest.raises(TApplicationException, match=f"not the leader; the leader is 127.0.0.1:{new.port}"):
         client.updateTaskHeartbeat(beats)
     cluster.client(new).updateTaskHeartbeat(beats)
-    assert {t: b.uptime_secs for t, b in new.latest_beats(topology_id).items()} == {t: 7 for t in tasks.tasks}
+    assert {t: b.uptime_secs for t, b in new.watching.latest_beats(topology_id).items()} == {t: 7 for t in tasks.tasks}
 
 
 def test_a_takeover_that_fails_half_way_is_tried_again_while_elected(cluster: Cluster, leader: Nimbus,
@@ -581,19 +586,19 @@ def test_a_takeover_that_fails_half_way_is_tried_again_while_elected(cluster: Cl
     /nimbus_master and was never ready, so it served nothing and no other nimbus could take over."""
     topology_id = submit(cluster, leader)
     leader.stop()
-    take_over_code, failures = Nimbus._take_over_code, []
+    take_over_code, failures = Takeover._take_over_code, []
 
-    def fails_once(self: Nimbus) -> None:
+    def fails_once(self: Takeover) -> None:
         if not failures:
             failures.append(self)
             raise ConnectionLoss("ZooKeeper went away half-way through the takeover")
         take_over_code(self)
 
-    monkeypatch.setattr(Nimbus, "_take_over_code", fails_once)
+    monkeypatch.setattr(Takeover, "_take_over_code", fails_once)
     with capture_logs() as logs:
         successor = cluster.nimbus("n2")
         wait_until(lambda: successor.is_leader, 30, "the successor to lead after a failed first try")
-    assert failures == [successor]
+    assert failures == [successor.takeover]
     assert [e["event"] for e in logs].count("nimbus takeover failed; trying again") == 1
     assert cluster.client(successor).getTopologyInfo(topology_id).name == "wc"
 
@@ -671,7 +676,7 @@ def test_code_is_uploaded_stored_and_downloadable(cluster: Cluster, leader: Nimb
     client.submitTopology("wc", location, json.dumps({"topology.workers": 2}), word_count())
     topology_id = client.getTopologyId("wc")
     for artifact, expected in (("code", package),
-                               ("conf", json.dumps(leader.code.conf(topology_id), sort_keys=True).encode())):
+                               ("conf", json.dumps(leader.state.code.conf(topology_id), sort_keys=True).encode())):
         session = client.beginCodeDownload(topology_id, artifact)
         data = b""
         while chunk := client.downloadChunk(session):
@@ -681,7 +686,7 @@ def test_code_is_uploaded_stored_and_downloadable(cluster: Cluster, leader: Nimb
         client.beginCodeDownload(topology_id, "../../etc/passwd")
     with pytest.raises(storm.InvalidTopologyException, match="no finished upload"):
         client.submitTopology("wc2", location, "{}", word_count())  # an upload is claimed once
-    assert list(leader.inbox.root.iterdir()) == [], "the claimed upload does not linger in the inbox"
+    assert list(leader.state.inbox.root.iterdir()) == [], "the claimed upload does not linger in the inbox"
 
 
 def test_workers_of_a_vanished_supervisor_stay_while_they_beat(cluster: Cluster, leader: Nimbus) -> None:
@@ -797,8 +802,8 @@ def test_a_tls_listener_beside_the_plain_port_leaves_storm_1_clients_working(clu
 
 def holds(n: Nimbus, topology_id: str, version: int, leader: Nimbus) -> bool:
     """``n`` stores ``version`` of the topology as ``leader`` does (same digest)."""
-    return version in n.code.versions(topology_id) and \
-        n.code.digest(topology_id, version) == leader.code.digest(topology_id, version)
+    return version in n.state.code.versions(topology_id) and \
+        n.state.code.digest(topology_id, version) == leader.state.code.digest(topology_id, version)
 
 
 def test_submit_waits_for_a_follower_to_hold_the_code_which_then_follows_every_change(
@@ -814,12 +819,12 @@ def test_submit_waits_for_a_follower_to_hold_the_code_which_then_follows_every_c
 
     cluster.client(leader).rebalance("wc", storm.RebalanceOptions(wait_secs=0, num_workers=3))
     cluster.clock.advance(0)  # rewrites version 1's conf in place: the follower copies it again
-    wait_until(lambda: leader.code.conf(topology_id)["topology.workers"] == 3 and holds(follower, topology_id, 1, leader),
-               what="the follower to copy the rebalanced conf")
-    assert follower.code.conf(topology_id)["topology.workers"] == 3
+    wait_until(lambda: leader.state.code.conf(topology_id)["topology.workers"] == 3
+               and holds(follower, topology_id, 1, leader), what="the follower to copy the rebalanced conf")
+    assert follower.state.code.conf(topology_id)["topology.workers"] == 3
     cluster.client(leader).killTopologyWithOpts("wc", storm.KillOptions(wait_secs=0))
     cluster.clock.advance(0)
-    wait_until(lambda: not follower.code.has(topology_id), what="the follower to drop a killed topology's code")
+    wait_until(lambda: not follower.state.code.has(topology_id), what="the follower to drop a killed topology's code")
 
 
 def test_with_too_few_nimbuses_submit_schedules_once_the_max_replication_wait_passed(
@@ -846,8 +851,8 @@ def test_a_new_leader_copies_the_code_it_lacks_from_any_nimbus_holding_it(cluste
     follower = cluster.nimbus("n2")
     topology_id = submit(cluster, leader)
     wait_until(lambda: holds(follower, topology_id, 1, leader), what="the follower to copy the code")
-    follower.code.remove(topology_id)  # the follower's disk lost it; nothing tells its sync thread
-    leader.election.stop()  # steps down, still serving what it holds
+    follower.state.code.remove(topology_id)  # the follower's disk lost it; nothing tells its sync thread
+    leader.state.election.stop()  # steps down, still serving what it holds
     wait_until(lambda: follower.is_leader, what="takeover")
     assert holds(follower, topology_id, 1, leader)
     assert cluster.client(follower).getUserTopology(topology_id).spouts.keys() == {"sentences"}
@@ -857,7 +862,7 @@ def test_a_new_leader_without_the_code_says_so(cluster: Cluster, leader: Nimbus)
     topology_id = submit(cluster, leader)
     follower = cluster.nimbus("n2")
     wait_until(lambda: holds(follower, topology_id, 1, leader), what="the follower to copy the code")
-    follower.code.remove(topology_id)  # lost on the follower, and the leader goes away with its copy
+    follower.state.code.remove(topology_id)  # lost on the follower, and the leader goes away with its copy
     leader.stop()
     wait_until(lambda: follower.is_leader, what="takeover")
     client = cluster.client(follower)
@@ -903,7 +908,7 @@ def test_a_kill_racing_error_writers_removes_everything_and_frees_the_name(clust
             thread.join(10)
         for zk in writers:
             zk.stop()
-    cluster.clock.advance(leader.conf["nimbus.monitor.freq.secs"])  # late writes are orphans: the monitor's
+    cluster.clock.advance(leader.state.conf["nimbus.monitor.freq.secs"])  # late writes are orphans: the monitor's
     wait_until(lambda: not any(topology_id in cluster.zk.children(p) for p in paths.TOPOLOGY_SUBTREES),
                what="nothing of the topology left in ZooKeeper")
     submit(cluster, leader)  # the name is free again
@@ -915,10 +920,10 @@ def test_upload_refusals_are_typed_and_name_no_server_path(cluster: Cluster, lea
     client.uploadChunk(location, b"#!/bin/sh\necho not a package\n")
     with pytest.raises(storm.AuthorizationException, match="is not a zip file") as refused:
         client.finishFileUpload(location)
-    assert str(leader.inbox.root) not in refused.value.msg
+    assert str(leader.state.inbox.root) not in refused.value.msg
     with pytest.raises(storm.AuthorizationException, match="unknown or expired upload") as refused:
         client.uploadChunk(location, b"more")
-    assert str(leader.inbox.root) not in refused.value.msg
+    assert str(leader.state.inbox.root) not in refused.value.msg
 
 
 def test_an_upload_flood_does_not_keep_storm_jar_out(cluster: Cluster, leader: Nimbus) -> None:
@@ -927,15 +932,15 @@ def test_an_upload_flood_does_not_keep_storm_jar_out(cluster: Cluster, leader: N
     with pytest.raises(storm.AuthorizationException, match="nimbus.upload.max.per.client"):
         while len(flood) <= 256:  # one host opens uploads and never sends a chunk
             flood.append(client.beginFileUpload())
-    assert len(flood) == leader.conf["nimbus.upload.max.per.client"]
-    cluster.clock.advance(leader.conf["nimbus.upload.idle.secs"] + 1)
+    assert len(flood) == leader.state.conf["nimbus.upload.max.per.client"]
+    cluster.clock.advance(leader.state.conf["nimbus.upload.idle.secs"] + 1)
     package = zip_bytes()  # storm jar from that host, half a minute later
     location = client.beginFileUpload()
     client.uploadChunk(location, package)
     client.finishFileUpload(location)
     client.submitTopology("wc", location, json.dumps({"topology.workers": 2}), word_count())
-    assert leader.code.package(client.getTopologyId("wc")).read_bytes() == package
-    assert [p.name for p in leader.inbox.root.iterdir()] == [], "the idle uploads were dropped"
+    assert leader.state.code.package(client.getTopologyId("wc")).read_bytes() == package
+    assert [p.name for p in leader.state.inbox.root.iterdir()] == [], "the idle uploads were dropped"
 
 
 def test_a_topology_too_large_for_a_zookeeper_value_is_refused_with_a_typed_error(cluster: Cluster,
@@ -947,7 +952,7 @@ def test_a_topology_too_large_for_a_zookeeper_value_is_refused_with_a_typed_erro
     assert cluster.client(leader).getClusterInfo().topologies == []
     for parent in paths.TOPOLOGY_SUBTREES + (paths.TOPOLOGIES,):
         assert cluster.zk.children(parent) == [], parent
-    assert list(leader.code.ids()) == []
+    assert list(leader.state.code.ids()) == []
 
 
 def test_the_info_of_a_ten_thousand_task_topology_reaches_squalls_own_client(cluster: Cluster,
@@ -958,8 +963,8 @@ def test_the_info_of_a_ten_thousand_task_topology_reaches_squalls_own_client(clu
     topology_id = submit(cluster, leader, topology=word_count(split=9_990, count=8))
     tasks = cluster.zk.read(paths.tasks(topology_id), TopologyTasks)
     assert len(tasks.tasks) >= 10_000
-    conf = leader.code.conf(topology_id)
-    layout = build_layout(topology_id, leader.code.system_topology(topology_id), tasks, conf)
+    conf = leader.state.code.conf(topology_id)
+    layout = build_layout(topology_id, leader.state.code.system_topology(topology_id), tasks, conf)
     out = {"emitted": {"default": 7, "__ack_ack": 7}, "transferred": {"default": 7, "__ack_ack": 7}}
     spout, bolt = TaskStats(**out, acked={"default": 7}), TaskStats(
         **out, acked={"sentences:default": 7}, executed={"sentences:default": 7}, latency_ms={"sentences:default": 0.5})
@@ -996,7 +1001,7 @@ def test_a_package_without_the_topologys_module_is_refused_at_submit(cluster: Cl
 
     with pytest.raises(storm.InvalidTopologyException, match="no module 'wc_bolts', which bolt 'split' is imported"):
         client.submitTopology("wc", upload(zip_bytes()), json.dumps({"topology.workers": 2}), topology)
-    assert client.getClusterInfo().topologies == [] and list(leader.code.ids()) == []
+    assert client.getClusterInfo().topologies == [] and list(leader.state.code.ids()) == []
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as package:
         package.writestr("wc_bolts/__init__.py", "class Split: ...\n")
@@ -1051,7 +1056,7 @@ def test_a_topology_naming_anything_but_a_component_class_is_refused_at_submit(c
     for topology, location, message in refused:
         with pytest.raises(storm.InvalidTopologyException, match=re.escape(message)):
             client.submitTopology("wc", location, json.dumps({"topology.workers": 2}), topology)
-    assert client.getClusterInfo().topologies == [] and list(leader.code.ids()) == []
+    assert client.getClusterInfo().topologies == [] and list(leader.state.code.ids()) == []
 
     accepted = with_spout(python("wc", "Sentences"))
     accepted.bolts["split"].bolt_object = python("squall.api.spark", "SparkBolt")  # installed, not in the package
@@ -1070,14 +1075,26 @@ def test_each_topology_gets_a_transfer_secret_kept_across_a_gray_upgrade_and_nev
     it to its workers), masked by getTopologyConf, the same in the gray upgrade's new version (old and new workers
     talk to each other), and another topology's own."""
     topology_id = submit(cluster, leader)
-    secret = leader.code.conf(topology_id)["topology.transfer.secret"]
+    secret = leader.state.code.conf(topology_id)["topology.transfer.secret"]
     assert len(secret) >= 32
     client = cluster.client(leader)
     assert json.loads(client.getTopologyConf(topology_id))["topology.transfer.secret"] == "***"
     client.graySubmit("wc", "", json.dumps({"topology.workers": 2}), word_count(),
                       storm.GrayUpgradeOptions(worker_num=1))
-    versions = leader.code.versions(topology_id)
-    assert len(versions) == 2 and {leader.code.conf(topology_id, v)["topology.transfer.secret"]
+    versions = leader.state.code.versions(topology_id)
+    assert len(versions) == 2 and {leader.state.code.conf(topology_id, v)["topology.transfer.secret"]
                                    for v in versions} == {secret}
     other = submit(cluster, leader, "other")
-    assert leader.code.conf(other)["topology.transfer.secret"] not in (secret, None)
+    assert leader.state.code.conf(other)["topology.transfer.secret"] not in (secret, None)
+
+
+def test_nimbus_is_a_thin_daemon_over_modules_of_one_job_each() -> None:
+    """Each module of nimbus opens with a docstring saying its job and stays under 600 lines; ``help(Nimbus)`` says
+    what its parts are and shows how it is used."""
+    root = Path(__file__).resolve().parent.parent / "nimbus"
+    for path in sorted(root.rglob("*.py")):
+        module = importlib.import_module(".".join(path.relative_to(root.parent).with_suffix("").parts))
+        assert inspect.getdoc(module), f"{path.name}: no docstring saying its job"
+        assert len(path.read_text().splitlines()) <= 600, f"{path.relative_to(root.parent)} is over 600 lines"
+    doc = inspect.getdoc(Nimbus) or ""
+    assert "Why" in doc and "::\n\n    nimbus = Nimbus(conf).start(NimbusService)" in doc

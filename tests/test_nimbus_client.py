@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from squall.core.nimbus_client import leader_address, nimbus_client
-from squall.core.thrift import NimbusUnavailable, ThriftServer, make_server, storm
+from squall.core.thrift import storm
+from squall.core.thrift.client import NimbusUnavailable
+from squall.core.thrift.server import ThriftServer, make_server
 from squall.core.zk import paths
 from squall.core.zk.client import ZkClient
 from squall.core.zk.records import NimbusMaster

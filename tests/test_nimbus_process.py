@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from squall.core.thrift import connect
+from squall.core.thrift.client import connect
 from squall.core.zk import paths
 from squall.core.zk.client import ZkClient
 from squall.core.zk.records import NimbusMaster

@@ -11,7 +11,7 @@ import pytest
 
 from nimbus.scheduler.default import schedule, wanted_workers
 from nimbus.scheduler.model import AssignType, Component, ScheduleError, ScheduleRequest, Supervisor
-from squall.core.config import default_config
+from squall.core.config.keys import default_config
 from squall.core.system_ids import ACKER, TOPOLOGY_MASTER
 from squall.core.zk.records import WorkerAssignment
 

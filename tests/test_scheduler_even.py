@@ -10,7 +10,7 @@ import pytest
 from nimbus.scheduler import schedule as schedule_by_conf
 from nimbus.scheduler.even import schedule, sort_slots
 from nimbus.scheduler.model import AssignType, Component, ScheduleError, ScheduleRequest, Supervisor
-from squall.core.config import default_config
+from squall.core.config.keys import default_config
 from squall.core.system_ids import ACKER
 from squall.core.zk.records import WorkerAssignment
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from nimbus.scheduler import schedule
 from nimbus.scheduler.model import AssignType, Component, ScheduleError, ScheduleRequest, Supervisor
-from squall.core.config import default_config
+from squall.core.config.keys import default_config
 from squall.core.system_ids import ACKER
 from squall.core.zk.records import WorkerAssignment
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from squall.core.config import ConfigError
+from squall.core.config.validation import ConfigError
 from squall.core.local_state import read_task_beats, read_worker_file, write_task_beats
 from squall.core.worker_records import new_worker_id
 from supervisor.processes import WorkerProcesses

@@ -20,15 +20,10 @@ from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 from thriftpy2.utils import serialize
 
-from squall.core.thrift import (
-    BoundedFramedTransportFactory,
-    FrameSizeError,
-    NimbusUnavailable,
-    connect,
-    find_leader,
-    make_server,
-    storm,
-)
+from squall.core.thrift import storm
+from squall.core.thrift.client import NimbusUnavailable, connect, find_leader
+from squall.core.thrift.server import make_server
+from squall.core.thrift.transport import BoundedFramedTransportFactory, FrameSizeError
 from support import wait_until
 
 HOST = "127.0.0.1"

@@ -16,8 +16,10 @@ from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.rpc import make_client
 from thriftpy2.transport import TFramedTransportFactory, TTransportException
 
-from squall.core.config import ConfigError
-from squall.core.thrift import ThriftServer, connect, find_leader, make_server, storm, client_principal
+from squall.core.config.validation import ConfigError
+from squall.core.thrift import storm
+from squall.core.thrift.client import connect, find_leader
+from squall.core.thrift.server import ThriftServer, client_principal, make_server
 from squall.core.tls import client_context, server_context
 from support import make_certs, tls_conf, wait_until
 

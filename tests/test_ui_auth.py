@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse
 
 from logviewer.server import LogviewerServer
 from nimbus.daemon import Nimbus
-from squall.core.config import ConfigError
+from squall.core.config.validation import ConfigError
 from squall.core.httpd import HttpServer
 from squall.core.local_state import worker_log_name, write_log_acl
 from squall.core.tls import https_context

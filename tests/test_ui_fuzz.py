@@ -44,7 +44,7 @@ def report_stats(cluster: MiniCluster, topology_id: str) -> list[str]:
                       failed={"default": 1}, latency_ms={"default": 3.0})
     bolt = TaskStats(emitted={"default": 5}, transferred={"default": 5}, acked={"sentences:default": 5},
                      executed={"sentences:default": 5}, latency_ms={"sentences:default": 0.5})
-    cluster.nimbus.heartbeat(topology_id, {
+    cluster.nimbus.watching.heartbeat(topology_id, {
         task: TaskBeat(0, 700, spout if info.type is ComponentType.SPOUT else bolt)
         for task, info in tasks.tasks.items()})
     return sorted({info.component for info in tasks.tasks.values()})

@@ -20,7 +20,7 @@ import ui.metrics
 from examples import wordcount
 from minicluster import REPO, MiniCluster
 from squall.api.dsl import Topology
-from squall.core.config import load_config
+from squall.core.config.loading import load_config
 from squall.dev.zookeeper import free_port
 from support import wait_until
 from test_ui import cluster, ui_in_front_of  # noqa: F401  (cluster is a fixture)

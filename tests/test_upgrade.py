@@ -9,7 +9,7 @@ import pytest
 from nimbus import upgrade
 from nimbus.upgrade import BatchRequest, Step, UpgradeRefused, UpgradeView
 from squall.api.dsl import Topology
-from squall.core.config import default_config
+from squall.core.config.keys import default_config
 from squall.core.topology import normalize, system_topology
 from squall.core.zk.records import GrayUpgradeConf
 from topologies import Forward, Numbers, Recorder

@@ -15,7 +15,8 @@ import pytest
 from examples import wordcount
 from minicluster import MiniCluster
 from squall.api.dsl import Topology
-from squall.core.thrift import connect, storm
+from squall.core.thrift import storm
+from squall.core.thrift.client import connect
 from squall.core.zk import paths
 from squall.core.zk.records import TopologyTasks, WorkerAssignment
 from support import listening, log_events, task_errors, wait_until
@@ -41,7 +42,7 @@ def test_word_count_across_two_workers_is_exact(cluster: MiniCluster, tmp_path: 
     for w in workers:  # worker.transfer.bind.address: 127.0.0.1 in the tests' conf
         assert listening(cluster.processes[(w.supervisor_id, w.port)].pid) == {("127.0.0.1", w.port)}
     tasks = {t for w in workers for t in w.tasks}
-    wait_until(lambda: tasks <= set(cluster.nimbus.tracker.snapshot(topology_id, 0).beats), 30,
+    wait_until(lambda: tasks <= set(cluster.nimbus.state.tracker.snapshot(topology_id, 0).beats), 30,
                "every task's heartbeat at nimbus, through the topology master")
 
     def all_time(info: Any, component: str, stat: str) -> int:
@@ -154,7 +155,7 @@ def test_killing_the_topology_stops_its_workers_cleanly(cluster: MiniCluster) ->
     topology_id = cluster.submit(t)
     workers = cluster.start_workers(topology_id)
     processes = [cluster.processes[(w.supervisor_id, w.port)] for w in workers]
-    wait_until(lambda: len(cluster.nimbus.tracker.snapshot(topology_id, 0).beats) == 4, 30, "the workers running")
+    wait_until(lambda: len(cluster.nimbus.state.tracker.snapshot(topology_id, 0).beats) == 4, 30, "the workers running")
     with connect("127.0.0.1", cluster.nimbus.port, 30_000) as client:
         client.killTopologyWithOpts("doomed", storm.KillOptions(wait_secs=1))
     wait_until(lambda: all(p.poll() is not None for p in processes), 30, "the workers to exit")

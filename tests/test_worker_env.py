@@ -124,7 +124,7 @@ def test_a_package_carries_its_requirements_and_wheels(tmp_path: Path) -> None:
 
 
 def test_a_bad_supervisor_worker_python_is_refused_naming_the_fix(tmp_path: Path) -> None:
-    from squall.core.config import ConfigError
+    from squall.core.config.validation import ConfigError
     with pytest.raises(ConfigError, match="supervisor.worker.python /no/python does not run"):
         base_interpreter({"supervisor.worker.python": "/no/python"})
     assert base_interpreter({}).path == sys.executable

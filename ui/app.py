@@ -70,7 +70,8 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
         return reply(request, shapes.nimbus_summary(await ask(source.cluster), logs))
 
     async def supervisor_summary(request: Request) -> Response:
-        return reply(request, shapes.supervisor_summary(*await ask(source.cluster_and_blacklist), logs))
+        summary, blacklist = await ask(source.cluster_and_blacklist)
+        return reply(request, shapes.supervisor_summary(summary, blacklist, logs))
 
     async def supervisor_page(request: Request) -> Response:
         query = supervisor_query(request.query_params)

@@ -73,9 +73,10 @@ class _Families:
     """The scrape's metric families by name, made on first use so each is declared once."""
 
     def __init__(self) -> None:
-        self.by_name: dict[str, Metric] = {}
+        self.by_name: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
 
-    def add(self, kind: type, name: str, doc: str, labels: Sequence[str], values: Sequence[str], value: float) -> None:
+    def add(self, kind: type[CounterMetricFamily | GaugeMetricFamily], name: str, doc: str, labels: Sequence[str],
+            values: Sequence[str], value: float) -> None:
         family = self.by_name.get(name)
         if family is None:
             family = self.by_name[name] = kind(f"{PREFIX}_{name}", doc, labels=list(labels))

@@ -74,9 +74,9 @@ SCHEMAS: dict[str, Any] = {
     "TopologySummary": obj(schedulerDisplayResource=BOOLEAN, topologies=array(obj(
         id=STRING, encodedId=STRING, name=STRING, owner=nullable(STRING), status=STRING, **UPTIME,
         tasksTotal=INTEGER, workersTotal=INTEGER, executorsTotal=INTEGER, schedulerInfo=nullable(STRING)))),
-    "Worker": obj(supervisorId=STRING, host=STRING, port=INTEGER, topologyId=STRING, topologyName=STRING, executorsTotal=INTEGER,
-                  componentNumTasks={"type": "object", "additionalProperties": INTEGER}, **UPTIME,
-                  workerLogLink=STRING),
+    "Worker": obj(supervisorId=STRING, host=STRING, port=INTEGER, topologyId=STRING, topologyName=STRING,
+                  executorsTotal=INTEGER, componentNumTasks={"type": "object", "additionalProperties": INTEGER},
+                  **UPTIME, workerLogLink=STRING),
     "Topology": obj(
         id=STRING, encodedId=STRING, name=STRING, owner=nullable(STRING), status=STRING, **UPTIME,
         tasksTotal=INTEGER, workersTotal=INTEGER, executorsTotal=INTEGER, schedulerInfo=nullable(STRING),

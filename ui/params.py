@@ -1,6 +1,6 @@
 """The UI's request parameters, checked before nimbus is asked: the stats window and ``sys`` flag of the
-pages, a wait-time, Storm's rebalance body, and a JSONP callback. A bad one is :class:`BadRequest`, whose message says what
-the parameter takes (the API answers it with 400, a page with its error page).
+pages, a wait-time, Storm's rebalance body, and a JSONP callback. A bad one is :class:`BadRequest`, whose message
+says what the parameter takes (the API answers it with 400, a page with its error page).
 """
 
 from __future__ import annotations

@@ -18,19 +18,20 @@ the numbers are made follows Storm too:
 
 Nimbus keeps Storm's four windows (:data:`WINDOWS`: the last 10 minutes, 3 hours, 1 day, and all time, made
 by :mod:`nimbus.windows`); ``topologyStats``, ``spoutSummary`` and ``boltStats`` list all four, as Storm's do,
-and the other tables show the window asked for. What Squall does not know is left out rather than invented: resources
-(``schedulerDisplayResource`` is false, as in Storm's default) and a topology's replication count. A worker's log link (``workerLogLink``, ``errorWorkerLogLink``) opens its log
-on the logviewer of its host, at the UI's ``logviewer.port`` (``https://`` at ``logviewer.https.port`` when that
-is set), as Storm's UI links them; so do the daemons' own log links (``nimbusLogLink``, a supervisor's
-``logLink``: ``/daemonlog?file=nimbus.log`` on the logviewer of the daemon's host). Without a port (or for
-an error with no worker) a link is ``""``, Storm's value for "no link".
+and the other tables show the window asked for. What Squall does not know is left out rather than invented:
+resources (``schedulerDisplayResource`` is false, as in Storm's default) and a topology's replication count. A
+worker's log link (``workerLogLink``, ``errorWorkerLogLink``) opens its log on the logviewer of its host, at
+the UI's ``logviewer.port`` (``https://`` at ``logviewer.https.port`` when that is set), as Storm's UI links
+them; so do the daemons' own log links (``nimbusLogLink``, a supervisor's ``logLink``:
+``/daemonlog?file=nimbus.log`` on the logviewer of the daemon's host). Without a port (or for an error with no
+worker) a link is ``""``, Storm's value for "no link".
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 from urllib.parse import quote
 
 from squall import STORM_VERSION
@@ -46,7 +47,7 @@ LAST_ERROR_CHARS = 200
 NO_LINK = ""
 
 #: A stats key: a spout's output stream, or a bolt's input as (component, stream).
-StatKey = Union[str, tuple[str, str]]
+StatKey = str | tuple[str, str]
 
 
 class UnknownComponent(LookupError):
@@ -340,7 +341,8 @@ def stats_numbers(parts: list[Executed], spout: bool, sys: bool) -> dict[str, fl
     processLatency (milliseconds) and capacity. The REST API and ``/metrics`` both read them here."""
     reported = _reported(parts)
     row: dict[str, float] = {stat: _sum(reported, stat, sys) for stat in ("emitted", "transferred", "acked", "failed")}
-    row.update({name: sum(c.failed_by_reason.get(reason, 0) for c in reported) for reason, name in REASON_STATS.items()})
+    row.update({name: sum(c.failed_by_reason.get(reason, 0) for c in reported)
+                for reason, name in REASON_STATS.items()})
     if spout:
         row["completeLatency"] = _latency(reported, "latency_ms", "acked", sys)
     else:
@@ -373,7 +375,7 @@ def topology_numbers(grouped: Mapping[str, list[Executed]], kinds: Mapping[str, 
 
 def component_kinds(topology: Any) -> dict[str, str]:
     """Component id → ``"spout"`` or ``"bolt"``, system components included (nimbus's ``getTopology``)."""
-    return {**{c: "spout" for c in topology.spouts}, **{c: "bolt" for c in topology.bolts}}
+    return {**dict.fromkeys(topology.spouts, "spout"), **dict.fromkeys(topology.bolts, "bolt")}
 
 
 def executors_by_component(info: Any, window: str) -> dict[str, list[Executed]]:
@@ -568,7 +570,8 @@ def _output_stats(reported: list[_Counts], spout: bool, sys: bool) -> list[dict[
 
 def _input_stats(reported: list[_Counts], sys: bool) -> list[dict[str, Any]]:
     """One row per input (component, stream) of a bolt."""
-    inputs = sorted({k for c in reported for k in (*c.executed, *c.acked, *c.failed) if _shown(k, sys)})
+    inputs = sorted({k for c in reported for k in (*c.executed, *c.acked, *c.failed)
+                     if isinstance(k, tuple) and _shown(k, sys)})  # a bolt's: keyed by (component, stream)
     rows = []
     for component, stream in inputs:
         key = (component, stream)

@@ -18,9 +18,10 @@ from thriftpy2.thrift import TClient
 from thriftpy2.transport import TTransportException
 
 from squall.core.auth import Authorizer, TopologyAcl
-from squall.core.config import redact
+from squall.core.config.keys import redact
 from squall.core.nimbus_client import nimbus_client
-from squall.core.thrift import NimbusUnavailable, storm
+from squall.core.thrift import storm
+from squall.core.thrift.client import NimbusUnavailable
 
 
 class NimbusUnreachable(Exception):

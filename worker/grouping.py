@@ -93,7 +93,7 @@ class _Shuffle:
         self._rng.shuffle(self._choices)
         self._next = 0
 
-    def __call__(self, _values: Sequence[Any]) -> Sequence[int]:
+    def __call__(self, _values: Sequence[Any]) -> tuple[int]:
         if self._next == len(self._choices):
             self._rng.shuffle(self._choices)
             self._next = 0
@@ -106,7 +106,7 @@ class _Shuffle:
         base, extra = divmod(rows, len(self._choices))
         counts = dict.fromkeys(self._choices, base) if base else {}
         for _ in range(extra):
-            choice = self(None)
+            choice = self(())
             counts[choice] = counts.get(choice, 0) + 1
         return list(counts.items())
 

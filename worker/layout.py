@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from squall.api.tuple import Fields
 from squall.core.thrift import storm
 from squall.core.topology import component_tasks
-from squall.api.tuple import Fields
 from squall.core.zk.records import Assignment, ComponentType, TopologyTasks
 
 Address = tuple[str, int]

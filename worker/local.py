@@ -3,6 +3,6 @@
 
 import sys
 
-import squall.dev.local
+import squall.dev.local as home
 
-sys.modules[__name__] = sys.modules["squall.dev.local"]
+sys.modules[__name__] = home

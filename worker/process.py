@@ -24,26 +24,41 @@ from typing import Any
 
 import structlog
 
-from squall.core.entry import common_options, load_or_exit
 from squall.core.clock import RealClock
-from squall.core.config import without_secrets
+from squall.core.config.keys import without_secrets
+from squall.core.entry import common_options, load_or_exit
 from squall.core.local_state import (
-    CODE_FILES, code_dir, fetched_for, heartbeat_file, put_code_on_path, resources_dir, task_beats_file,
-    write_heartbeat, write_task_beats,
+    CODE_FILES,
+    code_dir,
+    fetched_for,
+    heartbeat_file,
+    put_code_on_path,
+    resources_dir,
+    task_beats_file,
+    write_heartbeat,
+    write_task_beats,
 )
 from squall.core.loglevels import LogLevelOverrides
 from squall.core.logs import configure_logging
 from squall.core.nimbus_client import leader_address
 from squall.core.stats import to_executor_stats
-from squall.core.thrift import from_bytes, open_client, storm, to_bytes
+from squall.core.system_ids import TOPOLOGY_MASTER
+from squall.core.thrift import from_bytes, storm, to_bytes
+from squall.core.thrift.client import open_client
 from squall.core.tls import client_context
 from squall.core.topology import system_topology
-from squall.core.system_ids import TOPOLOGY_MASTER
 from squall.core.zk import paths
 from squall.core.zk.client import ZkClient
 from squall.core.zk.errors import record_task_error
 from squall.core.zk.records import (
-    Assignment, AssignmentType, ComponentType, LoggerLevels, StormBase, TaskBeat, TaskError, TopologyStatus,
+    Assignment,
+    AssignmentType,
+    ComponentType,
+    LoggerLevels,
+    StormBase,
+    TaskBeat,
+    TaskError,
+    TopologyStatus,
     TopologyTasks,
 )
 from worker.layout import Placement, TopologyLayout, build_layout, place
@@ -165,6 +180,10 @@ class Worker:
 
     # -- following ZooKeeper ----------------------------------------------------------------------
 
+    def _started(self) -> WorkerRuntime:
+        assert self.runtime is not None, "the watches act on the runtime only once its tasks started"
+        return self.runtime
+
     def _on_status(self, base: StormBase | None) -> None:
         if base is None:
             log.info("topology is gone; stopping")
@@ -173,13 +192,13 @@ class Worker:
         with self._follow_lock:
             self._status_active = base.status in ACTIVE_STATUSES
             if self._peers_waited:
-                self.runtime.set_active(self._status_active)
+                self._started().set_active(self._status_active)
 
     def _release_spouts(self) -> None:
         """The peers were waited for: from now on the spouts follow the topology's status."""
         with self._follow_lock:
             self._peers_waited = True
-            self.runtime.set_active(self._status_active)
+            self._started().set_active(self._status_active)
 
     def _on_assignment(self, assignment: Assignment | None) -> None:
         if assignment is None:
@@ -206,9 +225,9 @@ class Worker:
                 log.info("this slot is no longer assigned; stopping")
                 self.done.set()
                 return
-            self.runtime.refresh(layout, placement)
+            self._started().refresh(layout, placement)
             if updated:
-                self.runtime.update_conf(conf)
+                self._started().update_conf(conf)
 
     def _poll_every(self, interval: float) -> None:
         while not self.done.wait(interval):

@@ -28,7 +28,8 @@ from worker.executor import (
     MAX_IDLE_SECS, BoltExecutor, ErrorThrottle, Executor, ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor, Wake,
 )
 from worker.layout import Address, Placement, TopologyLayout
-from worker.multilang import ShellBoltExecutor, ShellSpoutExecutor
+from worker.multilang.bolt import ShellBoltExecutor
+from worker.multilang.spout import ShellSpoutExecutor
 from worker.topology_master import TopologyMaster
 from worker.transport import LOG_INTERVAL_SECS, Receiver, Sender
 from worker.wire import WireBatch

@@ -228,7 +228,7 @@ class Component:
 
     context: TopologyContext
     log: Any = structlog.get_logger("squall.api.component")
-    _collector: Collector = _Detached()  # type: ignore[assignment]
+    _collector: Collector = _Detached()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from squall.api.classcheck import is_grouping_class
 from squall.api.component import Bolt, Component, Outputs, Spout, Stream, parse_outputs
-from squall.core.config import ConfigError, validate_conf
+from squall.core.config.validation import ConfigError, validate_conf
 from squall.core.names import id_problem
 from squall.core.system_ids import DEFAULT_STREAM, RESERVED_PREFIX
 
@@ -324,7 +324,7 @@ def _python(label: str, cls: Any, base: type[Component], args: Sequence[Any],
     if not (isinstance(cls, type) and issubclass(cls, base)):
         raise TopologyError(f"{label}: {cls!r} is not a {base.__name__} subclass")
     if inspect.isabstract(cls):
-        missing = ", ".join(sorted(getattr(cls, "__abstractmethods__")))
+        missing = ", ".join(sorted(getattr(cls, "__abstractmethods__")))  # noqa: B009 (ABCs only: not typed)
         raise TopologyError(f"{label}: {cls.__qualname__} does not implement {missing}")
     module, name = _import_path(label, cls)
     python = _storm().PythonComponent(module_name=module, class_name=name,
@@ -387,7 +387,7 @@ def mistyped_argument(func: Callable[..., Any], args: Sequence[Any], kwargs: Map
         mistyped_argument(topology, ["abc"], {})   # "argument rounds must be int | None, got 'abc'"
     """
     try:
-        hints = typing.get_type_hints(func.__init__ if isinstance(func, type) else func)
+        hints = typing.get_type_hints(func.__init__ if isinstance(func, type) else func)  # type: ignore[misc]  # a class is called as its __init__
         signature = inspect.signature(func)
         bound = signature.bind(*args, **kwargs)
     except Exception:  # hints naming what only a type checker imports, or arguments the call itself refuses

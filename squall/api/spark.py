@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from squall.api import sparksession
 from squall.api.component import Bolt, TopologyContext
 from squall.api.tuple import Tuple, TupleBatch, stand_in
-from squall.core.config import default_config
+from squall.core.config.keys import default_config
 from squall.core.system_ids import DEFAULT_STREAM
 
 if TYPE_CHECKING:

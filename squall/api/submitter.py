@@ -13,7 +13,6 @@ from squall.core.nimbus_client import nimbus_client
 from squall.core.thrift import storm
 from squall.core.zk.client import ZkClient
 
-
 #: Called as the package goes up: (bytes sent, total bytes).
 Progress = Callable[[int, int], None]
 

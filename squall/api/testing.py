@@ -18,7 +18,7 @@ values that msgpack can carry between workers.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -184,6 +184,7 @@ class BoltRun(Recorder):
             return self
         batch, acked, failed = TupleBatch.of(tuples), len(self.acked), len(self.failed)
         bolt = self.bolt
+        settle: Callable[[Tuple], None] | None
         try:
             bolt.execute_batch(batch)
         except Exception as exc:

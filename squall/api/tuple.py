@@ -17,7 +17,6 @@ from typing import Any
 
 from squall.core.system_ids import SYSTEM_COMPONENT, SYSTEM_TASK, TICK_STREAM
 
-
 NO_ANCHORS: Mapping[int, int] = MappingProxyType({})
 
 
@@ -220,7 +219,7 @@ class Tuple:
         """``tup[0]`` or ``tup["word"]``; an unknown name raises KeyError listing the stream's fields."""
         if key.__class__ is str:
             try:
-                return self._values[self._fields.positions[key]]  # type: ignore[index]
+                return self._values[self._fields.positions[key]]
             except KeyError:
                 raise KeyError(f"no field {key!r} in stream {self._stream!r} of {self._component!r} "
                                f"(fields: {list(self._fields)})") from None
@@ -262,7 +261,8 @@ class TupleBatch:
 
     def __init__(self, rows: list[tuple[Any, ...]], fields: Fields, component: str, stream: str, task: int,
                  ids: list[int] | None = None, roots: list[int] | None = None,
-                 anchors: list[Mapping[int, int]] | None = None, key: object = None, piece: Piece | None = None) -> None:
+                 anchors: list[Mapping[int, int]] | None = None, key: object = None,
+                 piece: Piece | None = None) -> None:
         self.rows = rows
         self.fields = fields
         self.component = component
@@ -413,8 +413,8 @@ class LazyRows:
     def __getattr__(self, name: str) -> Any:
         if name != "rows" or self._columns is None:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        self.rows = rows = rows_of_columns(self._columns, self._n)
-        self._columns = None
+        self.rows = rows = rows_of_columns(self._columns, self._n)  # type: ignore[misc]  # slots: the subclass's
+        self._columns = None  # type: ignore[misc]  # (see above)
         return rows
 
     def __len__(self) -> int:
@@ -488,11 +488,11 @@ def stand_in(inputs: Iterable[Tuple | TupleBatch]) -> Tuple:
     for item in inputs:
         first = first or item
         if isinstance(item, Tuple):
-            piece = item._anchors
-            if not isinstance(piece, Piece):
-                add(piece, item._ack_val)
+            anchors = item._anchors
+            if not isinstance(anchors, Piece):
+                add(anchors, item._ack_val)
                 continue
-            add(dict.fromkeys(piece, piece.ack_row(item) or 0), 0)  # the row's share: the edge, with the last row
+            add(dict.fromkeys(anchors, anchors.ack_row(item) or 0), 0)  # the row's share: the edge, with the last row
             continue
         piece = item.piece
         if piece is not None:  # the rows not yet settled, and the piece's edge with them (they are its last)
@@ -512,11 +512,11 @@ def stand_in(inputs: Iterable[Tuple | TupleBatch]) -> Tuple:
                     roots[root] = roots.get(root, 0) ^ edge
             continue
         for i, edge in enumerate(item.ids):
-            view = views.get(i)
-            if view is not None:
-                add(view._anchors, view._ack_val)
+            seen = views.get(i)
+            if seen is not None:
+                add(seen._anchors, seen._ack_val)
             elif edge:
-                add({item.roots[i]: edge} if item.roots is not None else item.anchors[i],  # type: ignore[index]
+                add({item.roots[i]: edge} if item.roots is not None else item.anchors[i],  # type: ignore[index]  # ids without roots come with anchors
                     emitted[i] if emitted is not None else 0)
     if first is None:
         raise ValueError("stand_in needs at least one input")

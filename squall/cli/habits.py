@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from squall.cli.options import conf_file_json
-from squall.core.config import ConfigError
+from squall.core.config.validation import ConfigError
 
 _PYTHON_CODE = "Squall packages Python code: add modules and packages with storm jar FILE --include PATH"
 

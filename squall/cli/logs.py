@@ -103,8 +103,9 @@ def _read(log: WorkerLog, start: int | None, length: int) -> tuple[bytes, int, i
         raise Unreachable(f"{log.host}:{log.port}: the logviewer answered {exc.code}: {reason}") from None
     except (OSError, ValueError, TypeError) as exc:
         key = "logviewer.https.port" if log.tls else "logviewer.port"
-        raise Unreachable(f"{log.host}:{log.port}: cannot read its log from the logviewer at {log.url.split('/api')[0]} "
-                          f"({key}; is `storm logviewer` running on {log.host}?): {exc}") from None
+        raise Unreachable(f"{log.host}:{log.port}: cannot read its log from the logviewer at "
+                          f"{log.url.split('/api')[0]} ({key}; is `storm logviewer` running on {log.host}?): {exc}"
+                          ) from None
 
 
 def catch_up(log: WorkerLog, out: BinaryIO, last_header: list[str | None], first_bytes: int | None = None, *,
@@ -174,7 +175,8 @@ def logs(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     if not found:
         print(f"storm logs: {args.name} has no workers running yet", file=sys.stderr)
         return 1
-    out, last_header, failed = sys.stdout.buffer, [None], False
+    out, failed = sys.stdout.buffer, False
+    last_header: list[str | None] = [None]
     try:
         while True:
             for log in found:
@@ -200,6 +202,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only the workers running this component's tasks")
     parser.add_argument("-f", "--follow", action="store_true", help="keep printing what they log, until Ctrl-C")
     parser.add_argument("-b", "--bytes", type=positive, metavar="N",
-                        help="only the last N bytes of each log, from the start of the line they begin in (default: all of it)")
+                        help="only the last N bytes of each log, from the start of the line they begin in "
+                             "(default: all of it)")
     parser.add_argument("--json", action="store_true", help="the lines as the log files hold them: JSON records, "
                                                             "for tools (default: readable lines)")

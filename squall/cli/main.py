@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 
@@ -26,11 +25,12 @@ from squall.cli import habits
 from squall.cli.operate import add_arguments as operator_commands
 from squall.cli.options import CommandLine, positive
 from squall.compat.streamparse_project import is_project, source_path
-from squall.core.config import ConfigError
+from squall.core.config.validation import ConfigError
 from squall.core.entry import interrupt, load_or_exit, warn_on_stderr
 from squall.core.logs import configure_logging
 from squall.core.nimbus_client import NoTlsListener
-from squall.core.thrift import NimbusUnavailable, storm
+from squall.core.thrift import storm
+from squall.core.thrift.client import NimbusUnavailable
 from squall.dev.cluster import run_dev_cluster, stop_dev_cluster
 from squall.dev.sparkconnect import DEFAULT_PORT, server_command
 from squall.dev.zookeeper import LocalZooKeeper, ZooKeeperUnavailable

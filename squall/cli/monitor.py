@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
@@ -151,7 +151,7 @@ def _emitted(counts: TaskCounts) -> int:
 
 
 #: The table's counted columns: emitted (user streams), acked, failed.
-_COLUMNS = (_emitted, attrgetter("acked"), attrgetter("failed"))
+_COLUMNS: tuple[Callable[[TaskCounts], int], ...] = (_emitted, attrgetter("acked"), attrgetter("failed"))
 
 
 def component_rows(before: Snapshot | None, after: Snapshot) -> list[ComponentRow]:
@@ -159,8 +159,9 @@ def component_rows(before: Snapshot | None, after: Snapshot) -> list[ComponentRo
 
     >>> then = Snapshot(2.0, "wc", {"split": 1}, {3: TaskCounts("split", False, {"default": 10}, {}, 10, 1)})
     >>> now = Snapshot(4.0, "wc", {"split": 1}, {3: TaskCounts("split", False, {"default": 90}, {}, 30, 1)})
-    >>> component_rows(then, now)[0]
-    ComponentRow(component='split', tasks=1, emitted=90, acked=30, failed=1, emitted_rate=40.0, acked_rate=10.0, failed_rate=0.0)
+    >>> row = component_rows(then, now)[0]
+    >>> row.component, row.emitted, row.acked, row.failed, row.emitted_rate, row.acked_rate, row.failed_rate
+    ('split', 90, 30, 1, 40.0, 10.0, 0.0)
     """
     spouts = {t.component for t in after.tasks.values() if t.spout}
     rows = []
@@ -170,8 +171,7 @@ def component_rows(before: Snapshot | None, after: Snapshot) -> list[ComponentRo
         rates: list[float | None] = [None] * len(_COLUMNS)
         if before is not None:
             secs = after.time_secs - before.time_secs
-            earlier = {task: before.tasks.get(task) for task in mine}
-            rates = [_rate(sum(_growth(column(earlier[task]) if earlier[task] else None, column(now))
+            rates = [_rate(sum(_growth(column(then) if (then := before.tasks.get(task)) else None, column(now))
                                for task, now in mine.items()), secs) for column in _COLUMNS]
         rows.append(ComponentRow(component, after.parallelism[component], *totals, *rates))
     return rows

@@ -21,12 +21,19 @@ from squall.api.dsl import Topology
 from squall.api.submitter import submit_topology, upload_package
 from squall.cli import logs, monitor
 from squall.cli.habits import RebalancePositionals, zktool_path
-from squall.cli.options import (command_line_overrides, conf_file_json, json_or_text, non_negative, parse_executor,
-                                positive, topology_typos)
+from squall.cli.options import (
+    command_line_overrides,
+    conf_file_json,
+    json_or_text,
+    non_negative,
+    parse_executor,
+    positive,
+    topology_typos,
+)
 from squall.cli.submitcheck import SubmitCheckError, check_package, load_for_submit, load_user_code
 from squall.compat.streamparse_project import build_project_package, is_project, load_project
 from squall.core import loglevels
-from squall.core.config import likely_typo
+from squall.core.config.validation import likely_typo
 from squall.core.entry import warn_on_stderr
 from squall.core.local_state import workers_dir
 from squall.core.nimbus_client import nimbus_client
@@ -85,8 +92,8 @@ def jar(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         for typo in typos:
             warn_on_stderr(typo)
         overrides = command_line_overrides(conf, args)
-        overrides.update({key: value for key, value in (("topology.workers", args.workers),
-                                                        ("topology.acker.executors", args.ackers)) if value is not None})
+        given = (("topology.workers", args.workers), ("topology.acker.executors", args.ackers))
+        overrides.update({key: value for key, value in given if value is not None})
         if args.replace:
             overrides["topology.hot.deploy.enable"] = True
         topology_id = submit_topology(conf, topology, package=package, conf_overrides=overrides,
@@ -134,7 +141,8 @@ def upgrade_started(name: str, topology_id: str, submitted: Mapping[str, Any]) -
         f"Started a gray upgrade of topology {name} ({topology_id}) to the new code: "
         + (f"{first} first, the others on the old code until you go on." if first else
            "no worker yet; storm gray_upgrade starts the first batch."),
-        f"  storm gray_upgrade {name} -n N      the next N workers (-p COMPONENT or -w HOST:PORT,... to choose them)",
+        (f"  storm gray_upgrade {name} -n N      the next N workers "
+         "(-p COMPONENT or -w HOST:PORT,... to choose them)"),
         f"  storm complete_upgrade {name}       every remaining worker",
         f"  storm rollback {name}               the old code back on every upgraded worker",
         f"  storm list {name}                   UPGRADING while it lasts (topology.upgrade.ttl bounds it)"])
@@ -170,7 +178,8 @@ def list_topologies(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     elif not topologies:
         print("No topologies running.")
     else:
-        header = LIST_ROW.format("Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs", "Health", "Owner")
+        header = LIST_ROW.format("Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs", "Health",
+                                 "Owner")
         print(header)
         print("-" * len(header))
         for t in topologies:
@@ -299,7 +308,8 @@ def set_log_level(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
 
 def gray_upgrade(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     """Upgrade the next batch of workers (JStorm's ``gray_upgrade``)."""
-    if not (args.worker_num or args.component or args.workers) or (args.workers and (args.worker_num or args.component)):
+    by_count = args.worker_num or args.component
+    if not (by_count or args.workers) or (args.workers and by_count):
         print("storm gray_upgrade: give -n N, -p COMPONENT (optionally with -n), or -w HOST:PORT,...", file=sys.stderr)
         return 2
     with nimbus_client(conf) as nimbus:
@@ -464,7 +474,8 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     p.add_argument("-p", "--component", help="upgrade the workers hosting this component")
     p.add_argument("-w", "--workers", type=lambda text: [w for w in text.split(",") if w],
                    metavar="HOST:PORT,...", help="upgrade exactly these workers")
-    command("complete_upgrade", complete_upgrade, "upgrade every remaining worker of a gray upgrade in one batch").add_argument("name")
+    command("complete_upgrade", complete_upgrade,
+            "upgrade every remaining worker of a gray upgrade in one batch").add_argument("name")
     command("rollback", rollback, "put the old code back on every upgraded worker (JStorm)").add_argument("name")
     p = command("restart", restart, "kill and resubmit a topology from its stored code, with a new id (JStorm)")
     p.add_argument("name")

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from squall.api.dsl import Topology
-from squall.core.config import ConfigError, typo_warnings
+from squall.core.config.validation import ConfigError, typo_warnings
 from squall.core.entry import AFTER_VERB, config_options, warn_on_stderr
 
 
@@ -69,8 +69,9 @@ def topology_typos(topology: Topology) -> list[str]:
     """Keys of a topology's conf, and of each component's, that look like typos of known keys (one line each)."""
     thrift, conf = topology.build()
     lines = typo_warnings(conf, f"topology {topology.name} conf")
-    for component, spec in sorted({**thrift.spouts, **thrift.bolts}.items()):
-        lines += typo_warnings(json.loads(spec.common.json_conf or "{}"), f"component {component} conf")
+    commons = {cid: spec.common for specs in (thrift.spouts, thrift.bolts) for cid, spec in specs.items()}
+    for component, common in sorted(commons.items()):
+        lines += typo_warnings(json.loads(common.json_conf or "{}"), f"component {component} conf")
     return lines
 
 
@@ -103,7 +104,8 @@ class CommandLine(argparse.ArgumentParser):
         super().__init__(**{**kwargs, "parents": [*kwargs.get("parents", ()), *shared, config_options()]})
 
     def add_subparsers(self, **kwargs: Any) -> Any:
-        return super().add_subparsers(parser_class=functools.partial(VerbParser, parents=self._shared), **kwargs)
+        verb_parser = functools.partial(VerbParser, parents=self._shared)  # called as argparse calls a class
+        return super().add_subparsers(parser_class=verb_parser, **kwargs)  # type: ignore[call-overload]
 
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:

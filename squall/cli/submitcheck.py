@@ -31,8 +31,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from squall.api.dsl import Topology, TopologyError, mistyped_argument
-from squall.api.importcheck import (SQUALL_DIR, Shown, SubmitCheckError, component_classes, import_as_a_worker,
-                                    one_line, traceback_text)
+from squall.api.importcheck import (
+    SQUALL_DIR,
+    Shown,
+    SubmitCheckError,
+    component_classes,
+    import_as_a_worker,
+    one_line,
+    traceback_text,
+)
 from squall.compat.streamparse_project import is_project, load_project
 from squall.core.local_state import CODE_FILES
 from squall.core.package import RESOURCES
@@ -93,9 +100,10 @@ def _check_shell_scripts(package: Path, source: Path, topology: storm.StormTopol
     beside = (source if source.is_dir() else source.parent) / RESOURCES
     with zipfile.ZipFile(package) as archive:
         shipped = set(archive.namelist())
-    for kind, specs in (("spout", topology.spouts), ("bolt", topology.bolts)):
-        for cid, spec in sorted(specs.items()):
-            shell = (spec.spout_object if kind == "spout" else spec.bolt_object).shell
+    spouts = {cid: spec.spout_object for cid, spec in topology.spouts.items()}
+    for kind, objects in (("spout", spouts), ("bolt", {cid: spec.bolt_object for cid, spec in topology.bolts.items()})):
+        for cid, obj in sorted(objects.items()):
+            shell = obj.shell
             script = (shell.script or "").split()[:1] if shell is not None else []
             if script and f"{RESOURCES}/{script[0]}" not in shipped and (beside / script[0]).is_file():
                 raise SubmitCheckError(f"shell {kind} {cid!r} runs {script[0]}, which is in {shown_path(beside)} "

@@ -131,7 +131,8 @@ def _environment_files(root: Path, staging: Path, topology: str | None, env: str
     _, env_config = _env(root, config, env)
     if not env_config.get("install_virtualenv", env_config.get("use_virtualenv", True)):
         return []
-    spec = root / str(config.get("virtualenv_specs", "virtualenvs/")) / f"{env_config.get('virtualenv_name') or name}.txt"
+    specs = root / str(config.get("virtualenv_specs", "virtualenvs/"))
+    spec = specs / f"{env_config.get('virtualenv_name') or name}.txt"
     files = []
     if spec.is_file():
         files.append(staging / REQUIREMENTS)
@@ -255,11 +256,11 @@ def _shell(label: str, obj: Any, source: Path) -> Any:
         java = obj.java_object.full_class_name if obj.java_object is not None else "serialized Java"
         raise StreamparseProjectError(f"{label} is a Java component ({java}): Squall runs no JVM; write it as a "
                                       "streamparse (pystorm) Bolt or Spout in src/")
-    if obj.shell.execution_command == STREAMPARSE_RUN:
-        if not _defined_under(sys.modules.get(obj.shell.script.rpartition(".")[0]), source):
-            raise StreamparseProjectError(
-                f"{label} runs {obj.shell.script}, which is not defined in a module under {source}: workers get "
-                f"{SOURCE_DIR}/ alone (as in streamparse's jar), so move the class into a module there")
+    runs_streamparse = obj.shell.execution_command == STREAMPARSE_RUN
+    if runs_streamparse and not _defined_under(sys.modules.get(obj.shell.script.rpartition(".")[0]), source):
+        raise StreamparseProjectError(
+            f"{label} runs {obj.shell.script}, which is not defined in a module under {source}: workers get "
+            f"{SOURCE_DIR}/ alone (as in streamparse's jar), so move the class into a module there")
     return obj.shell
 
 

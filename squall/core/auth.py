@@ -1,9 +1,9 @@
 """Who may do what on nimbus: Storm's simple ACL model (``nimbus.authorizer``), decided on the caller's principal.
 
-The principal is the common name of the caller's TLS client certificate (:func:`squall.core.thrift.client_principal`);
-a caller on the plain port is anonymous (""), and is allowed only what needs no identity (reading the cluster's
-status). With ``nimbus.authorizer`` unset every caller may do everything, as in Storm, so Storm 1.x clients keep
-working on an open cluster. With it set:
+The principal is the common name of the caller's TLS client certificate
+(:func:`squall.core.thrift.server.client_principal`); a caller on the plain port is anonymous (""), and is allowed
+only what needs no identity (reading the cluster's status). With ``nimbus.authorizer`` unset every caller may do
+everything, as in Storm, so Storm 1.x clients keep working on an open cluster. With it set:
 
 * ``nimbus.admins`` may do anything;
 * ``nimbus.users`` (every authenticated principal when empty) may submit and upload;

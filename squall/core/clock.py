@@ -106,7 +106,7 @@ class Clock(ABC):
         self.call_later(seconds, woken.set)
         woken.wait()
 
-    def _timer_added(self) -> None:
+    def _timer_added(self) -> None:  # noqa: B027 (an optional hook, not abstract: most clocks need no wake-up)
         """Hook for implementations that must wake up when a timer is added."""
 
     def _pop_due(self, now: float) -> Timer | None:
@@ -122,7 +122,8 @@ class Clock(ABC):
         try:
             timer.callback()
         except Exception:  # a failing timer must not stop the others
-            log.exception("timer callback failed", callback=getattr(timer.callback, "__qualname__", repr(timer.callback)))
+            log.exception("timer callback failed",
+                          callback=getattr(timer.callback, "__qualname__", repr(timer.callback)))
 
 
 class RealClock(Clock):

@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 import structlog
 
-from squall.core.config import ConfigError, load_config
+from squall.core.config.loading import load_config
+from squall.core.config.validation import ConfigError
 from squall.core.local_state import daemon_log_name, log_dir
 from squall.core.logs import configure_logging
 

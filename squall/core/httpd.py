@@ -26,7 +26,7 @@ from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from squall.core.thrift import listening_socket
+from squall.core.thrift.server import listening_socket
 from squall.core.tls import https_context, principal
 
 log = structlog.get_logger(__name__)
@@ -110,7 +110,7 @@ def _tls_extension(ssl_object: ssl.SSLObject | None) -> dict[str, Any]:
 class _TlsProtocol(H11Protocol):
     """uvicorn's HTTP/1.1 protocol, adding the connection's TLS extension to each request's scope."""
 
-    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+    def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         tls, app = _tls_extension(transport.get_extra_info("ssl_object")), self.app
 

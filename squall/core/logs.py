@@ -8,7 +8,7 @@ py4j log through the stdlib and come out in the same format. A daemon also write
 Files keep JSON lines, for machines; every view for people (a terminal, ``storm logs``, ``storm local``, the
 logviewer's page) renders a record with :func:`readable`, so a line reads the same wherever it is shown::
 
-    2024-05-01T12:00:00.123Z INFO  nimbus.daemon  topology submitted  topology_id=wc-1-1714564800 daemon=nimbus
+    2024-05-01T12:00:00.123Z INFO  nimbus.submission  topology submitted  topology_id=wc-1-1714564800 daemon=nimbus
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import logging
 import logging.handlers
 import os
 import sys
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TextIO
 
 import structlog
@@ -57,15 +57,15 @@ class DaemonLogFile(logging.handlers.RotatingFileHandler):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         super().__init__(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
 
-    def shouldRollover(self, record: logging.LogRecord) -> bool:  # noqa: N802 (logging's name)
+    def shouldRollover(self, record: logging.LogRecord) -> bool:
         self._follow()
-        return os.fstat(self.stream.fileno()).st_size >= self.maxBytes
+        return self._size() >= self.maxBytes
 
-    def doRollover(self) -> None:  # noqa: N802
+    def doRollover(self) -> None:
         directory = os.open(Path(self.baseFilename).parent, os.O_RDONLY)
         try:
             fcntl.flock(directory, fcntl.LOCK_EX)
-            if not self._follow() or os.fstat(self.stream.fileno()).st_size >= self.maxBytes:
+            if not self._follow() or self._size() >= self.maxBytes:
                 super().doRollover()
         finally:
             os.close(directory)
@@ -82,6 +82,10 @@ class DaemonLogFile(logging.handlers.RotatingFileHandler):
             self.stream.close()
             self.stream = self._open()
         return not same
+
+    def _size(self) -> int:
+        assert self.stream is not None, "_follow opens the file first"
+        return os.fstat(self.stream.fileno()).st_size
 
 
 #: A record's keys shown in a readable line's own places; every other key is context, shown as ``key=value``.

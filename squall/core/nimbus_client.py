@@ -12,12 +12,12 @@ from typing import Any
 
 from thriftpy2.thrift import TClient
 
-from squall.core.thrift import connect, find_leader, storm
+from squall.core.thrift import storm
+from squall.core.thrift.client import connect, find_leader
 from squall.core.tls import client_context
 from squall.core.zk import paths
 from squall.core.zk.client import ZkClient
 from squall.core.zk.records import CodeHolder, NimbusMaster
-
 
 #: The port clients with ``nimbus.thrift.client.use.tls`` try on seeds when ``nimbus.thrift.tls.port`` is unset
 #: (Storm 2.7's example port).

@@ -5,8 +5,8 @@ present a certificate and check the other's against a truststore of CA certifica
 the files are PEM (certificate chain and private key in one file), not Java keystores. A client's principal is
 its certificate's subject common name. The UI and the logviewer serve HTTPS from the same kind of files
 (``ui.https.*``, ``logviewer.https.*``, Storm's keys), asking for client certificates as Storm's
-``*.https.want.client.auth`` / ``need.client.auth`` say. Every problem with a file is a :class:`~squall.core.config.ConfigError` that
-names the key to fix.
+``*.https.want.client.auth`` / ``need.client.auth`` say. Every problem with a file is a
+:class:`~squall.core.config.validation.ConfigError` that names the key to fix.
 
     server = make_server(handler, "0.0.0.0", 6067, ssl_context=server_context(conf))
     with connect("nimbus-1", 6067, tls=client_context(conf)) as nimbus:   # client_context: None without TLS
@@ -19,7 +19,7 @@ import ssl
 from collections.abc import Mapping
 from typing import Any
 
-from squall.core.config import ConfigError
+from squall.core.config.validation import ConfigError
 
 __all__ = ["client_context", "https_context", "principal", "server_context"]
 

@@ -20,10 +20,18 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from squall.core.config import ConfigError, validate_conf
+from squall.core.config.validation import ConfigError, validate_conf
 from squall.core.names import MAX_ID_LENGTH, id_problem, quote
-from squall.core.system_ids import (ACKER, ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM,
-                                    MASTER_HEARTBEAT_STREAM, RESERVED_PREFIX, TOPOLOGY_MASTER)
+from squall.core.system_ids import (
+    ACK_ACK_STREAM,
+    ACK_FAIL_STREAM,
+    ACK_INIT_STREAM,
+    ACK_RESET_TIMEOUT_STREAM,
+    ACKER,
+    MASTER_HEARTBEAT_STREAM,
+    RESERVED_PREFIX,
+    TOPOLOGY_MASTER,
+)
 from squall.core.thrift import storm
 from squall.core.zk.records import ComponentType, TaskInfo, TopologyTasks
 
@@ -112,7 +120,7 @@ def validate_topology(name: str, topology: storm.StormTopology, conf: Mapping[st
 
 def _members(topology: storm.StormTopology) -> list[tuple[str, str, Any]]:
     """(kind, id, spec) of every component, spouts then bolts then state spouts, each sorted by id."""
-    members = []
+    members: list[tuple[str, str, Any]] = []
     for kind, field, _ in _KINDS:
         specs = getattr(topology, field) or {}
         members.extend((kind, cid, specs[cid]) for cid in sorted(specs))
@@ -223,7 +231,7 @@ def _check_groupings(topology: storm.StormTopology) -> None:
                 if kind == "partial_key" and not names:
                     raise _invalid(f"{label}: the partial_key grouping of {where} names no fields")
             if kind == "custom_serialized":
-                _check_custom(label, where, grouping.custom_serialized)
+                _check_custom(label, where, grouping.custom_serialized or b"")
             if kind == "direct" and not info.direct:
                 raise _invalid(f"{label} uses direct grouping on {where}, which is not declared direct")
             if kind != "direct" and info.direct:
@@ -255,7 +263,8 @@ def _check_conf(topology: storm.StormTopology, conf: Mapping[str, Any]) -> None:
         overrides = conf.get(key) or {}
         unknown = sorted(set(overrides) - set(getattr(topology, field)))
         if unknown:
-            raise _invalid(f"{key} names {', '.join(quote(c) for c in unknown)}, which is not a {kind} of this topology")
+            raise _invalid(f"{key} names {', '.join(quote(c) for c in unknown)}, "
+                           f"which is not a {kind} of this topology")
         low = sorted(c for c, n in overrides.items() if n < 1)
         if low:
             raise _invalid(f"{key} gives {quote(low[0])} {overrides[low[0]]}: parallelism must be >= 1")
@@ -284,23 +293,23 @@ def normalize(
     ``parallelism_hint`` and json_conf ``topology.tasks`` (a user ``topology.tasks`` is replaced).
     """
     topology = copy.deepcopy(topology)
-    conf = copy.deepcopy(dict(conf))
+    full: dict[str, Any] = copy.deepcopy(dict(conf))
     for key, field, _ in _OVERRIDES:
-        overrides = conf.get(key) or {}
+        overrides = full.get(key) or {}
         for cid, spec in getattr(topology, field).items():
             common = spec.common
             component_conf = json.loads(common.json_conf or "{}")
             tasks = overrides.get(cid, _hint(common))
             cap = component_conf.get("topology.max.task.parallelism")
-            cap = conf.get("topology.max.task.parallelism") if cap is None else cap
+            cap = full.get("topology.max.task.parallelism") if cap is None else cap
             if cap is not None:
                 tasks = min(tasks, cap)
             component_conf["topology.tasks"] = tasks
             common.json_conf = json.dumps(component_conf)
             common.parallelism_hint = tasks
-    conf["topology.acker.executors"] = _ackers(conf)
-    conf["topology.name"] = name
-    return topology, conf
+    full["topology.acker.executors"] = _ackers(full)
+    full["topology.name"] = name
+    return topology, full
 
 
 def system_topology(normalized: storm.StormTopology, conf: Mapping[str, Any]) -> storm.StormTopology:

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from squall.core.local_state import HEARTBEATS, read_worker_file
 
-
 #: How long a SIGKILLed worker may take to be gone (it is at once unless the host is too busy to run the kill).
 KILLED_EXIT_SECS = 5.0
 #: Beside a worker's record: an operator asked for it to stop (see :meth:`WorkerRecords.stop_on_request`).

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, Literal, TextIO, TypeVar
 
 from thriftpy2.thrift import TClient
 
@@ -30,7 +30,7 @@ import squall
 from squall.core.local_state import daemon_log_name, log_dir, workers_dir, write_atomically
 from squall.core.logs import readable_text
 from squall.core.nimbus_client import port_for
-from squall.core.thrift import connect
+from squall.core.thrift.client import connect
 from squall.core.tls import client_context
 from squall.core.worker_records import WorkerRecord, WorkerRecords
 from squall.core.zk import paths
@@ -62,8 +62,10 @@ def squall_import_path(directory: Path) -> str:
     return str(directory)
 
 
-def wait_for(condition: Callable[[], T], timeout: float, what: str, *, backoff: float = 0.0) -> T:
-    """Poll ``condition`` until it returns something truthy; TimeoutError naming ``what`` at the deadline.
+def wait_for(condition: Callable[[], T | Literal[False] | None], timeout: float, what: str, *,
+             backoff: float = 0.0) -> T:
+    """Poll ``condition`` until it returns something truthy, and return that; TimeoutError naming ``what`` at the
+    deadline.
 
     The conditions are other processes' doings, so there is nothing to wait on but time. It asks every 20 ms, and
     less often when asking costs: it pauses four times as long as the last ask took (a condition that calls nimbus
@@ -372,11 +374,15 @@ def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = 
         cluster.start_ui(wait=False)
         cluster.wait_started()
         cluster.wait_supervisors(supervisors)
+
+        def watch(process: subprocess.Popen[bytes]) -> None:
+            process.wait()
+            died.set()
+
         for name, process in cluster.daemons.items():
-            threading.Thread(target=lambda p=process: (p.wait(), died.set()), name=f"watch-{name}",
-                             daemon=True).start()
+            threading.Thread(target=watch, args=(process,), name=f"watch-{name}", daemon=True).start()
         print(f"Squall dev cluster — state and logs under {root}", file=out)
-        print(f"  {'zookeeper':<14} {zookeeper.connect_string:<22} pid {zookeeper.process.pid}", file=out)
+        print(f"  {'zookeeper':<14} {zookeeper.connect_string:<22} pid {zookeeper.pid}", file=out)
         for name, process in cluster.daemons.items():
             where = (f"127.0.0.1:{cluster.nimbus_ports[name]}" if name in cluster.nimbus_ports
                      else cluster.ui_url() if name == "ui" else cluster.logviewer_url() if name == "logviewer"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from squall.api.dsl import Topology
-from squall.core.config import default_config, without_secrets
+from squall.core.config.keys import default_config, without_secrets
 from squall.core.thrift import storm
 from squall.core.topology import make_tasks, normalize, system_topology, topology_id, validate_topology
 from squall.core.zk.records import TaskBeat
@@ -95,6 +95,7 @@ def compile_topology(topology: Topology | tuple[storm.StormTopology, Mapping[str
     """What nimbus would make of a submission (validation, normalization, system topology, task ids),
     as a worker layout and the conf its tasks see: ``cluster`` (default: built-in defaults) < topology
     conf < ``conf``."""
+    topology_conf: Mapping[str, Any]
     if isinstance(topology, Topology):
         name = topology.name
         thrift, topology_conf = topology.build()

@@ -78,7 +78,7 @@ class LocalZooKeeper:
     def _command(self) -> list[str]:
         java = shutil.which("java")
         classpath = os.environ.get("SQUALL_ZOOKEEPER_CLASSPATH", DEBIAN_CLASSPATH)
-        jars = [p for p in classpath.split(":") if p.endswith(".jar") or p.endswith("*")]
+        jars = [p for p in classpath.split(":") if p.endswith((".jar", "*"))]
         if java is None or not any(Path(p.rstrip("*")).exists() for p in jars):
             raise ZooKeeperUnavailable(
                 "ZooKeeper needs Java and the ZooKeeper jars: on Debian run "
@@ -102,17 +102,16 @@ class LocalZooKeeper:
             "minSessionTimeout=1000\n"
         )
 
-    def start(self, timeout: float = 30.0, log_file: Path | None = None) -> "LocalZooKeeper":
+    def start(self, timeout: float = 30.0, log_file: Path | None = None) -> LocalZooKeeper:
         command = self._command()
         if not port_is_free(self.host, self.port):  # else `ruok` would be answered by whoever holds it
             raise ZooKeeperUnavailable(
                 f"port {self.port} on {self.host} is already in use (another ZooKeeper?); "
                 "pick another with -c storm.zookeeper.port=N")
         self._write_config()
-        out = open(log_file or self.data_dir / "zookeeper.out", "ab")
-        self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True)
-        out.close()
+        with open(log_file or self.data_dir / "zookeeper.out", "ab") as out:  # the child keeps its own copy
+            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True)
         deadline = time.monotonic() + timeout
         while not is_serving(self.host, self.port):
             if self.process.poll() is not None:
@@ -124,6 +123,13 @@ class LocalZooKeeper:
             time.sleep(0.05)  # polling a socket that is not up yet; there is nothing to wait on
         log.info("zookeeper started", address=self.connect_string, pid=self.process.pid, data_dir=str(self.data_dir))
         return self
+
+    @property
+    def pid(self) -> int:
+        """The server's process id."""
+        if self.process is None:
+            raise ZooKeeperUnavailable("ZooKeeper was not started")
+        return self.process.pid
 
     def wait(self) -> int:
         """Block until the server exits on its own; its exit code."""
@@ -144,7 +150,7 @@ class LocalZooKeeper:
             process.wait()
         log.info("zookeeper stopped", address=self.connect_string, pid=process.pid)
 
-    def __enter__(self) -> "LocalZooKeeper":
+    def __enter__(self) -> LocalZooKeeper:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

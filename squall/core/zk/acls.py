@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kazoo.security import ACL, Id, OPEN_ACL_UNSAFE, Permissions, READ_ACL_UNSAFE, make_digest_acl
+from kazoo.security import ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, Id, Permissions, make_digest_acl
 
 from squall.core.zk import paths
 

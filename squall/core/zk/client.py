@@ -101,7 +101,7 @@ class ZkClient:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    def start(self, timeout: float | None = None) -> "ZkClient":
+    def start(self, timeout: float | None = None) -> ZkClient:
         """Connect, create the root and the persistent parents, start the state delivery thread. Raises on
         timeout (stopped again then, so no thread is left behind)."""
         timeout = timeout if timeout is not None else self._conf["storm.zookeeper.connection.timeout"] / 1000.0
@@ -128,7 +128,7 @@ class ZkClient:
             if delivery is not threading.current_thread():
                 delivery.join()
 
-    def __enter__(self) -> "ZkClient":
+    def __enter__(self) -> ZkClient:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -397,12 +397,12 @@ class ZkClient:
                 return False  # tells the kazoo recipe to stop re-arming
             if raw is None or raw == b"":
                 callback(None)
-                return
+                return None
             try:
                 record = self._decode(path, cls, raw)
             except RecordError:
                 log.exception("skipping undecodable znode", path=path)
-                return
+                return None
             callback(record)
             return None
 

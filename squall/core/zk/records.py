@@ -353,7 +353,7 @@ R = TypeVar("R")
 
 def encode(record: Any) -> bytes:
     """Record → compact UTF-8 JSON with its schema version, refusing values ZooKeeper would choke on."""
-    if not dataclasses.is_dataclass(record) or isinstance(record, type):
+    if isinstance(record, type) or not dataclasses.is_dataclass(type(record)):
         raise RecordError(f"not a record: {record!r}")
     data = json.dumps({"v": type(record).schema, **_to_json(record)}, separators=(",", ":"), sort_keys=True)
     raw = data.encode("utf-8")
@@ -401,7 +401,7 @@ def _from_json(tp: Any, value: Any, where: str) -> Any:
             return None
         (inner,) = [o for o in options if o is not type(None)]
         return _from_json(inner, value, where)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise RecordError(f"{where}: expected an object")
         hints = typing.get_type_hints(tp)
@@ -432,6 +432,6 @@ def _from_json(tp: Any, value: Any, where: str) -> Any:
             raise RecordError(f"{where}: {value!r} is not one of {[m.value for m in tp]}") from None
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if tp in (int, float, str, bool) and not (type(value) is tp):
+    if tp in (int, float, str, bool) and type(value) is not tp:
         raise RecordError(f"{where}: expected {tp.__name__}, got {value!r}")
     return value

@@ -1,194 +1,21 @@
-"""Configuration: every key Squall reads, its default, its type and why.
+"""Every config key Squall reads: its default, its type and why (the key table), and the views of a conf the
+table gives (defaults, secrets masked or left out, the table as text).
 
-This module is the single place where config keys are defined. Keys keep the names Storm/JStorm users
-know (`storm.zookeeper.servers`, `nimbus.seeds`, `topology.workers`, ...). Where Storm and JStorm
-disagree on a default we take Storm's (snappier) value and note JStorm's in the key's doc.
-
-Precedence (as in Storm's `Utils.readStormConfig`): built-in defaults < storm.yaml < `-c key=value`.
-A `-c` value is parsed as JSON when it parses, otherwise kept as the raw string.
-
-Durations in seconds (`*.secs`, `*.sec`) are typed float so tests can run with sub-second timers;
-plain ints (what storm.yaml files carry) are accepted wherever a float is expected.
-
-Unknown keys are kept untouched: topologies carry their own user keys through the same conf maps. One that
-looks like a typo of a known key (``topology.worker``) gets a warning naming that key (:func:`typo_warnings`).
-
-A relative ``storm.local.dir`` (the default ``storm-local``) or ``storm.log.dir`` is resolved once, when
-the conf is loaded, against the directory the command runs in, so every process a daemon starts (workers
-run in their code directory) receives the same absolute path. Storm resolves it against ``storm.home``,
-its install directory; a pip-installed Squall has none, and the invoking directory plays that part.
+This is the single place where config keys are defined. Keys keep the names Storm/JStorm users know
+(`storm.zookeeper.servers`, `nimbus.seeds`, `topology.workers`, ...). Where Storm and JStorm disagree on a
+default we take Storm's (snappier) value and note JStorm's in the key's doc.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
-import math
-import os
-import reprlib
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-import yaml
+from squall.core.config.schema import Key
 
-__all__ = [
-    "ConfigError",
-    "Key",
-    "KEYS",
-    "KEY_BY_NAME",
-    "TYPES",
-    "default_config",
-    "describe_keys",
-    "find_config_file",
-    "load_config",
-    "parse_override",
-    "read_yaml_config",
-    "likely_typo",
-    "redact",
-    "typo_warnings",
-    "unknown_keys",
-    "validate_conf",
-    "without_secrets",
-]
-
-DEFAULTS_SOURCE = "built-in defaults"
-"""Source label used in error messages for values nobody set explicitly."""
-
-
-class ConfigError(ValueError):
-    """A config file, override or value is unusable; the message says which key and where from::
-
-        try:
-            conf = load_config("storm.yaml")
-        except ConfigError as exc:
-            print(exc.problems)      # every problem found, one line each
-    """
-
-    def __init__(self, message: str, problems: Iterable[str] = ()) -> None:
-        super().__init__(message)
-        self.problems: list[str] = list(problems) or [message]
-
-
-# --- value types -----------------------------------------------------------------------------------
-
-
-def _is_int(v: Any) -> bool:
-    # bool is an int subclass in Python; a YAML `true` for a worker count is a mistake, not 1.
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_float(v: Any) -> bool:
-    # ints are fine where floats are expected (storm.yaml writes `30`, not `30.0`); NaN/inf are not.
-    if _is_int(v):
-        return True
-    return isinstance(v, float) and math.isfinite(v)
-
-
-def _is_list_of(pred: Any) -> Any:
-    # tuples are accepted too: Python callers build confs by hand; JSON turns them into lists anyway.
-    return lambda v: isinstance(v, (list, tuple)) and all(pred(x) for x in v)
-
-
-TYPES: Mapping[str, tuple[str, Any]] = MappingProxyType(
-    {
-        # kind: (human description used in messages and describe_keys, checker)
-        "int": ("int", _is_int),
-        "float": ("number", _is_float),
-        "bool": ("bool", lambda v: isinstance(v, bool)),
-        "str": ("str", lambda v: isinstance(v, str)),
-        "list": ("list", _is_list_of(lambda x: True)),
-        "list[str]": ("list of str", _is_list_of(lambda x: isinstance(x, str))),
-        "list[int]": ("list of int", _is_list_of(_is_int)),
-        "map": ("map", lambda v: isinstance(v, Mapping)),
-        "map[str,int]": (
-            "map of str to int",
-            lambda v: isinstance(v, Mapping)
-            and all(isinstance(k, str) and _is_int(x) for k, x in v.items()),
-        ),
-    }
-)
-"""The value kinds a key can declare."""
-
-
-@dataclass(frozen=True)
-class Key:
-    """One documented config key.
-
-    `origin` says where the key and its default come from: "both" (Storm and JStorm agree),
-    "storm" (Storm's value; the doc names JStorm's when it differs), "jstorm" (JStorm-only key),
-    "squall" (our own key or our own default), "spark" (Spark's own key name)::
-
-        KEY_BY_NAME["topology.workers"].default      # 1
-    """
-
-    name: str
-    kind: str
-    default: Any
-    doc: str
-    origin: str
-    nullable: bool = False
-    choices: tuple[str, ...] | None = None
-    minimum: float | None = None
-    maximum: float | None = None
-    exclusive_minimum: bool = False
-    secret: bool = False
-
-    def __post_init__(self) -> None:
-        if self.kind not in TYPES:
-            raise ValueError(f"config key {self.name!r}: unknown kind {self.kind!r}")
-        if self.origin not in ("both", "storm", "jstorm", "squall", "spark"):
-            raise ValueError(f"config key {self.name!r}: unknown origin {self.origin!r}")
-        # Keep the table immutable: a caller mutating a default list must not change it for everyone.
-        if isinstance(self.default, list):
-            object.__setattr__(self, "default", tuple(self.default))
-
-    @property
-    def type_name(self) -> str:
-        """Human description of the accepted values, e.g. "int >= 1 or null"."""
-        if self.choices is not None:
-            text = "one of " + ", ".join(repr(c) for c in self.choices)
-        else:
-            text = TYPES[self.kind][0]
-            if self.minimum is not None:
-                text += f" {'>' if self.exclusive_minimum else '>='} {_num(self.minimum)}"
-            if self.maximum is not None:
-                text += f" <= {_num(self.maximum)}" if self.minimum is None else f" and <= {_num(self.maximum)}"
-        return text + (" or null" if self.nullable else "")
-
-    def default_value(self) -> Any:
-        """A fresh, mutable copy of the default (lists come back as lists)."""
-        return _thaw(self.default)
-
-    def accepts(self, value: Any) -> bool:
-        """Whether `value` has this key's type (and lies within its choices and bounds)."""
-        if value is None:
-            return self.nullable
-        if not TYPES[self.kind][1](value):
-            return False
-        if self.choices is not None and value not in self.choices:
-            return False
-        if self.minimum is not None and _is_float(value):
-            if value < self.minimum or (self.exclusive_minimum and value == self.minimum):
-                return False
-        if self.maximum is not None and _is_float(value) and value > self.maximum:
-            return False
-        return True
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else str(x)
-
-
-def _thaw(v: Any) -> Any:
-    if isinstance(v, (list, tuple)):
-        return [_thaw(x) for x in v]
-    if isinstance(v, Mapping):
-        return {k: _thaw(x) for k, x in v.items()}
-    return v
-
+__all__ = ["KEYS", "KEY_BY_NAME", "default_config", "describe_keys", "redact", "without_secrets"]
 
 # --- the key table -----------------------------------------------------------------------------------
 # Secs-valued keys use kind "float" with exclusive_minimum=0 (fractions allowed, zero would spin a timer).
@@ -574,56 +401,12 @@ KEYS: tuple[Key, ...] = (
 
 KEY_BY_NAME: Mapping[str, Key] = MappingProxyType({k.name: k for k in KEYS})
 if len(KEY_BY_NAME) != len(KEYS):  # pragma: no cover - guards edits to the table
-    raise RuntimeError("duplicate config key in squall.core.config.KEYS")
-
-
-# --- public helpers ---------------------------------------------------------------------------------
+    raise RuntimeError("duplicate config key in squall.core.config.keys.KEYS")
 
 
 def default_config() -> dict[str, Any]:
     """A fresh dict of every key's built-in default (safe to mutate)."""
     return {k.name: k.default_value() for k in KEYS}
-
-
-def unknown_keys(conf: Mapping[str, Any]) -> list[str]:
-    """Keys of `conf` that are not in the table, sorted; daemons may warn about likely typos."""
-    return sorted(str(k) for k in conf if k not in KEY_BY_NAME)
-
-
-#: How alike (difflib's ratio) an unknown key must be to a known one to be taken for its typo. A typo is an
-#: edit or two away (topology.wrokers: 0.94); Storm keys Squall does not read sit just below
-#: (storm.zookeeper.auth.user 0.885 from storm.zookeeper.auth.scheme, topology.executor.send.buffer.size 0.87
-#: from topology.executor.receive.buffer.size) and must not draw a false "did you mean".
-TYPO_CUTOFF = 0.9
-
-
-def likely_typo(name: str) -> str | None:
-    """The known key that ``name`` is most likely a typo of; None for a known key or a key of the user's own.
-
-    >>> likely_typo("topology.worker"), likely_typo("topology.workers"), likely_typo("topology.my.threshold")
-    ('topology.workers', None, None)
-    """
-    if name in KEY_BY_NAME:
-        return None
-    match = difflib.get_close_matches(name.lower(), KEY_BY_NAME, n=1, cutoff=TYPO_CUTOFF)
-    return match[0] if match else None
-
-
-def typo_warnings(conf: Mapping[str, Any], source: str | Mapping[str, str] = "config") -> list[str]:
-    """One line per key of ``conf`` that looks like a typo of a known key, naming where it came from.
-
-    ``source`` labels the keys as in :func:`validate_conf` (one label, or one per key). Topologies define
-    keys of their own (``topology.my.threshold``), so an unknown key alone is no mistake: only a near miss is.
-
-    >>> typo_warnings({"topology.worker": 3}, "topology wc conf")
-    ['unknown key topology.worker (topology wc conf); did you mean topology.workers?']
-    """
-    warnings = []
-    for name in sorted(str(k) for k in conf):
-        if (match := likely_typo(name)) is not None:
-            origin = source if isinstance(source, str) else source.get(name, DEFAULTS_SOURCE)
-            warnings.append(f"unknown key {name} ({origin}); did you mean {match}?")
-    return warnings
 
 
 def redact(conf: Mapping[str, Any]) -> dict[str, Any]:
@@ -647,7 +430,7 @@ def _is_secret(key: str) -> bool:
 def describe_keys(prefix: str = "") -> str:
     """The documented key table as text (for `storm` CLI help), optionally only keys under `prefix`."""
     rows = [
-        (k.name, k.type_name, json.dumps(_thaw(k.default)), k.origin, k.doc)
+        (k.name, k.type_name, json.dumps(k.default_value()), k.origin, k.doc)
         for k in KEYS
         if k.name.startswith(prefix)
     ]
@@ -659,160 +442,3 @@ def describe_keys(prefix: str = "") -> str:
     for r in [header, *rows]:
         lines.append("  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4])
     return "\n".join(lines)
-
-
-_REPR = reprlib.Repr()  # keeps messages short when someone passes a huge value
-_REPR.maxstring = _REPR.maxother = 80
-_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = 8
-
-
-def _short(value: Any) -> str:
-    return _REPR.repr(value)
-
-
-def validate_conf(conf: Mapping[Any, Any], source: str | Mapping[str, str] = "config") -> None:
-    """Check every known key in `conf` against its declared type; unknown keys pass untouched.
-
-    `source` labels where values came from in error messages: one label for the whole conf (e.g.
-    "topology conf"), or a per-key mapping (keys missing from it are labelled as built-in defaults).
-    Raises ConfigError listing every problem, one per line.
-    """
-    problems = []
-    # sorted, so the same conf gives the same message whatever order it was built in
-    for name, value in sorted(conf.items(), key=lambda item: str(item[0])):
-        origin = source if isinstance(source, str) else source.get(name, DEFAULTS_SOURCE)
-        if not isinstance(name, str):
-            problems.append(f"{origin}: config key {_short(name)} is not a string")
-            continue
-        key = KEY_BY_NAME.get(name)
-        if key is None or key.accepts(value):
-            continue
-        problems.append(
-            f"{origin}: config key {name!r} expects {key.type_name}, "
-            f"got {_short(value)} ({type(value).__name__})"
-        )
-    if problems:
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems), problems)
-
-
-def parse_override(text: str) -> tuple[str, Any]:
-    """Split a `-c key=value` option at the first '='; the value is JSON when it parses, else the raw string.
-
-    So `topology.workers=3` gives 3, `nimbus.seeds=["a","b"]` a list, `topology.debug=true` True,
-    `storm.zookeeper.root=/x` the string "/x" and `a=b=c` the key "a" with value "b=c".
-    """
-    key, sep, raw = text.partition("=")
-    key = key.strip()
-    if not sep:
-        raise ConfigError(f"-c {text!r}: expected key=value (no '=' found)")
-    if not key:
-        raise ConfigError(f"-c {text!r}: the key before '=' is empty")
-    try:
-        return key, json.loads(raw)
-    except ValueError:
-        return key, raw
-
-
-def find_config_file(path: str | os.PathLike[str] | None = None,
-                     env: Mapping[str, str] | None = None) -> Path | None:
-    """Locate storm.yaml: explicit `path` (must exist), else $STORM_CONF_DIR/storm.yaml, else ~/.storm/storm.yaml.
-
-    Returns None when no file is found and none was asked for explicitly.
-    """
-    if path is not None:
-        explicit = Path(path).expanduser()
-        if not explicit.is_file():
-            raise ConfigError(f"config file not found: {explicit}")
-        return explicit
-    env = os.environ if env is None else env
-    candidates = []
-    if env.get("STORM_CONF_DIR"):
-        candidates.append(Path(env["STORM_CONF_DIR"]) / "storm.yaml")
-    if env.get("HOME"):
-        candidates.append(Path(env["HOME"]) / ".storm" / "storm.yaml")
-    return next((c for c in candidates if c.is_file()), None)
-
-
-def read_yaml_config(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read one storm.yaml; empty is fine, a non-mapping top level or non-string keys are not."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"cannot read config file {path}: {e}") from e
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"config file {path} is not valid YAML: {e}") from e
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"config file {path}: top level must be a mapping of key: value, got {type(data).__name__}"
-        )
-    bad = [k for k in data if not isinstance(k, str)]
-    if bad:
-        raise ConfigError(f"config file {path}: keys must be strings, got {_short(bad)}")
-    return data
-
-
-def _override_value(key: str, raw_text: str, value: Any) -> Any:
-    """Read a `-c` value the way its key needs it, where JSON alone would get it wrong.
-
-    A str-typed key keeps the raw string when JSON turned it into a number or bool, so
-    `-c storm.local.dir=2024` or `-c topology.upgrade.component=123` mean the string. A list-of-str key
-    takes a comma-separated string as its items, as JStorm's command line does
-    (`-c topology.upgrade.workers=host1:6700,host2:6700`, `-c nimbus.seeds=nimbus1,nimbus2`).
-    """
-    spec = KEY_BY_NAME.get(key)
-    if spec is not None and spec.kind == "list[str]" and isinstance(value, str) and value:
-        return value.split(",")
-    if spec is None or spec.kind != "str" or not isinstance(value, (int, float)):
-        return value
-    raw = raw_text.partition("=")[2]
-    if not spec.accepts(value) and spec.accepts(raw):
-        return raw
-    return value
-
-
-def load_config(path: str | os.PathLike[str] | None = None,
-                overrides: Iterable[str] | Mapping[str, Any] = (),
-                env: Mapping[str, str] | None = None,
-                warn: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Build a daemon/CLI conf: built-in defaults < storm.yaml < overrides, then validate it.
-
-    `path` is --config (a missing file is an error); without it storm.yaml is looked up via
-    $STORM_CONF_DIR then ~/.storm. `overrides` are `-c key=value` strings (or an already-typed
-    mapping, for programmatic callers). `env` defaults to os.environ and is injectable for tests.
-    `warn` gets one line per storm.yaml or override key that looks like a typo of a known key.
-    Relative local and log dirs come back absolute (see the module doc).
-
-    >>> conf = load_config(None, ["topology.workers=3"], env={})
-    >>> conf["topology.workers"], Path(conf["storm.local.dir"]).is_absolute()
-    (3, True)
-    """
-    conf = default_config()
-    origins: dict[str, str] = {}
-
-    found = find_config_file(path, env)
-    if found is not None:
-        for key, value in read_yaml_config(found).items():
-            conf[key] = value
-            origins[key] = f"storm.yaml {found}"
-
-    if isinstance(overrides, Mapping):
-        for key, value in overrides.items():
-            conf[key] = value
-            origins[key] = "overrides"
-    else:
-        for text in overrides:
-            key, value = parse_override(text)
-            conf[key] = _override_value(key, text, value)
-            origins[key] = f"-c {text}"
-
-    validate_conf(conf, origins)
-    for line in typo_warnings({key: conf[key] for key in origins}, origins) if warn is not None else ():
-        warn(line)
-    for key in ("storm.local.dir", "storm.log.dir"):
-        if conf[key] is not None:
-            conf[key] = os.path.abspath(conf[key])
-    return conf

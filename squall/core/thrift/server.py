@@ -1,15 +1,9 @@
-"""Thrift plumbing for Squall: the Nimbus contract, bounded framing, clients and servers.
+"""Nimbus's Thrift server: one event loop reads and writes every connection, a pool of threads runs calls,
+every connection and request bounded (:class:`ThriftServer`).
 
-``storm`` is ``idl/storm.thrift`` loaded once with thriftpy2, so every daemon and tool shares the
-same classes::
-
-    from squall.core.thrift import storm, connect
-    with connect("nimbus-1", 6627) as nimbus:
-        print(nimbus.getClusterInfo().topologies)
-
-The wire is what Storm uses (framed transport, binary protocol), with two things thriftpy2 does
-not do by itself: frames are size-capped before any memory is set aside for them, and a handler
-bug reaches the caller as ``TApplicationException(INTERNAL_ERROR)`` instead of a dropped socket.
+Two things thriftpy2 does not do by itself: a request's frame is size-capped before any memory is set aside
+for it, and a handler bug reaches the caller as ``TApplicationException(INTERNAL_ERROR)`` instead of a
+dropped socket. A call's handler learns who made it from :func:`client_host` and :func:`client_principal`.
 """
 
 from __future__ import annotations
@@ -24,319 +18,36 @@ import threading
 import time
 import types
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import structlog
-import thriftpy2
 from thriftpy2.protocol import TBinaryProtocolFactory
 # Requests are decoded in pure Python: it never reads past the bytes it was given, where the Cython protocol
 # allocates whatever length a string declares (2 GB from a 100-byte frame).
 from thriftpy2.protocol.binary import TBinaryProtocol as _SafeBinaryProtocol
 from thriftpy2.protocol.exc import TProtocolException
-from thriftpy2.thrift import TApplicationException, TClient, TMessageType, TProcessor
-from thriftpy2.utils import deserialize, serialize
-from thriftpy2.transport import (
-    TFramedTransportFactory,
-    TMemoryBuffer,
-    TSocket,
-    TSSLSocket,
-    TTransportException,
-)
+from thriftpy2.thrift import TApplicationException, TMessageType, TProcessor
+from thriftpy2.transport import TMemoryBuffer, TTransportException
 
+from squall.core.thrift import DEFAULT_PORT, storm
+from squall.core.thrift.transport import (
+    DEFAULT_MAX_FRAME_BYTES, FrameSizeError, check_frame_cap, check_timeout, describe, frame_refusal,
+)
 from squall.core.tls import principal as tls_principal
 
 __all__ = [
-    "DEFAULT_MAX_FRAME_BYTES",
-    "DEFAULT_MAX_REPLY_BYTES",
-    "DEFAULT_PORT",
     "DEFAULT_REQUEST_TIMEOUT_MS",
-    "DEFAULT_TIMEOUT_MS",
-    "IDL_PATH",
-    "BoundedFramedTransportFactory",
-    "FrameSizeError",
-    "NimbusUnavailable",
     "ThriftServer",
     "client_host",
     "client_principal",
-    "pick_eviction",
-    "connect",
-    "find_leader",
-    "from_bytes",
     "listening_socket",
     "make_server",
-    "open_client",
-    "storm",
-    "to_bytes",
+    "pick_eviction",
 ]
 
 log = structlog.get_logger(__name__)
 
-# idl/ ships beside squall/ both in a checkout and in an installed wheel.
-IDL_PATH = Path(__file__).resolve().parents[2] / "idl" / "storm.thrift"
-
-# A module name of its own: streamparse already registers "storm_thrift" in sys.modules.
-storm = thriftpy2.load(str(IDL_PATH), module_name="squall_storm_thrift")
-
-DEFAULT_PORT = 6627  # nimbus.thrift.port
-DEFAULT_MAX_FRAME_BYTES = 1_048_576  # nimbus.thrift.max_buffer_size, Storm's default: what nimbus reads
-#: nimbus.thrift.client.max_buffer_size: what a client reads. Replies may be far bigger than requests (the info
-#: of a 10,000-task topology with stats is ~5 MB); the cap still stops a non-Thrift peer's garbage length.
-DEFAULT_MAX_REPLY_BYTES = 64 * 1024 * 1024
-DEFAULT_TIMEOUT_MS = 7_000  # what streamparse uses for Nimbus calls
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000  # nimbus.thrift.request.timeout.ms: one whole call must arrive within it
-
-_MAX_I32 = 2**31 - 1
-
-
-def to_bytes(struct: Any) -> bytes:
-    """A Thrift struct in the binary protocol, as stored on disk (code store, a worker's topology)."""
-    return serialize(struct, _BINARY)
-
-
-def from_bytes(cls: type, data: bytes) -> Any:
-    """The inverse of :func:`to_bytes`: ``cls`` (e.g. ``storm.StormTopology``) read from ``data``."""
-    return deserialize(cls(), data, _BINARY)
-
-
-_BINARY = TBinaryProtocolFactory()
-
-
-# ------------------------------------------------------------------------------------------------
-# Framing with a size cap
-# ------------------------------------------------------------------------------------------------
-
-
-class FrameSizeError(TTransportException):
-    """A peer announced an empty, negative or over-the-cap frame; its connection is dropped."""
-
-
-class _FrameGuard:
-    """Sits between a framed transport and its socket and checks each frame header as it arrives.
-
-    thriftpy2's framed transports trust the 4-byte length and allocate that much (the Cython one
-    mallocs it outright), so one bogus header can pin gigabytes or park a thread forever. The
-    guard follows the frame boundaries in the byte stream itself, which works with both the
-    Cython and the pure-Python framed transport and keeps the fast binary protocol usable.
-    """
-
-    def __init__(self, trans: Any, max_frame_bytes: int) -> None:
-        self._trans = trans
-        self._max = max_frame_bytes
-        self._header = bytearray()
-        self._left = 0  # payload bytes still to come in the current frame
-        self._refused: str | None = None  # set once a bad header is seen; the stream is dead
-
-    def read(self, sz: int) -> bytes:
-        if self._refused is None:
-            data = self._trans.read(sz)
-            keep = self._scan(data)
-            if keep == len(data):
-                return data
-            if keep:  # hand over the frames before the bad header; refuse on the next read
-                return data[:keep]
-        raise FrameSizeError(TTransportException.UNKNOWN, self._refused)
-
-    def _scan(self, data: bytes) -> int:
-        """Follow frame boundaries through ``data``; return how many bytes may be passed on."""
-        pos, end = 0, len(data)
-        while pos < end:
-            if self._left:
-                step = min(self._left, end - pos)
-                self._left -= step
-                pos += step
-                continue
-            start = pos
-            need = 4 - len(self._header)
-            self._header += data[pos : pos + need]
-            pos += need
-            if len(self._header) < 4:
-                break
-            size = int.from_bytes(self._header, "big", signed=True)
-            self._header.clear()
-            if size <= 0 or size > self._max:
-                self._refused = _frame_refusal(size, self._max, "nimbus.thrift.client.max_buffer_size")
-                return start
-            self._left = size
-        return end
-
-    def write(self, buf: bytes) -> None:
-        self._trans.write(buf)
-
-    def flush(self) -> None:
-        self._trans.flush()
-
-    def is_open(self) -> bool:
-        return self._trans.is_open()
-
-    def open(self) -> None:
-        self._trans.open()
-
-    def close(self) -> None:
-        self._trans.close()
-
-
-class BoundedFramedTransportFactory:
-    """Framed transport that refuses frames declaring <= 0 or more than ``max_frame_bytes``.
-
-    Storm's servers and clients cap frames at nimbus.thrift.max_buffer_size; thriftpy2 has no
-    cap at all. Squall's clients use it in place of ``TFramedTransportFactory``, with their own
-    cap on replies (nimbus.thrift.client.max_buffer_size); nimbus reads requests itself.
-    """
-
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
-        if not 0 < max_frame_bytes <= _MAX_I32:
-            raise ValueError(f"max_frame_bytes must be in 1..{_MAX_I32}, got {max_frame_bytes}")
-        self.max_frame_bytes = max_frame_bytes
-        self._framed = TFramedTransportFactory()
-
-    def get_transport(self, trans: Any) -> Any:
-        return self._framed.get_transport(_FrameGuard(trans, self.max_frame_bytes))
-
-
-# ------------------------------------------------------------------------------------------------
-# Clients
-# ------------------------------------------------------------------------------------------------
-
-
-def _describe(exc: BaseException) -> str:
-    # thriftpy2 exceptions print as their repr; their `message` reads better.
-    text = getattr(exc, "message", None) or getattr(exc, "msg", None) or str(exc)
-    return f"{type(exc).__name__}: {text}"
-
-
-def _check_timeout(name: str, value: int | None) -> None:
-    # thriftpy2 reads 0 as "no timeout", which turns a typo into a client that can hang forever.
-    if value is not None and value <= 0:
-        raise ValueError(f"{name} must be positive milliseconds or None (no limit), got {value}")
-
-
-def open_client(
-    host: str,
-    port: int = DEFAULT_PORT,
-    timeout_ms: int | None = DEFAULT_TIMEOUT_MS,
-    *,
-    connect_timeout_ms: int | None = None,
-    max_frame_bytes: int = DEFAULT_MAX_REPLY_BYTES,
-    tls: ssl.SSLContext | None = None,
-) -> TClient:
-    """Open a Nimbus client (framed + binary) for long-lived use; the caller closes it.
-
-    ``timeout_ms`` bounds each socket read or write; ``connect_timeout_ms`` (default: the same)
-    bounds the TCP connect; ``max_frame_bytes`` bounds the replies it reads
-    (``nimbus.thrift.client.max_buffer_size``); ``tls`` (:func:`squall.core.tls.client_context`) speaks TLS to
-    nimbus's TLS listener. Raises ``TTransportException`` when the connection fails.
-    """
-    _check_timeout("timeout_ms", timeout_ms)
-    _check_timeout("connect_timeout_ms", connect_timeout_ms)
-    timeouts = {"socket_timeout": timeout_ms,
-                "connect_timeout": connect_timeout_ms if connect_timeout_ms is not None else timeout_ms}
-    sock = TSocket(host, port, **timeouts) if tls is None else TSSLSocket(host, port, ssl_context=tls, **timeouts)
-    trans = BoundedFramedTransportFactory(max_frame_bytes).get_transport(sock)
-    proto = TBinaryProtocolFactory().get_protocol(trans)
-    try:
-        trans.open()
-    except TTransportException as exc:  # thriftpy2 says "Could not connect" for a refused TLS handshake too
-        if isinstance(failed := exc.__context__, ssl.SSLError):
-            raise TTransportException(TTransportException.NOT_OPEN, _tls_failure(host, port, failed)) from None
-        raise
-    return TClient(storm.Nimbus, proto)
-
-
-def _tls_failure(host: str, port: int, exc: ssl.SSLError) -> str:
-    """Why a TLS handshake with nimbus failed, as the operator can act on it."""
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        return (f"TLS handshake with {host}:{port} failed: {exc.verify_message} (nimbus's certificate must chain to "
-                f"nimbus.thrift.tls.client.truststore.path and name the host dialled, {host}: see nimbus.seeds)")
-    return (f"TLS handshake with {host}:{port} failed: {exc.reason or exc} (is it nimbus's TLS port, "
-            "nimbus.thrift.tls.port? does nimbus take the certificate of nimbus.thrift.tls.client.keystore.path?)")
-
-
-@contextlib.contextmanager
-def connect(
-    host: str,
-    port: int = DEFAULT_PORT,
-    timeout_ms: int | None = DEFAULT_TIMEOUT_MS,
-    *,
-    connect_timeout_ms: int | None = None,
-    max_frame_bytes: int = DEFAULT_MAX_REPLY_BYTES,
-    tls: ssl.SSLContext | None = None,
-) -> Iterator[TClient]:
-    """Context manager around :func:`open_client` that always closes the socket.
-
-    One client owns one socket and makes one call at a time: use one per thread.
-    """
-    client = open_client(
-        host,
-        port,
-        timeout_ms,
-        connect_timeout_ms=connect_timeout_ms,
-        max_frame_bytes=max_frame_bytes,
-        tls=tls,
-    )
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-class NimbusUnavailable(Exception):
-    """No nimbus seed answered ``getLeader``; ``errors`` maps each seed tried to its failure."""
-
-    def __init__(self, seeds: Sequence[str], errors: dict[str, str]) -> None:
-        self.seeds = list(seeds)
-        self.errors = dict(errors)
-        if not self.seeds:
-            detail = "no seeds given (set nimbus.seeds)"
-        else:
-            detail = "; ".join(f"{s}: {self.errors.get(s, 'not tried')}" for s in self.seeds)
-        super().__init__(f"could not find the nimbus leader from seeds {self.seeds}: {detail}")
-
-
-def _split_seed(seed: str, default_port: int) -> tuple[str, int]:
-    """``host``, ``host:port`` or ``[v6addr]:port`` -> (host, port)."""
-    if seed.startswith("["):
-        host, _, rest = seed[1:].partition("]")
-        return host, int(rest[1:]) if rest.startswith(":") else default_port
-    host, sep, port = seed.rpartition(":")
-    if sep and port.isdigit() and ":" not in host:
-        return host, int(port)
-    return seed, default_port
-
-
-def find_leader(
-    seeds: Sequence[str], port: int = DEFAULT_PORT, timeout_ms: int = DEFAULT_TIMEOUT_MS, *,
-    tls: ssl.SSLContext | None = None,
-) -> tuple[str, int]:
-    """Ask each seed in turn for ``getLeader()`` and return the leader's (host, port).
-
-    Any nimbus, leader or not, knows who leads, so the first seed that answers is enough. Seeds
-    are hosts (using ``port``) or ``host:port``. With ``tls``, seeds are asked through TLS and the
-    port returned is the leader's TLS port. Raises :class:`NimbusUnavailable` naming every seed and
-    why it failed when none answers with a leader.
-    """
-    errors: dict[str, str] = {}
-    for seed in seeds:
-        host, seed_port = _split_seed(seed, port)
-        try:
-            with connect(host, seed_port, timeout_ms, tls=tls) as client:
-                leader = client.getLeader()
-        except Exception as exc:  # any failure just means "try the next seed"
-            errors[seed] = _describe(exc)
-            log.debug("nimbus seed did not answer getLeader", seed=seed, error=errors[seed])
-            continue
-        leader_port = (leader.tlsPort if tls is not None else leader.port) if leader is not None else None
-        if leader is None or not leader.host or not leader_port:
-            errors[seed] = "answered without a leader" if leader is None or not leader.host or tls is None \
-                else "the leader has no TLS listener (nimbus.thrift.tls.port)"
-            continue
-        return leader.host, leader_port
-    raise NimbusUnavailable(seeds, errors)
-
-
-# ------------------------------------------------------------------------------------------------
-# Servers
-# ------------------------------------------------------------------------------------------------
 
 
 class _GuardedProcessor(TProcessor):
@@ -393,7 +104,7 @@ class _GuardedProcessor(TProcessor):
 def _internal_error(api: str, exc: BaseException) -> TApplicationException:
     # Same opening words as a Java server, plus the cause: an operator can act on the latter.
     return TApplicationException(
-        TApplicationException.INTERNAL_ERROR, f"Internal error processing {api}: {_describe(exc)}"
+        TApplicationException.INTERNAL_ERROR, f"Internal error processing {api}: {describe(exc)}"
     )
 
 
@@ -639,7 +350,7 @@ class ThriftServer:
             size = int.from_bytes(header, "big", signed=True)
             if not 0 < size <= self.max_frame_bytes:
                 raise FrameSizeError(TTransportException.UNKNOWN,
-                                     _frame_refusal(size, self.max_frame_bytes, "nimbus.thrift.max_buffer_size"))
+                                     frame_refusal(size, self.max_frame_bytes, "nimbus.thrift.max_buffer_size"))
             return await reader.readexactly(size)
 
     def _call(self, request: bytes, peer: str, principal: str) -> bytes:
@@ -649,7 +360,7 @@ class ThriftServer:
         try:
             self.processor.process(_SafeBinaryProtocol(TMemoryBuffer(request)), _SafeBinaryProtocol(out))
         except (TTransportException, TProtocolException, struct.error, EOFError, UnicodeDecodeError) as exc:
-            raise _BadRequest(f"not a whole Thrift call in one frame: {_describe(exc)}") from None
+            raise _BadRequest(f"not a whole Thrift call in one frame: {describe(exc)}") from None
         finally:
             _CLIENT_HOST.reset(tokens[0])
             _CLIENT_PRINCIPAL.reset(tokens[1])
@@ -673,11 +384,6 @@ def client_principal() -> str:
 
 class _BadRequest(Exception):
     """A frame that does not hold one well-formed call; its connection is closed."""
-
-
-def _frame_refusal(size: int, cap: int, setting: str) -> str:
-    return (f"refused a Thrift frame of {size} bytes: frames must hold 1 to {cap} bytes "
-            f"({setting}); is the peer speaking framed transport?")
 
 
 def _peer_name(writer: asyncio.StreamWriter) -> str:
@@ -706,14 +412,13 @@ def make_server(
     calls run at once; ``max_connections`` are open at once; ``ssl_context`` serves mutual TLS
     (see :class:`ThriftServer`). Stop with ``server.stop()``.
     """
-    _check_timeout("client_timeout_ms", client_timeout_ms)
-    _check_timeout("request_timeout_ms", request_timeout_ms)
-    if not 0 < max_frame_bytes <= _MAX_I32:
-        raise ValueError(f"max_frame_bytes must be in 1..{_MAX_I32}, got {max_frame_bytes}")
+    check_timeout("client_timeout_ms", client_timeout_ms)
+    check_timeout("request_timeout_ms", request_timeout_ms)
+    check_frame_cap(max_frame_bytes)
     for label, value in (("threads", threads), ("max_connections", max_connections)):
         if value < 1:
             raise ValueError(f"{label} must be at least 1, got {value}")
-    processor = _GuardedProcessor(service or storm.Nimbus, handler, _BINARY)
+    processor = _GuardedProcessor(service or storm.Nimbus, handler, TBinaryProtocolFactory())
     return ThriftServer(processor, listening_socket(host, port), max_frame_bytes=max_frame_bytes,
                         idle_timeout_ms=client_timeout_ms, request_timeout_ms=request_timeout_ms, threads=threads,
                         max_connections=max_connections, name=name, ssl_context=ssl_context)

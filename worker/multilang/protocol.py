@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import msgpack
 
-from squall.core.config import ConfigError
+from squall.core.config.validation import ConfigError
 from squall.core.system_ids import DEFAULT_STREAM, RESERVED_PREFIX, SHELL_HEARTBEAT_STREAM, SYSTEM_TASK
 from squall.core.thrift import storm
 from squall.api.tuple import Tuple
