@@ -9,7 +9,8 @@ import json
 import subprocess
 import sys
 from collections.abc import Sequence
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,12 @@ from squall.api.dsl import Topology
 from squall.api.submitter import submit_topology
 from squall.cli.main import main
 from squall.core.package import build_package
+from squall.core.thrift import storm
 from squall.core.zk import paths
-from squall.core.zk.records import Assignment
+from squall.core.zk.records import Assignment, StormBase
 from squall.dev.cluster import DevCluster
+from squall.dev.zookeeper import free_port
+from support import chroot_conf, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -40,6 +44,15 @@ class ProcessCluster(DevCluster):
         super().__init__(tmp, {**zk_conf, **FAST, **conf})
         stack.callback(self.stop)
         stack.callback(lambda: print(self.logs()))
+
+    def start(self, *supervisors: str, slots: int = 2) -> None:
+        """Nimbus and ``supervisors`` (``slots`` free ports each) started side by side; returns once nimbus leads
+        and every supervisor has registered."""
+        self.start_nimbus(wait=False)
+        for name in supervisors:
+            self.start_supervisor(name, [free_port() for _ in range(slots)])
+        self.wait_started()
+        self.wait_supervisors(len(supervisors))
 
     def start_supervisor_as_a_service(self, name: str, ports: Sequence[int]) -> subprocess.Popen[bytes]:
         """Start a supervisor as a service manager (a systemd unit) starts one: the virtualenv's ``storm`` by its
@@ -68,3 +81,29 @@ class ProcessCluster(DevCluster):
 
     def assignment(self, topology_id: str) -> Assignment | None:
         return self.zk.read(paths.assignment(topology_id), Assignment)
+
+    def kill_topologies(self, timeout: float = 60) -> None:
+        """Kill every topology (no kill wait) and return once nimbus has removed them and their assignments: what a
+        test sharing the cluster leaves to the next is every slot free (its workers may still be stopping)."""
+        names = [base.name for topology_id in self.zk.children(paths.TOPOLOGIES)
+                 if (base := self.zk.read(paths.topology(topology_id), StormBase)) is not None]
+        with self.client() as client:
+            for name in names:
+                try:
+                    client.killTopologyWithOpts(name, storm.KillOptions(wait_secs=0))
+                except storm.NotAliveException:  # killed by the test already
+                    pass
+        wait_until(lambda: not self.zk.children(paths.TOPOLOGIES) and not self.zk.children(paths.ASSIGNMENTS),
+                   timeout, "every topology removed")
+
+
+@contextmanager
+def shared_cluster(zk_address: str, tmp: Path, *supervisors: str, slots: int = 2,
+                   **conf: Any) -> Iterator[ProcessCluster]:
+    """A started :class:`ProcessCluster` on a ZooKeeper root of its own, for the tests of a module that need a cluster
+    but not a new one: each submits topologies of its own names and kills them on the way out
+    (:meth:`ProcessCluster.kill_topologies`), so the next finds every slot free."""
+    with chroot_conf(zk_address) as zk_conf, ExitStack() as stack:
+        cluster = ProcessCluster(zk_conf, tmp, stack, **conf)
+        cluster.start(*supervisors, slots=slots)
+        yield cluster

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -96,8 +97,10 @@ def stop_or_kill(process: subprocess.Popen[Any], sig: int, timeout: float = 60) 
 
 
 def wait_until(condition: Callable[[], T], timeout: float = 10.0, what: str = "condition") -> T:
-    """Poll ``condition`` until it returns something truthy; fail with ``what`` at the deadline."""
-    return wait_for(condition, timeout, what)
+    """Poll ``condition`` until it returns something truthy; fail with ``what`` at the deadline. It asks less often
+    the longer it waits (a twentieth of the wait so far, see :func:`~squall.dev.cluster.wait_for`): a cluster asked
+    for a minute is asked about a hundred times, not three thousand, and a wait is seen over at most 5 % late."""
+    return wait_for(condition, timeout, what, backoff=0.05)
 
 
 def task_errors(zk: ZkClient, topology_id: str, task: int) -> list[TaskError]:
@@ -135,6 +138,26 @@ def delete_tree(zk_address: str, path: str, auth_data: list[tuple[str, str]] | N
     finally:
         bare.stop()
         bare.close()
+
+
+@contextmanager
+def chroot_conf(zk_address: str) -> Iterator[dict[str, Any]]:
+    """Cluster conf on ``zk_address`` under a root of its own, removed on the way out (what ``zk_conf`` gives a
+    test, for a cluster that several tests share)."""
+    host, port = zk_address.rsplit(":", 1)
+    root = f"/squall-test/{uuid.uuid4().hex[:12]}"
+    conf = load_config(env={})
+    conf.update({
+        "storm.zookeeper.servers": [host],
+        "storm.zookeeper.port": int(port),
+        "storm.zookeeper.root": root,
+        "storm.zookeeper.session.timeout": 4000,
+        "storm.zookeeper.connection.timeout": 5000,
+    })
+    try:
+        yield conf
+    finally:
+        delete_tree(zk_address, root)
 
 
 def remove_as_daemons(daemon_conf: dict[str, Any]) -> None:

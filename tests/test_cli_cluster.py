@@ -47,9 +47,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zk_address: str) -> Iterat
         stack.callback(delete_tree, zk_address, root)  # last, once the daemons are gone
         # The commands are tested, not failover: a task timeout a busy machine cannot trip (the fault tests keep 5 s).
         cluster = ProcessCluster(zk_conf, tmp_path_factory.mktemp("cli"), stack, **{"nimbus.task.timeout.secs": 30})
-        cluster.start_nimbus()
-        cluster.start_supervisor("sup", [free_port() for _ in range(4)])
-        cluster.wait_supervisors(1)
+        cluster.start("sup", slots=4)
         yield cluster
 
 

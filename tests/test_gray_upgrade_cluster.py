@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from processcluster import ProcessCluster
+from processcluster import ProcessCluster, shared_cluster
 from scenarios import release_package, tagged_stream
 from squall.api.submitter import submit_topology
 from squall.core.thrift import storm
@@ -29,26 +28,30 @@ SUPERVISORS = ("sup-a", "sup-b")
 pytestmark = pytest.mark.slow  # process-cluster fault scenarios of a minute each
 
 
-@pytest.fixture
-def cluster(zk_conf: dict[str, Any], tmp_path: Path) -> Iterator[ProcessCluster]:
+@pytest.fixture(scope="module")
+def shared(zk_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
+    """One cluster for the module: each test upgrades a canary of its own on its four slots (no slot free for a
+    worker to move to)."""
     # Restarts for the upgrade must not look like dead tasks: give nimbus more than a worker restart takes.
-    with ExitStack() as stack:
-        cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **{"nimbus.task.timeout.secs": 10})
-        cluster.start_nimbus()
-        for name in SUPERVISORS:
-            cluster.start_supervisor(name)
-        cluster.wait_supervisors(2)
+    with shared_cluster(zk_address, tmp_path_factory.mktemp("cluster"), *SUPERVISORS,
+                        **{"nimbus.task.timeout.secs": 10}) as cluster:
         yield cluster
 
 
-class Canary:
-    """The test topology and what its sink saw."""
+@pytest.fixture
+def cluster(shared: ProcessCluster) -> Iterator[ProcessCluster]:
+    yield shared
+    shared.kill_topologies()
 
-    def __init__(self, cluster: ProcessCluster, tmp: Path) -> None:
-        self.cluster, self.tmp = cluster, tmp
+
+class Canary:
+    """The test topology (``name``) and what its sink saw."""
+
+    def __init__(self, cluster: ProcessCluster, tmp: Path, name: str) -> None:
+        self.cluster, self.tmp, self.name = cluster, tmp, name
         self.records = tmp / "records"
         self.records.mkdir()
-        self.topology = tagged_stream("canary", self.records, workers=4, pending=PENDING, tags=4)
+        self.topology = tagged_stream(name, self.records, workers=4, pending=PENDING, tags=4)
         self.topology_id = self.submit("v1")
 
     def submit(self, release: str, **upgrade: Any) -> str:
@@ -91,7 +94,8 @@ class Canary:
 
     def worker_versions(self) -> dict[str, int]:
         """host:port → code version of the worker process running there, from the supervisors' records."""
-        return {f"127.0.0.1:{r.port}": r.version for name in SUPERVISORS for r in self.cluster.workers(name)}
+        return {f"127.0.0.1:{r.port}": r.version for name in SUPERVISORS for r in self.cluster.workers(name)
+                if r.topology_id == self.topology_id}
 
     def marks(self, kind: str) -> set[str]:
         path = paths.upgraded_workers if kind == "upgraded" else paths.upgrading_workers
@@ -106,7 +110,7 @@ class Canary:
 
     def listed_status(self) -> str:
         with self.cluster.client() as client:
-            return {t.name: t.status for t in client.getClusterInfo().topologies}["canary"]
+            return {t.name: t.status for t in client.getClusterInfo().topologies}[self.name]
 
     # -- waiting ----------------------------------------------------------------------------------
 
@@ -129,7 +133,7 @@ def versions_of(workers: dict[str, int], version: int) -> set[str]:
 
 
 def test_upgrade_one_worker_then_two_more_then_the_rest(cluster: ProcessCluster, tmp_path: Path) -> None:
-    canary = Canary(cluster, tmp_path)
+    canary = Canary(cluster, tmp_path, "canary-steps")
     workers = sorted(w.host_port for w in canary.assignment().workers)
     assert len(workers) == 4 and set(canary.tag_worker().values()) == set(workers), "a tag task on every worker"
     canary.wait_releases(dict.fromkeys(workers, "v1"), "every worker stamping v1")
@@ -144,14 +148,14 @@ def test_upgrade_one_worker_then_two_more_then_the_rest(cluster: ProcessCluster,
     assert canary.status() == "UPGRADING"
 
     with cluster.client() as client:
-        client.grayUpgrade("canary", None, None, 2)
+        client.grayUpgrade(canary.name, None, None, 2)
     wait_until(lambda: len(canary.marks("upgraded")) == 3, 60, "three workers upgraded")
     three = canary.marks("upgraded")
     assert first < three and versions_of(canary.worker_versions(), 2) == three
     canary.wait_releases({w: "v2" if w in three else "v1" for w in workers}, "three workers on v2")
 
     with cluster.client() as client:
-        client.grayUpgrade("canary", None, None, 1)
+        client.grayUpgrade(canary.name, None, None, 1)
     wait_until(lambda: canary.status() == "ACTIVE", 60, "the upgrade complete")
     assert canary.assignment().code_version == 2 and versions_of(canary.worker_versions(), 2) == set(workers)
     conf = canary.gray_conf()
@@ -167,11 +171,11 @@ def test_upgrade_one_worker_then_two_more_then_the_rest(cluster: ProcessCluster,
 
     # Each worker was restarted exactly once, to switch versions.
     with cluster.client() as client, pytest.raises(storm.InvalidTopologyException, match="already complete"):
-        client.grayUpgrade("canary", None, None, 1)
+        client.grayUpgrade(canary.name, None, None, 1)
 
 
 def test_selection_rollback_crash_and_expiry(cluster: ProcessCluster, tmp_path: Path) -> None:
-    canary = Canary(cluster, tmp_path)
+    canary = Canary(cluster, tmp_path, "canary-choices")
     workers = sorted(w.host_port for w in canary.assignment().workers)
     canary.wait_releases(dict.fromkeys(workers, "v1"), "every worker stamping v1")
     sink_worker = {w.host_port for w in canary.assignment().workers if canary.component_tasks("sink") & set(w.tasks)}
@@ -185,18 +189,18 @@ def test_selection_rollback_crash_and_expiry(cluster: ProcessCluster, tmp_path: 
     named = next(w for w in workers if w not in sink_worker)
     with cluster.client() as client:
         with pytest.raises(storm.InvalidTopologyException, match="not workers of this topology"):
-            client.grayUpgrade("canary", None, ["127.0.0.1:1"], 0)
-        client.grayUpgrade("canary", None, [named], 0)
+            client.grayUpgrade(canary.name, None, ["127.0.0.1:1"], 0)
+        client.grayUpgrade(canary.name, None, [named], 0)
     two = sink_worker | {named}
     wait_until(lambda: canary.marks("upgraded") == two, 60, "the named worker upgraded too")
     assert versions_of(canary.worker_versions(), 2) == two
     canary.wait_releases({w: "v2" if w in two else "v1" for w in workers}, "two workers on v2")
     with cluster.client() as client, pytest.raises(storm.InvalidTopologyException, match="is in progress"):
-        client.graySubmit("canary", "", json.dumps({}), canary.topology.build()[0], storm.GrayUpgradeOptions())
+        client.graySubmit(canary.name, "", json.dumps({}), canary.topology.build()[0], storm.GrayUpgradeOptions())
 
     # Rollback after two of four: everything back on v1.
     with cluster.client() as client:
-        client.rollbackTopology("canary")
+        client.rollbackTopology(canary.name)
     wait_until(lambda: canary.status() == "ACTIVE", 60, "the rollback over")
     assert versions_of(canary.worker_versions(), 1) == set(workers)
     assert canary.gray_conf().rollback and canary.gray_conf().reason == "asked by the operator"
@@ -216,6 +220,6 @@ def test_selection_rollback_crash_and_expiry(cluster: ProcessCluster, tmp_path: 
     assert canary.status() == "UPGRADING"
     wait_until(lambda: canary.gray_conf().complete_ms, 30, "the expired upgrade to end")
     with cluster.client() as client, pytest.raises(storm.InvalidTopologyException, match="it expired"):
-        client.grayUpgrade("canary", None, None, 1)
+        client.grayUpgrade(canary.name, None, None, 1)
     assert canary.status() == "ACTIVE"
     canary.wait_all_acked()

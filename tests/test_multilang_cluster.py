@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from processcluster import REPO, ProcessCluster
+from processcluster import REPO, ProcessCluster, shared_cluster
 from squall.api.dsl import Topology
-from squall.core.zk import paths
 from support import wait_until
 from topologies import Numbers, Recorder, read_records
 
@@ -24,14 +22,17 @@ STREAMPARSE_RUN = str(Path(sys.executable).parent / "streamparse_run")
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def cluster(zk_conf: dict[str, Any], tmp_path: Path) -> Iterator[ProcessCluster]:
-    with ExitStack() as stack:
-        cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack)
-        cluster.start_nimbus()
-        cluster.start_supervisor("sup-a")
-        wait_until(lambda: len(cluster.zk.children(paths.SUPERVISORS)) == 1, 30, "the supervisor registered")
+@pytest.fixture(scope="module")
+def shared(zk_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
+    """One cluster for the module: each test runs a topology of its own on both its slots."""
+    with shared_cluster(zk_address, tmp_path_factory.mktemp("cluster"), "sup-a") as cluster:
         yield cluster
+
+
+@pytest.fixture
+def cluster(shared: ProcessCluster) -> Iterator[ProcessCluster]:
+    yield shared
+    shared.kill_topologies()
 
 
 def shell_topology(name: str, records: Path, count: int, bolt: str, serializer: str, **conf: Any) -> Topology:
@@ -62,8 +63,9 @@ def test_a_hung_bolt_is_reported_at_nimbus_and_its_tuples_replay(cluster: Proces
     records, count = tmp_path / "records", 300
     marker = tmp_path / "marker"
     marker.mkdir()
+    # the hang lasts: 5 s tells it from a healthy subprocess a loaded machine answers late (2 s does not)
     topology_id = submit(cluster, shell_topology("ml-hung", records, count, "HangsOnce", "json",
-                                                 **{"topology.subprocess.timeout.secs": 2,
+                                                 **{"topology.subprocess.timeout.secs": 5,
                                                     "test.marker.dir": str(marker), "test.trouble.n": 11}))
     wait_until(lambda: len(set(read_records(records, "acked"))) == count, 120, "every number acked after the hang")
     assert set(n for _, n in read_records(records, "seen")) == set(range(count))

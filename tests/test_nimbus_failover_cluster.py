@@ -33,9 +33,7 @@ def test_a_rebalance_due_while_nimbus_restarts_runs_once_the_restarted_nimbus_le
     with ExitStack() as stack:
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **{
             "nimbus.thrift.port": free_port(), "storm.zookeeper.session.timeout": SESSION_MS})
-        cluster.start_nimbus()
-        cluster.start_supervisor("sup", [free_port() for _ in range(3)])
-        cluster.wait_supervisors(1)
+        cluster.start("sup", slots=3)
         topology_id = cluster.submit(t)
         wait_until(lambda: (a := cluster.assignment(topology_id)) and len(a.workers) == 2, 30, "two workers")
 
@@ -47,7 +45,8 @@ def test_a_rebalance_due_while_nimbus_restarts_runs_once_the_restarted_nimbus_le
         time.sleep(1.5)  # the scenario itself: the leader dies partway through the wait
         cluster.kill("nimbus")
         restarted = time.monotonic()
-        cluster.start_nimbus(timeout=SESSION_MS / 1000 + 30)  # returns at once: the node names its address
+        # the dead leader's node names this address until its session expires: start_nimbus waits for the takeover
+        cluster.start_nimbus(timeout=SESSION_MS / 1000 + 30)
         # a write is what a follower refuses ("NotLeader: ... the leader is <itself>")
         wait_until(lambda: cluster.cli("blacklist", "add", "no-such-host") == 0, SESSION_MS / 1000 + 30,
                    "the restarted nimbus to accept a write")

@@ -44,9 +44,7 @@ def test_rebalance_grows_and_shrinks_a_bolt_keeping_fields_grouping_and_losing_n
     t = recorded_numbers("rescale", records, workers=2, sinks=2, conf={"topology.max.spout.pending": PENDING})
     with ExitStack() as stack:
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack)
-        cluster.start_nimbus()
-        cluster.start_supervisor("sup")
-        cluster.wait_supervisors(1)
+        cluster.start("sup")
         topology_id = cluster.submit(t)
 
         def tasks() -> dict[str, list[int]]:
@@ -99,9 +97,7 @@ def test_beyond_capacity_a_topology_runs_on_the_free_slots_is_told_so_at_once_an
         zk_conf: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with ExitStack() as stack:
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack)
-        cluster.start_nimbus()
-        cluster.start_supervisor("sup")  # two slots
-        cluster.wait_supervisors(1)
+        cluster.start("sup")  # two slots
 
         def storm_(*argv: str) -> tuple[int, str, str]:
             code = cluster.cli(*argv)
@@ -183,9 +179,7 @@ def test_the_word_count_without_a_pending_cap_rides_out_a_rebalance_at_full_spee
     with ExitStack() as stack:
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **{
             "nimbus.task.timeout.secs": 10, "topology.message.timeout.secs": 30})
-        cluster.start_nimbus()
-        cluster.start_supervisor("sup", [free_port() for _ in range(3)])
-        cluster.wait_supervisors(1)
+        cluster.start("sup", slots=3)
         topology_id = cluster.submit(wordcount.topology(name="wc"), REPO / "examples")
         rate = AckedRate(lambda: spout_acked(cluster, topology_id, "sentences"))
         wait_until(lambda: sum(spout_acked(cluster, topology_id, "sentences").values()) > 0, 90,

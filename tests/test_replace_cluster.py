@@ -33,9 +33,7 @@ def test_hot_deploy_and_restart_replace_the_running_topology(zk_conf: dict[str, 
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     with ExitStack() as stack:
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack)
-        cluster.start_nimbus()
-        cluster.start_supervisor("sup")
-        cluster.wait_supervisors(1)
+        cluster.start("sup")
         first, second = tmp_path / "first", tmp_path / "second"
         first.mkdir(), second.mkdir()
         old_id = submit_topology(cluster.conf, tagged_stream("live", first, workers=2, pending=100, tags=2),
@@ -77,9 +75,7 @@ def test_update_reloads_conf_in_place_and_new_code_at_the_next_worker_start(
         zk_conf: dict[str, Any], tmp_path: Path) -> None:
     with ExitStack() as stack:
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack)
-        cluster.start_nimbus()
-        cluster.start_supervisor("sup")
-        cluster.wait_supervisors(1)
+        cluster.start("sup")
         records = tmp_path / "records"
         records.mkdir()
         topology_id = submit_topology(cluster.conf, tagged_stream("tune", records, workers=2, pending=100, tags=2),

@@ -66,9 +66,7 @@ def test_weblogs_pipeline_runs_end_to_end_and_only_the_spark_worker_starts_a_jvm
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **{
             "supervisor.worker.start.timeout.secs": 120, "nimbus.task.launch.secs": 120,
             "topology.message.timeout.secs": 120})
-        cluster.start_nimbus()
-        cluster.start_supervisor("sup")
-        cluster.wait_supervisors(1)
+        cluster.start("sup")
         topology_id = cluster.submit(weblogs.topology(str(out), lines=LINES))
 
         def totals_complete() -> bool:
@@ -124,9 +122,7 @@ def test_weblogs_on_a_spark_connect_server_is_exact_and_no_worker_runs_a_jvm(
         # spark.remote in the cluster conf, as a host's storm.yaml sets it for every topology.
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **{
             "spark.remote": connect_server, "nimbus.task.launch.secs": 120, "topology.message.timeout.secs": 120})
-        cluster.start_nimbus()
-        cluster.start_supervisor("sup")
-        cluster.wait_supervisors(1)
+        cluster.start("sup")
         cluster.submit(weblogs.topology(str(out), lines=LINES))
 
         def totals_complete() -> bool:

@@ -456,9 +456,7 @@ def test_the_quickstart_word_count_runs_on_a_dev_cluster_via_storm_jar_with_exac
     counting_project(project, out)
     with ExitStack() as stack:
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack)
-        cluster.start_nimbus()
-        cluster.start_supervisor("sup", [free_port() for _ in range(2)])
-        cluster.wait_supervisors(1)
+        cluster.start("sup")
         assert cluster.cli("jar", str(project), "-w", "2") == 0
         wait_until(lambda: counts(out) == EXPECTED, 180, f"the counts to reach {EXPECTED}")
         assert cluster.cli("kill", "wordcount", "-w", "1") == 0

@@ -38,10 +38,7 @@ def two_supervisors(zk_conf: dict[str, Any], tmp_path: Path, stack: ExitStack, *
             cluster.start_zookeeper()
         except ZooKeeperUnavailable as exc:
             pytest.skip(f"needs a ZooKeeper of its own: {exc}")
-    cluster.start_nimbus()
-    for name in ("sup-a", "sup-b"):
-        cluster.start_supervisor(name)
-    wait_until(lambda: len(cluster.zk.children(paths.SUPERVISORS)) == 2, 30, "both supervisors registered")
+    cluster.start("sup-a", "sup-b")
     return cluster
 
 

@@ -90,9 +90,7 @@ def test_a_topology_runs_on_wheels_it_ships_and_a_bad_requirement_is_a_task_erro
     with ExitStack() as stack:
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **{
             "supervisor.worker.env.build.timeout.secs": 120})
-        cluster.start_nimbus()
-        cluster.start_supervisor("sup")
-        cluster.wait_supervisors(1)
+        cluster.start("sup")
 
         good = submit(cluster, "good", "squall_test_dep==1.0\n")
         [report] = wait_until(lambda: read_records(records, "dep"), 90, "the spout importing squall_test_dep")
@@ -128,9 +126,7 @@ def test_a_gray_upgrade_with_new_requirements_switches_a_worker_only_once_its_en
     upgrade = {"topology.upgrade": True, "topology.upgrade.worker.num": 1}
     with ExitStack() as stack:
         cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **{"nimbus.task.timeout.secs": 10})
-        cluster.start_nimbus()
-        cluster.start_supervisor("sup")
-        cluster.wait_supervisors(1)
+        cluster.start("sup")
 
         def submit(release: str, requirements: str, **overrides: Any) -> str:
             package = _package(tmp_path / release, requirements, {"1.0": "one", "2.0": "two"})

@@ -18,7 +18,9 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TextIO, TypeVar
 
@@ -60,17 +62,27 @@ def squall_import_path(directory: Path) -> str:
     return str(directory)
 
 
-def wait_for(condition: Callable[[], T | Literal[False] | None], timeout: float, what: str) -> T:
+def wait_for(condition: Callable[[], T | Literal[False] | None], timeout: float, what: str, *,
+             backoff: float = 0.0) -> T:
     """Poll ``condition`` until it returns something truthy, and return that; TimeoutError naming ``what`` at the
-    deadline."""
-    deadline = time.monotonic() + timeout
+    deadline.
+
+    The conditions are other processes' doings, so there is nothing to wait on but time. It asks every 20 ms, and
+    less often when asking costs: it pauses four times as long as the last ask took (a condition that calls nimbus
+    or reads many records takes at most a fifth of the time, and of the machine, from what it waits on), and
+    ``backoff`` times the time waited so far (a long wait need not be seen the instant it ends), up to half a second.
+    """
+    started = time.monotonic()
+    deadline = started + timeout
     while True:
+        asked = time.monotonic()
         result = condition()
         if result:
             return result
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.02)  # the conditions are other processes' doings: there is nothing to wait on
+        time.sleep(min(max(0.02, 4 * (now - asked), backoff * (now - started)), 0.5))
 
 
 class DevCluster:
@@ -95,6 +107,7 @@ class DevCluster:
         self.ui_port: int | None = None
         self.logviewer_port: int | None = None
         self._zk: ZkClient | None = None
+        self._starting: dict[str, tuple[Callable[[], Any], str, float]] = {}  # daemon → (ready?, what, timeout)
 
     # -- processes --------------------------------------------------------------------------------
 
@@ -127,50 +140,72 @@ class DevCluster:
         host = self.conf.get("storm.local.hostname") or "127.0.0.1"
         return [f"{host}:{port}" for port in self.nimbus_ports.values()]
 
-    def start_nimbus(self, name: str = "nimbus", timeout: float = 60, *, lead: bool = True) -> subprocess.Popen[bytes]:
+    def start_nimbus(self, name: str = "nimbus", timeout: float = 60, *, lead: bool = True,
+                     wait: bool = True) -> subprocess.Popen[bytes]:
         """Start a nimbus and return once it leads (a killed leader's node lasts until its session expires), or,
-        with ``lead=False``, once it has joined as a follower."""
+        with ``lead=False``, once it has joined as a follower; with ``wait=False`` at once (see
+        :meth:`wait_started`)."""
         port = int(self.conf["nimbus.thrift.port"]) or free_port()  # 0: a new port each life, told apart
         self.nimbus_ports[name] = port
         if self.conf.get("nimbus.thrift.tls.port") is not None:
             self.tls_ports[name] = int(self.conf["nimbus.thrift.tls.port"]) or free_port()
             if self.conf.get("nimbus.thrift.tls.server.only"):
                 port = self.tls_ports[name]  # the only port it serves, and the one it is known by
+        log_file = log_dir(self.daemon_conf(name)) / daemon_log_name("nimbus")
+        logged = log_file.stat().st_size if log_file.exists() else 0  # an earlier life's lines are not this one's
         process = self._start(name, "nimbus")
         host = self.conf.get("storm.local.hostname") or "127.0.0.1"
-        joined = ((lambda: self.leader_port() == port) if lead
-                  else (lambda: self.zk.exists(paths.nimbus_slave(f"{host}:{port}"))))
-        wait_for(lambda: self._alive(name) and joined(), timeout,
-                 f"{name} to {'lead' if lead else 'follow'} (log: {self.log_file(name)})")
+
+        def leading() -> bool:
+            """Elected, and done taking over (until then it refuses what only a leader does, naming itself)."""
+            return self.leader_port() == port and b"nimbus leading" in log_file.read_bytes()[logged:]
+
+        joined = leading if lead else (lambda: self.zk.exists(paths.nimbus_slave(f"{host}:{port}")))
+        self._starting[name] = (joined, f"{name} to {'lead' if lead else 'follow'}", timeout)
+        if wait:
+            self.wait_started()
         return process
 
-    def start_ui(self, timeout: float = 60) -> subprocess.Popen[bytes]:
+    def wait_started(self) -> None:
+        """Wait until every daemon started with ``wait=False`` is ready. Daemons started together spend their
+        start-up (mostly importing Python) side by side, not one after another."""
+        while self._starting:
+            name, (ready, what, timeout) = next(iter(self._starting.items()))
+            wait_for(partial(self._ready, name, ready), timeout, f"{what} (log: {self.log_file(name)})")
+            del self._starting[name]
+
+    def _ready(self, name: str, ready: Callable[[], Any]) -> bool:
+        return self._alive(name) and bool(ready())
+
+    def start_ui(self, timeout: float = 60, *, wait: bool = True) -> subprocess.Popen[bytes]:
         """Start ``storm ui`` in front of the cluster's nimbuses, on ``ui.port`` (0: a free port); returns once it
-        answers HTTP."""
+        answers HTTP (with ``wait=False`` at once, see :meth:`wait_started`)."""
         self.ui_port = int(self.conf["ui.port"]) or free_port()
-        return self._start_http("ui", f"{self.ui_url()}/api/v1/openapi.json", timeout)
+        return self._start_http("ui", f"{self.ui_url()}/api/v1/openapi.json", timeout, wait)
 
     def ui_url(self) -> str:
         return f"http://127.0.0.1:{self.ui_port}"
 
-    def start_logviewer(self, timeout: float = 60) -> subprocess.Popen[bytes]:
+    def start_logviewer(self, timeout: float = 60, *, wait: bool = True) -> subprocess.Popen[bytes]:
         """Start ``storm logviewer`` over the cluster's ``storm.log.dir`` (set it, so that every supervisor of this
-        host logs there) on ``logviewer.port`` (0: a free port); returns once it answers HTTP. Start it before the
-        UI, which links to it."""
+        host logs there) on ``logviewer.port`` (0: a free port); returns once it answers HTTP (with ``wait=False``
+        at once, see :meth:`wait_started`). Start it before the UI, which links to it."""
         if not self.conf.get("storm.log.dir"):
             raise ValueError("the dev cluster's logviewer serves one directory: set storm.log.dir, where its "
                              "supervisors' workers then all log")
         self.logviewer_port = int(self.conf["logviewer.port"]) or free_port()
-        return self._start_http("logviewer", f"{self.logviewer_url()}/api/v1/listLogs", timeout)
+        return self._start_http("logviewer", f"{self.logviewer_url()}/api/v1/listLogs", timeout, wait)
 
     def logviewer_url(self) -> str:
         return f"http://127.0.0.1:{self.logviewer_port}"
 
-    def _start_http(self, daemon: str, probe_url: str, timeout: float) -> subprocess.Popen[bytes]:
-        """Start the HTTP daemon ``daemon`` (``storm ui``, ``storm logviewer``); return once ``probe_url`` answers."""
+    def _start_http(self, daemon: str, probe_url: str, timeout: float, wait: bool) -> subprocess.Popen[bytes]:
+        """Start the HTTP daemon ``daemon`` (``storm ui``, ``storm logviewer``); return once ``probe_url`` answers,
+        or with ``wait=False`` at once."""
         process = self._start(daemon, daemon)
-        wait_for(lambda: self._alive(daemon) and _answers(probe_url), timeout,
-                 f"the {daemon} to answer (log: {self.log_file(daemon)})")
+        self._starting[daemon] = (lambda: _answers(probe_url), f"the {daemon} to answer", timeout)
+        if wait:
+            self.wait_started()
         return process
 
     def start_supervisor(self, name: str, ports: Sequence[int] = (), *, host: str | None = None,
@@ -228,9 +263,15 @@ class DevCluster:
         return WorkerRecords(workers_dir(self.daemon_conf(name))).records()
 
     def kill_workers(self, name: str, grace_secs: float = 0.0) -> None:
-        processes = WorkerRecords(workers_dir(self.daemon_conf(name)))
-        for record in processes.records():
-            processes.kill(record, grace_secs)
+        self._kill_workers([name], grace_secs)
+
+    def _kill_workers(self, supervisors: Sequence[str], grace_secs: float) -> None:
+        """Kill the workers of ``supervisors`` side by side: each may take its grace to stop."""
+        found = [(records, record) for name in supervisors
+                 for records in [WorkerRecords(workers_dir(self.daemon_conf(name)))] for record in records.records()]
+        with ThreadPoolExecutor(max(1, len(found)), thread_name_prefix="kill-worker") as pool:
+            for done in [pool.submit(records.kill, record, grace_secs) for records, record in found]:
+                done.result()
 
     def stop(self) -> None:
         """Stop every daemon (SIGTERM, then SIGKILL), every worker left behind, then ZooKeeper."""
@@ -244,8 +285,7 @@ class DevCluster:
                 process.kill()
                 process.wait(5)
         self.daemons.clear()
-        for name in self.ports:
-            self.kill_workers(name, grace_secs=5)
+        self._kill_workers(list(self.ports), grace_secs=5)
         if self._zk is not None:
             self._zk.stop()
             self._zk = None
@@ -326,13 +366,15 @@ def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = 
     write_atomically(pid_file, str(os.getpid()).encode())
     try:
         zookeeper = cluster.start_zookeeper()
-        cluster.start_nimbus()
+        cluster.start_nimbus(wait=False)
         names = [f"supervisor-{i + 1}" for i in range(supervisors)]
         for i, name in enumerate(names):
             cluster.start_supervisor(name, [p + i * len(slots) for p in slots])
+        cluster.start_logviewer(wait=False)
+        cluster.start_ui(wait=False)
+        cluster.wait_started()
         cluster.wait_supervisors(supervisors)
-        cluster.start_logviewer()
-        cluster.start_ui()
+
         def watch(process: subprocess.Popen[bytes]) -> None:
             process.wait()
             died.set()
