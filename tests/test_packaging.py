@@ -248,7 +248,8 @@ def test_a_spark_bolt_without_the_spark_extra_fails_at_submit_in_one_line(instal
 
 @pytest.mark.slow
 def test_the_web_daemons_without_the_ui_extra_say_so_in_one_line(installed: Installed) -> None:
-    missing = "needs the web stack (starlette, uvicorn, jinja2, prometheus_client not installed): pip install 'squall[ui]'"
+    missing = ("needs the web stack (starlette, uvicorn, jinja2, prometheus_client not installed): "
+               "pip install 'squall[ui]'")
     for verb, what in (("ui", "the ui daemon"), ("logviewer", "the logviewer daemon"),
                        ("dev-cluster", "the dev cluster (its UI and logviewer)")):
         result = installed.run(f"storm {verb}")
@@ -257,3 +258,18 @@ def test_the_web_daemons_without_the_ui_extra_say_so_in_one_line(installed: Inst
     assert (spark.returncode, spark.stderr) == (1, "storm spark-connect: a Spark Connect server without $SPARK_HOME "
                                                    "needs Spark (pyspark, pyarrow, pandas not installed): "
                                                    "pip install 'squall[spark]'\n")
+
+
+@pytest.mark.slow
+def test_supervisord_beside_squall_shares_the_supervisor_package_and_both_run(installed: Installed) -> None:
+    """The top-level name ``supervisor`` is also supervisord's (docs/internals.md: why Squall keeps it). Installed
+    into one environment, their modules share one directory (their file names differ but ``__init__.py``, which
+    the last install writes): both still run, and so does Squall's after supervisord is uninstalled. (Last in
+    this file: it changes the shared environment.)"""
+    pip = f"{sys.executable} -m pip --python {installed.venv / 'bin' / 'python'} --disable-pip-version-check -q"
+    assert installed.run(f"{pip} install supervisor", timeout=600).returncode == 0
+    squall_s = installed.run("python -m supervisor --help")  # what storm supervisor runs
+    assert squall_s.returncode == 0 and squall_s.stdout.startswith("usage: storm supervisor"), squall_s.stderr
+    assert installed.run("supervisord --version").returncode == 0
+    assert installed.run(f"{pip} uninstall -y supervisor", timeout=600).returncode == 0
+    assert installed.run("python -m supervisor --help").stdout.startswith("usage: storm supervisor")

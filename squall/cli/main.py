@@ -124,10 +124,10 @@ COMMANDS: dict[str, tuple[Command, str]] = {
     "nimbus": (_daemon("nimbus"), "run the nimbus daemon in the foreground"),
     "supervisor": (_daemon("supervisor"), "run the supervisor daemon in the foreground (its workers outlive it)"),
     "ui": (_daemon("ui", "ui"), "run the UI daemon in the foreground: the UI's pages (/) and Storm's UI REST API "
-                          "(/api/v1/...) on ui.host:ui.port"),
-    "logviewer": (_daemon("logviewer", "ui"), "run the logviewer daemon in the foreground: this host's worker and daemon "
-                                        "logs over HTTP on logviewer.host:logviewer.port, where the UI's log links "
-                                        "point"),
+                                "(/api/v1/...) on ui.host:ui.port"),
+    "logviewer": (_daemon("logviewer", "ui"), "run the logviewer daemon in the foreground: this host's worker and "
+                                              "daemon logs over HTTP on logviewer.host:logviewer.port, where the UI's "
+                                              "log links point"),
     "spark-connect": (spark_connect, "run a Spark Connect server on this host for Spark bolts (spark.remote) until "
                                      "Ctrl-C"),
     "local": (local, "run a topology file (or a streamparse project) in this process for development: "
