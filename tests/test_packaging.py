@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import pytest
 
 from squall.core.extras import EXTRAS, MissingExtra, extra_for, missing_modules, require
 from support import REPO
+from test_readme import shell_lines
 
 #: Every module the optional stacks bring (their top-level names), whichever extra.
 OPTIONAL = sorted(module for _, modules in EXTRAS.values() for module in modules)
@@ -150,7 +150,7 @@ def copy_checkout(destination: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     root = tmp_path_factory.mktemp("fresh-venv")
     source, venv, work = root / "squall", root / "venv", root / "work"
     copy_checkout(source)
@@ -162,13 +162,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     (work / "conf").mkdir(parents=True)
     shutil.copytree(REPO / "examples", work / "examples")
     (work / "totals.py").write_text(SPARK_TOPOLOGY)
-    yield Installed(venv, work)
-
-
-def readme_line(prefix: str) -> str:
-    """The README's shell line starting with ``prefix``, as written (its comment stripped)."""
-    lines = [line.split("  #")[0].strip() for line in (REPO / "README.md").read_text().splitlines()]
-    return next(line for line in lines if line.startswith(prefix))
+    return Installed(venv, work)
 
 
 @pytest.mark.slow
@@ -184,7 +178,8 @@ def test_pip_install_of_the_checkout_installs_no_optional_stack(installed: Insta
 
 @pytest.mark.slow
 def test_the_readme_s_word_count_runs_with_storm_local(installed: Installed) -> None:
-    line = readme_line("storm local examples/wordcount.py")
+    lines = shell_lines((REPO / "README.md").read_text(), "Operating a cluster")
+    line = next(line for line in lines if line.startswith("storm local examples/wordcount.py"))
     assert line == "storm local examples/wordcount.py --local-ttl 10"
     result = installed.run(line)
     assert result.returncode == 0, result.stdout + result.stderr
