@@ -1,9 +1,9 @@
 # Everything a fresh Debian machine needs: `make demo`, `make pipeline` (the Spark pipeline) and `make test`.
 # Each first installs the Debian packages that are missing (deploy/install-system-deps.sh names them and why
-# before it installs; SQUALL_NO_INSTALL=1 only lists them), then the virtualenv.
+# before it installs; SQUALL_NO_INSTALL=1 only lists them), then the virtualenv with the extras it needs:
+# the demo the UI (squall[ui]), the pipeline Spark too (squall[spark,ui]), the tests everything (squall[test]).
 VENV ?= .venv
 PYTHON ?= python3
-STAMP := $(VENV)/.installed
 
 .PHONY: test demo pipeline setup system-deps clean
 
@@ -11,20 +11,21 @@ test: setup
 	@bash deploy/install-system-deps.sh --for-tests
 	$(VENV)/bin/pytest
 
-demo: setup
+demo: system-deps $(VENV)/.installed-ui
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash deploy/demo.sh wordcount
 
-pipeline: setup
+pipeline: system-deps $(VENV)/.installed-spark,ui
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash deploy/demo.sh weblogs
 
-setup: system-deps $(STAMP)
+setup: system-deps $(VENV)/.installed-test
 
 system-deps:
 	@bash deploy/install-system-deps.sh
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+# $(VENV)/.installed-EXTRAS: Squall installed (editable) with those extras; each stamp once per pyproject.toml.
+$(VENV)/.installed-%: pyproject.toml
+	[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[$*]'
 	chmod -R a+rX $(VENV)  # workers run as other users (supervisor.run.worker.as.user) import from it
 	touch $@
 

@@ -225,6 +225,10 @@ class Component:
     #: Conf this component needs wherever it is declared (Storm's ``getComponentConfiguration``), e.g.
     #: ``{"squall.own.thread": True}`` for code that blocks; the declaration's ``conf=`` wins over it.
     component_conf: ClassVar[Mapping[str, Any]] = MappingProxyType({})
+    #: The extra of the ``squall`` package whose stack this component runs on ("spark" for Spark bolts), or
+    #: None: declaring the component checks that the stack is installed, so a missing one is told at submit
+    #: rather than by every worker (see :mod:`squall.core.extras`).
+    needs_extra: ClassVar[str | None] = None
 
     context: TopologyContext
     log: Any = structlog.get_logger("squall.api.component")

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from squall.api.classcheck import is_grouping_class
 from squall.api.component import Bolt, Component, Outputs, Spout, Stream, parse_outputs
 from squall.core.config.validation import ConfigError, validate_conf
+from squall.core.extras import require
 from squall.core.names import id_problem
 from squall.core.system_ids import DEFAULT_STREAM, RESERVED_PREFIX
 
@@ -326,6 +327,8 @@ def _python(label: str, cls: Any, base: type[Component], args: Sequence[Any],
     if inspect.isabstract(cls):
         missing = ", ".join(sorted(getattr(cls, "__abstractmethods__")))  # noqa: B009 (ABCs only: not typed)
         raise TopologyError(f"{label}: {cls.__qualname__} does not implement {missing}")
+    if cls.needs_extra is not None:
+        require(cls.needs_extra, f"{label} ({cls.__qualname__})")
     module, name = _import_path(label, cls)
     python = _storm().PythonComponent(module_name=module, class_name=name,
                                    args_json=_json(f"{label} args", list(args)) if args else None,

@@ -20,6 +20,7 @@ from typing import Any
 
 import squall
 from squall.api.classcheck import Kind, NotAComponentClass, resolve
+from squall.core.extras import extra_for
 from squall.core.local_state import CODE_FILES, put_code_on_path
 from squall.core.thrift import storm
 
@@ -84,6 +85,8 @@ def one_line(exc: BaseException, shown: Shown) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     where = next((f"{name}:{frame.lineno}: " for frame in reversed(frames) if (name := shown(frame.filename))), "")
     ours = bool(frames) and frames[-1].filename.startswith(SQUALL_DIR)
+    if (missing := extra_for(exc)) is not None:  # user code importing pyspark without squall[spark]
+        return where + str(missing)
     return where + (str(exc) if ours else f"{type(exc).__name__}: {exc}")
 
 

@@ -175,6 +175,7 @@ class SparkBolt(Bolt):
 
     auto_ack = False
     component_conf = MappingProxyType({"squall.own.thread": True, "topology.tick.tuple.freq.secs": BATCH_CHECK_SECS})
+    needs_extra = "spark"
     #: Arrow type names by input field (``{"ts": "int64", "price": "double"}``); others are inferred.
     input_types: ClassVar[Mapping[str, str]] = MappingProxyType({})
     #: The declared stream the result rows go to.

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from squall.core.extras import require
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -102,6 +104,7 @@ def _start(conf: Mapping[str, Any], app_name: str) -> SparkSession:
     # Spark's Python workers (UDFs, Arrow) must run this interpreter, not the system python3.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    require("spark", "this worker's Spark bolt")
     from pyspark.sql import SparkSession
 
     kind, url = where(conf)

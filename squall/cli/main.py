@@ -27,6 +27,7 @@ from squall.cli.options import CommandLine, positive
 from squall.compat.streamparse_project import is_project, source_path
 from squall.core.config.validation import ConfigError
 from squall.core.entry import interrupt, load_or_exit, warn_on_stderr
+from squall.core.extras import MissingExtra, require
 from squall.core.logs import configure_logging
 from squall.core.nimbus_client import NoTlsListener
 from squall.core.thrift import storm
@@ -66,14 +67,18 @@ def dev_cluster(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     """``storm dev-cluster [--supervisors N]`` in the foreground, or ``storm dev-cluster stop``."""
     if args.action == "stop":
         return stop_dev_cluster(conf)
+    require("ui", "the dev cluster (its UI and logviewer)")
     signal.signal(signal.SIGTERM, interrupt)
     return run_dev_cluster(conf, args.supervisors)
 
 
-def _daemon(module: str) -> Command:
-    """Daemons are their own packages (``python -m nimbus``): the CLI execs them rather than running them in-process."""
+def _daemon(module: str, needs_extra: str | None = None) -> Command:
+    """Daemons are their own packages (``python -m nimbus``): the CLI execs them rather than running them in-process,
+    once the optional stack a daemon runs on (``needs_extra``) is known to be installed."""
 
     def run(_conf: Mapping[str, Any], args: argparse.Namespace) -> int:
+        if needs_extra is not None:
+            require(needs_extra, f"the {module} daemon")
         argv = [sys.executable, "-m", module, *(["--config", args.config] if args.config else [])]
         for override in args.overrides:
             argv += ["-c", override]
@@ -118,11 +123,11 @@ COMMANDS: dict[str, tuple[Command, str]] = {
                                  "`storm dev-cluster stop` stops it from another shell"),
     "nimbus": (_daemon("nimbus"), "run the nimbus daemon in the foreground"),
     "supervisor": (_daemon("supervisor"), "run the supervisor daemon in the foreground (its workers outlive it)"),
-    "ui": (_daemon("ui"), "run the UI daemon in the foreground: the UI's pages (/) and Storm's UI REST API "
-                          "(/api/v1/...) on ui.host:ui.port"),
-    "logviewer": (_daemon("logviewer"), "run the logviewer daemon in the foreground: this host's worker and daemon "
-                                        "logs over HTTP on logviewer.host:logviewer.port, where the UI's log links "
-                                        "point"),
+    "ui": (_daemon("ui", "ui"), "run the UI daemon in the foreground: the UI's pages (/) and Storm's UI REST API "
+                                "(/api/v1/...) on ui.host:ui.port"),
+    "logviewer": (_daemon("logviewer", "ui"), "run the logviewer daemon in the foreground: this host's worker and "
+                                              "daemon logs over HTTP on logviewer.host:logviewer.port, where the UI's "
+                                              "log links point"),
     "spark-connect": (spark_connect, "run a Spark Connect server on this host for Spark bolts (spark.remote) until "
                                      "Ctrl-C"),
     "local": (local, "run a topology file (or a streamparse project) in this process for development: "
@@ -270,6 +275,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"storm {args.command}: {exc}", file=sys.stderr)
         return 2
+    except MissingExtra as exc:
+        print(f"storm {args.command}: {exc}", file=sys.stderr)
     except (storm.NotAliveException, storm.AlreadyAliveException, storm.InvalidTopologyException,
             storm.TopologyAssignException, storm.AuthorizationException) as exc:
         print(f"storm {args.command}: {type(exc).__name__}: {exc.msg}{_next_step(exc)}", file=sys.stderr)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from squall.api.sparksession import NOT_SPARK_CONF
+from squall.core.extras import require
 
 __all__ = ["DEFAULT_PORT", "SERVER_CLASS", "serving", "server_command", "spark_home"]
 
@@ -36,6 +37,7 @@ def spark_home() -> Path:
     """``$SPARK_HOME`` if set, else the installed pyspark package (its wheel is a full Spark distribution)."""
     if os.environ.get("SPARK_HOME"):
         return Path(os.environ["SPARK_HOME"])
+    require("spark", "a Spark Connect server without $SPARK_HOME")
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
