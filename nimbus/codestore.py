@@ -84,9 +84,18 @@ class Inbox:
         package = inbox.claim(location)
     """
 
-    def __init__(self, root: Path, clock: Clock, *, max_upload_bytes: int, session_expiry_secs: float,
-                 file_expiry_secs: float, max_total_bytes: int | None = None, idle_upload_secs: float | None = None,
-                 max_per_client: int = MAX_SESSIONS) -> None:
+    def __init__(
+        self,
+        root: Path,
+        clock: Clock,
+        *,
+        max_upload_bytes: int,
+        session_expiry_secs: float,
+        file_expiry_secs: float,
+        max_total_bytes: int | None = None,
+        idle_upload_secs: float | None = None,
+        max_per_client: int = MAX_SESSIONS,
+    ) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self._clock = clock
@@ -106,12 +115,16 @@ class Inbox:
         with self._lock:
             self._expire_sessions()
             if len(self._uploads) >= MAX_SESSIONS:
-                raise UploadError(f"too many uploads in progress ({MAX_SESSIONS}); retry in "
-                                  f"{self._idle_upload:g} s, when idle ones have expired (nimbus.upload.idle.secs)")
+                raise UploadError(
+                    f"too many uploads in progress ({MAX_SESSIONS}); retry in "
+                    f"{self._idle_upload:g} s, when idle ones have expired (nimbus.upload.idle.secs)"
+                )
             mine = sum(1 for u in self._uploads.values() if u.client == client and not u.finished)
             if client and mine >= self._max_per_client:
-                raise UploadError(f"{client} already has {mine} uploads in progress, the most one client may have "
-                                  "(nimbus.upload.max.per.client); finish them or let them expire")
+                raise UploadError(
+                    f"{client} already has {mine} uploads in progress, the most one client may have "
+                    "(nimbus.upload.max.per.client); finish them or let them expire"
+                )
             self._uploads[location] = _Upload(path, open(path, "wb"), 0, self._clock.monotonic(), client)
         return location
 
@@ -120,12 +133,16 @@ class Inbox:
             upload = self._open(location)
             if upload.size + len(chunk) > self._max:
                 self._drop(location)
-                raise UploadError(f"upload {_name(location)} exceeds {self._max} bytes (nimbus.max.upload.bytes); "
-                                  "the upload was discarded")
+                raise UploadError(
+                    f"upload {_name(location)} exceeds {self._max} bytes (nimbus.max.upload.bytes); "
+                    "the upload was discarded"
+                )
             if sum(u.size for u in self._uploads.values()) + len(chunk) > self._max_total:
                 self._drop(location)
-                raise UploadError(f"the uploads in progress on nimbus hold {self._max_total} bytes, all the inbox "
-                                  "may hold (nimbus.inbox.max.bytes); the upload was discarded, retry later")
+                raise UploadError(
+                    f"the uploads in progress on nimbus hold {self._max_total} bytes, all the inbox "
+                    "may hold (nimbus.inbox.max.bytes); the upload was discarded, retry later"
+                )
             upload.handle.write(chunk)
             upload.size += len(chunk)
             upload.touched = self._clock.monotonic()
@@ -138,8 +155,10 @@ class Inbox:
             upload.touched = self._clock.monotonic()
             if not zipfile.is_zipfile(upload.path):
                 self._drop(location)
-                raise UploadError(f"upload {_name(location)} is not a zip file; upload a topology package "
-                                  "(storm jar builds one from your sources)")
+                raise UploadError(
+                    f"upload {_name(location)} is not a zip file; upload a topology package "
+                    "(storm jar builds one from your sources)"
+                )
 
     def add(self, package: Path) -> str:
         """A finished upload holding a copy of ``package`` (code nimbus already has, resubmitted by a restart)."""
@@ -158,8 +177,10 @@ class Inbox:
         with self._lock:
             upload = self._uploads.get(location)
             if upload is None or not upload.finished:
-                raise UploadError(f"no finished upload {_name(location)}: call beginFileUpload, uploadChunk "
-                                  "and finishFileUpload first (uploads expire after nimbus.file.copy.expiration.secs)")
+                raise UploadError(
+                    f"no finished upload {_name(location)}: call beginFileUpload, uploadChunk "
+                    "and finishFileUpload first (uploads expire after nimbus.file.copy.expiration.secs)"
+                )
             del self._uploads[location]
             return upload.path
 
@@ -233,13 +254,24 @@ class CodeStore:
         self._lock = threading.Lock()
         self._digests: dict[tuple[str, int, int], str] = {}
 
-    def put(self, topology_id: str, *, package: Path | None, conf: dict[str, Any], topology: Any, system: Any,
-            version: int = 1, make_current: bool = True, replace: bool = False) -> None:
+    def put(
+        self,
+        topology_id: str,
+        *,
+        package: Path | None,
+        conf: dict[str, Any],
+        topology: Any,
+        system: Any,
+        version: int = 1,
+        make_current: bool = True,
+        replace: bool = False,
+    ) -> None:
         """Write a whole version atomically (a temp dir renamed into place): readers never see half of one.
 
         A version is new unless ``replace``: a rebalance rewrites the current version's conf and topology,
         since its workers keep running and refresh in place.
         """
+
         def write(staging: Path) -> None:
             (staging / "conf.json").write_text(json.dumps(conf, sort_keys=True))
             (staging / "topology.bin").write_bytes(to_bytes(topology))
@@ -249,8 +281,15 @@ class CodeStore:
 
         self.install(topology_id, version, write, make_current=make_current, replace=replace)
 
-    def install(self, topology_id: str, version: int, write: Callable[[Path], None], *, make_current: bool = False,
-                replace: bool = False) -> None:
+    def install(
+        self,
+        topology_id: str,
+        version: int,
+        write: Callable[[Path], None],
+        *,
+        make_current: bool = False,
+        replace: bool = False,
+    ) -> None:
         """``write(staging_dir)`` fills a version's files (:data:`ARTIFACTS`' names), then the version appears
         whole; a follower installs the versions it copies from another nimbus this way."""
         base = self._dir(topology_id)

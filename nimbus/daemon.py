@@ -79,10 +79,25 @@ class Nimbus:
             raise
         state.port = (self.server or self.tls_server).port  # the plain one's, else (TLS only) the TLS one's
         tls_port = self.tls_server.port if self.tls_server is not None else 0
-        state.replication = CodeReplication(state.zk, state.code, state.conf, state.clock, state.host, state.port,
-                                            is_elected=lambda: state.elected, tls_port=tls_port).start()
-        state.election = LeaderElection(state.zk, state.host, state.port, state.clock, on_elected=self.takeover.lead,
-                                        on_demoted=self.takeover.follow, tls_port=tls_port)
+        state.replication = CodeReplication(
+            state.zk,
+            state.code,
+            state.conf,
+            state.clock,
+            state.host,
+            state.port,
+            is_elected=lambda: state.elected,
+            tls_port=tls_port,
+        ).start()
+        state.election = LeaderElection(
+            state.zk,
+            state.host,
+            state.port,
+            state.clock,
+            on_elected=self.takeover.lead,
+            on_demoted=self.takeover.follow,
+            tls_port=tls_port,
+        )
         state.election.start()  # may elect at once: the takeover reads state.election
         log.info("nimbus started", host=state.host, port=state.port, tls_port=tls_port or None)
         return self
@@ -93,27 +108,40 @@ class Nimbus:
         conf = self.state.conf
         tls_port, tls_only = conf["nimbus.thrift.tls.port"], conf["nimbus.thrift.tls.server.only"]
         if tls_only and tls_port is None:
-            raise ConfigError("nimbus.thrift.tls.server.only is true but nimbus.thrift.tls.port is not set: "
-                              "nimbus would serve nothing")
+            raise ConfigError(
+                "nimbus.thrift.tls.server.only is true but nimbus.thrift.tls.port is not set: "
+                "nimbus would serve nothing"
+            )
         if conf["nimbus.authorizer"] is not None and tls_port is None:
-            raise ConfigError("nimbus.authorizer is set but nimbus.thrift.tls.port is not: without client "
-                              "certificates every caller is anonymous and may do nothing but read; set "
-                              "nimbus.thrift.tls.port (see the README's Security section)")
-        serving = dict(max_frame_bytes=conf["nimbus.thrift.max_buffer_size"],
-                       client_timeout_ms=conf["storm.thrift.socket.timeout.ms"],
-                       request_timeout_ms=conf["nimbus.thrift.request.timeout.ms"],
-                       threads=conf["nimbus.thrift.threads"], max_connections=conf["nimbus.thrift.max.connections"])
+            raise ConfigError(
+                "nimbus.authorizer is set but nimbus.thrift.tls.port is not: without client "
+                "certificates every caller is anonymous and may do nothing but read; set "
+                "nimbus.thrift.tls.port (see the README's Security section)"
+            )
+        serving = dict(
+            max_frame_bytes=conf["nimbus.thrift.max_buffer_size"],
+            client_timeout_ms=conf["storm.thrift.socket.timeout.ms"],
+            request_timeout_ms=conf["nimbus.thrift.request.timeout.ms"],
+            threads=conf["nimbus.thrift.threads"],
+            max_connections=conf["nimbus.thrift.max.connections"],
+        )
         bind = conf["nimbus.thrift.bind.address"]
 
         def listen(port: int, key: str, **options: Any) -> ThriftServer:
             try:
                 return make_server(service, bind, port, **serving, **options).start()
             except OSError as exc:
-                raise OSError(exc.errno, f"nimbus cannot listen on {bind}:{port} (nimbus.thrift.bind.address, "
-                                         f"{key}): {exc.strerror}; is another nimbus running?") from None
+                raise OSError(
+                    exc.errno,
+                    f"nimbus cannot listen on {bind}:{port} (nimbus.thrift.bind.address, "
+                    f"{key}): {exc.strerror}; is another nimbus running?",
+                ) from None
 
-        tls = (listen(tls_port, "nimbus.thrift.tls.port", name="nimbus-thrift-tls", ssl_context=server_context(conf))
-               if tls_port is not None else None)
+        tls = (
+            listen(tls_port, "nimbus.thrift.tls.port", name="nimbus-thrift-tls", ssl_context=server_context(conf))
+            if tls_port is not None
+            else None
+        )
         try:
             plain = None if tls_only else listen(conf["nimbus.thrift.port"], "nimbus.thrift.port")
         except OSError:

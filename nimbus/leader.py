@@ -68,8 +68,17 @@ class LeaderElection:
         election.is_leader      # owns /nimbus_master and connected; election.elected: SUSPENDED too
     """
 
-    def __init__(self, zk: ZkClient, host: str, port: int, clock: Clock,
-                 on_elected: Callable[[], None], on_demoted: Callable[[], None], *, tls_port: int = 0) -> None:
+    def __init__(
+        self,
+        zk: ZkClient,
+        host: str,
+        port: int,
+        clock: Clock,
+        on_elected: Callable[[], None],
+        on_demoted: Callable[[], None],
+        *,
+        tls_port: int = 0,
+    ) -> None:
         self._zk = zk
         self.host, self.port, self.tls_port = host, port, tls_port
         self._clock = clock
@@ -133,8 +142,11 @@ class LeaderElection:
             self._zk.kazoo.delete(paths.NIMBUS_MASTER, version=stat.version)
         except (NoNodeError, BadVersionError):
             return  # gone or replaced meanwhile: the watch sees that
-        log.info("removed the leader node of this nimbus's previous life", leader=self.host_port,
-                 stale_session=hex(stat.ephemeralOwner))
+        log.info(
+            "removed the leader node of this nimbus's previous life",
+            leader=self.host_port,
+            stale_session=hex(stat.ephemeralOwner),
+        )
 
     def _contend(self) -> None:
         with self._lock:

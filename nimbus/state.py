@@ -53,17 +53,25 @@ class NimbusState:
         self.port = 0
         local = Path(conf["storm.local.dir"]) / "nimbus"
         self.zk = ZkClient(conf, topology_conf=self._stored_conf)  # a topology's nodes grant its credential
-        self.inbox = Inbox(local / "inbox", clock, max_upload_bytes=conf["nimbus.max.upload.bytes"],
-                           session_expiry_secs=conf["nimbus.file.copy.expiration.secs"],
-                           file_expiry_secs=conf["nimbus.inbox.jar.expiration.secs"],
-                           max_total_bytes=conf["nimbus.inbox.max.bytes"],
-                           idle_upload_secs=conf["nimbus.upload.idle.secs"],
-                           max_per_client=conf["nimbus.upload.max.per.client"])
+        self.inbox = Inbox(
+            local / "inbox",
+            clock,
+            max_upload_bytes=conf["nimbus.max.upload.bytes"],
+            session_expiry_secs=conf["nimbus.file.copy.expiration.secs"],
+            file_expiry_secs=conf["nimbus.inbox.jar.expiration.secs"],
+            max_total_bytes=conf["nimbus.inbox.max.bytes"],
+            idle_upload_secs=conf["nimbus.upload.idle.secs"],
+            max_per_client=conf["nimbus.upload.max.per.client"],
+        )
         self.code = CodeStore(local / "stormdist")
-        self.downloads = Downloads(clock, chunk_bytes=conf["nimbus.thrift.max_buffer_size"] // 2,
-                                   session_expiry_secs=conf["nimbus.file.copy.expiration.secs"])
-        self.assigner = TopologyAssigner(self.zk, clock, self.topology_source,
-                                         code_dir=lambda tid: str(local / "stormdist" / tid))
+        self.downloads = Downloads(
+            clock,
+            chunk_bytes=conf["nimbus.thrift.max_buffer_size"] // 2,
+            session_expiry_secs=conf["nimbus.file.copy.expiration.secs"],
+        )
+        self.assigner = TopologyAssigner(
+            self.zk, clock, self.topology_source, code_dir=lambda tid: str(local / "stormdist" / tid)
+        )
         self.election: LeaderElection | None = None
         self.replication: CodeReplication | None = None
         self.lock = threading.RLock()  # one topology change at a time
@@ -136,8 +144,10 @@ class NimbusState:
 
     def no_code(self, topology_id: str) -> str:
         """Why this nimbus cannot act on a topology whose code it lacks."""
-        return (f"nimbus {self.host}:{self.port} has no code for {topology_id}: no nimbus holding it could serve "
-                "it yet (see /code_holders); it is copied again every nimbus.code.sync.freq.secs")
+        return (
+            f"nimbus {self.host}:{self.port} has no code for {topology_id}: no nimbus holding it could serve "
+            "it yet (see /code_holders); it is copied again every nimbus.code.sync.freq.secs"
+        )
 
     def topology_source(self, topology_id: str) -> tuple[tuple[Component, ...], Mapping[str, Any], int]:
         """What the assign thread needs: scheduler components, the merged conf and the current code version."""
@@ -145,8 +155,11 @@ class NimbusState:
         if tasks is None:
             raise AssignFailed(f"{topology_id} has no tasks in ZooKeeper")
         try:
-            return (scheduler_components(self.code.system_topology(topology_id), tasks),
-                    self.merged_conf(topology_id), self.code.current_version(topology_id))
+            return (
+                scheduler_components(self.code.system_topology(topology_id), tasks),
+                self.merged_conf(topology_id),
+                self.code.current_version(topology_id),
+            )
         except MissingTopology:
             raise AssignFailed(self.no_code(topology_id)) from None
 
@@ -162,6 +175,7 @@ class NimbusState:
         tasks = self.zk.read(paths.tasks(topology_id), TopologyTasks)
         task = (topo.topology_master_task(tasks) if tasks else None) or 0
         now = int(self.clock.time())
-        record_task_error(self.zk, topology_id, task, TaskError(message, now, ErrorLevel.ERROR, host=self.host,
-                                                                port=self.port))
+        record_task_error(
+            self.zk, topology_id, task, TaskError(message, now, ErrorLevel.ERROR, host=self.host, port=self.port)
+        )
         log.error("topology error", topology_id=topology_id, error=message)

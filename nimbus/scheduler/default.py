@@ -80,20 +80,25 @@ def schedule(request: ScheduleRequest) -> list[WorkerAssignment]:
     elif sticky:  # rebalance without -r: same slots, tasks chosen afresh
         kept_slots = {(k.supervisor_id, k.port) for k in keep}
         old_slots = [w for w in _sorted(request.old_workers) if (w.supervisor_id, w.port) not in kept_slots]
-        workers += [_Worker(mem, cpu, host=w.host, port=w.port, supervisor_id=w.supervisor_id)
-                    for w in old_slots][:alloc - len(workers)]
+        workers += [_Worker(mem, cpu, host=w.host, port=w.port, supervisor_id=w.supervisor_id) for w in old_slots][
+            : alloc - len(workers)
+        ]
     if len(workers) > alloc:
         raise ScheduleError(
             f"topology {request.topology_id}: {len(workers)} user-defined or reused workers but only {alloc} "
-            "workers to allocate; raise topology.workers or define fewer workers")
+            "workers to allocate; raise topology.workers or define fewer workers"
+        )
     workers += [_Worker(mem, cpu) for _ in range(alloc - len(workers))]
 
     _place_workers(workers, candidates, free, keep)
     old_slot = {t: (w.supervisor_id, w.port) for w in request.old_workers for t in w.tasks} if sticky else {}
     _TaskPlacer(workers, components, task_component, tm_alone).place(sorted(remaining), old_slot)
 
-    placed = [WorkerAssignment(w.supervisor.id, w.supervisor.host, w.port, sorted(w.tasks), w.mem, w.cpu)
-              for w in workers if w.tasks and w.supervisor is not None and w.port is not None]
+    placed = [
+        WorkerAssignment(w.supervisor.id, w.supervisor.host, w.port, sorted(w.tasks), w.mem, w.cpu)
+        for w in workers
+        if w.tasks and w.supervisor is not None and w.port is not None
+    ]
     return _sorted([*keep, *placed])
 
 
@@ -116,8 +121,9 @@ def _sorted(workers: Iterable[WorkerAssignment]) -> list[WorkerAssignment]:
     return sorted(workers, key=lambda w: (w.supervisor_id, w.port))
 
 
-def _split_old_workers(request: ScheduleRequest, all_tasks: set[int]
-                       ) -> tuple[list[WorkerAssignment], set[int], set[tuple[str, int]]]:
+def _split_old_workers(
+    request: ScheduleRequest, all_tasks: set[int]
+) -> tuple[list[WorkerAssignment], set[int], set[tuple[str, int]]]:
     """(workers that stay as they are, tasks to place, slots not to reuse this round)."""
     if request.assign_type is AssignType.NEW:
         return [], all_tasks, set()
@@ -141,8 +147,10 @@ def _candidate_supervisors(request: ScheduleRequest) -> list[Supervisor]:
     hosts = set(isolation)
     confined = [s for s in supervisors if s.host in hosts]
     if not confined:
-        raise ScheduleError(f"topology {request.topology_id}: no live supervisor on the isolation hosts "
-                            f"{sorted(hosts)} (isolation.scheduler.machines)")
+        raise ScheduleError(
+            f"topology {request.topology_id}: no live supervisor on the isolation hosts "
+            f"{sorted(hosts)} (isolation.scheduler.machines)"
+        )
     return confined
 
 
@@ -150,8 +158,14 @@ def _tasks_of(component_id: str, components: Mapping[str, Component]) -> set[int
     return set(components[component_id].tasks) if component_id in components else set()
 
 
-def _free_ports(candidates: list[Supervisor], keep: list[WorkerAssignment], excluded: set[tuple[str, int]],
-                alloc: int, conf: Mapping[str, Any], topology_id: str) -> tuple[dict[str, deque[int]], int]:
+def _free_ports(
+    candidates: list[Supervisor],
+    keep: list[WorkerAssignment],
+    excluded: set[tuple[str, int]],
+    alloc: int,
+    conf: Mapping[str, Any],
+    topology_id: str,
+) -> tuple[dict[str, deque[int]], int]:
     """Free ports per supervisor, and how many workers to allocate on them: ``alloc``, or as many as there are
     free slots when fewer (Storm's rule: a topology runs on the slots there are and grows as slots free up);
     slots that just failed are skipped unless the cluster needs them. None free: a :class:`ScheduleError`."""
@@ -170,12 +184,14 @@ def _free_ports(candidates: list[Supervisor], keep: list[WorkerAssignment], excl
         raise ScheduleError(
             f"no free worker slot for topology {topology_id}: needs {alloc}, {available} free {where}"
             + (f", {reserve} reserved (jstorm.reserve.workers)" if reserve else "")
-            + "; add supervisors or slots, or kill topologies")
+            + "; add supervisors or slots, or kill topologies"
+        )
     return free, min(alloc, available - reserve)
 
 
-def _user_defined_workers(conf: Mapping[str, Any], components: Mapping[str, Component], remaining: set[int],
-                          mem: int, cpu: int) -> list[_Worker]:
+def _user_defined_workers(
+    conf: Mapping[str, Any], components: Mapping[str, Component], remaining: set[int], mem: int, cpu: int
+) -> list[_Worker]:
     """``use.userdefine.assignment``: [{host, port, components: {id: n}, mem, cpu}], placed first.
 
     Each definition claims the lowest not-yet-claimed task ids of its components; one whose tasks
@@ -191,12 +207,20 @@ def _user_defined_workers(conf: Mapping[str, Any], components: Mapping[str, Comp
             if component_id not in components:
                 raise ScheduleError(f"use.userdefine.assignment[{i}]: unknown component {component_id!r}")
             free = [t for t in sorted(components[component_id].tasks) if t not in claimed]
-            tasks += free[:int(count)]
+            tasks += free[: int(count)]
         claimed.update(tasks)
         if tasks and remaining.issuperset(tasks):
             remaining.difference_update(tasks)
-            workers.append(_Worker(int(spec.get("mem", mem)), int(spec.get("cpu", cpu)), tasks,
-                                   host=spec.get("host"), port=spec.get("port"), complete=True))
+            workers.append(
+                _Worker(
+                    int(spec.get("mem", mem)),
+                    int(spec.get("cpu", cpu)),
+                    tasks,
+                    host=spec.get("host"),
+                    port=spec.get("port"),
+                    complete=True,
+                )
+            )
     return workers
 
 
@@ -206,13 +230,13 @@ def _reused_workers(old: Iterable[WorkerAssignment], remaining: set[int], mem: i
     for w in _sorted(old):
         if w.tasks and remaining.issuperset(w.tasks):
             remaining.difference_update(w.tasks)
-            workers.append(_Worker(w.mem or mem, w.cpu or cpu, list(w.tasks), host=w.host, port=w.port,
-                                   complete=True))
+            workers.append(_Worker(w.mem or mem, w.cpu or cpu, list(w.tasks), host=w.host, port=w.port, complete=True))
     return workers
 
 
-def _place_workers(workers: list[_Worker], candidates: list[Supervisor], free: dict[str, deque[int]],
-                   keep: list[WorkerAssignment]) -> None:
+def _place_workers(
+    workers: list[_Worker], candidates: list[Supervisor], free: dict[str, deque[int]], keep: list[WorkerAssignment]
+) -> None:
     """Requested slots when free, then spread the rest: below-average supervisors first, round robin."""
     used = {s.id: len(set(s.ports) & s.used_ports) for s in candidates}
     for w in keep:
@@ -259,8 +283,13 @@ def _place_workers(workers: list[_Worker], candidates: list[Supervisor], free: d
 class _TaskPlacer:
     """Step 3: tasks into the placed workers, under the avg/avg+1 pool rule."""
 
-    def __init__(self, workers: list[_Worker], components: Mapping[str, Component],
-                 task_component: Mapping[int, str], tm_alone: bool) -> None:
+    def __init__(
+        self,
+        workers: list[_Worker],
+        components: Mapping[str, Component],
+        task_component: Mapping[int, str],
+        tm_alone: bool,
+    ) -> None:
         self.workers = [w for w in workers if w.supervisor is not None]
         self.components = components
         self.task_component = task_component
@@ -340,11 +369,16 @@ class _TaskPlacer:
                 if not heap:
                     raise ScheduleError(
                         f"not enough supervisors to put the tasks of {component_id!r} on different nodes "
-                        "(task.on.differ.node)" if one_per_node else
-                        f"no worker left for task {t} of {component_id!r}")
+                        "(task.on.differ.node)"
+                        if one_per_node
+                        else f"no worker left for task {t} of {component_id!r}"
+                    )
                 _, v, i = heapq.heappop(heap)
-                if v == version[i] and i in self.pool and not (
-                        one_per_node and self.sup_count[self.sup[i]][component_id]):
+                if (
+                    v == version[i]
+                    and i in self.pool
+                    and not (one_per_node and self.sup_count[self.sup[i]][component_id])
+                ):
                     break
             self._push(i, t)
             for j in self.on_sup[self.sup[i]]:
