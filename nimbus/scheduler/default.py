@@ -239,9 +239,9 @@ def _place_workers(
 ) -> None:
     """Requested slots when free, then spread the rest: below-average supervisors first, round robin."""
     used = {s.id: len(set(s.ports) & s.used_ports) for s in candidates}
-    for w in keep:
-        if w.supervisor_id in used:
-            used[w.supervisor_id] += 1
+    for kept in keep:
+        if kept.supervisor_id in used:
+            used[kept.supervisor_id] += 1
 
     def take(w: _Worker, s: Supervisor, port: int | None = None) -> None:
         ports = free[s.id]
@@ -290,16 +290,19 @@ class _TaskPlacer:
         task_component: Mapping[int, str],
         tm_alone: bool,
     ) -> None:
-        self.workers = [w for w in workers if w.supervisor is not None]
+        placed = [(w, (w.supervisor.id, w.port)) for w in workers if w.supervisor is not None and w.port is not None]
+        self.workers = [w for w, _ in placed]
+        self.slot = [slot for _, slot in placed]  # worker -> (supervisor id, port)
         self.components = components
         self.task_component = task_component
         self.tm_alone = tm_alone
-        order = {sid: i for i, sid in enumerate(sorted({w.supervisor.id for w in self.workers}))}
-        self.sup = [order[w.supervisor.id] for w in self.workers]
+        order = {sid: i for i, sid in enumerate(sorted({sid for sid, _ in self.slot}))}
+        self.sup = [order[sid] for sid, _ in self.slot]
         self.on_sup: dict[int, list[int]] = defaultdict(list)
         for i, s in enumerate(self.sup):
             self.on_sup[s].append(i)
-        self.count = [defaultdict(int) for _ in self.workers]  # worker -> component -> tasks
+        # worker -> component -> tasks
+        self.count: list[defaultdict[str, int]] = [defaultdict(int) for _ in self.workers]
         self.sup_count: dict[int, defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.total = [0] * len(self.workers)
         self.sup_total: dict[int, int] = defaultdict(int)
@@ -315,7 +318,7 @@ class _TaskPlacer:
             pending = self._place_tm_alone(pending)
         self.average, self.left = divmod(len(pending), max(len(self.pool), 1))
         if old_slot:
-            slot_worker = {(self.workers[i].supervisor.id, self.workers[i].port): i for i in self.pool}
+            slot_worker = {self.slot[i]: i for i in self.pool}
             still = []
             for t in pending:
                 i = slot_worker.get(old_slot.get(t, ("", -1)))
@@ -324,7 +327,9 @@ class _TaskPlacer:
                 else:
                     still.append(t)
             pending = still
-        differ, system, user = [], [], []
+        differ: list[int] = []
+        system: list[int] = []
+        user: list[int] = []
         for t in pending:
             component = self.components[self.task_component[t]]
             (differ if component.conf.get("task.on.differ.node") else system if component.is_system else user).append(t)
@@ -339,10 +344,10 @@ class _TaskPlacer:
         empty = [i for i in self.pool if self.total[i] == 0]
         if not empty:
             raise ScheduleError("no empty worker left for the topology master (topology.master.single.worker)")
-        per_sup = defaultdict(int)
+        per_sup: defaultdict[int, int] = defaultdict(int)
         for i in empty:
             per_sup[self.sup[i]] += 1
-        chosen = min(empty, key=lambda i: (-per_sup[self.sup[i]], self.sup[i], self.workers[i].port))
+        chosen = min(empty, key=lambda i: (-per_sup[self.sup[i]], self.sup[i], self.slot[i][1]))
         for t in tm_tasks:
             self.workers[chosen].tasks.append(t)
             self._count(chosen, TOPOLOGY_MASTER)
@@ -356,10 +361,15 @@ class _TaskPlacer:
 
         def key(i: int) -> tuple[int, ...]:
             s = self.sup[i]
-            k = (self.count[i][component_id], self.sup_count[s][component_id], self.total[i], self.sup_total[s])
+            k: tuple[int, ...] = (
+                self.count[i][component_id],
+                self.sup_count[s][component_id],
+                self.total[i],
+                self.sup_total[s],
+            )
             if use_related:
                 k += (-sum(self.count[i][r] for r in related), -sum(self.sup_count[s][r] for r in related))
-            return k + (s, self.workers[i].port)
+            return (*k, s, self.slot[i][1])
 
         version = [0] * len(self.workers)
         heap = [(key(i), 0, i) for i in self.pool]

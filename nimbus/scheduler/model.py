@@ -67,7 +67,7 @@ class ScheduleRequest:
 def scheduler_components(system: storm.StormTopology, tasks: TopologyTasks) -> tuple[Component, ...]:
     """The system topology as the scheduler sees it: tasks, source components, json_conf; sorted by id."""
     by_component = component_tasks(tasks)
-    specs = {**system.spouts, **system.bolts}
+    specs: dict[str, storm.SpoutSpec | storm.Bolt] = {**system.spouts, **system.bolts}
     return tuple(
         Component(
             id=cid,
