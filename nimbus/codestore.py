@@ -53,11 +53,15 @@ class UnknownArtifact(KeyError):
 @dataclass
 class _Upload:
     path: Path
-    handle: BinaryIO | None
+    handle: BinaryIO
     size: int
     touched: float
     client: str = ""
-    finished: bool = False
+
+    @property
+    def finished(self) -> bool:
+        """Finishing closes the file: what was written is the package."""
+        return self.handle.closed
 
 
 def _name(location: str) -> str:
@@ -125,7 +129,8 @@ class Inbox:
                     f"{client} already has {mine} uploads in progress, the most one client may have "
                     "(nimbus.upload.max.per.client); finish them or let them expire"
                 )
-            self._uploads[location] = _Upload(path, open(path, "wb"), 0, self._clock.monotonic(), client)
+            # The file stays open across uploadChunk calls until finishFileUpload or expiry closes it.
+            self._uploads[location] = _Upload(path, open(path, "wb"), 0, self._clock.monotonic(), client)  # noqa: SIM115
         return location
 
     def upload_chunk(self, location: str, chunk: bytes) -> None:
@@ -151,7 +156,6 @@ class Inbox:
         with self._lock:
             upload = self._open(location)
             upload.handle.close()
-            upload.handle, upload.finished = None, True
             upload.touched = self._clock.monotonic()
             if not zipfile.is_zipfile(upload.path):
                 self._drop(location)
@@ -167,7 +171,6 @@ class Inbox:
             upload = self._open(location)
             upload.handle.close()
             shutil.copyfile(package, upload.path)
-            upload.handle, upload.finished = None, True
         return location
 
     def claim(self, location: str | None) -> Path | None:
@@ -214,8 +217,7 @@ class Inbox:
 
     def _drop(self, location: str) -> None:
         upload = self._uploads.pop(location)
-        if upload.handle is not None:
-            upload.handle.close()
+        upload.handle.close()
         upload.path.unlink(missing_ok=True)
 
 
@@ -426,7 +428,9 @@ class Downloads:
         with self._lock:
             if len(self._sessions) >= MAX_SESSIONS:
                 raise DownloadError(f"too many downloads in progress ({MAX_SESSIONS}); retry later")
-            self._sessions[session] = _Download(open(path, "rb"), self._clock.monotonic())
+            # Open until the last chunk or expiry: the session reads the version it began with, even if the
+            # topology's code is replaced meanwhile.
+            self._sessions[session] = _Download(open(path, "rb"), self._clock.monotonic())  # noqa: SIM115
         return session
 
     def chunk(self, session: str) -> bytes:
