@@ -98,7 +98,7 @@ class TopologyAssigner:
         self._queue: queue.Queue[AssignEvent | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="topology-assign", daemon=True)
 
-    def start(self) -> "TopologyAssigner":
+    def start(self) -> TopologyAssigner:
         self._thread.start()
         return self
 

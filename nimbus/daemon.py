@@ -118,13 +118,13 @@ class Nimbus:
                 "certificates every caller is anonymous and may do nothing but read; set "
                 "nimbus.thrift.tls.port (see the README's Security section)"
             )
-        serving = dict(
-            max_frame_bytes=conf["nimbus.thrift.max_buffer_size"],
-            client_timeout_ms=conf["storm.thrift.socket.timeout.ms"],
-            request_timeout_ms=conf["nimbus.thrift.request.timeout.ms"],
-            threads=conf["nimbus.thrift.threads"],
-            max_connections=conf["nimbus.thrift.max.connections"],
-        )
+        serving = {
+            "max_frame_bytes": conf["nimbus.thrift.max_buffer_size"],
+            "client_timeout_ms": conf["storm.thrift.socket.timeout.ms"],
+            "request_timeout_ms": conf["nimbus.thrift.request.timeout.ms"],
+            "threads": conf["nimbus.thrift.threads"],
+            "max_connections": conf["nimbus.thrift.max.connections"],
+        }
         bind = conf["nimbus.thrift.bind.address"]
 
         def listen(port: int, key: str, **options: Any) -> ThriftServer:

@@ -17,9 +17,8 @@ import enum
 import threading
 from collections.abc import Callable
 
-from kazoo.exceptions import BadVersionError, NoNodeError
-
 import structlog
+from kazoo.exceptions import BadVersionError, NoNodeError
 
 from squall.core.clock import Clock
 from squall.core.zk import paths
@@ -108,7 +107,7 @@ class LeaderElection:
     def leader(self) -> NimbusMaster | None:
         return self._zk.read(paths.NIMBUS_MASTER, NimbusMaster)
 
-    def start(self) -> "LeaderElection":
+    def start(self) -> LeaderElection:
         self._zk.add_state_listener(self._on_state)
         self._zk.register_ephemeral(paths.nimbus_slave(self.host_port), self._as_follower())
         self._zk.watch_data(paths.NIMBUS_MASTER, NimbusMaster, self._on_master)

@@ -151,8 +151,8 @@ def recent_errors(
     """``"errors: split (12 s ago), count (40 s ago)"``: the components with an error newer than
     :data:`RECENT_ERROR_SECS`, newest first, each with the age of its newest, and that error's line when
     ``error_lines`` (task → its newest error's :func:`~squall.core.zk.errors.error_summary`) has it; None when
-    there is none. ``error_times`` maps a task to its newest error's time (the name of its newest ``/taskerrors`` node: a
-    few seconds late at most, see :data:`squall.core.zk.errors.MAX_SAME_SECOND`, so ages are floored at 0).
+    there is none. ``error_times`` maps a task to its newest error's time (the name of its newest ``/taskerrors``
+    node: a few seconds late at most, see :data:`squall.core.zk.errors.MAX_SAME_SECOND`, so ages are floored at 0).
 
         recent_errors(tasks, {3: 1_700_000_088}, 1_700_000_100)   # "errors: split (12 s ago)"
         recent_errors(tasks, {3: 1_700_000_088}, 1_700_000_100, {3: "ZeroDivisionError: division by zero"})
@@ -253,7 +253,8 @@ def cluster_summary(
     signs: Mapping[str, Signs] | None = None,
 ) -> Any:
     """``error_times``: topology id → each task's newest error time
-    (:func:`squall.core.zk.errors.newest_error_times`); ``signs``: topology id → what nimbus saw of it (:class:`Signs`)."""
+    (:func:`squall.core.zk.errors.newest_error_times`); ``signs``: topology id → what nimbus saw of it
+    (:class:`Signs`)."""
     error_times, signs = error_times or {}, signs or {}
     supervisors = list(supervisors)
     used: dict[str, int] = {}

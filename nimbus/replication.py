@@ -78,7 +78,7 @@ class CodeReplication:
     def host_port(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def start(self) -> "CodeReplication":
+    def start(self) -> CodeReplication:
         self.announce()
         self._timers += [
             self._zk.watch_children(paths.CODE, self._on_topologies),
