@@ -294,11 +294,12 @@ def topology_info(
     dead workers of the topology, for :func:`health`."""
     info = tasks.tasks if tasks else {}
     beats, windows = beats or {}, windows or {}
+    placed_secs = assignment.task_start_secs if assignment else {}
     executors = []
     for w in assignment.workers if assignment else ():
         for t in w.tasks:
             beat = beats.get(t)
-            uptime = beat.uptime_secs if beat else now_secs - assignment.task_start_secs.get(t, now_secs)
+            uptime = beat.uptime_secs if beat else now_secs - placed_secs.get(t, now_secs)
             stats = None
             if beat is not None and beat.stats is not None and t in info:
                 stats = to_executor_stats(beat.stats, spout=info[t].type is ComponentType.SPOUT, windows=windows.get(t))

@@ -44,7 +44,7 @@ class NotLeader(RuntimeError):
 
 class NimbusState:
     """One nimbus's shared state. Made by :class:`nimbus.daemon.Nimbus`, which sets :attr:`port`,
-    :attr:`election` and :attr:`replication` once it serves."""
+    :attr:`replication` and :attr:`election` once it serves (and clears :attr:`election` when it stops)."""
 
     def __init__(self, conf: Mapping[str, Any], clock: Clock, host: str | None = None) -> None:
         self.conf = dict(conf)
@@ -73,7 +73,7 @@ class NimbusState:
             self.zk, clock, self.topology_source, code_dir=lambda tid: str(local / "stormdist" / tid)
         )
         self.election: LeaderElection | None = None
-        self.replication: CodeReplication | None = None
+        self._replication: CodeReplication | None = None
         self.lock = threading.RLock()  # one topology change at a time
         self.submitting: dict[str, str] = {}  # name → id of each submission in flight, under lock
         self.ready = threading.Event()  # elected and done taking over
@@ -82,6 +82,17 @@ class NimbusState:
         self.tracker = HeartbeatTracker()
         self.windows = StatsWindows()  # the leader's: made from the beats it takes in
         self.restarts = Restarts(keep_secs=RECENT_RESTART_SECS)  # the leader's dead-worker moves
+
+    @property
+    def replication(self) -> CodeReplication:
+        """The code replication: every part that stores code publishes it here, which only a serving nimbus can."""
+        if self._replication is None:
+            raise RuntimeError(f"nimbus {self.host} replicates no code before it serves (Nimbus.start)")
+        return self._replication
+
+    @replication.setter
+    def replication(self, replication: CodeReplication) -> None:
+        self._replication = replication
 
     # -- leadership -----------------------------------------------------------------------------
 

@@ -200,7 +200,9 @@ class Submission:
         timeout = float(state.topology_conf_or_cluster(topology_id)["task.cleanup.timeout.sec"])
         with state.lock:
             self.transitions.transition(topology_id, lifecycle.Kill(0))
-            self.transitions.transition(topology_id, lifecycle.Remove(state.base(topology_id).pending.due_secs))
+            pending = state.base(topology_id).pending
+            assert pending is not None, "a kill leaves the topology's removal pending"
+            self.transitions.transition(topology_id, lifecycle.Remove(pending.due_secs))
         started = time.monotonic()
         slots = {(w.supervisor_id, w.port) for w in assignment.workers} if assignment else set()
         while slots and time.monotonic() - started < timeout:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeGuard
 
 from squall.core.zk.records import GrayUpgradeConf
 
@@ -76,7 +76,7 @@ class Step:
     rolled_back: bool = False  # the rollback is over: drop the new version
 
 
-def in_progress(conf: GrayUpgradeConf | None) -> bool:
+def in_progress(conf: GrayUpgradeConf | None) -> TypeGuard[GrayUpgradeConf]:
     return conf is not None and not conf.complete_ms
 
 

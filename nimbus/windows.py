@@ -32,6 +32,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, fields
+from typing import Any
 
 from squall.core.zk.records import TaskBeat, TaskStats
 
@@ -193,7 +194,7 @@ def _between(before: Totals, after: Totals, share: float) -> Totals:
 def _stats(now: Totals, base: Totals) -> TaskStats:
     """What was counted between ``base`` and ``now``; keys with nothing counted are left out, as in
     :class:`TaskStats`."""
-    counts = {
+    counts: dict[str, Any] = {  # keyword arguments by field name, which a checker cannot match to the fields
         name: {key: n for key, value in now[name].items() if (n := round(value - base[name].get(key, 0))) > 0}
         for name in _COUNTS
     }
