@@ -18,13 +18,25 @@ from typing import Any
 import structlog
 
 from nimbus.scheduler import (
-    AssignType, Component, ScheduleError, ScheduleRequest, Supervisor, schedule, wanted_workers,
+    AssignType,
+    Component,
+    ScheduleError,
+    ScheduleRequest,
+    Supervisor,
+    schedule,
+    wanted_workers,
 )
 from squall.core.clock import Clock
 from squall.core.zk import paths
 from squall.core.zk.client import ZkClient
 from squall.core.zk.records import (
-    Assignment, AssignmentBak, AssignmentType, Blacklist, SupervisorInfo, TopologyTasks, WorkerAssignment,
+    Assignment,
+    AssignmentBak,
+    AssignmentType,
+    Blacklist,
+    SupervisorInfo,
+    TopologyTasks,
+    WorkerAssignment,
 )
 
 log = structlog.get_logger(__name__)
@@ -62,8 +74,12 @@ class AssignEvent:
 
     def wait(self, clock: Clock, timeout_secs: float) -> Assignment | None:
         """Block until the event is handled; the timeout runs on ``clock`` so tests can simulate it."""
-        timer = clock.call_later(timeout_secs, lambda: self.finish(
-            error=f"assignment of {self.topology_id} not done within {timeout_secs:g}s (nimbus.assign.timeout.secs)"))
+        timer = clock.call_later(
+            timeout_secs,
+            lambda: self.finish(
+                error=f"assignment of {self.topology_id} not done within {timeout_secs:g}s (nimbus.assign.timeout.secs)"
+            ),
+        )
         self._done.wait()
         timer.cancel()
         if self._error is not None:
@@ -82,7 +98,7 @@ class TopologyAssigner:
         self._queue: queue.Queue[AssignEvent | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="topology-assign", daemon=True)
 
-    def start(self) -> "TopologyAssigner":
+    def start(self) -> TopologyAssigner:
         self._thread.start()
         return self
 
@@ -113,7 +129,7 @@ class TopologyAssigner:
         if tasks is None or not tasks.tasks:
             raise AssignFailed(f"{event.topology_id} has no tasks in ZooKeeper")
         current = self._zk.read(paths.assignment(event.topology_id), Assignment)
-        if (event.based_on_ms is not None and current is not None and current.timestamp_ms != event.based_on_ms):
+        if event.based_on_ms is not None and current is not None and current.timestamp_ms != event.based_on_ms:
             log.info("stale monitor event dropped: the assignment changed since it was judged")
             return current
         assign_type = event.assign_type if current is not None else AssignType.NEW
@@ -136,13 +152,20 @@ class TopologyAssigner:
         if event.grow and current is not None and len(workers) <= len(current.workers):
             return current  # no slot freed up: moving tasks would gain nothing
         assignment = self._assignment(event, workers, current, code_version, wanted_workers(request))
-        if (current is not None and current.workers == assignment.workers and event.writes is AssignmentType.ASSIGN
-                and current.code_version == code_version and current.wanted_workers == assignment.wanted_workers):
+        if (
+            current is not None
+            and current.workers == assignment.workers
+            and event.writes is AssignmentType.ASSIGN
+            and current.code_version == code_version
+            and current.wanted_workers == assignment.wanted_workers
+        ):
             log.info("assignment unchanged", workers=len(workers))
             return current
         self._zk.write(paths.assignment(event.topology_id), assignment)
-        self._zk.write(paths.assignment_bak(event.topology_name), AssignmentBak(
-            component_tasks={c.id: sorted(c.tasks) for c in components}, assignment=assignment))
+        self._zk.write(
+            paths.assignment_bak(event.topology_name),
+            AssignmentBak(component_tasks={c.id: sorted(c.tasks) for c in components}, assignment=assignment),
+        )
         log.info("assignment written", workers=len(workers), type=assign_type.value)
         return assignment
 
@@ -161,18 +184,30 @@ class TopologyAssigner:
             info = self._zk.read(paths.supervisor(supervisor_id), SupervisorInfo)
             if info is None or info.host in blacklist.hosts:
                 continue
-            supervisors.append(Supervisor(info.supervisor_id, info.host, tuple(info.ports),
-                                          frozenset(used.get(info.supervisor_id, ()))))
+            supervisors.append(
+                Supervisor(
+                    info.supervisor_id, info.host, tuple(info.ports), frozenset(used.get(info.supervisor_id, ()))
+                )
+            )
         return tuple(supervisors)
 
-    def _assignment(self, event: AssignEvent, workers: list[WorkerAssignment], current: Assignment | None,
-                    code_version: int, wanted: int) -> Assignment:
+    def _assignment(
+        self,
+        event: AssignEvent,
+        workers: list[WorkerAssignment],
+        current: Assignment | None,
+        code_version: int,
+        wanted: int,
+    ) -> Assignment:
         """Start times: kept for tasks that stay on their slot, now for tasks that moved or are new."""
         now = int(self._clock.time())
         old_slot = {t: (w.supervisor_id, w.port) for w in current.workers for t in w.tasks} if current else {}
         old_start = current.task_start_secs if current else {}
-        start = {t: old_start.get(t, now) if old_slot.get(t) == (w.supervisor_id, w.port) else now
-                 for w in workers for t in w.tasks}
+        start = {
+            t: old_start.get(t, now) if old_slot.get(t) == (w.supervisor_id, w.port) else now
+            for w in workers
+            for t in w.tasks
+        }
         return Assignment(
             code_dir=self._code_dir(event.topology_id),
             workers=workers,

@@ -53,11 +53,15 @@ class UnknownArtifact(KeyError):
 @dataclass
 class _Upload:
     path: Path
-    handle: BinaryIO | None
+    handle: BinaryIO
     size: int
     touched: float
     client: str = ""
-    finished: bool = False
+
+    @property
+    def finished(self) -> bool:
+        """Finishing closes the file: what was written is the package."""
+        return self.handle.closed
 
 
 def _name(location: str) -> str:
@@ -84,9 +88,18 @@ class Inbox:
         package = inbox.claim(location)
     """
 
-    def __init__(self, root: Path, clock: Clock, *, max_upload_bytes: int, session_expiry_secs: float,
-                 file_expiry_secs: float, max_total_bytes: int | None = None, idle_upload_secs: float | None = None,
-                 max_per_client: int = MAX_SESSIONS) -> None:
+    def __init__(
+        self,
+        root: Path,
+        clock: Clock,
+        *,
+        max_upload_bytes: int,
+        session_expiry_secs: float,
+        file_expiry_secs: float,
+        max_total_bytes: int | None = None,
+        idle_upload_secs: float | None = None,
+        max_per_client: int = MAX_SESSIONS,
+    ) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self._clock = clock
@@ -106,13 +119,18 @@ class Inbox:
         with self._lock:
             self._expire_sessions()
             if len(self._uploads) >= MAX_SESSIONS:
-                raise UploadError(f"too many uploads in progress ({MAX_SESSIONS}); retry in "
-                                  f"{self._idle_upload:g} s, when idle ones have expired (nimbus.upload.idle.secs)")
+                raise UploadError(
+                    f"too many uploads in progress ({MAX_SESSIONS}); retry in "
+                    f"{self._idle_upload:g} s, when idle ones have expired (nimbus.upload.idle.secs)"
+                )
             mine = sum(1 for u in self._uploads.values() if u.client == client and not u.finished)
             if client and mine >= self._max_per_client:
-                raise UploadError(f"{client} already has {mine} uploads in progress, the most one client may have "
-                                  "(nimbus.upload.max.per.client); finish them or let them expire")
-            self._uploads[location] = _Upload(path, open(path, "wb"), 0, self._clock.monotonic(), client)
+                raise UploadError(
+                    f"{client} already has {mine} uploads in progress, the most one client may have "
+                    "(nimbus.upload.max.per.client); finish them or let them expire"
+                )
+            # The file stays open across uploadChunk calls until finishFileUpload or expiry closes it.
+            self._uploads[location] = _Upload(path, open(path, "wb"), 0, self._clock.monotonic(), client)  # noqa: SIM115
         return location
 
     def upload_chunk(self, location: str, chunk: bytes) -> None:
@@ -120,12 +138,16 @@ class Inbox:
             upload = self._open(location)
             if upload.size + len(chunk) > self._max:
                 self._drop(location)
-                raise UploadError(f"upload {_name(location)} exceeds {self._max} bytes (nimbus.max.upload.bytes); "
-                                  "the upload was discarded")
+                raise UploadError(
+                    f"upload {_name(location)} exceeds {self._max} bytes (nimbus.max.upload.bytes); "
+                    "the upload was discarded"
+                )
             if sum(u.size for u in self._uploads.values()) + len(chunk) > self._max_total:
                 self._drop(location)
-                raise UploadError(f"the uploads in progress on nimbus hold {self._max_total} bytes, all the inbox "
-                                  "may hold (nimbus.inbox.max.bytes); the upload was discarded, retry later")
+                raise UploadError(
+                    f"the uploads in progress on nimbus hold {self._max_total} bytes, all the inbox "
+                    "may hold (nimbus.inbox.max.bytes); the upload was discarded, retry later"
+                )
             upload.handle.write(chunk)
             upload.size += len(chunk)
             upload.touched = self._clock.monotonic()
@@ -134,12 +156,13 @@ class Inbox:
         with self._lock:
             upload = self._open(location)
             upload.handle.close()
-            upload.handle, upload.finished = None, True
             upload.touched = self._clock.monotonic()
             if not zipfile.is_zipfile(upload.path):
                 self._drop(location)
-                raise UploadError(f"upload {_name(location)} is not a zip file; upload a topology package "
-                                  "(storm jar builds one from your sources)")
+                raise UploadError(
+                    f"upload {_name(location)} is not a zip file; upload a topology package "
+                    "(storm jar builds one from your sources)"
+                )
 
     def add(self, package: Path) -> str:
         """A finished upload holding a copy of ``package`` (code nimbus already has, resubmitted by a restart)."""
@@ -148,7 +171,6 @@ class Inbox:
             upload = self._open(location)
             upload.handle.close()
             shutil.copyfile(package, upload.path)
-            upload.handle, upload.finished = None, True
         return location
 
     def claim(self, location: str | None) -> Path | None:
@@ -158,8 +180,10 @@ class Inbox:
         with self._lock:
             upload = self._uploads.get(location)
             if upload is None or not upload.finished:
-                raise UploadError(f"no finished upload {_name(location)}: call beginFileUpload, uploadChunk "
-                                  "and finishFileUpload first (uploads expire after nimbus.file.copy.expiration.secs)")
+                raise UploadError(
+                    f"no finished upload {_name(location)}: call beginFileUpload, uploadChunk "
+                    "and finishFileUpload first (uploads expire after nimbus.file.copy.expiration.secs)"
+                )
             del self._uploads[location]
             return upload.path
 
@@ -193,8 +217,7 @@ class Inbox:
 
     def _drop(self, location: str) -> None:
         upload = self._uploads.pop(location)
-        if upload.handle is not None:
-            upload.handle.close()
+        upload.handle.close()
         upload.path.unlink(missing_ok=True)
 
 
@@ -233,13 +256,24 @@ class CodeStore:
         self._lock = threading.Lock()
         self._digests: dict[tuple[str, int, int], str] = {}
 
-    def put(self, topology_id: str, *, package: Path | None, conf: dict[str, Any], topology: Any, system: Any,
-            version: int = 1, make_current: bool = True, replace: bool = False) -> None:
+    def put(
+        self,
+        topology_id: str,
+        *,
+        package: Path | None,
+        conf: dict[str, Any],
+        topology: Any,
+        system: Any,
+        version: int = 1,
+        make_current: bool = True,
+        replace: bool = False,
+    ) -> None:
         """Write a whole version atomically (a temp dir renamed into place): readers never see half of one.
 
         A version is new unless ``replace``: a rebalance rewrites the current version's conf and topology,
         since its workers keep running and refresh in place.
         """
+
         def write(staging: Path) -> None:
             (staging / "conf.json").write_text(json.dumps(conf, sort_keys=True))
             (staging / "topology.bin").write_bytes(to_bytes(topology))
@@ -249,8 +283,15 @@ class CodeStore:
 
         self.install(topology_id, version, write, make_current=make_current, replace=replace)
 
-    def install(self, topology_id: str, version: int, write: Callable[[Path], None], *, make_current: bool = False,
-                replace: bool = False) -> None:
+    def install(
+        self,
+        topology_id: str,
+        version: int,
+        write: Callable[[Path], None],
+        *,
+        make_current: bool = False,
+        replace: bool = False,
+    ) -> None:
         """``write(staging_dir)`` fills a version's files (:data:`ARTIFACTS`' names), then the version appears
         whole; a follower installs the versions it copies from another nimbus this way."""
         base = self._dir(topology_id)
@@ -387,7 +428,9 @@ class Downloads:
         with self._lock:
             if len(self._sessions) >= MAX_SESSIONS:
                 raise DownloadError(f"too many downloads in progress ({MAX_SESSIONS}); retry later")
-            self._sessions[session] = _Download(open(path, "rb"), self._clock.monotonic())
+            # Open until the last chunk or expiry: the session reads the version it began with, even if the
+            # topology's code is replaced meanwhile.
+            self._sessions[session] = _Download(open(path, "rb"), self._clock.monotonic())  # noqa: SIM115
         return session
 
     def chunk(self, session: str) -> bytes:

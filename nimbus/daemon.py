@@ -72,55 +72,83 @@ class Nimbus:
         state.zk.start()
         state.assigner.start()
         try:
-            self.server, self.tls_server = self._serve(handler_factory(self))
+            state.port = self._serve(handler_factory(self))
         except BaseException:  # a port taken: nothing may keep the process alive behind the error
             state.assigner.stop()
             state.zk.stop()
             raise
-        state.port = (self.server or self.tls_server).port  # the plain one's, else (TLS only) the TLS one's
         tls_port = self.tls_server.port if self.tls_server is not None else 0
-        state.replication = CodeReplication(state.zk, state.code, state.conf, state.clock, state.host, state.port,
-                                            is_elected=lambda: state.elected, tls_port=tls_port).start()
-        state.election = LeaderElection(state.zk, state.host, state.port, state.clock, on_elected=self.takeover.lead,
-                                        on_demoted=self.takeover.follow, tls_port=tls_port)
+        state.replication = CodeReplication(
+            state.zk,
+            state.code,
+            state.conf,
+            state.clock,
+            state.host,
+            state.port,
+            is_elected=lambda: state.elected,
+            tls_port=tls_port,
+        ).start()
+        state.election = LeaderElection(
+            state.zk,
+            state.host,
+            state.port,
+            state.clock,
+            on_elected=self.takeover.lead,
+            on_demoted=self.takeover.follow,
+            tls_port=tls_port,
+        )
         state.election.start()  # may elect at once: the takeover reads state.election
         log.info("nimbus started", host=state.host, port=state.port, tls_port=tls_port or None)
         return self
 
-    def _serve(self, service: object) -> tuple[ThriftServer | None, ThriftServer | None]:
-        """The plain Thrift listener (``nimbus.thrift.port``, unless ``nimbus.thrift.tls.server.only``) and the
-        mutual-TLS one (``nimbus.thrift.tls.port``, when set), serving the same calls."""
+    def _serve(self, service: object) -> int:
+        """Start the plain Thrift listener (``nimbus.thrift.port``, unless ``nimbus.thrift.tls.server.only``) and
+        the mutual-TLS one (``nimbus.thrift.tls.port``, when set), serving the same calls; the port this nimbus is
+        known by: the plain one's, else (TLS only) the TLS one's."""
         conf = self.state.conf
         tls_port, tls_only = conf["nimbus.thrift.tls.port"], conf["nimbus.thrift.tls.server.only"]
         if tls_only and tls_port is None:
-            raise ConfigError("nimbus.thrift.tls.server.only is true but nimbus.thrift.tls.port is not set: "
-                              "nimbus would serve nothing")
+            raise ConfigError(
+                "nimbus.thrift.tls.server.only is true but nimbus.thrift.tls.port is not set: "
+                "nimbus would serve nothing"
+            )
         if conf["nimbus.authorizer"] is not None and tls_port is None:
-            raise ConfigError("nimbus.authorizer is set but nimbus.thrift.tls.port is not: without client "
-                              "certificates every caller is anonymous and may do nothing but read; set "
-                              "nimbus.thrift.tls.port (see the README's Security section)")
-        serving = dict(max_frame_bytes=conf["nimbus.thrift.max_buffer_size"],
-                       client_timeout_ms=conf["storm.thrift.socket.timeout.ms"],
-                       request_timeout_ms=conf["nimbus.thrift.request.timeout.ms"],
-                       threads=conf["nimbus.thrift.threads"], max_connections=conf["nimbus.thrift.max.connections"])
+            raise ConfigError(
+                "nimbus.authorizer is set but nimbus.thrift.tls.port is not: without client "
+                "certificates every caller is anonymous and may do nothing but read; set "
+                "nimbus.thrift.tls.port (see the README's Security section)"
+            )
+        serving = {
+            "max_frame_bytes": conf["nimbus.thrift.max_buffer_size"],
+            "client_timeout_ms": conf["storm.thrift.socket.timeout.ms"],
+            "request_timeout_ms": conf["nimbus.thrift.request.timeout.ms"],
+            "threads": conf["nimbus.thrift.threads"],
+            "max_connections": conf["nimbus.thrift.max.connections"],
+        }
         bind = conf["nimbus.thrift.bind.address"]
 
         def listen(port: int, key: str, **options: Any) -> ThriftServer:
             try:
                 return make_server(service, bind, port, **serving, **options).start()
             except OSError as exc:
-                raise OSError(exc.errno, f"nimbus cannot listen on {bind}:{port} (nimbus.thrift.bind.address, "
-                                         f"{key}): {exc.strerror}; is another nimbus running?") from None
+                raise OSError(
+                    exc.errno,
+                    f"nimbus cannot listen on {bind}:{port} (nimbus.thrift.bind.address, "
+                    f"{key}): {exc.strerror}; is another nimbus running?",
+                ) from None
 
-        tls = (listen(tls_port, "nimbus.thrift.tls.port", name="nimbus-thrift-tls", ssl_context=server_context(conf))
-               if tls_port is not None else None)
-        try:
-            plain = None if tls_only else listen(conf["nimbus.thrift.port"], "nimbus.thrift.port")
-        except OSError:
-            if tls is not None:
+        if tls_port is None:
+            self.server = listen(conf["nimbus.thrift.port"], "nimbus.thrift.port")
+            return self.server.port
+        tls = listen(tls_port, "nimbus.thrift.tls.port", name="nimbus-thrift-tls", ssl_context=server_context(conf))
+        if not tls_only:
+            try:
+                self.server = listen(conf["nimbus.thrift.port"], "nimbus.thrift.port")
+            except OSError:
                 tls.stop()
-            raise
-        return plain, tls
+                raise
+        self.tls_server = tls
+        return self.server.port if self.server is not None else tls.port
 
     def stop(self) -> None:
         """Step down, stop serving, disconnect; calling it twice is harmless."""
@@ -134,8 +162,7 @@ class Nimbus:
         for server in servers:
             if server is not None:
                 server.stop()
-        if state.replication is not None:
-            state.replication.stop()
+        state.replication.stop()  # started before the election: set whenever the election is
         state.assigner.stop()
         state.zk.stop()
 

@@ -17,9 +17,8 @@ import enum
 import threading
 from collections.abc import Callable
 
-from kazoo.exceptions import BadVersionError, NoNodeError
-
 import structlog
+from kazoo.exceptions import BadVersionError, NoNodeError
 
 from squall.core.clock import Clock
 from squall.core.zk import paths
@@ -68,8 +67,17 @@ class LeaderElection:
         election.is_leader      # owns /nimbus_master and connected; election.elected: SUSPENDED too
     """
 
-    def __init__(self, zk: ZkClient, host: str, port: int, clock: Clock,
-                 on_elected: Callable[[], None], on_demoted: Callable[[], None], *, tls_port: int = 0) -> None:
+    def __init__(
+        self,
+        zk: ZkClient,
+        host: str,
+        port: int,
+        clock: Clock,
+        on_elected: Callable[[], None],
+        on_demoted: Callable[[], None],
+        *,
+        tls_port: int = 0,
+    ) -> None:
         self._zk = zk
         self.host, self.port, self.tls_port = host, port, tls_port
         self._clock = clock
@@ -99,7 +107,7 @@ class LeaderElection:
     def leader(self) -> NimbusMaster | None:
         return self._zk.read(paths.NIMBUS_MASTER, NimbusMaster)
 
-    def start(self) -> "LeaderElection":
+    def start(self) -> LeaderElection:
         self._zk.add_state_listener(self._on_state)
         self._zk.register_ephemeral(paths.nimbus_slave(self.host_port), self._as_follower())
         self._zk.watch_data(paths.NIMBUS_MASTER, NimbusMaster, self._on_master)
@@ -133,8 +141,11 @@ class LeaderElection:
             self._zk.kazoo.delete(paths.NIMBUS_MASTER, version=stat.version)
         except (NoNodeError, BadVersionError):
             return  # gone or replaced meanwhile: the watch sees that
-        log.info("removed the leader node of this nimbus's previous life", leader=self.host_port,
-                 stale_session=hex(stat.ephemeralOwner))
+        log.info(
+            "removed the leader node of this nimbus's previous life",
+            leader=self.host_port,
+            stale_session=hex(stat.ephemeralOwner),
+        )
 
     def _contend(self) -> None:
         with self._lock:

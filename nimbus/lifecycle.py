@@ -113,8 +113,18 @@ class Rollback:
     verb: ClassVar[str] = "rollback"
 
 
-Action = (Activate | Deactivate | Kill | Rebalance | Remove | DoRebalance | Startup
-          | StartUpgrade | CompleteUpgrade | Rollback)
+Action = (
+    Activate
+    | Deactivate
+    | Kill
+    | Rebalance
+    | Remove
+    | DoRebalance
+    | Startup
+    | StartUpgrade
+    | CompleteUpgrade
+    | Rollback
+)
 
 
 # --- effects: what the adapter must do --------------------------------------------------------
@@ -235,8 +245,9 @@ def _rebalance(base: StormBase, action: Rebalance, now_secs: int, message_timeou
     """Rebalancing until the wait is over. A new rebalance while one waits replaces it (latest wins)."""
     delay = _wait(action.wait_secs, message_timeout_secs)
     due = now_secs + delay
-    pending = PendingAction(REBALANCE, delay, due, action.num_workers, dict(action.num_executors),
-                            action.reassign, action.conf_json)
+    pending = PendingAction(
+        REBALANCE, delay, due, action.num_workers, dict(action.num_executors), action.reassign, action.conf_json
+    )
     prev = _resume_status(base) if base.status is REBALANCING else base.status
     rebalancing = replace(base, status=REBALANCING, prev_status=prev, pending=pending)
     return Outcome(rebalancing, (ScheduleAt(due, DoRebalance(due)),))
@@ -259,8 +270,9 @@ def _fire(base: StormBase, action: Remove | DoRebalance) -> Outcome:
         num_workers=base.num_workers if pending.num_workers is None else pending.num_workers,
         component_executors={**base.component_executors, **pending.num_executors},
     )
-    return Outcome(resumed, (Reassign(pending.num_workers, dict(pending.num_executors), pending.reassign,
-                                      pending.conf_json),))
+    return Outcome(
+        resumed, (Reassign(pending.num_workers, dict(pending.num_executors), pending.reassign, pending.conf_json),)
+    )
 
 
 def _startup(base: StormBase, now_secs: int, message_timeout_secs: int) -> Outcome:

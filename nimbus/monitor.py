@@ -39,8 +39,9 @@ class HeartbeatTracker:
             if last is None or last.beat != beat:
                 seen[task] = _Seen(beat, now)
 
-    def dead_tasks(self, topology_id: str, assignment: Assignment, now: int, *,
-                   task_timeout_secs: int, launch_grace_secs: int) -> frozenset[int]:
+    def dead_tasks(
+        self, topology_id: str, assignment: Assignment, now: int, *, task_timeout_secs: int, launch_grace_secs: int
+    ) -> frozenset[int]:
         """Assigned tasks that are dead at ``now``.
 
         Within ``launch_grace_secs`` of its start (``assignment.task_start_secs``, written on nimbus's
@@ -63,11 +64,13 @@ class HeartbeatTracker:
                     dead.add(task)
         return frozenset(dead)
 
-    def dead_workers(self, topology_id: str, assignment: Assignment, now: int, *,
-                     task_timeout_secs: int, launch_grace_secs: int) -> tuple[WorkerAssignment, ...]:
+    def dead_workers(
+        self, topology_id: str, assignment: Assignment, now: int, *, task_timeout_secs: int, launch_grace_secs: int
+    ) -> tuple[WorkerAssignment, ...]:
         """Workers holding any dead task, in assignment order: one dead task makes its whole process suspect."""
-        dead = self.dead_tasks(topology_id, assignment, now,
-                               task_timeout_secs=task_timeout_secs, launch_grace_secs=launch_grace_secs)
+        dead = self.dead_tasks(
+            topology_id, assignment, now, task_timeout_secs=task_timeout_secs, launch_grace_secs=launch_grace_secs
+        )
         return tuple(w for w in assignment.workers if dead.intersection(w.tasks))
 
     def knows(self, topology_id: str) -> bool:

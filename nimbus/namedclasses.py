@@ -51,8 +51,10 @@ def check_named_classes(package: Path | None, topology: Any) -> None:
             if path is None:
                 raise _missing(module, label)
             if path.endswith(".py") and not _defines_class(archive.read(path), name):
-                raise _invalid(f"{label} names {module}.{name}, which {path} in the package does not define with "
-                               "a class statement: a topology may name only component and grouping classes")
+                raise _invalid(
+                    f"{label} names {module}.{name}, which {path} in the package does not define with "
+                    "a class statement: a topology may name only component and grouping classes"
+                )
     if installed:
         _check_installed(installed)
 
@@ -68,8 +70,9 @@ def _defines_class(source: bytes, name: str) -> bool:
     """Whether a module's source binds ``name`` with a ``class`` statement at module level (inside ``if``,
     ``try`` or ``with`` blocks too, never inside a function or class)."""
     try:
-        return any(isinstance(node, ast.ClassDef) and node.name == name
-                   for node in _module_level(ast.parse(source).body))
+        return any(
+            isinstance(node, ast.ClassDef) and node.name == name for node in _module_level(ast.parse(source).body)
+        )
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
 
@@ -88,10 +91,13 @@ def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
 def _check_installed(classes: list[tuple[str, str, str, Any]]) -> None:
     with tempfile.TemporaryDirectory(prefix="squall-classes-") as empty:
         try:
-            answer = import_as_a_worker({"modules": [], "classes": classes}, Path(empty),
-                                        env=user_code_environment(os.environ),
-                                        timeout_secs=INSTALLED_CHECK_TIMEOUT_SECS,
-                                        what="the installed modules the topology names")
+            answer = import_as_a_worker(
+                {"modules": [], "classes": classes},
+                Path(empty),
+                env=user_code_environment(os.environ),
+                timeout_secs=INSTALLED_CHECK_TIMEOUT_SECS,
+                what="the installed modules the topology names",
+            )
         except SubmitCheckError as exc:
             raise _invalid(exc.line) from None
     if "missing" in answer:
@@ -105,8 +111,10 @@ def _check_installed(classes: list[tuple[str, str, str, Any]]) -> None:
 
 
 def _missing(module: str, label: str) -> storm.InvalidTopologyException:
-    return _invalid(f"the package has no module {module!r}, which {label} is imported from; package the "
-                    "topology's sources with it (storm jar does)")
+    return _invalid(
+        f"the package has no module {module!r}, which {label} is imported from; package the "
+        "topology's sources with it (storm jar does)"
+    )
 
 
 def _invalid(msg: str) -> storm.InvalidTopologyException:

@@ -49,8 +49,18 @@ class CodeReplication:
     copy and prune on their own; the leader copies only at takeover (:meth:`sync` ``leading=True``).
     """
 
-    def __init__(self, zk: ZkClient, code: CodeStore, conf: Mapping[str, Any], clock: Clock, host: str, port: int,
-                 *, is_elected: Callable[[], bool], tls_port: int = 0) -> None:
+    def __init__(
+        self,
+        zk: ZkClient,
+        code: CodeStore,
+        conf: Mapping[str, Any],
+        clock: Clock,
+        host: str,
+        port: int,
+        *,
+        is_elected: Callable[[], bool],
+        tls_port: int = 0,
+    ) -> None:
         self._zk = zk
         self._code = code
         self._conf = conf
@@ -68,7 +78,7 @@ class CodeReplication:
     def host_port(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def start(self) -> "CodeReplication":
+    def start(self) -> CodeReplication:
         self.announce()
         self._timers += [
             self._zk.watch_children(paths.CODE, self._on_topologies),
@@ -125,8 +135,9 @@ class CodeReplication:
                 held[topology_id] = {v: self._code.digest(topology_id, v) for v in self._code.versions(topology_id)}
             except (KeyError, OSError):  # removed meanwhile
                 continue
-        self._zk.register_ephemeral(paths.code_holder(self.host_port),
-                                    CodeHolder(self.host, self.port, held, self.tls_port))
+        self._zk.register_ephemeral(
+            paths.code_holder(self.host_port), CodeHolder(self.host, self.port, held, self.tls_port)
+        )
 
     def sync(self, *, leading: bool) -> list[str]:
         """Copy every published version this nimbus lacks or holds differently; a follower also drops what is
@@ -142,8 +153,9 @@ class CodeReplication:
                     self._sync_topology(topology_id, manifest, prune=not leading)
                 except CopyFailed as exc:
                     failed.append(topology_id)
-                    log.warning("could not copy topology code; trying again later", topology_id=topology_id,
-                                error=str(exc))
+                    log.warning(
+                        "could not copy topology code; trying again later", topology_id=topology_id, error=str(exc)
+                    )
             if not leading:  # code of a killed topology; an alive one unpublished (older leader) is kept
                 for topology_id in set(self._code.ids()) - published - set(self._zk.children(paths.TOPOLOGIES)):
                     log.info("removing code of a topology no longer alive", topology_id=topology_id)
@@ -157,7 +169,8 @@ class CodeReplication:
             if version not in held or self._code.digest(topology_id, version) != digest:
                 self._copy(topology_id, version, digest)
         if manifest.current in manifest.versions and (
-                not self._code.has(topology_id) or self._code.current_version(topology_id) != manifest.current):
+            not self._code.has(topology_id) or self._code.current_version(topology_id) != manifest.current
+        ):
             self._code.set_current(topology_id, manifest.current)
         if prune:
             for version in held - set(manifest.versions):
@@ -165,10 +178,13 @@ class CodeReplication:
 
     def _copy(self, topology_id: str, version: int, digest: str) -> None:
         """Fetch one version from the first nimbus that holds it with ``digest`` and install it whole."""
-        sources = [h for h in self._holders() if h.holds(topology_id, version, digest) and h.host_port != self.host_port]
+        sources = [
+            h for h in self._holders() if h.holds(topology_id, version, digest) and h.host_port != self.host_port
+        ]
         errors = []
         limit = int(self._conf["nimbus.max.upload.bytes"])
         for holder in sources:
+
             def write(staging: Path, holder: CodeHolder = holder) -> None:
                 port = port_for(self._conf, holder.host, holder.port, holder.tls_port)
                 with nimbus_at(self._conf, holder.host, port) as nimbus:
@@ -176,6 +192,7 @@ class CodeReplication:
                         fetch_artifact(nimbus, topology_id, f"v{version}/{artifact}", staging / name, limit)
                 if files_digest(staging) != digest:
                     raise CopyFailed(f"{holder.host_port} served other bytes than digest {digest[:12]}")
+
             try:
                 self._code.install(topology_id, version, write, replace=True)
             except Exception as exc:
@@ -186,14 +203,18 @@ class CodeReplication:
         raise CopyFailed(f"version {version}: " + ("; ".join(errors) or "no other nimbus holds it"))
 
     def _holders(self) -> list[CodeHolder]:
-        return [h for hp in self._zk.children(paths.CODE_HOLDERS)
-                if (h := self._zk.read(paths.code_holder(hp), CodeHolder)) is not None]
+        return [
+            h
+            for hp in self._zk.children(paths.CODE_HOLDERS)
+            if (h := self._zk.read(paths.code_holder(hp), CodeHolder)) is not None
+        ]
 
     def _on_topologies(self, topology_ids: list[str]) -> None:
         """Watch each published manifest (a new version, a rebalance), and wake the sync thread."""
         for topology_id in set(topology_ids) - set(self._watches):
-            self._watches[topology_id] = self._zk.watch_data(paths.code(topology_id), CodeManifest,
-                                                             lambda _: self._wake.set())
+            self._watches[topology_id] = self._zk.watch_data(
+                paths.code(topology_id), CodeManifest, lambda _: self._wake.set()
+            )
         for topology_id in set(self._watches) - set(topology_ids):
             self._watches.pop(topology_id).cancel()
         self._wake.set()

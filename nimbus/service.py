@@ -30,8 +30,18 @@ from squall.core.topology import validate_name
 from squall.core.zk import paths
 from squall.core.zk.errors import ErrorTimesCache
 from squall.core.zk.records import (
-    Assignment, LoggerLevel, NimbusMaster, NimbusSlave, StormBase, SupervisorInfo, TaskBeat, TaskError, TaskStats,
-    TopologyStatus, TopologyTasks, ValueTooLarge,
+    Assignment,
+    LoggerLevel,
+    NimbusMaster,
+    NimbusSlave,
+    StormBase,
+    SupervisorInfo,
+    TaskBeat,
+    TaskError,
+    TaskStats,
+    TopologyStatus,
+    TopologyTasks,
+    ValueTooLarge,
 )
 
 if TYPE_CHECKING:  # the handler serves a Nimbus it is given: nimbus/__main__.py composes the two
@@ -94,8 +104,10 @@ _HOST_CHARS = frozenset(string.ascii_letters + string.digits + ".-_:")
 def _host(host: str) -> str:
     """A host name or address as supervisors register it; anything else would never match one."""
     if not host or len(host) > 253 or not set(host) <= _HOST_CHARS:
-        raise RuntimeError(f"not a host name: {quote(host or '')}; give the host name a supervisor registers "
-                           "(its storm.local.hostname)")
+        raise RuntimeError(
+            f"not a host name: {quote(host or '')}; give the host name a supervisor registers "
+            "(its storm.local.hostname)"
+        )
     return host
 
 
@@ -122,7 +134,8 @@ def _refusals() -> Iterator[None]:
     except ValueTooLarge as exc:  # /tasks or /assignments of a topology with very many tasks
         raise storm.InvalidTopologyException(
             msg=f"topology too large for ZooKeeper: {exc.what} encodes to {exc.size} bytes, over the "
-                f"{exc.limit}-byte limit of a ZooKeeper value; lower its parallelism (tasks) or split it") from None
+            f"{exc.limit}-byte limit of a ZooKeeper value; lower its parallelism (tasks) or split it"
+        ) from None
 
 
 class NimbusService:
@@ -149,16 +162,18 @@ class NimbusService:
     def _topology_acl(self, topology_id: str) -> TopologyAcl:
         """Its owner (none while a submit is still storing it) and its conf's topology.users and .groups."""
         base = self.state.zk.read(paths.topology(topology_id), StormBase)
-        return TopologyAcl(topology_id, base.owner if base is not None else "",
-                           self.state.topology_conf_or_cluster(topology_id))
+        return TopologyAcl(
+            topology_id, base.owner if base is not None else "", self.state.topology_conf_or_cluster(topology_id)
+        )
 
     # -- submit and lifecycle --------------------------------------------------------------------
 
     def submitTopology(self, name: str, uploadedJarLocation: str, jsonConf: str, topology: Any) -> None:
         self.submitTopologyWithOpts(name, uploadedJarLocation, jsonConf, topology, None)
 
-    def submitTopologyWithOpts(self, name: str, uploadedJarLocation: str, jsonConf: str, topology: Any,
-                               options: Any) -> None:
+    def submitTopologyWithOpts(
+        self, name: str, uploadedJarLocation: str, jsonConf: str, topology: Any, options: Any
+    ) -> None:
         """Storm's submit. JStorm's conf flags: ``topology.upgrade`` starts a gray upgrade of the running
         topology of that name, ``topology.hot.deploy.enable`` replaces it."""
         if topology is None:
@@ -170,18 +185,27 @@ class NimbusService:
             try:
                 if upgrade_flag:
                     self._authorized_id(name or "", "graySubmit")
-                    self.nimbus.upgrading.gray_submit(name or "", uploadedJarLocation, jsonConf, topology,
-                                                      _batch_of(submitted))
+                    self.nimbus.upgrading.gray_submit(
+                        name or "", uploadedJarLocation, jsonConf, topology, _batch_of(submitted)
+                    )
                 else:
                     self._authorize("submitTopology")
                     if replace:
                         self._authorized_id(name or "", "hotDeploy")
-                    self.nimbus.submission.submit(name or "", uploadedJarLocation, jsonConf, topology,
-                                                  _initial_status(options), replace=replace, owner=client_principal())
+                    self.nimbus.submission.submit(
+                        name or "",
+                        uploadedJarLocation,
+                        jsonConf,
+                        topology,
+                        _initial_status(options),
+                        replace=replace,
+                        owner=client_principal(),
+                    )
             except storm.NotAliveException:  # not in this call's Storm signature
                 flag = "topology.upgrade" if upgrade_flag else "topology.hot.deploy.enable"
                 raise storm.InvalidTopologyException(
-                    msg=f"{flag} is set but no topology named {name!r} is running; submit without it") from None
+                    msg=f"{flag} is set but no topology named {name!r} is running; submit without it"
+                ) from None
 
     def graySubmit(self, name: str, uploadedJarLocation: str, jsonConf: str, topology: Any, options: Any) -> None:
         if topology is None:
@@ -192,15 +216,17 @@ class NimbusService:
             raise storm.InvalidTopologyException(msg=f"ttl_ms must be >= 1, got {options.ttl_ms}")
         self._authorized_id(name or "", "graySubmit")
         with _refusals():
-            self.nimbus.upgrading.gray_submit(name or "", uploadedJarLocation, jsonConf, topology, request,
-                                              options.ttl_ms)
+            self.nimbus.upgrading.gray_submit(
+                name or "", uploadedJarLocation, jsonConf, topology, request, options.ttl_ms
+            )
 
     def grayUpgrade(self, topologyName: str, component: str, workers: list[str], workerNum: int) -> None:
         """The next batch of the running gray upgrade (JStorm's ``gray_upgrade -n/-p/-w``)."""
         request = _batch(workerNum or 0, component, workers)
         if request == upgrade.BatchRequest():
-            raise storm.InvalidTopologyException(msg="say which workers to upgrade next: a worker count, a "
-                                                     "component, or host:port workers")
+            raise storm.InvalidTopologyException(
+                msg="say which workers to upgrade next: a worker count, a component, or host:port workers"
+            )
         self._authorized_id(topologyName, "grayUpgrade")
         with _refusals():
             self.nimbus.upgrading.gray_continue(topologyName, request)
@@ -259,8 +285,17 @@ class NimbusService:
                 raise storm.InvalidTopologyException(msg=f"topology_conf_overrides is not JSON: {exc}") from None
             if not isinstance(overrides, dict):
                 raise storm.InvalidTopologyException(msg="topology_conf_overrides must be a JSON object")
-        self._act(name, "rebalance", lifecycle.Rebalance(options.wait_secs, options.num_workers, executors,
-                                                         bool(options.reassign), options.topology_conf_overrides))
+        self._act(
+            name,
+            "rebalance",
+            lifecycle.Rebalance(
+                options.wait_secs,
+                options.num_workers,
+                executors,
+                bool(options.reassign),
+                options.topology_conf_overrides,
+            ),
+        )
 
     def _act(self, name: str, operation: str, action: lifecycle.Action) -> None:
         self.state.require_leader()
@@ -308,11 +343,17 @@ class NimbusService:
     def getLogConfig(self, name: str) -> Any:
         with _known(name):
             stored = self.nimbus.settings.log_levels(name)
-        return storm.LogConfig(named_logger_level={
-            logger: storm.LogLevel(action=storm.LogLevelAction.UPDATE, target_log_level=s.level,
-                                   reset_log_level_timeout_secs=s.timeout_secs,
-                                   reset_log_level_timeout_epoch=s.expires_ms or None)
-            for logger, s in stored.loggers.items()})
+        return storm.LogConfig(
+            named_logger_level={
+                logger: storm.LogLevel(
+                    action=storm.LogLevelAction.UPDATE,
+                    target_log_level=s.level,
+                    reset_log_level_timeout_secs=s.timeout_secs,
+                    reset_log_level_timeout_epoch=s.expires_ms or None,
+                )
+                for logger, s in stored.loggers.items()
+            }
+        )
 
     # -- code transfer ---------------------------------------------------------------------------
 
@@ -356,8 +397,10 @@ class NimbusService:
 
     def updateTaskHeartbeat(self, taskHbs: Any) -> None:
         self._authorize("updateTaskHeartbeat")
-        beats = {int(t): TaskBeat(int(b.time_secs), int(b.uptime_secs), _task_stats(taskHbs.topologyId, t, b.stats))
-                 for t, b in (taskHbs.taskHbs or {}).items()}
+        beats = {
+            int(t): TaskBeat(int(b.time_secs), int(b.uptime_secs), _task_stats(taskHbs.topologyId, t, b.stats))
+            for t, b in (taskHbs.taskHbs or {}).items()
+        }
         self.nimbus.watching.heartbeat(taskHbs.topologyId, beats)
 
     # -- queries (any nimbus) --------------------------------------------------------------------
@@ -372,19 +415,37 @@ class NimbusService:
         for topology_id in zk.children(paths.TOPOLOGIES):
             base = zk.read(paths.topology(topology_id), StormBase)
             if base is not None:
-                topologies[topology_id] = (base, zk.read(paths.tasks(topology_id), TopologyTasks),
-                                           zk.read(paths.assignment(topology_id), Assignment))
-        return cluster_summary(supervisors, topologies, zk.read(paths.NIMBUS_MASTER, NimbusMaster),
-                               self._slaves(), self._now(), self.error_times.of(topologies), self._signs(topologies))
+                topologies[topology_id] = (
+                    base,
+                    zk.read(paths.tasks(topology_id), TopologyTasks),
+                    zk.read(paths.assignment(topology_id), Assignment),
+                )
+        return cluster_summary(
+            supervisors,
+            topologies,
+            zk.read(paths.NIMBUS_MASTER, NimbusMaster),
+            self._slaves(),
+            self._now(),
+            self.error_times.of(topologies),
+            self._signs(topologies),
+        )
 
     def _signs(self, topology_ids: Collection[str]) -> dict[str, Signs]:
         """What this nimbus saw of each topology, for its Health: a follower saw no beats nor restarts."""
         lines = self.error_times.lines(topology_ids)
         watching = self.nimbus.watching
-        return {tid: Signs(window={task: w[HEALTH_WINDOW] for task, w in
-                                   watching.stats_windows(tid, (HEALTH_WINDOW,)).items() if HEALTH_WINDOW in w},
-                           restarts=watching.restart_times(tid), error_lines=lines.get(tid, {}))
-                for tid in topology_ids}
+        return {
+            tid: Signs(
+                window={
+                    task: w[HEALTH_WINDOW]
+                    for task, w in watching.stats_windows(tid, (HEALTH_WINDOW,)).items()
+                    if HEALTH_WINDOW in w
+                },
+                restarts=watching.restart_times(tid),
+                error_lines=lines.get(tid, {}),
+            )
+            for tid in topology_ids
+        }
 
     def getLeader(self) -> Any:
         master = self.state.zk.read(paths.NIMBUS_MASTER, NimbusMaster)
@@ -403,12 +464,27 @@ class NimbusService:
         zk, watching = self.state.zk, self.nimbus.watching
         base = self.state.base(id)
         tasks = zk.read(paths.tasks(id), TopologyTasks)
-        errors = {int(task): [e for ts in zk.children(paths.task_errors(id, int(task)))
-                              if (e := zk.read(paths.task_error(id, int(task), int(ts)), TaskError)) is not None]
-                  for task in zk.children(paths.task_errors_root(id)) if task.isdigit()}
-        return topology_info(id, base, tasks, zk.read(paths.assignment(id), Assignment), errors, self._now(),
-                             beats=watching.latest_beats(id), supervisors=self._supervisors(),
-                             windows=watching.stats_windows(id), restarts=watching.restart_times(id))
+        errors = {
+            int(task): [
+                e
+                for ts in zk.children(paths.task_errors(id, int(task)))
+                if (e := zk.read(paths.task_error(id, int(task), int(ts)), TaskError)) is not None
+            ]
+            for task in zk.children(paths.task_errors_root(id))
+            if task.isdigit()
+        }
+        return topology_info(
+            id,
+            base,
+            tasks,
+            zk.read(paths.assignment(id), Assignment),
+            errors,
+            self._now(),
+            beats=watching.latest_beats(id),
+            supervisors=self._supervisors(),
+            windows=watching.stats_windows(id),
+            restarts=watching.restart_times(id),
+        )
 
     def getTopologyInfoByName(self, topologyName: str) -> Any:
         return self.getTopologyInfo(self.state.find_id(topologyName))
@@ -435,13 +511,19 @@ class NimbusService:
 
     def _supervisors(self) -> list[SupervisorInfo]:
         zk = self.state.zk
-        return [s for sid in zk.children(paths.SUPERVISORS)
-                if (s := zk.read(paths.supervisor(sid), SupervisorInfo)) is not None]
+        return [
+            s
+            for sid in zk.children(paths.SUPERVISORS)
+            if (s := zk.read(paths.supervisor(sid), SupervisorInfo)) is not None
+        ]
 
     def _slaves(self) -> list[NimbusSlave]:
         zk = self.state.zk
-        return [s for hp in zk.children(paths.NIMBUS_SLAVES)
-                if (s := zk.read(paths.nimbus_slave(hp), NimbusSlave)) is not None]
+        return [
+            s
+            for hp in zk.children(paths.NIMBUS_SLAVES)
+            if (s := zk.read(paths.nimbus_slave(hp), NimbusSlave)) is not None
+        ]
 
     def _now(self) -> int:
         return int(self.state.clock.time())

@@ -48,8 +48,11 @@ class Settings:
             state.base(topology_id)
             now_ms = int(state.clock.time() * 1000)
             current = state.zk.read(paths.log_config(topology_id), LoggerLevels) or LoggerLevels()
-            merged = {name: s for name, s in {**current.loggers, **changes}.items()
-                      if s is not None and (not s.expires_ms or s.expires_ms > now_ms)}
+            merged = {
+                name: s
+                for name, s in {**current.loggers, **changes}.items()
+                if s is not None and (not s.expires_ms or s.expires_ms > now_ms)
+            }
             state.zk.write(paths.log_config(topology_id), LoggerLevels(merged))
         log.info("log levels set", topology_id=topology_id, loggers={n: s.level for n, s in merged.items()})
         return LoggerLevels(merged)

@@ -44,7 +44,7 @@ class NotLeader(RuntimeError):
 
 class NimbusState:
     """One nimbus's shared state. Made by :class:`nimbus.daemon.Nimbus`, which sets :attr:`port`,
-    :attr:`election` and :attr:`replication` once it serves."""
+    :attr:`replication` and :attr:`election` once it serves (and clears :attr:`election` when it stops)."""
 
     def __init__(self, conf: Mapping[str, Any], clock: Clock, host: str | None = None) -> None:
         self.conf = dict(conf)
@@ -53,19 +53,27 @@ class NimbusState:
         self.port = 0
         local = Path(conf["storm.local.dir"]) / "nimbus"
         self.zk = ZkClient(conf, topology_conf=self._stored_conf)  # a topology's nodes grant its credential
-        self.inbox = Inbox(local / "inbox", clock, max_upload_bytes=conf["nimbus.max.upload.bytes"],
-                           session_expiry_secs=conf["nimbus.file.copy.expiration.secs"],
-                           file_expiry_secs=conf["nimbus.inbox.jar.expiration.secs"],
-                           max_total_bytes=conf["nimbus.inbox.max.bytes"],
-                           idle_upload_secs=conf["nimbus.upload.idle.secs"],
-                           max_per_client=conf["nimbus.upload.max.per.client"])
+        self.inbox = Inbox(
+            local / "inbox",
+            clock,
+            max_upload_bytes=conf["nimbus.max.upload.bytes"],
+            session_expiry_secs=conf["nimbus.file.copy.expiration.secs"],
+            file_expiry_secs=conf["nimbus.inbox.jar.expiration.secs"],
+            max_total_bytes=conf["nimbus.inbox.max.bytes"],
+            idle_upload_secs=conf["nimbus.upload.idle.secs"],
+            max_per_client=conf["nimbus.upload.max.per.client"],
+        )
         self.code = CodeStore(local / "stormdist")
-        self.downloads = Downloads(clock, chunk_bytes=conf["nimbus.thrift.max_buffer_size"] // 2,
-                                   session_expiry_secs=conf["nimbus.file.copy.expiration.secs"])
-        self.assigner = TopologyAssigner(self.zk, clock, self.topology_source,
-                                         code_dir=lambda tid: str(local / "stormdist" / tid))
+        self.downloads = Downloads(
+            clock,
+            chunk_bytes=conf["nimbus.thrift.max_buffer_size"] // 2,
+            session_expiry_secs=conf["nimbus.file.copy.expiration.secs"],
+        )
+        self.assigner = TopologyAssigner(
+            self.zk, clock, self.topology_source, code_dir=lambda tid: str(local / "stormdist" / tid)
+        )
         self.election: LeaderElection | None = None
-        self.replication: CodeReplication | None = None
+        self._replication: CodeReplication | None = None
         self.lock = threading.RLock()  # one topology change at a time
         self.submitting: dict[str, str] = {}  # name → id of each submission in flight, under lock
         self.ready = threading.Event()  # elected and done taking over
@@ -74,6 +82,17 @@ class NimbusState:
         self.tracker = HeartbeatTracker()
         self.windows = StatsWindows()  # the leader's: made from the beats it takes in
         self.restarts = Restarts(keep_secs=RECENT_RESTART_SECS)  # the leader's dead-worker moves
+
+    @property
+    def replication(self) -> CodeReplication:
+        """The code replication: every part that stores code publishes it here, which only a serving nimbus can."""
+        if self._replication is None:
+            raise RuntimeError(f"nimbus {self.host} replicates no code before it serves (Nimbus.start)")
+        return self._replication
+
+    @replication.setter
+    def replication(self, replication: CodeReplication) -> None:
+        self._replication = replication
 
     # -- leadership -----------------------------------------------------------------------------
 
@@ -136,8 +155,10 @@ class NimbusState:
 
     def no_code(self, topology_id: str) -> str:
         """Why this nimbus cannot act on a topology whose code it lacks."""
-        return (f"nimbus {self.host}:{self.port} has no code for {topology_id}: no nimbus holding it could serve "
-                "it yet (see /code_holders); it is copied again every nimbus.code.sync.freq.secs")
+        return (
+            f"nimbus {self.host}:{self.port} has no code for {topology_id}: no nimbus holding it could serve "
+            "it yet (see /code_holders); it is copied again every nimbus.code.sync.freq.secs"
+        )
 
     def topology_source(self, topology_id: str) -> tuple[tuple[Component, ...], Mapping[str, Any], int]:
         """What the assign thread needs: scheduler components, the merged conf and the current code version."""
@@ -145,8 +166,11 @@ class NimbusState:
         if tasks is None:
             raise AssignFailed(f"{topology_id} has no tasks in ZooKeeper")
         try:
-            return (scheduler_components(self.code.system_topology(topology_id), tasks),
-                    self.merged_conf(topology_id), self.code.current_version(topology_id))
+            return (
+                scheduler_components(self.code.system_topology(topology_id), tasks),
+                self.merged_conf(topology_id),
+                self.code.current_version(topology_id),
+            )
         except MissingTopology:
             raise AssignFailed(self.no_code(topology_id)) from None
 
@@ -162,6 +186,7 @@ class NimbusState:
         tasks = self.zk.read(paths.tasks(topology_id), TopologyTasks)
         task = (topo.topology_master_task(tasks) if tasks else None) or 0
         now = int(self.clock.time())
-        record_task_error(self.zk, topology_id, task, TaskError(message, now, ErrorLevel.ERROR, host=self.host,
-                                                                port=self.port))
+        record_task_error(
+            self.zk, topology_id, task, TaskError(message, now, ErrorLevel.ERROR, host=self.host, port=self.port)
+        )
         log.error("topology error", topology_id=topology_id, error=message)

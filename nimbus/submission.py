@@ -29,14 +29,27 @@ from squall.core import topology as topo
 from squall.core.thrift import storm
 from squall.core.zk import paths
 from squall.core.zk.records import (
-    Assignment, AssignmentType, GrayUpgradeConf, StormBase, SupervisorInfo, TaskHeartbeats, TopologyStatus,
+    Assignment,
+    AssignmentType,
+    GrayUpgradeConf,
+    StormBase,
+    SupervisorInfo,
+    TaskHeartbeats,
+    TopologyStatus,
 )
 
 log = structlog.get_logger(__name__)
 
 #: Conf keys that decide tasks and workers: changed by a rebalance, never by an update.
-LAYOUT_KEYS = frozenset({"topology.workers", "topology.acker.executors", "topology.spout.parallelism",
-                         "topology.bolt.parallelism", "topology.max.task.parallelism"})
+LAYOUT_KEYS = frozenset(
+    {
+        "topology.workers",
+        "topology.acker.executors",
+        "topology.spout.parallelism",
+        "topology.bolt.parallelism",
+        "topology.max.task.parallelism",
+    }
+)
 
 
 def without_submit_flags(conf: Mapping[str, Any]) -> dict[str, Any]:
@@ -60,9 +73,17 @@ class Submission:
         self.transitions = transitions
         self._counter = itertools.count(1)
 
-    def submit(self, name: str, location: str | None, json_conf: str, user_topology: Any,
-               initial_status: TopologyStatus = TopologyStatus.ACTIVE, *, replace: bool = False,
-               owner: str = "") -> str:
+    def submit(
+        self,
+        name: str,
+        location: str | None,
+        json_conf: str,
+        user_topology: Any,
+        initial_status: TopologyStatus = TopologyStatus.ACTIVE,
+        *,
+        replace: bool = False,
+        owner: str = "",
+    ) -> str:
         """Validate, store, number the tasks, assign, and write ``/topology/<id>`` last.
 
         ``replace`` is JStorm's hot deploy: the running topology of that name is removed (no kill wait)
@@ -108,12 +129,22 @@ class Submission:
         except storm.NotAliveException:  # still being submitted by another call
             killed = False
         if killed:
-            return (f"topology {name!r} is being killed: submit it again once storm list no longer shows it (after "
-                    "the kill's wait, storm kill -w), or now under another --name")
+            return (
+                f"topology {name!r} is being killed: submit it again once storm list no longer shows it (after "
+                "the kill's wait, storm kill -w), or now under another --name"
+            )
         return f"topology {name!r} is already alive"
 
-    def _store_and_start(self, topology_id: str, name: str, package: Path | None, user_topology: Any,
-                         conf: Mapping[str, Any], initial_status: TopologyStatus, owner: str) -> None:
+    def _store_and_start(
+        self,
+        topology_id: str,
+        name: str,
+        package: Path | None,
+        user_topology: Any,
+        conf: Mapping[str, Any],
+        initial_status: TopologyStatus,
+        owner: str,
+    ) -> None:
         """Submit's steps once the topology is checked: code, ``/tasks``, replicas, assignment, ``/topology`` last."""
         state, zk = self.state, self.state.zk
         normalized, topology_conf = topo.normalize(user_topology, without_submit_flags(conf), name=name)
@@ -152,9 +183,14 @@ class Submission:
         conf.pop("topology.id", None)
         location = state.inbox.add(package) if package is not None else None
         status = state.base(topology_id).status
-        return self.submit(name, location, json.dumps(conf), user_topology, replace=True,
-                           initial_status=TopologyStatus.INACTIVE if status is TopologyStatus.INACTIVE
-                           else TopologyStatus.ACTIVE)
+        return self.submit(
+            name,
+            location,
+            json.dumps(conf),
+            user_topology,
+            replace=True,
+            initial_status=TopologyStatus.INACTIVE if status is TopologyStatus.INACTIVE else TopologyStatus.ACTIVE,
+        )
 
     def _remove_for_replacement(self, topology_id: str) -> None:
         """Remove the topology now, then wait (up to ``task.cleanup.timeout.sec``) for its workers to stop,
@@ -164,17 +200,26 @@ class Submission:
         timeout = float(state.topology_conf_or_cluster(topology_id)["task.cleanup.timeout.sec"])
         with state.lock:
             self.transitions.transition(topology_id, lifecycle.Kill(0))
-            self.transitions.transition(topology_id, lifecycle.Remove(state.base(topology_id).pending.due_secs))
+            pending = state.base(topology_id).pending
+            assert pending is not None, "a kill leaves the topology's removal pending"
+            self.transitions.transition(topology_id, lifecycle.Remove(pending.due_secs))
         started = time.monotonic()
         slots = {(w.supervisor_id, w.port) for w in assignment.workers} if assignment else set()
         while slots and time.monotonic() - started < timeout:
-            slots = {(sid, port) for sid, port in slots
-                     if (info := state.zk.read(paths.supervisor(sid), SupervisorInfo)) is not None
-                     and port in info.used_ports}
+            slots = {
+                (sid, port)
+                for sid, port in slots
+                if (info := state.zk.read(paths.supervisor(sid), SupervisorInfo)) is not None
+                and port in info.used_ports
+            }
             if slots:
                 time.sleep(0.05)  # other processes' doings, seen in ZooKeeper: nothing to wait on
-        log.info("topology removed for its replacement", topology_id=topology_id,
-                 workers_stopped=not slots, waited_secs=round(time.monotonic() - started, 3))
+        log.info(
+            "topology removed for its replacement",
+            topology_id=topology_id,
+            workers_stopped=not slots,
+            waited_secs=round(time.monotonic() - started, 3),
+        )
 
     def topology_secrets(self, topology_id: str, topology_conf: Mapping[str, Any]) -> dict[str, str]:
         """The topology's own secrets, each the one it came with or kept from its earlier version (a gray upgrade's
@@ -195,9 +240,13 @@ class Submission:
 
         found = kept(("topology.transfer.secret",), {"topology.transfer.secret": secrets.token_urlsafe(32)})
         if self.state.conf.get("storm.zookeeper.auth.payload"):
-            found |= kept(("storm.zookeeper.topology.auth.scheme", "storm.zookeeper.topology.auth.payload"),
-                          {"storm.zookeeper.topology.auth.scheme": "digest",
-                           "storm.zookeeper.topology.auth.payload": f"{topology_id}:{secrets.token_urlsafe(24)}"})
+            found |= kept(
+                ("storm.zookeeper.topology.auth.scheme", "storm.zookeeper.topology.auth.payload"),
+                {
+                    "storm.zookeeper.topology.auth.scheme": "digest",
+                    "storm.zookeeper.topology.auth.payload": f"{topology_id}:{secrets.token_urlsafe(24)}",
+                },
+            )
         return found
 
     def _await_replicas(self, topology_id: str, topology_conf: Mapping[str, Any]) -> None:
@@ -212,12 +261,16 @@ class Submission:
         if wanted <= 1:
             return
         started = state.clock.monotonic()
-        held = state.replication.wait_for_replicas(topology_id, state.code.current_version(topology_id),
-                                                   wanted=wanted, max_wait_secs=max_wait)
+        held = state.replication.wait_for_replicas(
+            topology_id, state.code.current_version(topology_id), wanted=wanted, max_wait_secs=max_wait
+        )
         (log.info if held >= wanted else log.warning)(
             "code replicated" if held >= wanted else "scheduling with fewer code replicas than wanted",
-            topology_id=topology_id, replicas=held, wanted=wanted,
-            waited_secs=round(state.clock.monotonic() - started, 3))
+            topology_id=topology_id,
+            replicas=held,
+            wanted=wanted,
+            waited_secs=round(state.clock.monotonic() - started, 3),
+        )
 
     # -- code versions --------------------------------------------------------------------------
 
@@ -232,8 +285,9 @@ class Submission:
             raise storm.InvalidTopologyException(msg="the update conf must be a JSON object")
         layout = sorted(set(overrides) & LAYOUT_KEYS)
         if layout:
-            raise storm.InvalidTopologyException(msg=f"{layout} change how the topology is laid out; use storm "
-                                                     "rebalance for those")
+            raise storm.InvalidTopologyException(
+                msg=f"{layout} change how the topology is laid out; use storm rebalance for those"
+            )
         with state.lock:
             status = state.base(topology_id).status
             if status not in (TopologyStatus.ACTIVE, TopologyStatus.INACTIVE):
@@ -242,8 +296,14 @@ class Submission:
             conf = {**state.code.conf(topology_id), **overrides, "topology.id": topology_id}
             user_topology = state.code.topology(topology_id)
             topo.validate_topology(name, user_topology, {**state.conf, **conf})
-            self.put_version(topology_id, location, conf=conf, topology=user_topology,
-                             system=state.code.system_topology(topology_id), version=self.next_version(topology_id))
+            self.put_version(
+                topology_id,
+                location,
+                conf=conf,
+                topology=user_topology,
+                system=state.code.system_topology(topology_id),
+                version=self.next_version(topology_id),
+            )
             state.assign(AssignEvent(topology_id, name, AssignType.MONITOR, writes=AssignmentType.UPDATE))
             state.code.drop(topology_id, current)
             state.replication.publish(topology_id)

@@ -39,8 +39,9 @@ class Transitions:
         state = self.state
         with state.lock:
             base = state.base(topology_id)
-            outcome = lifecycle.transition(base, action, now_secs=int(state.clock.time()),
-                                           message_timeout_secs=self._message_timeout(topology_id))
+            outcome = lifecycle.transition(
+                base, action, now_secs=int(state.clock.time()), message_timeout_secs=self._message_timeout(topology_id)
+            )
             for effect in outcome.effects:
                 if isinstance(effect, lifecycle.Reassign):
                     try:
@@ -56,8 +57,12 @@ class Transitions:
             for effect in outcome.effects:
                 if isinstance(effect, lifecycle.ScheduleAt):
                     self._arm(topology_id, effect)
-        log.info("topology transition", topology_id=topology_id, action=action.verb,
-                 status=outcome.base.status.value if outcome.base else "removed")
+        log.info(
+            "topology transition",
+            topology_id=topology_id,
+            action=action.verb,
+            status=outcome.base.status.value if outcome.base else "removed",
+        )
 
     def _message_timeout(self, topology_id: str) -> int:
         return int(self.state.topology_conf_or_cluster(topology_id)["topology.message.timeout.secs"])
@@ -78,14 +83,19 @@ class Transitions:
                 pass
             except Exception:  # e.g. ZooKeeper away: the action is still pending, so try again until it is done
                 retry_secs = state.conf["nimbus.monitor.freq.secs"]
-                log.exception("delayed action failed; retrying", topology_id=topology_id, action=effect.action.verb,
-                              retry_in_secs=retry_secs)
+                log.exception(
+                    "delayed action failed; retrying",
+                    topology_id=topology_id,
+                    action=effect.action.verb,
+                    retry_in_secs=retry_secs,
+                )
                 self._arm(topology_id, lifecycle.ScheduleAt(int(state.clock.time() + retry_secs), effect.action))
 
         # timers run on the clock thread; the action may wait for an assignment, so run it off that thread
         timer = state.clock.call_later(
             max(0.0, effect.due_secs - state.clock.time()),
-            lambda: threading.Thread(target=fire, name="nimbus-delayed-action", daemon=True).start())
+            lambda: threading.Thread(target=fire, name="nimbus-delayed-action", daemon=True).start(),
+        )
         now = state.clock.monotonic()  # keep only what can still fire, so the list does not grow forever
         state.leader_timers = [t for t in state.leader_timers if not (isinstance(t, Timer) and t.due < now)]
         state.leader_timers.append(timer)
@@ -114,13 +124,27 @@ class Transitions:
                 conf["topology.bolt.parallelism"] = {**conf.get("topology.bolt.parallelism", {}), **bolts}
             normalized, conf = topo.normalize(user, conf, name=name)
             system = topo.system_topology(normalized, {**state.conf, **conf})
-            code.put(topology_id, package=code.package(topology_id), conf=conf, topology=normalized,
-                     system=system, version=code.current_version(topology_id), replace=True)
+            code.put(
+                topology_id,
+                package=code.package(topology_id),
+                conf=conf,
+                topology=normalized,
+                system=system,
+                version=code.current_version(topology_id),
+                replace=True,
+            )
             state.replication.publish(topology_id)
             old_tasks = state.zk.read(paths.tasks(topology_id), TopologyTasks) or TopologyTasks(tasks={})
             state.zk.write(paths.tasks(topology_id), topo.rescale_tasks(old_tasks, system))
-        state.assign(AssignEvent(topology_id, name, AssignType.REBALANCE, reassign=effect.reassign,
-                                 writes=AssignmentType.SCALE if scale else AssignmentType.ASSIGN))
+        state.assign(
+            AssignEvent(
+                topology_id,
+                name,
+                AssignType.REBALANCE,
+                reassign=effect.reassign,
+                writes=AssignmentType.SCALE if scale else AssignmentType.ASSIGN,
+            )
+        )
 
     def remove_state(self, topology_id: str) -> None:
         """Assignment first (supervisors stop the workers), the rest, ``/topology/<id>`` last, then code."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeGuard
 
 from squall.core.zk.records import GrayUpgradeConf
 
@@ -76,42 +76,57 @@ class Step:
     rolled_back: bool = False  # the rollback is over: drop the new version
 
 
-def in_progress(conf: GrayUpgradeConf | None) -> bool:
+def in_progress(conf: GrayUpgradeConf | None) -> TypeGuard[GrayUpgradeConf]:
     return conf is not None and not conf.complete_ms
 
 
-def start(existing: GrayUpgradeConf | None, name: str, request: BatchRequest, *, version: int, now_ms: int,
-          ttl_ms: int) -> GrayUpgradeConf:
+def start(
+    existing: GrayUpgradeConf | None, name: str, request: BatchRequest, *, version: int, now_ms: int, ttl_ms: int
+) -> GrayUpgradeConf:
     """The conf of a new upgrade to code ``version``; refused while another one is open."""
     if in_progress(existing):
         doing = "rolling back" if existing.rollback else "in progress"
-        raise UpgradeRefused(f"a gray upgrade of {name!r} is {doing}; finish it first (storm gray_upgrade / "
-                             f"storm complete_upgrade / {ROLLBACK_CMD} {name}), then submit the new code")
+        raise UpgradeRefused(
+            f"a gray upgrade of {name!r} is {doing}; finish it first (storm gray_upgrade / "
+            f"storm complete_upgrade / {ROLLBACK_CMD} {name}), then submit the new code"
+        )
     return _with_batch(GrayUpgradeConf(expire_ms=now_ms + ttl_ms, version=version), request)
 
 
 def next_batch(existing: GrayUpgradeConf | None, name: str, request: BatchRequest, *, now_ms: int) -> GrayUpgradeConf:
     """The conf asking for the next batch of the open upgrade; refused when there is none to continue."""
     if existing is None:
-        raise UpgradeRefused(f"{name!r} has no gray upgrade; start one by submitting the new code with "
-                             "topology.upgrade=true (storm jar ... -c topology.upgrade=true)")
+        raise UpgradeRefused(
+            f"{name!r} has no gray upgrade; start one by submitting the new code with "
+            "topology.upgrade=true (storm jar ... -c topology.upgrade=true)"
+        )
     if existing.complete_ms:
         how = f"was rolled back ({existing.reason})" if existing.rollback else "is already complete"
-        raise UpgradeRefused(f"the gray upgrade of {name!r} to code version {existing.version} {how}; "
-                             "submit the code again with topology.upgrade=true to start a new one")
+        raise UpgradeRefused(
+            f"the gray upgrade of {name!r} to code version {existing.version} {how}; "
+            "submit the code again with topology.upgrade=true to start a new one"
+        )
     if existing.rollback:
         raise UpgradeRefused(f"the gray upgrade of {name!r} is rolling back ({existing.reason}); it cannot continue")
     if now_ms > existing.expire_ms:
-        raise UpgradeRefused(f"the gray upgrade of {name!r} expired {(now_ms - existing.expire_ms) // 1000}s ago "
-                             "(topology.upgrade.ttl) and is being rolled back; submit the code again with "
-                             "topology.upgrade=true to start a new one")
+        raise UpgradeRefused(
+            f"the gray upgrade of {name!r} expired {(now_ms - existing.expire_ms) // 1000}s ago "
+            "(topology.upgrade.ttl) and is being rolled back; submit the code again with "
+            "topology.upgrade=true to start a new one"
+        )
     return _with_batch(existing, request)
 
 
 def _with_batch(conf: GrayUpgradeConf, request: BatchRequest) -> GrayUpgradeConf:
     asked = bool(request.workers or request.component or request.worker_num or request.all_remaining)
-    return replace(conf, worker_num=request.worker_num, component=request.component, workers=list(request.workers),
-                   all_remaining=request.all_remaining, continue_upgrade=asked)
+    return replace(
+        conf,
+        worker_num=request.worker_num,
+        component=request.component,
+        workers=list(request.workers),
+        all_remaining=request.all_remaining,
+        continue_upgrade=asked,
+    )
 
 
 def start_rollback(conf: GrayUpgradeConf, reason: str) -> GrayUpgradeConf:
@@ -144,16 +159,17 @@ def next_step(view: UpgradeView, now_ms: int) -> Step:
     return Step()
 
 
-def pick(conf: GrayUpgradeConf, remaining: Sequence[str], component_workers: Mapping[str, frozenset[str]]
-         ) -> tuple[str, ...]:
+def pick(
+    conf: GrayUpgradeConf, remaining: Sequence[str], component_workers: Mapping[str, frozenset[str]]
+) -> tuple[str, ...]:
     if conf.workers:
         return tuple(w for w in conf.workers if w in remaining)
     if conf.component:
         hosting = [w for w in remaining if w in component_workers.get(conf.component, frozenset())]
-        return tuple(hosting[:conf.worker_num or None])
+        return tuple(hosting[: conf.worker_num or None])
     if conf.all_remaining:
         return tuple(remaining)
-    return tuple(remaining[:conf.worker_num])
+    return tuple(remaining[: conf.worker_num])
 
 
 def check_request(request: BatchRequest, workers: Sequence[str], components: Sequence[str]) -> None:
@@ -171,8 +187,9 @@ def shape(system: Any) -> dict[str, tuple[str, int, dict[str, str], dict[str, li
     for kind, components in (("spout", system.spouts or {}), ("bolt", system.bolts or {})):
         for name, component in components.items():
             common = component.common
-            inputs = {f"{g.componentId}:{g.streamId}": _grouping(grouping)
-                      for g, grouping in (common.inputs or {}).items()}
+            inputs = {
+                f"{g.componentId}:{g.streamId}": _grouping(grouping) for g, grouping in (common.inputs or {}).items()
+            }
             streams = {s: list(info.output_fields) for s, info in (common.streams or {}).items()}
             found[name] = (kind, common.parallelism_hint or 0, inputs, streams)
     return found
@@ -180,8 +197,10 @@ def shape(system: Any) -> dict[str, tuple[str, int, dict[str, str], dict[str, li
 
 def _grouping(grouping: Any) -> str:
     """The grouping's kind and arguments, e.g. ``fields ['key']`` (Thrift unions: one field is set)."""
-    return next((k + (f" {v}" if isinstance(v, list) else "") for k, v in sorted(vars(grouping).items())
-                 if v is not None), "none")
+    return next(
+        (k + (f" {v}" if isinstance(v, list) else "") for k, v in sorted(vars(grouping).items()) if v is not None),
+        "none",
+    )
 
 
 def shape_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
@@ -189,8 +208,9 @@ def shape_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[st
     lines = [f"component {c!r} was removed" for c in sorted(set(old) - set(new))]
     lines += [f"component {c!r} was added" for c in sorted(set(new) - set(old))]
     for component in sorted(set(old) & set(new)):
-        for what, before, after in zip(("kind", "task count", "inputs", "output streams"), old[component],
-                                       new[component]):
+        for what, before, after in zip(
+            ("kind", "task count", "inputs", "output streams"), old[component], new[component]
+        ):
             if before != after:
                 lines.append(f"component {component!r}: {what} {before} → {after}")
     return lines

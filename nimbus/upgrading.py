@@ -34,41 +34,69 @@ class Upgrading:
         self.transitions = transitions
         self.submission = submission
 
-    def gray_submit(self, name: str, location: str | None, json_conf: str, user_topology: Any,
-                    request: upgrade.BatchRequest, ttl_ms: int | None = None) -> str:
+    def gray_submit(
+        self,
+        name: str,
+        location: str | None,
+        json_conf: str,
+        user_topology: Any,
+        request: upgrade.BatchRequest,
+        ttl_ms: int | None = None,
+    ) -> str:
         """Store new code as the next version of the running topology ``name`` and start upgrading to it."""
         state, submission = self.state, self.submission
         state.require_leader()
         topology_id = state.find_id(name)
         submitted = submitted_conf(json_conf)
-        topo.validate_topology(name, user_topology, {**state.conf, **submitted} if isinstance(submitted, dict)
-                               else submitted)
+        topo.validate_topology(
+            name, user_topology, {**state.conf, **submitted} if isinstance(submitted, dict) else submitted
+        )
         with state.lock:
             status = state.base(topology_id).status
             existing = state.zk.read(paths.gray_upgrade_conf(topology_id), GrayUpgradeConf)
             now_ms = int(state.clock.time() * 1000)
             version = submission.next_version(topology_id)
-            conf = upgrade.start(existing, name, request, version=version, now_ms=now_ms,
-                                 ttl_ms=ttl_ms or int({**state.conf, **submitted}["topology.upgrade.ttl"]))
+            conf = upgrade.start(
+                existing,
+                name,
+                request,
+                version=version,
+                now_ms=now_ms,
+                ttl_ms=ttl_ms or int({**state.conf, **submitted}["topology.upgrade.ttl"]),
+            )
             if status is not TopologyStatus.ACTIVE:
-                raise upgrade.UpgradeRefused(f"only an active topology can start a gray upgrade; {name!r} is "
-                                             f"{status.value}")
+                raise upgrade.UpgradeRefused(
+                    f"only an active topology can start a gray upgrade; {name!r} is {status.value}"
+                )
             old_conf = state.code.conf(topology_id)
-            normalized, topology_conf = topo.normalize(user_topology, {
-                **without_submit_flags(submitted), "topology.workers": old_conf["topology.workers"]}, name=name)
+            normalized, topology_conf = topo.normalize(
+                user_topology,
+                {**without_submit_flags(submitted), "topology.workers": old_conf["topology.workers"]},
+                name=name,
+            )
             topology_conf["topology.id"] = topology_id
             topology_conf.update(submission.topology_secrets(topology_id, topology_conf))
             system = topo.system_topology(normalized, {**state.conf, **topology_conf})
             self._check_workers_known(topology_id, request)
-            changed = upgrade.shape_differences(upgrade.shape(state.code.system_topology(topology_id)),
-                                                upgrade.shape(system))
+            changed = upgrade.shape_differences(
+                upgrade.shape(state.code.system_topology(topology_id)), upgrade.shape(system)
+            )
             if changed:
                 raise upgrade.UpgradeRefused(
                     "a gray upgrade runs old and new code side by side, so the topology's shape must stay the same: "
-                    + "; ".join(changed) + ". Change it with storm rebalance, or replace the topology "
-                    "(topology.hot.deploy.enable=true)")
-            submission.put_version(topology_id, location, conf=topology_conf, topology=normalized, system=system,
-                                   version=version, make_current=False)
+                    + "; ".join(changed)
+                    + ". Change it with storm rebalance, or replace the topology "
+                    "(topology.hot.deploy.enable=true)"
+                )
+            submission.put_version(
+                topology_id,
+                location,
+                conf=topology_conf,
+                topology=normalized,
+                system=system,
+                version=version,
+                make_current=False,
+            )
             self._clear_marks(topology_id)
             state.zk.write(paths.gray_upgrade_conf(topology_id), conf)
             self.transitions.transition(topology_id, lifecycle.StartUpgrade())
@@ -100,8 +128,11 @@ class Upgrading:
     def _check_workers_known(self, topology_id: str, request: upgrade.BatchRequest) -> None:
         assignment = self.state.zk.read(paths.assignment(topology_id), Assignment)
         system = self.state.code.system_topology(topology_id)
-        upgrade.check_request(request, [w.host_port for w in assignment.workers] if assignment else [],
-                              [*(system.bolts or {}), *(system.spouts or {})])
+        upgrade.check_request(
+            request,
+            [w.host_port for w in assignment.workers] if assignment else [],
+            [*(system.bolts or {}), *(system.spouts or {})],
+        )
 
     def rollback_upgrade(self, topology_id: str, reason: str) -> None:
         """Put every worker back on the assignment's code version: upgraded ports become pending again."""
@@ -127,17 +158,21 @@ class Upgrading:
             if conf is None or assignment is None or tasks is None:
                 return
             master = topo.topology_master_task(tasks)
-            workers = tuple(w.host_port for w in sorted(assignment.workers,
-                                                        key=lambda w: (master in w.tasks, w.host_port)))
+            workers = tuple(
+                w.host_port for w in sorted(assignment.workers, key=lambda w: (master in w.tasks, w.host_port))
+            )
             hosting: dict[str, set[str]] = {}
             for w in assignment.workers:
                 for task in w.tasks:
                     if task in tasks.tasks:
                         hosting.setdefault(tasks.tasks[task].component, set()).add(w.host_port)
             view = upgrade.UpgradeView(
-                conf, workers, {c: frozenset(hp) for c, hp in hosting.items()},
+                conf,
+                workers,
+                {c: frozenset(hp) for c, hp in hosting.items()},
                 frozenset(zk.children(paths.upgrading_workers(topology_id))),
-                frozenset(zk.children(paths.upgraded_workers(topology_id))))
+                frozenset(zk.children(paths.upgraded_workers(topology_id))),
+            )
             now_ms = int(state.clock.time() * 1000)
             step = upgrade.next_step(view, now_ms)
             if step.rollback:
@@ -166,5 +201,8 @@ class Upgrading:
         self._clear_marks(topology_id)
         state.zk.write(paths.gray_upgrade_conf(topology_id), upgrade.ended(conf, now_ms))
         self.transitions.transition(topology_id, lifecycle.CompleteUpgrade())
-        log.info("gray upgrade rolled back" if conf.rollback else "gray upgrade complete", topology_id=topology_id,
-                 version=keep)
+        log.info(
+            "gray upgrade rolled back" if conf.rollback else "gray upgrade complete",
+            topology_id=topology_id,
+            version=keep,
+        )

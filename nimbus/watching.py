@@ -22,7 +22,14 @@ from squall.core import topology as topo
 from squall.core.thrift import storm
 from squall.core.zk import paths
 from squall.core.zk.records import (
-    Assignment, StormBase, TaskBeat, TaskHeartbeats, TaskStats, TopologyStatus, TopologyTasks, WorkerAssignment,
+    Assignment,
+    StormBase,
+    TaskBeat,
+    TaskHeartbeats,
+    TaskStats,
+    TopologyStatus,
+    TopologyTasks,
+    WorkerAssignment,
 )
 
 log = structlog.get_logger(__name__)
@@ -53,8 +60,11 @@ class Watching:
         state = self.state
         if not state.elected:
             state.require_leader()  # not leading: NotLeader names the leader, and the worker looks it up again
-        if (not state.tracker.knows(topology_id) and not state.zk.exists(paths.topology(topology_id))
-                and topology_id not in state.ids_submitting()):
+        if (
+            not state.tracker.knows(topology_id)
+            and not state.zk.exists(paths.topology(topology_id))
+            and topology_id not in state.ids_submitting()
+        ):
             raise storm.NotAliveException(msg=topology_id)
         with state.beats_lock:
             state.tracker.record(topology_id, beats, int(state.clock.time()))
@@ -69,8 +79,9 @@ class Watching:
         stored = state.zk.read(paths.taskbeats(topology_id), TaskHeartbeats)
         return dict(stored.beats) if stored else {}
 
-    def stats_windows(self, topology_id: str, keys: Collection[str] = tuple(WINDOW_BUCKETS)
-                      ) -> dict[int, dict[str, TaskStats]]:
+    def stats_windows(
+        self, topology_id: str, keys: Collection[str] = tuple(WINDOW_BUCKETS)
+    ) -> dict[int, dict[str, TaskStats]]:
         """Task → Storm's window key (of ``keys``) → its counts in the window, from the beats this nimbus took in as
         leader (a follower has none: the leader serves the windows, as the UI asks it)."""
         with self.state.beats_lock:
@@ -139,40 +150,70 @@ class Watching:
         with state.beats_lock:
             if not self._watching(watch):  # leadership changed while the write waited: judge nothing
                 return
-            dead = state.tracker.dead_workers(topology_id, assignment, int(state.clock.time()),
-                                              task_timeout_secs=int(conf["nimbus.task.timeout.secs"]),
-                                              launch_grace_secs=int(conf["nimbus.task.launch.secs"]))
+            dead = state.tracker.dead_workers(
+                topology_id,
+                assignment,
+                int(state.clock.time()),
+                task_timeout_secs=int(conf["nimbus.task.timeout.secs"]),
+                launch_grace_secs=int(conf["nimbus.task.launch.secs"]),
+            )
         if base.status in (TopologyStatus.UPGRADING, TopologyStatus.ROLLBACK):
             if dead and base.status is TopologyStatus.UPGRADING:
-                self.upgrading.rollback_upgrade(topology_id,
-                                                f"tasks died during the upgrade, on {[w.host_port for w in dead]}")
+                self.upgrading.rollback_upgrade(
+                    topology_id, f"tasks died during the upgrade, on {[w.host_port for w in dead]}"
+                )
                 return  # reassigned on a later cycle if still dead: the rollback may be all they need
             self.upgrading.coordinate_upgrade(topology_id)
         if dead and base.status in (TopologyStatus.ACTIVE, TopologyStatus.INACTIVE, TopologyStatus.ROLLBACK):
             dead_tasks = frozenset(t for w in dead for t in w.tasks)
-            log.warning("reassigning dead workers", topology_id=topology_id,
-                        workers=[w.host_port for w in dead], tasks=sorted(dead_tasks))
-            state.assigner.push(AssignEvent(topology_id, base.name, AssignType.MONITOR, dead_tasks=dead_tasks,
-                                            based_on_ms=assignment.timestamp_ms))
+            log.warning(
+                "reassigning dead workers",
+                topology_id=topology_id,
+                workers=[w.host_port for w in dead],
+                tasks=sorted(dead_tasks),
+            )
+            state.assigner.push(
+                AssignEvent(
+                    topology_id,
+                    base.name,
+                    AssignType.MONITOR,
+                    dead_tasks=dead_tasks,
+                    based_on_ms=assignment.timestamp_ms,
+                )
+            )
             self._report_restarts(topology_id, dead, assignment, int(conf["nimbus.task.timeout.secs"]))
         elif base.status in (TopologyStatus.ACTIVE, TopologyStatus.INACTIVE) and (
-                len(assignment.workers) < assignment.wanted_workers):  # short of slots: take those freed since
-            state.assigner.push(AssignEvent(topology_id, base.name, AssignType.REBALANCE, grow=True,
-                                            based_on_ms=assignment.timestamp_ms))
+            len(assignment.workers) < assignment.wanted_workers
+        ):  # short of slots: take those freed since
+            state.assigner.push(
+                AssignEvent(
+                    topology_id, base.name, AssignType.REBALANCE, grow=True, based_on_ms=assignment.timestamp_ms
+                )
+            )
 
-    def _report_restarts(self, topology_id: str, dead: tuple[WorkerAssignment, ...], assignment: Assignment,
-                         timeout_secs: int) -> None:
+    def _report_restarts(
+        self, topology_id: str, dead: tuple[WorkerAssignment, ...], assignment: Assignment, timeout_secs: int
+    ) -> None:
         """File each worker moved for the first time under ``assignment`` as an error of the topology, so
         ``storm get-errors`` and the UI say why its tasks started over; Health counts them
         (:class:`~nimbus.monitor.Restarts`)."""
         state = self.state
         with state.beats_lock:
-            new = set(state.restarts.record(topology_id, [w.host_port for w in dead],
-                                            assignment_ms=assignment.timestamp_ms, now=int(state.clock.time())))
+            new = set(
+                state.restarts.record(
+                    topology_id,
+                    [w.host_port for w in dead],
+                    assignment_ms=assignment.timestamp_ms,
+                    now=int(state.clock.time()),
+                )
+            )
         for worker in (w for w in dead if w.host_port in new):
-            state.record_error(topology_id, f"worker {worker.host_port} restarted by nimbus: no heartbeat from its "
-                                            f"tasks {sorted(worker.tasks)} for over {timeout_secs} s "
-                                            "(nimbus.task.timeout.secs)")
+            state.record_error(
+                topology_id,
+                f"worker {worker.host_port} restarted by nimbus: no heartbeat from its "
+                f"tasks {sorted(worker.tasks)} for over {timeout_secs} s "
+                "(nimbus.task.timeout.secs)",
+            )
 
     def _cleanup_orphans(self) -> None:
         """State left by a nimbus that died mid-submit or mid-removal: no ``/topology`` node, no submit running.

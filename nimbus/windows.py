@@ -32,6 +32,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, fields
+from typing import Any
 
 from squall.core.zk.records import TaskBeat, TaskStats
 
@@ -42,8 +43,9 @@ MAX_SNAPSHOTS = sum(length // bucket + 3 for length, bucket in WINDOW_BUCKETS.va
 _FINEST = min(bucket for _, bucket in WINDOW_BUCKETS.values())
 #: The counters windows are made of: every stat but the latency averages and the user metrics (values as read
 #: at the latest beat, served as they are: a gauge has no window, and a user counter is the user's own).
-_COUNTS = tuple(f.name for f in fields(TaskStats)
-                if f.name not in ("latency_ms", "process_ms", "user_counters", "user_gauges"))
+_COUNTS = tuple(
+    f.name for f in fields(TaskStats) if f.name not in ("latency_ms", "process_ms", "user_counters", "user_gauges")
+)
 
 #: A snapshot's counters as numbers to subtract: per stat, per key; ``latency_ms`` and ``process_ms`` hold total
 #: milliseconds.
@@ -121,9 +123,10 @@ class TaskHistory:
         kept, previous = [], None
         for s in self._kept:
             if s is self._kept[-1] or any(
-                    s.uptime >= end - length - 2 * bucket
-                    and (previous is None or previous.uptime // bucket != s.uptime // bucket)
-                    for length, bucket in WINDOW_BUCKETS.values()):
+                s.uptime >= end - length - 2 * bucket
+                and (previous is None or previous.uptime // bucket != s.uptime // bucket)
+                for length, bucket in WINDOW_BUCKETS.values()
+            ):
                 kept.append(s)
             previous = s
         self._kept = kept
@@ -148,8 +151,9 @@ class StatsWindows:
             if beat.stats is not None:
                 histories.setdefault(task, TaskHistory()).add(beat.uptime_secs, beat.stats)
 
-    def windows(self, topology_id: str, keys: Collection[str] = tuple(WINDOW_BUCKETS)
-                ) -> dict[int, dict[str, TaskStats]]:
+    def windows(
+        self, topology_id: str, keys: Collection[str] = tuple(WINDOW_BUCKETS)
+    ) -> dict[int, dict[str, TaskStats]]:
         """Task → window key (of ``keys``) → its counts in that window."""
         return {task: h.windows(keys) for task, h in self._histories.get(topology_id, {}).items()}
 
@@ -178,18 +182,28 @@ def _totals(stats: TaskStats) -> Totals:
 
 def _between(before: Totals, after: Totals, share: float) -> Totals:
     """The totals ``share`` of the way from ``before`` to ``after``."""
-    return {name: {key: before[name].get(key, 0) + (value - before[name].get(key, 0)) * share
-                   for key, value in after[name].items()} for name in after}
+    return {
+        name: {
+            key: before[name].get(key, 0) + (value - before[name].get(key, 0)) * share
+            for key, value in after[name].items()
+        }
+        for name in after
+    }
 
 
 def _stats(now: Totals, base: Totals) -> TaskStats:
     """What was counted between ``base`` and ``now``; keys with nothing counted are left out, as in
     :class:`TaskStats`."""
-    counts = {name: {key: n for key, value in now[name].items() if (n := round(value - base[name].get(key, 0))) > 0}
-              for name in _COUNTS}
+    counts: dict[str, Any] = {  # keyword arguments by field name, which a checker cannot match to the fields
+        name: {key: n for key, value in now[name].items() if (n := round(value - base[name].get(key, 0))) > 0}
+        for name in _COUNTS
+    }
     timed = "executed" if now["executed"] else "acked"
-    return TaskStats(**counts, latency_ms=_average(now, base, "latency_ms", timed),
-                     process_ms=_average(now, base, "process_ms", "processed"))
+    return TaskStats(
+        **counts,
+        latency_ms=_average(now, base, "latency_ms", timed),
+        process_ms=_average(now, base, "process_ms", "processed"),
+    )
 
 
 def _average(now: Totals, base: Totals, total: str, timed: str) -> dict[str, float]:

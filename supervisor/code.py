@@ -29,8 +29,15 @@ class DownloadFailed(Exception):
     """The code could not be fetched (nimbus unreachable, topology gone, too big)."""
 
 
-def download_code(conf: Mapping[str, Any], topology_id: str, version: int, zk: ZkClient | None = None, *,
-                  max_bytes: int | None = None, stamp: int = 0) -> Path:
+def download_code(
+    conf: Mapping[str, Any],
+    topology_id: str,
+    version: int,
+    zk: ZkClient | None = None,
+    *,
+    max_bytes: int | None = None,
+    stamp: int = 0,
+) -> Path:
     """Fetch version ``version`` of ``topology_id``'s conf, topology and code package from the leading nimbus,
     or, when it cannot serve them, from another nimbus holding that version (:func:`code_sources`).
 
@@ -45,8 +52,10 @@ def download_code(conf: Mapping[str, Any], topology_id: str, version: int, zk: Z
         try:
             with nimbus_at(conf, host, port) as nimbus:
                 for artifact, name in CODE_FILES.items():
-                    if not fetch_artifact(nimbus, topology_id, f"v{version}/{artifact}", staging / name, limit) \
-                            and artifact not in OPTIONAL:
+                    if (
+                        not fetch_artifact(nimbus, topology_id, f"v{version}/{artifact}", staging / name, limit)
+                        and artifact not in OPTIONAL
+                    ):
                         raise DownloadFailed(f"no {artifact} of version {version}")
             (staging / STAMP_FILE).write_text(str(stamp))
             if target.exists():
@@ -57,8 +66,10 @@ def download_code(conf: Mapping[str, Any], topology_id: str, version: int, zk: Z
             failures.append(f"{host}:{port}: {exc}")
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    raise DownloadFailed(f"{topology_id}: download of version {version} failed: "
-                         + ("; ".join(failures) or "no nimbus leads or holds it"))
+    raise DownloadFailed(
+        f"{topology_id}: download of version {version} failed: "
+        + ("; ".join(failures) or "no nimbus leads or holds it")
+    )
 
 
 def code_on_disk(conf: Mapping[str, Any]) -> dict[CodeKey, int]:

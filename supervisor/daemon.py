@@ -119,8 +119,9 @@ class Supervisor:
         self._beats_sent: dict[str, int] = {}  # worker id → mtime (ns) of the task beats last sent for it
         if self.run_as_user:
             private_to_root(self.local, stormdist_dir(conf), workers_dir(conf), self.log_dir, environments_dir(conf))
-        self.environments = PythonEnvironments(conf, base, on_change=self.request_sync,
-                                               environ=self._worker_environment)
+        self.environments = PythonEnvironments(
+            conf, base, on_change=self.request_sync, environ=self._worker_environment
+        )
         self._environments_in_use: set[str] = set()  # environment keys the code versions of this sync need
         self._environment_failures: set[tuple[int, str, float]] = set()  # (port, key, since) reported
 
@@ -174,10 +175,19 @@ class Supervisor:
 
     def _register(self) -> None:
         now = time.time()
-        self.zk.register_ephemeral(paths.supervisor(self.supervisor_id), SupervisorInfo(
-            supervisor_id=self.supervisor_id, host=self.host, ports=self.ports, used_ports=self._used_ports,
-            time_secs=int(now), uptime_secs=int(now - self._started), version=__version__,
-            failing_ports=sorted(self._backoff)))
+        self.zk.register_ephemeral(
+            paths.supervisor(self.supervisor_id),
+            SupervisorInfo(
+                supervisor_id=self.supervisor_id,
+                host=self.host,
+                ports=self.ports,
+                used_ports=self._used_ports,
+                time_secs=int(now),
+                uptime_secs=int(now - self._started),
+                version=__version__,
+                failing_ports=sorted(self._backoff),
+            ),
+        )
 
     def _assignments(self) -> dict[str, Assignment]:
         found = {}
@@ -196,9 +206,11 @@ class Supervisor:
             if conf is None or conf.complete_ms:
                 continue
             found[topology_id] = UpgradePorts(
-                conf.version, conf.rollback,
+                conf.version,
+                conf.rollback,
                 frozenset(mine[hp] for hp in self.zk.children(paths.upgrading_workers(topology_id)) if hp in mine),
-                frozenset(mine[hp] for hp in self.zk.children(paths.upgraded_workers(topology_id)) if hp in mine))
+                frozenset(mine[hp] for hp in self.zk.children(paths.upgraded_workers(topology_id)) if hp in mine),
+            )
         return found
 
     # -- the sync loop ----------------------------------------------------------------------------
@@ -233,14 +245,29 @@ class Supervisor:
         self._environments_in_use = set()
         unprepared = self._unprepared(desired_workers(self.supervisor_id, assignments, upgrades), records, code)
         now = time.time()
-        workers = {port: LocalWorker(WorkerSpec(r.topology_id, r.tasks, r.version), r.worker_id,
-                                     self.processes.alive(r), r.started_secs, self.processes.last_beat(r.worker_id),
-                                     self.processes.stop_requested(r.worker_id))
-                   for port, r in records.items()}
-        result = plan(self.supervisor_id, assignments, workers, code, self._backoff, now,
-                      start_timeout_secs=float(self.conf["supervisor.worker.start.timeout.secs"]),
-                      worker_timeout_secs=float(self.conf["supervisor.worker.timeout.secs"]),
-                      upgrades=upgrades, unprepared=unprepared)
+        workers = {
+            port: LocalWorker(
+                WorkerSpec(r.topology_id, r.tasks, r.version),
+                r.worker_id,
+                self.processes.alive(r),
+                r.started_secs,
+                self.processes.last_beat(r.worker_id),
+                self.processes.stop_requested(r.worker_id),
+            )
+            for port, r in records.items()
+        }
+        result = plan(
+            self.supervisor_id,
+            assignments,
+            workers,
+            code,
+            self._backoff,
+            now,
+            start_timeout_secs=float(self.conf["supervisor.worker.start.timeout.secs"]),
+            worker_timeout_secs=float(self.conf["supervisor.worker.timeout.secs"]),
+            upgrades=upgrades,
+            unprepared=unprepared,
+        )
         failing_before, self._backoff = sorted(self._backoff), dict(result.backoff)
         failed: set[CodeKey] = set()
         for action in result.actions:
@@ -253,12 +280,22 @@ class Supervisor:
             self._used_ports = used
             self._register()  # at once, not at the next heartbeat: `storm list` shows failing workers from it
 
-    def _act(self, action: Action, assignments: Mapping[str, Assignment], records: Mapping[int, WorkerRecord],
-             failed: set[CodeKey]) -> None:
+    def _act(
+        self,
+        action: Action,
+        assignments: Mapping[str, Assignment],
+        records: Mapping[int, WorkerRecord],
+        failed: set[CodeKey],
+    ) -> None:
         if isinstance(action, Download):
             try:
-                download_code(self.conf, action.topology_id, action.version, self.zk,
-                              stamp=assignments[action.topology_id].timestamp_ms)
+                download_code(
+                    self.conf,
+                    action.topology_id,
+                    action.version,
+                    self.zk,
+                    stamp=assignments[action.topology_id].timestamp_ms,
+                )
                 log.info("code downloaded", topology_id=action.topology_id, version=action.version)
                 self._hand_code_over(action.topology_id, action.version)
             except DownloadFailed as exc:
@@ -278,8 +315,9 @@ class Supervisor:
         elif isinstance(action, ConfirmSwitch):
             self._confirm_switch(action)
 
-    def _unprepared(self, wanted: Mapping[int, WorkerSpec], records: Mapping[int, WorkerRecord],
-                    code: Mapping[CodeKey, int]) -> frozenset[CodeKey]:
+    def _unprepared(
+        self, wanted: Mapping[int, WorkerSpec], records: Mapping[int, WorkerRecord], code: Mapping[CodeKey, int]
+    ) -> frozenset[CodeKey]:
         """The code versions wanted here whose code or Python environment is not ready yet (their builds started):
         a gray upgrade switches no worker to one of them until it is. A failed build is reported, once per port
         and failure, to the tasks of each port that wants it. The running workers' environments are asked for
@@ -288,15 +326,28 @@ class Supervisor:
         environments = {key: self._environment(key) if key in code else None for key in keys}
         for port, spec in sorted(wanted.items()):
             environment = environments[spec.code]
-            if environment is not None and environment.state is EnvState.FAILED and \
-                    (port, environment.key, environment.since) not in self._environment_failures:
+            if (
+                environment is not None
+                and environment.state is EnvState.FAILED
+                and (port, environment.key, environment.since) not in self._environment_failures
+            ):
                 self._environment_failures.add((port, environment.key, environment.since))
-                self._report(ReportError(spec.topology_id, spec.tasks, (
-                    f"worker on port {port} not started on code version {spec.version}: "
-                    f"the Python environment of {spec.topology_id} code version {spec.version} "
-                    f"failed to build: {environment.error}")))
-        return frozenset(key for key, environment in environments.items()
-                         if environment is None or environment.state is not EnvState.READY)
+                self._report(
+                    ReportError(
+                        spec.topology_id,
+                        spec.tasks,
+                        (
+                            f"worker on port {port} not started on code version {spec.version}: "
+                            f"the Python environment of {spec.topology_id} code version {spec.version} "
+                            f"failed to build: {environment.error}"
+                        ),
+                    )
+                )
+        return frozenset(
+            key
+            for key, environment in environments.items()
+            if environment is None or environment.state is not EnvState.READY
+        )
 
     def _environment(self, key: CodeKey) -> Environment | None:
         """The Python environment of a code version on disk — the one place that says what its workers run on
@@ -346,8 +397,11 @@ class Supervisor:
         except NoLocalUser as exc:
             if spec.topology_id not in self._refused:
                 self._refused.add(spec.topology_id)
-                self._report(ReportError(spec.topology_id, spec.tasks,
-                                         f"worker on port {port} not started: {spec.topology_id}: {exc}"))
+                self._report(
+                    ReportError(
+                        spec.topology_id, spec.tasks, f"worker on port {port} not started: {spec.topology_id}: {exc}"
+                    )
+                )
             return
         self._refused.discard(spec.topology_id)
         environment = self._environment(spec.code)
@@ -358,15 +412,41 @@ class Supervisor:
         worker_id = new_worker_id()
         env = self._worker_environment(user)
         env.update(environment.variables(env))
-        argv = [environment.python, "-m", "worker", "--config", str(self._worker_conf),
-                "--code-version", str(spec.version), spec.topology_id, self.supervisor_id, str(port), worker_id]
+        argv = [
+            environment.python,
+            "-m",
+            "worker",
+            "--config",
+            str(self._worker_conf),
+            "--code-version",
+            str(spec.version),
+            spec.topology_id,
+            self.supervisor_id,
+            str(port),
+            worker_id,
+        ]
         record = self.processes.launch(
-            worker_id, argv, port=port, topology_id=spec.topology_id, tasks=spec.tasks, version=spec.version,
+            worker_id,
+            argv,
+            port=port,
+            topology_id=spec.topology_id,
+            tasks=spec.tasks,
+            version=spec.version,
             log_file=self.log_dir / worker_log_name(spec.topology_id, port),
-            cwd=code_dir(self.conf, spec.topology_id, spec.version), on_exit=self.request_sync,
-            env=env, user=user)
-        log.info("worker launched", topology_id=spec.topology_id, port=port, worker_id=worker_id, pid=record.pid,
-                 version=spec.version, user=user.name if user else None)
+            cwd=code_dir(self.conf, spec.topology_id, spec.version),
+            on_exit=self.request_sync,
+            env=env,
+            user=user,
+        )
+        log.info(
+            "worker launched",
+            topology_id=spec.topology_id,
+            port=port,
+            worker_id=worker_id,
+            pid=record.pid,
+            version=spec.version,
+            user=user.name if user else None,
+        )
 
     def _write_log_acl(self, spec: WorkerSpec) -> None:
         """Tell this host's logviewer who may read the worker's log: the topology's owner and its conf's
@@ -420,8 +500,11 @@ class Supervisor:
         if not action.rollback:
             self.zk.write(paths.upgraded_worker(action.topology_id, host_port), WorkerMark(int(time.time())))
         self.zk.delete(paths.upgrading_worker(action.topology_id, host_port))
-        log.info("worker rolled back" if action.rollback else "worker upgraded", topology_id=action.topology_id,
-                 worker=host_port)
+        log.info(
+            "worker rolled back" if action.rollback else "worker upgraded",
+            topology_id=action.topology_id,
+            worker=host_port,
+        )
 
     def _report(self, action: ReportError) -> None:
         log.warning("worker problem", topology_id=action.topology_id, message=action.message)

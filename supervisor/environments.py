@@ -86,8 +86,17 @@ class BaseInterpreter:
 def environment_key(requirements: Requirements, base: BaseInterpreter, user: str = "") -> str:
     """The environment's name: a hash of what it holds, what it is made from, and whose it is (with
     ``supervisor.run.worker.as.user``, each user's environments are that user's alone)."""
-    what = json.dumps([requirements.requirements_txt, requirements.dependencies, requirements.wheels,
-                       base.path, base.version, user, LAYOUT])
+    what = json.dumps(
+        [
+            requirements.requirements_txt,
+            requirements.dependencies,
+            requirements.wheels,
+            base.path,
+            base.version,
+            user,
+            LAYOUT,
+        ]
+    )
     return hashlib.sha256(what.encode()).hexdigest()[:20]
 
 
@@ -109,9 +118,11 @@ def pip_install_args(requirements: Requirements, sources: Path, extra: Sequence[
 def console_script(python: str, module: str, attr: str) -> str:
     """A console script calling entry point ``module:attr`` on ``python``, as pip writes one for a long path: run
     by ``/bin/sh``, which hands it to ``python`` (a shebang naming a long path would be cut by the kernel)."""
-    return (f"#!/bin/sh\n'''exec' {shlex.quote(python)} \"$0\" \"$@\"\n' '''\n"
-            f"import sys\nfrom {module} import {attr.split('.')[0]}\n"
-            f"if __name__ == '__main__':\n    sys.exit({attr}())\n")
+    return (
+        f"#!/bin/sh\n'''exec' {shlex.quote(python)} \"$0\" \"$@\"\n' '''\n"
+        f"import sys\nfrom {module} import {attr.split('.')[0]}\n"
+        f"if __name__ == '__main__':\n    sys.exit({attr}())\n"
+    )
 
 
 class EnvState(Enum):
@@ -133,6 +144,8 @@ class Build:
 @dataclass
 class EnvironmentBook:
     """Each environment's build state, keyed by :func:`environment_key`; the rules on plain values and times.
+
+    A failed build is retried once ``retry_secs`` have passed::
 
         book = EnvironmentBook(retry_secs=60)
         book.want("k", 0.0)                          # Decision.START: build it
@@ -168,8 +181,11 @@ class EnvironmentBook:
     def collectable(self, keep: set[str], on_disk: Sequence[str]) -> list[str]:
         """Environments on disk no code version here needs any more, and not being built: to remove (and forget,
         with the failed builds no code version needs)."""
-        gone = [key for key in on_disk if key not in keep
-                and (key not in self.builds or self.builds[key].state is not EnvState.BUILDING)]
+        gone = [
+            key
+            for key in on_disk
+            if key not in keep and (key not in self.builds or self.builds[key].state is not EnvState.BUILDING)
+        ]
         forgotten = [key for key, build in self.builds.items() if key not in keep and build.state is EnvState.FAILED]
         for key in [*gone, *forgotten]:
             self.builds.pop(key, None)

@@ -22,9 +22,21 @@ class WorkerProcesses(WorkerRecords):
         super().__init__(root)
         self._children: dict[str, subprocess.Popen[bytes]] = {}
 
-    def launch(self, worker_id: str, argv: Sequence[str], *, port: int, topology_id: str, tasks: Sequence[int],
-               log_file: Path, version: int = 1, env: dict[str, str] | None = None, cwd: Path | None = None,
-               on_exit: Callable[[], None] | None = None, user: WorkerUser | None = None) -> WorkerRecord:
+    def launch(
+        self,
+        worker_id: str,
+        argv: Sequence[str],
+        *,
+        port: int,
+        topology_id: str,
+        tasks: Sequence[int],
+        log_file: Path,
+        version: int = 1,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        on_exit: Callable[[], None] | None = None,
+        user: WorkerUser | None = None,
+    ) -> WorkerRecord:
         """Start ``argv`` (which must contain ``worker_id``) in its own process group; remember it on disk.
 
         ``on_exit`` runs (on a watcher thread) when the process ends, so a crash is acted on at once. With a
@@ -43,12 +55,21 @@ class WorkerProcesses(WorkerRecords):
             hand_over(log_file, user)
             as_user = {"user": user.uid, "group": user.gid, "extra_groups": list(user.groups), "umask": 0o077}
         with open(log_file, "ab") as log:
-            child = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, env=env, cwd=cwd, **as_user)  # type: ignore[call-overload]
+            child = subprocess.Popen(
+                list(argv),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+                cwd=cwd,
+                **as_user,
+            )  # type: ignore[call-overload]
         self._children[worker_id] = child
         if on_exit is not None:
-            threading.Thread(target=lambda: (child.wait(), on_exit()), name=f"watch-{worker_id[:8]}",
-                             daemon=True).start()
+            threading.Thread(
+                target=lambda: (child.wait(), on_exit()), name=f"watch-{worker_id[:8]}", daemon=True
+            ).start()
         record = WorkerRecord(worker_id, child.pid, port, topology_id, tuple(tasks), time.time(), version)
         self.write(record)
         return record

@@ -51,13 +51,16 @@ def local_user(owner: str) -> WorkerUser:
     maps it: a certificate's common name ``alice`` runs as ``alice``; ``alice@EXAMPLE.COM`` has no user. Never
     root: a principal named ``root`` would otherwise get every daemon's credential back."""
     if not owner:
-        raise NoLocalUser("it has no owner (submitted without TLS authentication), so there is no user to run "
-                          f"its workers as with {KEY}: submit it with a client certificate")
+        raise NoLocalUser(
+            "it has no owner (submitted without TLS authentication), so there is no user to run "
+            f"its workers as with {KEY}: submit it with a client certificate"
+        )
     try:
         entry = pwd.getpwnam(owner)
     except KeyError:
-        raise NoLocalUser(f"its owner has no local user {owner!r} on this host ({KEY}): "
-                          f"create it (useradd {owner})") from None
+        raise NoLocalUser(
+            f"its owner has no local user {owner!r} on this host ({KEY}): create it (useradd {owner})"
+        ) from None
     if entry.pw_uid == 0:
         raise NoLocalUser(f"its owner {owner!r} is uid 0 here: {KEY} never runs workers as root")
     groups = tuple(sorted(set(os.getgrouplist(owner, entry.pw_gid))))
@@ -71,26 +74,37 @@ def check_supervisor(conf: Mapping[str, Any], reached: Iterable[Path]) -> None:
     if not conf.get(KEY):
         return
     if os.geteuid() != 0:
-        raise ConfigError(f"{KEY} is true but the supervisor runs as uid {os.geteuid()}: it must run as root "
-                          "to start workers as their topologies' owners (or set it to false)")
+        raise ConfigError(
+            f"{KEY} is true but the supervisor runs as uid {os.geteuid()}: it must run as root "
+            "to start workers as their topologies' owners (or set it to false)"
+        )
     for key in KEYSTORES:
         keystore = conf.get(key)
         if keystore and Path(keystore).stat().st_mode & 0o077:
-            raise ConfigError(f"{KEY}: {key} {keystore} holds the daemons' private key and workers run as other "
-                              f"users, but its mode is {Path(keystore).stat().st_mode & 0o777:04o}: "
-                              f"chmod 600 {keystore}")
+            raise ConfigError(
+                f"{KEY}: {key} {keystore} holds the daemons' private key and workers run as other "
+                f"users, but its mode is {Path(keystore).stat().st_mode & 0o777:04o}: "
+                f"chmod 600 {keystore}"
+            )
     for path in reached:
         closed = closed_to_others(path)
         if closed is not None:
-            raise ConfigError(f"{KEY}: workers run as other users and must enter {closed} (reaching {path}),"
-                              f" whose mode is {closed.stat().st_mode & 0o777:04o}: chmod o+x {closed}")
+            raise ConfigError(
+                f"{KEY}: workers run as other users and must enter {closed} (reaching {path}),"
+                f" whose mode is {closed.stat().st_mode & 0o777:04o}: chmod o+x {closed}"
+            )
 
 
 def interpreter(base: BaseInterpreter) -> list[Path]:
     """What a worker's interpreter is made of: the base Python (``supervisor.worker.python``, through its links)
     and its standard library, then the supervisor's site-packages and Squall, which workers import."""
-    return [Path(base.path), Path(base.path).resolve(), Path(base.stdlib).resolve(),
-            *map(Path, host_site_packages()), Path(squall.__file__).resolve().parent]
+    return [
+        Path(base.path),
+        Path(base.path).resolve(),
+        Path(base.stdlib).resolve(),
+        *map(Path, host_site_packages()),
+        Path(squall.__file__).resolve().parent,
+    ]
 
 
 def host_site_packages() -> list[str]:
@@ -122,4 +136,3 @@ def hand_over(path: Path, user: WorkerUser) -> None:
         os.chown(item, user.uid, user.gid, follow_symlinks=False)
         if not item.is_symlink():
             item.chmod(item.stat().st_mode & 0o700)
-

@@ -119,8 +119,9 @@ class Plan:
     backoff: Mapping[int, Backoff] = field(default_factory=dict)
 
 
-def desired_workers(supervisor_id: str, assignments: Mapping[str, Assignment],
-                    upgrades: Mapping[str, UpgradePorts] | None = None) -> dict[int, WorkerSpec]:
+def desired_workers(
+    supervisor_id: str, assignments: Mapping[str, Assignment], upgrades: Mapping[str, UpgradePorts] | None = None
+) -> dict[int, WorkerSpec]:
     """Port → what nimbus wants running there (topology, tasks, code version), from every assignment."""
     wanted = {}
     for topology_id, assignment in sorted(assignments.items()):
@@ -133,10 +134,19 @@ def desired_workers(supervisor_id: str, assignments: Mapping[str, Assignment],
     return wanted
 
 
-def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Mapping[int, LocalWorker],
-         code: Mapping[CodeKey, int], backoff: Mapping[int, Backoff], now: float, *,
-         start_timeout_secs: float, worker_timeout_secs: float,
-         upgrades: Mapping[str, UpgradePorts] | None = None, unprepared: frozenset[CodeKey] = frozenset()) -> Plan:
+def plan(
+    supervisor_id: str,
+    assignments: Mapping[str, Assignment],
+    workers: Mapping[int, LocalWorker],
+    code: Mapping[CodeKey, int],
+    backoff: Mapping[int, Backoff],
+    now: float,
+    *,
+    start_timeout_secs: float,
+    worker_timeout_secs: float,
+    upgrades: Mapping[str, UpgradePorts] | None = None,
+    unprepared: frozenset[CodeKey] = frozenset(),
+) -> Plan:
     """Converge local workers on the assignments.
 
     A worker is dead when its process exited, when it never beat within ``start_timeout_secs``, or
@@ -175,8 +185,9 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
                 preparing.add(spec.code)
                 spec = replace(spec, version=worker.spec.version)
             elif port in switching.get(spec.topology_id, ()):
-                actions.append(Kill(port, worker.worker_id,
-                                    f"switching from code version {worker.spec.version} to {spec.version}"))
+                actions.append(
+                    Kill(port, worker.worker_id, f"switching from code version {worker.spec.version} to {spec.version}")
+                )
                 next_backoff.pop(port, None)
                 continue
             else:
@@ -195,14 +206,22 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
         delay = restart_delay_secs(failures)
         next_backoff[port] = Backoff(failures, now + delay)
         when = f"in {delay:g}s ({failures} failures in a row)" if delay else "now"
-        actions += [Kill(port, worker.worker_id, problem),
-                    ReportError(worker.spec.topology_id, worker.spec.tasks,
-                                f"worker {worker.worker_id} on port {port} (code version {worker.spec.version}) "
-                                f"{problem}; restarting it {when}")]
+        actions += [
+            Kill(port, worker.worker_id, problem),
+            ReportError(
+                worker.spec.topology_id,
+                worker.spec.tasks,
+                f"worker {worker.worker_id} on port {port} (code version {worker.spec.version}) "
+                f"{problem}; restarting it {when}",
+            ),
+        ]
 
     needed = {spec.code for port, spec in wanted.items() if port not in running} | preparing
-    updated = {(t, a.code_version) for t, a in assignments.items()
-               if a.type is AssignmentType.UPDATE and any(spec.topology_id == t for spec in wanted.values())}
+    updated = {
+        (t, a.code_version)
+        for t, a in assignments.items()
+        if a.type is AssignmentType.UPDATE and any(spec.topology_id == t for spec in wanted.values())
+    }
     stale = {key for key in updated if code.get(key, 0) < assignments[key[0]].timestamp_ms}
     actions += [Download(*key) for key in sorted((needed - set(code)) | stale)]
     for port, spec in sorted(wanted.items()):
@@ -212,8 +231,11 @@ def plan(supervisor_id: str, assignments: Mapping[str, Assignment], workers: Map
         for port in sorted(upgrade.upgrading):
             if port in running and running[port] == wanted[port] and workers[port].last_beat_secs:
                 actions.append(ConfirmSwitch(topology_id, port, upgrade.rollback))
-    in_use = ({spec.code for spec in wanted.values()} | {w.spec.code for w in workers.values()}
-              | {(t, a.code_version) for t, a in assignments.items()})
+    in_use = (
+        {spec.code for spec in wanted.values()}
+        | {w.spec.code for w in workers.values()}
+        | {(t, a.code_version) for t, a in assignments.items()}
+    )
     actions += [RemoveCode(*key) for key in sorted(set(code) - in_use)]
     return Plan(tuple(actions), next_backoff)
 

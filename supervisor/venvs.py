@@ -90,15 +90,18 @@ def base_interpreter(conf: Mapping[str, Any]) -> BaseInterpreter:
     it does not run or is another minor version (a worker loads the supervisor's compiled dependencies)."""
     path = conf.get("supervisor.worker.python") or sys.executable
     try:
-        done = subprocess.run([path, "-c", _ASK_VERSION], capture_output=True, text=True, timeout=30,
-                              env={"PATH": os.defpath})
+        done = subprocess.run(
+            [path, "-c", _ASK_VERSION], capture_output=True, text=True, timeout=30, env={"PATH": os.defpath}
+        )
         version, stdlib = [*done.stdout.split("\n"), ""][:2]
     except OSError as exc:
         raise ConfigError(f"supervisor.worker.python {path} does not run: {exc}") from None
     mine = "{}.{}".format(*sys.version_info[:2])
     if done.returncode or version.rsplit(".", 1)[0] != mine:
-        raise ConfigError(f"supervisor.worker.python {path} is Python {version or '(no answer)'}, but workers load "
-                          f"the supervisor's packages, built for Python {mine}: name a Python {mine}")
+        raise ConfigError(
+            f"supervisor.worker.python {path} is Python {version or '(no answer)'}, but workers load "
+            f"the supervisor's packages, built for Python {mine}: name a Python {mine}"
+        )
     return BaseInterpreter(path, version, stdlib)
 
 
@@ -117,8 +120,11 @@ def package_requirements(code: Path) -> Requirements:
         return Requirements()
     with zipfile.ZipFile(package) as archive:
         files = {name: archive.read(name) for name in (REQUIREMENTS, PYPROJECT) if name in archive.namelist()}
-        wheels = [(info.filename.split("/", 1)[1], info.file_size, info.CRC) for info in archive.infolist()
-                  if info.filename.startswith(f"{WHEELS}/") and info.filename.endswith(".whl")]
+        wheels = [
+            (info.filename.split("/", 1)[1], info.file_size, info.CRC)
+            for info in archive.infolist()
+            if info.filename.startswith(f"{WHEELS}/") and info.filename.endswith(".whl")
+        ]
     return Requirements.parse(files, wheels)
 
 
@@ -126,9 +132,15 @@ class PythonEnvironments:
     """This host's per-topology environments: :meth:`for_code` answers (and starts builds), :meth:`collect`
     removes the ones no code version here needs."""
 
-    def __init__(self, conf: Mapping[str, Any], base: BaseInterpreter, *, on_change: Callable[[], None],
-                 environ: Callable[[WorkerUser | None], dict[str, str]],
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        conf: Mapping[str, Any],
+        base: BaseInterpreter,
+        *,
+        on_change: Callable[[], None],
+        environ: Callable[[WorkerUser | None], dict[str, str]],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.root = environments_dir(conf)
         self.root.mkdir(parents=True, exist_ok=True)
         self.base = base
@@ -157,8 +169,9 @@ class PythonEnvironments:
             decision = self.book.want(key, self._clock(), on_disk=(home / READY_FILE).exists())
             build = self.book.builds[key]
         if decision is Decision.START:
-            threading.Thread(target=self._build, args=(key, needs, code, user), name=f"pyenv-{key[:8]}",
-                             daemon=True).start()
+            threading.Thread(
+                target=self._build, args=(key, needs, code, user), name=f"pyenv-{key[:8]}", daemon=True
+            ).start()
         return Environment(build.state, str(home / "bin" / "python"), home, key, build.error, build.since)
 
     def collect(self, keep: Iterable[str]) -> None:
@@ -203,15 +216,21 @@ class PythonEnvironments:
                 shutil.rmtree(stale, ignore_errors=True)
             self._run(key, [self.base.path, "-m", "venv", "--without-pip", str(home)], "venv", None, started)
             (self._site_packages(home) / HOST_PTH).write_text(
-                "".join(f"import site; site.addsitedir({p!r})\n" for p in host_site_packages()))
+                "".join(f"import site; site.addsitedir({p!r})\n" for p in host_site_packages())
+            )
             write_host_scripts(home)
             if not needs.empty:
                 self._unpack(code, sources)
                 if user is not None:
                     hand_over(home, user)
                     hand_over(sources, user)
-                self._run(key, [str(home / "bin" / "python"), "-m", "pip",
-                           *pip_install_args(needs, sources, self.pip_args)], "pip install", user, started)
+                self._run(
+                    key,
+                    [str(home / "bin" / "python"), "-m", "pip", *pip_install_args(needs, sources, self.pip_args)],
+                    "pip install",
+                    user,
+                    started,
+                )
             elif user is not None:
                 hand_over(home, user)
             (home / READY_FILE).touch()
@@ -231,11 +250,23 @@ class PythonEnvironments:
 
     def _run(self, key: str, argv: list[str], what: str, user: WorkerUser | None, started: float) -> None:
         """Run one build step (as ``user``, if any), within what is left of the build's time limit."""
-        as_user: dict[str, Any] = {} if user is None else {
-            "user": user.uid, "group": user.gid, "extra_groups": list(user.groups), "umask": 0o077}
+        as_user: dict[str, Any] = (
+            {}
+            if user is None
+            else {"user": user.uid, "group": user.gid, "extra_groups": list(user.groups), "umask": 0o077}
+        )
         left = self.timeout_secs - (time.monotonic() - started)
-        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 text=True, start_new_session=True, env=self._environ(user), cwd="/", **as_user)
+        child = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+            env=self._environ(user),
+            cwd="/",
+            **as_user,
+        )
         with self._lock:
             self._steps[key] = child
         try:
@@ -243,8 +274,9 @@ class PythonEnvironments:
         except subprocess.TimeoutExpired:
             os.killpg(child.pid, signal.SIGKILL)
             child.communicate()
-            raise BuildFailed(f"{what} took more than supervisor.worker.env.build.timeout.secs "
-                              f"({self.timeout_secs:g}s)") from None
+            raise BuildFailed(
+                f"{what} took more than supervisor.worker.env.build.timeout.secs ({self.timeout_secs:g}s)"
+            ) from None
         finally:
             with self._lock:
                 self._steps.pop(key, None)

@@ -13,8 +13,18 @@ from nimbus.scheduler.model import AssignType, Component, ScheduleError, Schedul
 from squall.core.system_ids import ACKER, TOPOLOGY_MASTER
 from squall.core.zk.records import WorkerAssignment
 
-__all__ = ["ACKER", "TOPOLOGY_MASTER", "AssignType", "Component", "ScheduleError", "ScheduleRequest",
-           "Supervisor", "WorkerAssignment", "schedule", "wanted_workers"]
+__all__ = [
+    "ACKER",
+    "TOPOLOGY_MASTER",
+    "AssignType",
+    "Component",
+    "ScheduleError",
+    "ScheduleRequest",
+    "Supervisor",
+    "WorkerAssignment",
+    "schedule",
+    "wanted_workers",
+]
 
 
 def schedule(request: ScheduleRequest) -> list[WorkerAssignment]:

@@ -80,20 +80,25 @@ def schedule(request: ScheduleRequest) -> list[WorkerAssignment]:
     elif sticky:  # rebalance without -r: same slots, tasks chosen afresh
         kept_slots = {(k.supervisor_id, k.port) for k in keep}
         old_slots = [w for w in _sorted(request.old_workers) if (w.supervisor_id, w.port) not in kept_slots]
-        workers += [_Worker(mem, cpu, host=w.host, port=w.port, supervisor_id=w.supervisor_id)
-                    for w in old_slots][:alloc - len(workers)]
+        workers += [_Worker(mem, cpu, host=w.host, port=w.port, supervisor_id=w.supervisor_id) for w in old_slots][
+            : alloc - len(workers)
+        ]
     if len(workers) > alloc:
         raise ScheduleError(
             f"topology {request.topology_id}: {len(workers)} user-defined or reused workers but only {alloc} "
-            "workers to allocate; raise topology.workers or define fewer workers")
+            "workers to allocate; raise topology.workers or define fewer workers"
+        )
     workers += [_Worker(mem, cpu) for _ in range(alloc - len(workers))]
 
     _place_workers(workers, candidates, free, keep)
     old_slot = {t: (w.supervisor_id, w.port) for w in request.old_workers for t in w.tasks} if sticky else {}
     _TaskPlacer(workers, components, task_component, tm_alone).place(sorted(remaining), old_slot)
 
-    placed = [WorkerAssignment(w.supervisor.id, w.supervisor.host, w.port, sorted(w.tasks), w.mem, w.cpu)
-              for w in workers if w.tasks and w.supervisor is not None and w.port is not None]
+    placed = [
+        WorkerAssignment(w.supervisor.id, w.supervisor.host, w.port, sorted(w.tasks), w.mem, w.cpu)
+        for w in workers
+        if w.tasks and w.supervisor is not None and w.port is not None
+    ]
     return _sorted([*keep, *placed])
 
 
@@ -116,8 +121,9 @@ def _sorted(workers: Iterable[WorkerAssignment]) -> list[WorkerAssignment]:
     return sorted(workers, key=lambda w: (w.supervisor_id, w.port))
 
 
-def _split_old_workers(request: ScheduleRequest, all_tasks: set[int]
-                       ) -> tuple[list[WorkerAssignment], set[int], set[tuple[str, int]]]:
+def _split_old_workers(
+    request: ScheduleRequest, all_tasks: set[int]
+) -> tuple[list[WorkerAssignment], set[int], set[tuple[str, int]]]:
     """(workers that stay as they are, tasks to place, slots not to reuse this round)."""
     if request.assign_type is AssignType.NEW:
         return [], all_tasks, set()
@@ -141,8 +147,10 @@ def _candidate_supervisors(request: ScheduleRequest) -> list[Supervisor]:
     hosts = set(isolation)
     confined = [s for s in supervisors if s.host in hosts]
     if not confined:
-        raise ScheduleError(f"topology {request.topology_id}: no live supervisor on the isolation hosts "
-                            f"{sorted(hosts)} (isolation.scheduler.machines)")
+        raise ScheduleError(
+            f"topology {request.topology_id}: no live supervisor on the isolation hosts "
+            f"{sorted(hosts)} (isolation.scheduler.machines)"
+        )
     return confined
 
 
@@ -150,8 +158,14 @@ def _tasks_of(component_id: str, components: Mapping[str, Component]) -> set[int
     return set(components[component_id].tasks) if component_id in components else set()
 
 
-def _free_ports(candidates: list[Supervisor], keep: list[WorkerAssignment], excluded: set[tuple[str, int]],
-                alloc: int, conf: Mapping[str, Any], topology_id: str) -> tuple[dict[str, deque[int]], int]:
+def _free_ports(
+    candidates: list[Supervisor],
+    keep: list[WorkerAssignment],
+    excluded: set[tuple[str, int]],
+    alloc: int,
+    conf: Mapping[str, Any],
+    topology_id: str,
+) -> tuple[dict[str, deque[int]], int]:
     """Free ports per supervisor, and how many workers to allocate on them: ``alloc``, or as many as there are
     free slots when fewer (Storm's rule: a topology runs on the slots there are and grows as slots free up);
     slots that just failed are skipped unless the cluster needs them. None free: a :class:`ScheduleError`."""
@@ -170,12 +184,14 @@ def _free_ports(candidates: list[Supervisor], keep: list[WorkerAssignment], excl
         raise ScheduleError(
             f"no free worker slot for topology {topology_id}: needs {alloc}, {available} free {where}"
             + (f", {reserve} reserved (jstorm.reserve.workers)" if reserve else "")
-            + "; add supervisors or slots, or kill topologies")
+            + "; add supervisors or slots, or kill topologies"
+        )
     return free, min(alloc, available - reserve)
 
 
-def _user_defined_workers(conf: Mapping[str, Any], components: Mapping[str, Component], remaining: set[int],
-                          mem: int, cpu: int) -> list[_Worker]:
+def _user_defined_workers(
+    conf: Mapping[str, Any], components: Mapping[str, Component], remaining: set[int], mem: int, cpu: int
+) -> list[_Worker]:
     """``use.userdefine.assignment``: [{host, port, components: {id: n}, mem, cpu}], placed first.
 
     Each definition claims the lowest not-yet-claimed task ids of its components; one whose tasks
@@ -191,12 +207,20 @@ def _user_defined_workers(conf: Mapping[str, Any], components: Mapping[str, Comp
             if component_id not in components:
                 raise ScheduleError(f"use.userdefine.assignment[{i}]: unknown component {component_id!r}")
             free = [t for t in sorted(components[component_id].tasks) if t not in claimed]
-            tasks += free[:int(count)]
+            tasks += free[: int(count)]
         claimed.update(tasks)
         if tasks and remaining.issuperset(tasks):
             remaining.difference_update(tasks)
-            workers.append(_Worker(int(spec.get("mem", mem)), int(spec.get("cpu", cpu)), tasks,
-                                   host=spec.get("host"), port=spec.get("port"), complete=True))
+            workers.append(
+                _Worker(
+                    int(spec.get("mem", mem)),
+                    int(spec.get("cpu", cpu)),
+                    tasks,
+                    host=spec.get("host"),
+                    port=spec.get("port"),
+                    complete=True,
+                )
+            )
     return workers
 
 
@@ -206,18 +230,18 @@ def _reused_workers(old: Iterable[WorkerAssignment], remaining: set[int], mem: i
     for w in _sorted(old):
         if w.tasks and remaining.issuperset(w.tasks):
             remaining.difference_update(w.tasks)
-            workers.append(_Worker(w.mem or mem, w.cpu or cpu, list(w.tasks), host=w.host, port=w.port,
-                                   complete=True))
+            workers.append(_Worker(w.mem or mem, w.cpu or cpu, list(w.tasks), host=w.host, port=w.port, complete=True))
     return workers
 
 
-def _place_workers(workers: list[_Worker], candidates: list[Supervisor], free: dict[str, deque[int]],
-                   keep: list[WorkerAssignment]) -> None:
+def _place_workers(
+    workers: list[_Worker], candidates: list[Supervisor], free: dict[str, deque[int]], keep: list[WorkerAssignment]
+) -> None:
     """Requested slots when free, then spread the rest: below-average supervisors first, round robin."""
     used = {s.id: len(set(s.ports) & s.used_ports) for s in candidates}
-    for w in keep:
-        if w.supervisor_id in used:
-            used[w.supervisor_id] += 1
+    for kept in keep:
+        if kept.supervisor_id in used:
+            used[kept.supervisor_id] += 1
 
     def take(w: _Worker, s: Supervisor, port: int | None = None) -> None:
         ports = free[s.id]
@@ -259,18 +283,26 @@ def _place_workers(workers: list[_Worker], candidates: list[Supervisor], free: d
 class _TaskPlacer:
     """Step 3: tasks into the placed workers, under the avg/avg+1 pool rule."""
 
-    def __init__(self, workers: list[_Worker], components: Mapping[str, Component],
-                 task_component: Mapping[int, str], tm_alone: bool) -> None:
-        self.workers = [w for w in workers if w.supervisor is not None]
+    def __init__(
+        self,
+        workers: list[_Worker],
+        components: Mapping[str, Component],
+        task_component: Mapping[int, str],
+        tm_alone: bool,
+    ) -> None:
+        placed = [(w, (w.supervisor.id, w.port)) for w in workers if w.supervisor is not None and w.port is not None]
+        self.workers = [w for w, _ in placed]
+        self.slot = [slot for _, slot in placed]  # worker -> (supervisor id, port)
         self.components = components
         self.task_component = task_component
         self.tm_alone = tm_alone
-        order = {sid: i for i, sid in enumerate(sorted({w.supervisor.id for w in self.workers}))}
-        self.sup = [order[w.supervisor.id] for w in self.workers]
+        order = {sid: i for i, sid in enumerate(sorted({sid for sid, _ in self.slot}))}
+        self.sup = [order[sid] for sid, _ in self.slot]
         self.on_sup: dict[int, list[int]] = defaultdict(list)
         for i, s in enumerate(self.sup):
             self.on_sup[s].append(i)
-        self.count = [defaultdict(int) for _ in self.workers]  # worker -> component -> tasks
+        # worker -> component -> tasks
+        self.count: list[defaultdict[str, int]] = [defaultdict(int) for _ in self.workers]
         self.sup_count: dict[int, defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.total = [0] * len(self.workers)
         self.sup_total: dict[int, int] = defaultdict(int)
@@ -286,7 +318,7 @@ class _TaskPlacer:
             pending = self._place_tm_alone(pending)
         self.average, self.left = divmod(len(pending), max(len(self.pool), 1))
         if old_slot:
-            slot_worker = {(self.workers[i].supervisor.id, self.workers[i].port): i for i in self.pool}
+            slot_worker = {self.slot[i]: i for i in self.pool}
             still = []
             for t in pending:
                 i = slot_worker.get(old_slot.get(t, ("", -1)))
@@ -295,7 +327,9 @@ class _TaskPlacer:
                 else:
                     still.append(t)
             pending = still
-        differ, system, user = [], [], []
+        differ: list[int] = []
+        system: list[int] = []
+        user: list[int] = []
         for t in pending:
             component = self.components[self.task_component[t]]
             (differ if component.conf.get("task.on.differ.node") else system if component.is_system else user).append(t)
@@ -310,10 +344,10 @@ class _TaskPlacer:
         empty = [i for i in self.pool if self.total[i] == 0]
         if not empty:
             raise ScheduleError("no empty worker left for the topology master (topology.master.single.worker)")
-        per_sup = defaultdict(int)
+        per_sup: defaultdict[int, int] = defaultdict(int)
         for i in empty:
             per_sup[self.sup[i]] += 1
-        chosen = min(empty, key=lambda i: (-per_sup[self.sup[i]], self.sup[i], self.workers[i].port))
+        chosen = min(empty, key=lambda i: (-per_sup[self.sup[i]], self.sup[i], self.slot[i][1]))
         for t in tm_tasks:
             self.workers[chosen].tasks.append(t)
             self._count(chosen, TOPOLOGY_MASTER)
@@ -327,10 +361,15 @@ class _TaskPlacer:
 
         def key(i: int) -> tuple[int, ...]:
             s = self.sup[i]
-            k = (self.count[i][component_id], self.sup_count[s][component_id], self.total[i], self.sup_total[s])
+            k: tuple[int, ...] = (
+                self.count[i][component_id],
+                self.sup_count[s][component_id],
+                self.total[i],
+                self.sup_total[s],
+            )
             if use_related:
                 k += (-sum(self.count[i][r] for r in related), -sum(self.sup_count[s][r] for r in related))
-            return k + (s, self.workers[i].port)
+            return (*k, s, self.slot[i][1])
 
         version = [0] * len(self.workers)
         heap = [(key(i), 0, i) for i in self.pool]
@@ -340,11 +379,16 @@ class _TaskPlacer:
                 if not heap:
                     raise ScheduleError(
                         f"not enough supervisors to put the tasks of {component_id!r} on different nodes "
-                        "(task.on.differ.node)" if one_per_node else
-                        f"no worker left for task {t} of {component_id!r}")
+                        "(task.on.differ.node)"
+                        if one_per_node
+                        else f"no worker left for task {t} of {component_id!r}"
+                    )
                 _, v, i = heapq.heappop(heap)
-                if v == version[i] and i in self.pool and not (
-                        one_per_node and self.sup_count[self.sup[i]][component_id]):
+                if (
+                    v == version[i]
+                    and i in self.pool
+                    and not (one_per_node and self.sup_count[self.sup[i]][component_id])
+                ):
                     break
             self._push(i, t)
             for j in self.on_sup[self.sup[i]]:

@@ -56,10 +56,11 @@ def schedule(request: ScheduleRequest) -> list[WorkerAssignment]:
     # topology.workers; every task must run, so they always get at least one slot.
     wanted = max(workers - len(kept), 1)
     if not ordered:
-        raise ScheduleError(_no_slot_message(request, len(to_place), min(wanted, len(to_place)),
-                                             supervisors.values(), len(kept)))
+        raise ScheduleError(
+            _no_slot_message(request, len(to_place), min(wanted, len(to_place)), supervisors.values(), len(kept))
+        )
     total_slots_to_use = min(workers, len(ordered) + len(kept))
-    slots = ordered[:max(total_slots_to_use - len(kept), 1)]
+    slots = ordered[: max(total_slots_to_use - len(kept), 1)]
 
     dealt: dict[Slot, list[int]] = defaultdict(list)
     for i, task in enumerate(to_place):
@@ -67,8 +68,9 @@ def schedule(request: ScheduleRequest) -> list[WorkerAssignment]:
 
     mem = int(request.conf.get("worker.memory.size", DEFAULT_WORKER_MEMORY))
     cpu = int(request.conf.get("worker.cpu.slot.num", DEFAULT_WORKER_CPU))
-    placed = [WorkerAssignment(sid, supervisors[sid].host, port, tasks, mem, cpu)
-              for (sid, port), tasks in dealt.items()]
+    placed = [
+        WorkerAssignment(sid, supervisors[sid].host, port, tasks, mem, cpu) for (sid, port), tasks in dealt.items()
+    ]
     return _sorted([*kept, *placed])
 
 
@@ -106,8 +108,14 @@ def alive_workers(request: ScheduleRequest, all_tasks: set[int]) -> list[WorkerA
     claimed_tasks: set[int] = set()
     for w in _sorted(request.old_workers):
         slot, tasks = (w.supervisor_id, w.port), set(w.tasks)
-        if (slot in offered and slot not in claimed_slots and tasks and tasks <= all_tasks
-                and not tasks & request.dead_tasks and not tasks & claimed_tasks):
+        if (
+            slot in offered
+            and slot not in claimed_slots
+            and tasks
+            and tasks <= all_tasks
+            and not tasks & request.dead_tasks
+            and not tasks & claimed_tasks
+        ):
             kept.append(w)
             claimed_slots.add(slot)
             claimed_tasks |= tasks
@@ -118,8 +126,9 @@ def _dead_slots(request: ScheduleRequest) -> set[Slot]:
     return {(w.supervisor_id, w.port) for w in request.old_workers if request.dead_tasks.intersection(w.tasks)}
 
 
-def _no_slot_message(request: ScheduleRequest, n_tasks: int, needed: int, supervisors: Iterable[Supervisor],
-                     kept: int) -> str:
+def _no_slot_message(
+    request: ScheduleRequest, n_tasks: int, needed: int, supervisors: Iterable[Supervisor], kept: int
+) -> str:
     supervisors = list(supervisors)
     total = sum(len(set(s.ports)) for s in supervisors)
     taken = sum(len(set(s.ports) & s.used_ports) for s in supervisors)
@@ -134,6 +143,12 @@ def _no_slot_message(request: ScheduleRequest, n_tasks: int, needed: int, superv
 
 def _sorted(workers: Iterable[WorkerAssignment]) -> list[WorkerAssignment]:
     """Output order: by supervisor id then port, each worker's tasks ascending."""
-    return sorted((w if w.tasks == sorted(w.tasks) else
-                   WorkerAssignment(w.supervisor_id, w.host, w.port, sorted(w.tasks), w.mem, w.cpu)
-                   for w in workers), key=lambda w: (w.supervisor_id, w.port))
+    return sorted(
+        (
+            w
+            if w.tasks == sorted(w.tasks)
+            else WorkerAssignment(w.supervisor_id, w.host, w.port, sorted(w.tasks), w.mem, w.cpu)
+            for w in workers
+        ),
+        key=lambda w: (w.supervisor_id, w.port),
+    )

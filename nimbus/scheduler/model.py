@@ -67,13 +67,13 @@ class ScheduleRequest:
 def scheduler_components(system: storm.StormTopology, tasks: TopologyTasks) -> tuple[Component, ...]:
     """The system topology as the scheduler sees it: tasks, source components, json_conf; sorted by id."""
     by_component = component_tasks(tasks)
-    specs = {**system.spouts, **system.bolts}
+    commons = {cid: spec.common for specs in (system.spouts, system.bolts) for cid, spec in specs.items()}
     return tuple(
         Component(
             id=cid,
             tasks=tuple(by_component.get(cid, ())),
-            inputs=frozenset(source.componentId for source in specs[cid].common.inputs),
-            conf=json.loads(specs[cid].common.json_conf or "{}"),
+            inputs=frozenset(source.componentId for source in commons[cid].inputs),
+            conf=json.loads(commons[cid].json_conf or "{}"),
         )
-        for cid in sorted(specs)
+        for cid in sorted(commons)
     )
