@@ -19,7 +19,7 @@ from squall.dev.local import compile_topology
 from squall.dev.zookeeper import free_port
 from support import wait_until
 from topologies import Numbers, Recorder
-from worker.executor import Pressure
+from worker.queues import Pressure
 from worker.layout import Placement, TopologyLayout
 from worker.runtime import WorkerRuntime
 from worker.transport import Receiver, Sender

@@ -30,7 +30,10 @@ from squall.api.tuple import TupleBatch
 from squall.core.system_ids import ACK_INIT_STREAM, ACKER
 from squall.dev.local import LocalTopology, compile_topology
 from worker.acker import Acker
-from worker.executor import ACK_INIT_FIELDS, ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor, Wake
+from worker.executor.acking import ACK_INIT_FIELDS
+from worker.executor.base import ExecutorEnv
+from worker.executor.spout import SpoutExecutor
+from worker.queues import Inbox, Outbox, Pressure, Wake
 from worker.layout import place_all
 from worker.runtime import TaskThread, WorkerFailed
 

@@ -4,8 +4,8 @@ streamparse and Storm's own storm.py / storm.js speak it.
 A ``shell`` component (``ShellComponent``: ``execution_command`` and ``script``) runs as the process
 ``[execution_command, script]``, the command found on the worker's ``PATH`` (the ``bin/`` of the Python the
 worker runs on comes first there: a per-topology virtualenv's, else the supervisor's), in the code package's
-``resources/`` directory, with the worker's allow-listed environment. Its executor is a :class:`~worker.executor.SpoutExecutor` or
-:class:`~worker.executor.BoltExecutor` whose user code is the subprocess, so routing, anchoring, acking,
+``resources/`` directory, with the worker's allow-listed environment. Its executor is a :class:`~worker.executor.spout.SpoutExecutor` or
+:class:`~worker.executor.bolt.BoltExecutor` whose user code is the subprocess, so routing, anchoring, acking,
 stats and errors are the ones Python components get.
 
 The protocol, from the worker's side (JSON messages each ended by a line ``end``, or MessagePack objects
@@ -57,7 +57,9 @@ from squall.core.environment import user_code_environment, with_own_scripts
 from squall.api.metrics import MetricError, TaskMetrics
 from squall.core.restarts import BACKOFF_MAX_SECS, restart_delay_secs
 from squall.api.tuple import Tuple, tick_tuple
-from worker.executor import BoltExecutor, Executor, SpoutExecutor
+from worker.executor.base import Executor
+from worker.executor.bolt import BoltExecutor
+from worker.executor.spout import SpoutExecutor
 from worker.multilang_protocol import (JSON, LOG_LEVELS, Codec, MultilangError, codec_for, command, context_for,
                                        emit_target, handshake, heartbeat_message, tuple_message)
 

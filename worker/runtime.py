@@ -24,11 +24,13 @@ from squall.core.system_ids import ACKER, TOPOLOGY_MASTER
 from squall.api.tuple import Fields, TupleBatch
 from squall.core.zk.records import ComponentType
 from worker.acker import Acker
-from worker.executor import (
-    MAX_IDLE_SECS, BoltExecutor, ErrorThrottle, Executor, ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor, Wake,
-)
+from worker.executor.base import Executor, ExecutorEnv
+from worker.executor.bolt import BoltExecutor
+from worker.executor.spout import SpoutExecutor
 from worker.layout import Address, Placement, TopologyLayout
 from worker.multilang import ShellBoltExecutor, ShellSpoutExecutor
+from worker.queues import MAX_IDLE_SECS, Inbox, Outbox, Pressure, Wake
+from worker.throttle import ErrorThrottle
 from worker.topology_master import TopologyMaster
 from worker.transport import LOG_INTERVAL_SECS, Receiver, Sender
 from worker.wire import WireBatch
@@ -156,7 +158,7 @@ class WorkerRuntime:
     """The executors of the tasks ``placement`` gives this worker, and the transfer between workers.
 
     ``listen`` is the port to receive other workers' tuples on (None in local mode); ``resources_dir`` is
-    where shell components run (see :class:`~worker.executor.ExecutorEnv`).
+    where shell components run (see :class:`~worker.executor.base.ExecutorEnv`).
     """
 
     def __init__(self, layout: TopologyLayout, placement: Placement, conf: Mapping[str, Any], *,

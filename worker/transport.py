@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from worker.executor import ErrorThrottle, Pressure, Wake
+from worker.queues import Pressure, Wake
+from worker.throttle import ErrorThrottle
 from worker.wire import (
     MAX_MESSAGE_BYTES, MESSAGE_ROWS, THROTTLE_OFF, THROTTLE_ON, Decoder, Entry, Greeting, WireBatch, WireError, answer,
     hello, proof_message, runs_of_entries, transfer_proof,
