@@ -4,9 +4,9 @@ streamparse and Storm's own storm.py / storm.js speak it.
 A ``shell`` component (``ShellComponent``: ``execution_command`` and ``script``) runs as the process
 ``[execution_command, script]``, the command found on the worker's ``PATH`` (the ``bin/`` of the Python the
 worker runs on comes first there: a per-topology virtualenv's, else the supervisor's), in the code package's
-``resources/`` directory, with the worker's allow-listed environment. Its executor is a :class:`~worker.executor.spout.SpoutExecutor` or
-:class:`~worker.executor.bolt.BoltExecutor` whose user code is the subprocess, so routing, anchoring, acking,
-stats and errors are the ones Python components get.
+``resources/`` directory, with the worker's allow-listed environment. Its executor is a
+:class:`~worker.executor.spout.SpoutExecutor` or :class:`~worker.executor.bolt.BoltExecutor` whose user code is the
+subprocess, so routing, anchoring, acking, stats and errors are the ones Python components get.
 
 The protocol, from the worker's side (JSON messages each ended by a line ``end``, or MessagePack objects
 back to back when ``topology.multilang.serializer`` names a MessagePack serializer):

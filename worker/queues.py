@@ -1,6 +1,7 @@
 """The hand-over points between a worker's threads: the event a task thread sleeps on (:class:`Wake`), an
-executor's receive queue (:class:`Inbox`), what a task thread emitted in one round (:class:`Outbox`) and the
-worker-wide backpressure switch (:class:`Pressure`).
+executor's receive queue (:class:`Inbox`), what a task thread emitted in one round (:class:`Outbox`), where a
+task's batches go (:class:`Routes`: its inbox, or the sender to its worker) and the worker-wide backpressure
+switch (:class:`Pressure`).
 
 Every tuple crosses threads here, a batch at a time: an emit appends its row to the
 :class:`~squall.api.tuple.TupleBatch` its target task gets at the end of the round, and the target's task thread
@@ -12,9 +13,10 @@ from __future__ import annotations
 import _thread
 import threading
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from squall.api.tuple import TupleBatch
+from squall.api.tuple import ColumnBatch, TupleBatch
+from worker.layout import Origin, Refused
 
 #: Longest a task thread sleeps with nothing to do, so control messages and stop are never late by more.
 MAX_IDLE_SECS = 0.1
@@ -100,20 +102,66 @@ class Inbox:
         return batch
 
 
+#: ``send(task, batches)``: a sender's queue for a task of another worker (:meth:`worker.transport.Sender.send`).
+Send = Callable[[int, list[TupleBatch]], None]
+
+
+class Routes:
+    """Where a batch for a task goes from this worker's threads, both ways: the task's :class:`Inbox` when it runs
+    here, else the queue of the sender to its worker (:attr:`remote`, filled by ``unrouted(task, batches)`` the first
+    time a task is sent to: it opens the sender, or drops the batches); a batch another worker sent is checked
+    against the topology (``origins``, a :class:`~worker.layout.Origins`) by :meth:`receive` before its task's inbox
+    takes it. The runtime keeps the maps; :attr:`dropped` counts tuples sent to no task.
+    """
+
+    def __init__(self, origins: Mapping[tuple[int, str], Origin | Refused],
+                 unrouted: Callable[[int, list[TupleBatch]], None] = lambda task, batches: None,
+                 refuse: Callable[[Refused, int, TupleBatch], None] = lambda refusal, target, batch: None) -> None:
+        self.inboxes: dict[int, Inbox] = {}
+        #: Replaced whole (not cleared) when a refresh changes the routes: a flush reads it once.
+        self.remote: dict[int, Send] = {}
+        self.origins = origins
+        self.unrouted = unrouted
+        self._refuse = refuse
+        self.dropped = 0
+
+    def receive(self, target: int, batch: ColumnBatch) -> None:
+        """On the receiver thread: ``batch`` from another worker to its ``target`` task, once its source task and
+        stream are the topology's and its rows as wide as the stream's fields; then it gets their component and
+        fields. Anything else goes to ``refuse`` (a bolt reads the values it declared, whoever is on the other end
+        of the socket)."""
+        origin = self.origins[(batch.task, batch.stream)]
+        if origin.__class__ is Refused:
+            self._refuse(origin, target, batch)  # type: ignore[arg-type]
+            return
+        width = batch.width
+        if width is not None and width != len(origin[1]):
+            self._refuse(Refused("wrong width", f"rows {width} wide, the stream declares {len(origin[1])} fields"),
+                         target, batch)
+            return
+        inbox = self.inboxes.get(target)
+        if inbox is None:  # a task that left this worker (a stale route at the sender; replayed by spouts)
+            self.dropped += len(batch)
+            return
+        batch.component, batch.fields = origin
+        inbox.put([batch])
+
+
 class Outbox:
     """Tuple batches emitted on one task thread this round, by target task; ``flush`` hands them over.
 
     An emit extends the batch its target got last this round when that batch has the emit's key (same
     task, stream and form: :attr:`StreamOut.keys`), else opens a new one, so each target receives rows in
-    emit order. ``deliver_batches(task, batches, wake)`` gets the owning thread's ``wake`` event and says
-    whether ``task`` runs on that same thread (then it must not set the event: see :meth:`Inbox.put`).
+    emit order. A target of this worker gets the batches themselves; another worker's, its sender (see
+    :class:`Routes`). ``wake`` is the owning thread's event: a task of that same thread is not woken by it
+    (see :meth:`Inbox.put`).
     """
 
-    def __init__(self, deliver_batches: Callable[[int, list[TupleBatch], Wake], bool], wake: Wake) -> None:
+    def __init__(self, routes: Routes, wake: Wake) -> None:
         self.pending: defaultdict[int, list[TupleBatch]] = defaultdict(list)
         #: The batch each target got last this round.
         self.last: dict[int, TupleBatch] = {}
-        self._deliver = deliver_batches
+        self._routes = routes
         self._wake = wake
 
     def add(self, target: int, batch: TupleBatch) -> TupleBatch:
@@ -129,10 +177,20 @@ class Outbox:
         batches = list(self.pending.items())
         self.pending.clear()
         self.last.clear()
-        deliver, wake, own = self._deliver, self._wake, False
+        routes, wake, own = self._routes, self._wake, False
+        inboxes, remote = routes.inboxes, routes.remote
         for task, batch in batches:
-            if deliver(task, batch, wake):
-                own = True
+            inbox = inboxes.get(task)
+            if inbox is not None:
+                if inbox.wake is wake:
+                    inbox.put(batch, wake=False)
+                    own = True
+                else:
+                    inbox.put(batch)
+            elif (send := remote.get(task)) is not None:
+                send(task, batch)
+            else:
+                routes.unrouted(task, batch)
         return own
 
 
