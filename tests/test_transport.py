@@ -14,13 +14,13 @@ import pytest
 from structlog.testing import capture_logs
 
 from squall.api.dsl import Topology
-from squall.api.tuple import Fields, Tuple, TupleBatch
+from squall.api.tuple import ColumnBatch, Fields, Tuple, TupleBatch
 from squall.dev.local import compile_topology
 from squall.dev.zookeeper import free_port
 from support import wait_until
 from topologies import Numbers, Recorder
-from worker.queues import Pressure
-from worker.layout import Placement, TopologyLayout
+from worker.queues import Inbox, Pressure, Routes, Wake
+from worker.layout import Origins, Placement, TopologyLayout
 from worker.runtime import WorkerRuntime
 from worker.transport import Receiver, Sender
 from wire_entries import (
@@ -391,6 +391,28 @@ def test_a_sender_that_cannot_reach_its_peer_queues_a_bounded_backlog_and_discar
         assert (whole.backlog, whole.dropped) == (10, 15), "a run larger than the room left is cut, not let through"
     finally:
         whole.discard()
+
+
+def test_a_batch_from_another_worker_reaches_its_task_as_sent_bound_to_its_source_component_and_fields() -> None:
+    """What the wire delivers is the batch type a bolt receives: checked against the topology, given its source
+    component and fields, put in the target task's inbox as it came (its columns); a batch for a task that is not
+    in this worker (a stale route at the sender) is counted as dropped."""
+    t = Topology("bound")
+    t.bolt("sink", Recorder).shuffle(t.spout("numbers", Numbers, args=[10]))
+    layout, _ = compile_topology(t, {})
+    (spout_task,), (sink_task,) = layout.component_tasks["numbers"], layout.component_tasks["sink"]
+    routes, wake = Routes(Origins(layout)), Wake()
+    routes.inboxes[sink_task] = inbox = Inbox(100, wake)
+    sent = TupleBatch([("k1", 1), ("k2", 2)], layout.fields("numbers", "default"), "numbers", "default", spout_task,
+                      [5, 6], [50, 60])
+    for target, got in Decoder().feed(encode(sink_task, sent) + encode(sink_task + 100, sent)):
+        routes.receive(target, got)
+    received = inbox.take()
+    assert isinstance(received, ColumnBatch) and inbox.take() is None
+    assert (received.component, received.fields, received.task, received.stream) == \
+        ("numbers", Fields(["key", "n"]), spout_task, "default")
+    assert (received.values, received.ids, received.roots) == (sent.values, sent.ids, sent.roots)
+    assert routes.dropped == 2, "the batch for a task this worker does not run"
 
 
 # -- a worker's peers follow its assignment -------------------------------------------------------

@@ -5,7 +5,8 @@ switch (:class:`Pressure`).
 
 Every tuple crosses threads here, a batch at a time: an emit appends its row to the
 :class:`~squall.api.tuple.TupleBatch` its target task gets at the end of the round, and the target's task thread
-takes batches from its inbox. Nothing here knows about components or acking.
+takes batches from its inbox; a batch from another worker is checked against the topology before any inbox
+takes it. Nothing here runs user code or knows about acking.
 """
 
 from __future__ import annotations
