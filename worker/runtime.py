@@ -183,8 +183,10 @@ class WorkerRuntime:
                                  low=float(conf["topology.backpressure.water.mark.low"]), held=self._peers_hold)
         self.env = ExecutorEnv(layout.topology_id, report_error, self.pressure, self._fatal, report_beats,
                                resources_dir)
+        #: Who sends each (task, stream) of the topology: what a batch from another worker is checked against.
+        self._origins = Origins(layout)
         #: Where each task's batches go: its inbox here, or the sender to its worker.
-        self.routes = Routes(Origins(layout), self._unrouted, self._refuse)
+        self.routes = Routes(self._origins, self._unrouted, self._refuse)
         #: The inboxes again, as a tuple replaced whole when tasks come or go: what :meth:`_fill` scans.
         self._queues: tuple[Inbox, ...] = ()
         self.executors: dict[int, Executor] = {}
@@ -317,7 +319,7 @@ class WorkerRuntime:
         """A new assignment: route to tasks where they now run, start new local tasks, stop removed ones."""
         old = self.placement.local
         self.layout, self.placement = layout, placement
-        self.routes.origins.reset(layout)  # type: ignore[attr-defined]
+        self._origins.reset(layout)
         self.routes.remote = {}  # looked up again: a task may have moved
         for task in sorted(old - placement.local):
             self._thread_of.pop(task).remove(task)
