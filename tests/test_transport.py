@@ -315,7 +315,7 @@ def test_runs_travel_as_one_header_and_columns_and_arrive_as_the_tuples_sent() -
         "a stream without fields keeps its row count"
 
 
-def test_a_sender_merges_runs_of_any_tracking_form_in_order(receiver: Receiver, sink: Sink) -> None:
+def test_a_sender_keeps_batches_of_any_tracking_form_in_order(receiver: Receiver, sink: Sink) -> None:
     f = Fields(["n"])
     forms = [{}, {9: 41}, {9: 41, 10: 77}]
     sent = [Tuple((i,), f, "numbers", "default", 3, 41 if i % 3 else 0, forms[i % 3]) for i in range(300)]

@@ -132,19 +132,19 @@ class Routes:
         fields. Anything else goes to ``refuse`` (a bolt reads the values it declared, whoever is on the other end
         of the socket)."""
         origin = self.origins[(batch.task, batch.stream)]
-        if origin.__class__ is Refused:
-            self._refuse(origin, target, batch)  # type: ignore[arg-type]
+        if isinstance(origin, Refused):
+            self._refuse(origin, target, batch)
             return
         width = batch.width
-        if width is not None and width != len(origin[1]):
-            self._refuse(Refused("wrong width", f"rows {width} wide, the stream declares {len(origin[1])} fields"),
+        if width is not None and width != len(origin.fields):
+            self._refuse(Refused("wrong width", f"rows {width} wide, the stream declares {len(origin.fields)} fields"),
                          target, batch)
             return
         inbox = self.inboxes.get(target)
         if inbox is None:  # a task that left this worker (a stale route at the sender; replayed by spouts)
             self.dropped += len(batch)
             return
-        batch.component, batch.fields = origin
+        batch.component, batch.fields = origin.component, origin.fields
         inbox.put([batch])
 
 

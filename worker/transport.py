@@ -335,7 +335,7 @@ class Sender:
     RETRY_SECS = 0.1
     #: After this long without writing, check the peer has not hung up (an idle timeout) before writing.
     CHECK_AFTER_SECS = 0.05
-    #: Longest the sender thread sleeps with nothing queued (a queued run or close wakes it at once).
+    #: Longest the sender thread sleeps with nothing queued (a queued batch or close wakes it at once).
     IDLE_SECS = 1.0
     #: Longest it sleeps while the peer holds this worker's spouts: how late it sees the peer let go.
     THROTTLED_IDLE_SECS = 0.005
@@ -364,7 +364,7 @@ class Sender:
         self._pending: list[tuple[int, TupleBatch]] = []
         self._backlog = 0
         self._lock = threading.Lock()  # guards the queue; a plain lock: taken once per task thread flush
-        self._wake = Wake()  # set when the sender thread has something to do: a first run, a full batch, close
+        self._wake = Wake()  # set when the sender thread has something to do: a first batch, a full one, close
         self._sock: socket.socket | None = None
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=f"transfer-send-{host}:{port}", daemon=True)
@@ -426,7 +426,7 @@ class Sender:
         self._reach_peer()
         wake = self._wake
         while True:
-            wake.clear()  # before looking: a run queued from now on sets it again
+            wake.clear()  # before looking: a batch queued from now on sets it again
             self._read_status()
             with self._lock:
                 backlog, closing = self._backlog, self._closed
@@ -576,9 +576,10 @@ def _first_rows(batches: list[TupleBatch], n: int) -> list[TupleBatch]:
         if n <= 0:
             break
         if len(batch) > n:
+            ids, roots, anchors = batch.ids, batch.roots, batch.anchors
             batch = TupleBatch(batch.rows[:n], batch.fields, batch.component, batch.stream, batch.task,
-                               *(None if column is None else column[:n]
-                                 for column in (batch.ids, batch.roots, batch.anchors)))
+                               None if ids is None else ids[:n], None if roots is None else roots[:n],
+                               None if anchors is None else anchors[:n])
         kept.append(batch)
         n -= len(batch)
     return kept

@@ -13,7 +13,7 @@ that value once, a msgpack extension (:data:`REPEATED`), and arrives as a list o
 side pays per row for it. Tracking travels only when some row has it: ``ids`` (each row's edge id, 0
 for an untracked row) with either ``roots`` (each row's single root, whose edge is its id; 0 for an
 untracked row) or, when some row has several roots, ``anchors`` (each row's flat ``[root, edge, ...]``);
-the others are nil. A run that is one piece of a spout batch's tree (:class:`~squall.api.tuple.Piece`: every row
+the others are nil. A batch that is one piece of a spout batch's tree (:class:`~squall.api.tuple.Piece`: every row
 in one tree under one edge) carries just that edge as ``ids`` and that root as ``roots``, two integers for
 the whole message; a piece cut in several messages gets edges that XOR to its own
 (:func:`~squall.api.tuple.split_edge`). So a message costs one header per batch and no per-tuple array at all.
@@ -54,7 +54,6 @@ MESSAGE_ROWS = 1000
 
 class WireError(ValueError):
     """Bytes that are not a valid batch: the connection is dropped, the worker keeps running."""
-
 
 
 def encode(target: int, batch: TupleBatch, max_rows: int = 0, max_bytes: int = MAX_MESSAGE_BYTES) -> bytes:
@@ -98,8 +97,10 @@ def encode_each(target: int, batch: TupleBatch, max_bytes: int = MAX_MESSAGE_BYT
         ids, roots = split_edge(piece.edge, n), [piece.root] * n
     messages: list[bytes | WireError] = []
     for i in range(n):
+        anchors = batch.anchors
         row = TupleBatch([batch.rows[i]], batch.fields, batch.component, batch.stream, batch.task,
-                         *(None if column is None else [column[i]] for column in (ids, roots, batch.anchors)))
+                         None if ids is None else [ids[i]], None if roots is None else [roots[i]],
+                         None if anchors is None else [anchors[i]])
         try:
             messages.append(encode(target, row, 1, max_bytes))
         except WireError as exc:

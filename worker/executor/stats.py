@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from squall.core.zk.records import TaskStats
+from worker.executor.routing import StreamOut
 
 @dataclass
 class Stats:
@@ -44,11 +45,12 @@ class Stats:
     processed_by: Counter[str] = field(default_factory=Counter)
 
 
-def task_stats(stats: Stats, outs: Mapping[str, Any], inputs: Sequence[str], counters: dict[str, int],
+def task_stats(stats: Stats, outs: Mapping[str, StreamOut], inputs: Sequence[str], counters: dict[str, int],
                gauges: dict[str, float]) -> TaskStats:
     """A task's counters as the topology master reports them, with its user metrics' ``counters`` and ``gauges``:
-    ``outs`` are its output streams (:class:`~worker.executor.routing.StreamOut`), ``inputs`` its input streams
+    ``outs`` are its output streams, ``inputs`` its input streams
     (``component:stream``); a lone input's (or a spout's lone stream's) counts are the totals."""
+    by: dict[str, Any]
     emitted = {s: out.emitted for s, out in outs.items() if out.emitted}
     transferred = {s: out.transferred for s, out in outs.items() if out.transferred}
     if len(inputs) == 1:
