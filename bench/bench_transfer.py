@@ -3,7 +3,7 @@
 Not a test: prints two tables. `python bench/bench_transfer.py [--tuples N]`. The first is the codec alone,
 in process, per tuple from what a task thread hands over to what a bolt's executor receives: ``old`` is
 the entry-list wire of earlier Squall, Tuples in and out (kept here only to compare), ``new`` the
-columnar runs, from a :class:`~squall.api.tuple.TupleBatch` to the :class:`~squall.api.tuple.ColumnBatch` a bolt
+columnar batches, from a :class:`~squall.api.tuple.TupleBatch` to the :class:`~squall.api.tuple.ColumnBatch` a bolt
 receives (no Tuple per row), which keeps the wire's columns until something reads its rows: "+ rows" is what
 building them costs a bolt that reads the values. The second is the loopback transfer; sender and receiver
 are threads of this process, so its CPU time (cpu.py) is the whole transfer's: encode, send, receive, decode.
@@ -25,15 +25,15 @@ import msgpack
 from cpu import Run, Sample
 from squall.api.tuple import NO_ANCHORS, Fields, Tuple, TupleBatch
 from worker.transport import Receiver, Sender
-from worker.wire import MAX_MESSAGE_BYTES, Decoder, Entry, WireBatch
+from worker.wire import MAX_MESSAGE_BYTES, Decoder, encode
 
 FIELDS = Fields(["line", "n"])
 
 
 def old_send(target: int, batch: list[Tuple]) -> bytes:
     """The entry-list wire: an Entry per tuple, one ``[1, entries]`` message."""
-    return msgpack.packb([1, [Entry(target, t._task, t._stream, t._values, t._id,
-                                    tuple(t._anchors.items()) if t._anchors else ()) for t in batch]])
+    return msgpack.packb([1, [(target, t._task, t._stream, t._values, t._id,
+                               tuple(t._anchors.items()) if t._anchors else ()) for t in batch]])
 
 
 def old_receive(data: bytes) -> list[Tuple]:
@@ -41,18 +41,21 @@ def old_receive(data: bytes) -> list[Tuple]:
     unpacker.feed(data)
     out = []
     for _, entries in unpacker:
-        for _target, source, stream, values, tuple_id, anchors in [Entry(*e) for e in entries]:
+        for target, source, stream, values, tuple_id, anchors in entries:
             out.append(Tuple(tuple(values), FIELDS, "spout", stream, source, tuple_id,
                              dict(anchors) if anchors else NO_ANCHORS))
     return out
 
 
 def new_send(target: int, batch: TupleBatch) -> bytes:
-    return WireBatch.of(target, batch).encode()
+    return encode(target, batch)
 
 
 def new_receive(data: bytes) -> list[TupleBatch]:
-    return [run.tuple_batch("spout", FIELDS) for run in Decoder().feed(data)]
+    received = [batch for _, batch in Decoder().feed(data)]
+    for batch in received:  # as the receiving worker does once it has checked the batch
+        batch.component, batch.fields = "spout", FIELDS
+    return received
 
 
 def spout_batch(batch_size: int, tracked: bool) -> TupleBatch:
@@ -95,7 +98,7 @@ def run(tuples: int, batch_size: int) -> Run:
     received = 0
     done = threading.Event()
 
-    def on_batch(batch: WireBatch) -> None:
+    def on_batch(target: int, batch: TupleBatch) -> None:
         nonlocal received
         received += len(batch)
         if received >= tuples:
@@ -109,7 +112,8 @@ def run(tuples: int, batch_size: int) -> Run:
     assert batch.ids is not None and batch.roots is not None, "a tracked batch"
     start = Sample.take()
     for _ in range(tuples // batch_size):  # what a task thread hands a sender (which may extend it: a fresh one)
-        sender.send_runs([WireBatch(2, 1, "default", list(batch.rows), list(batch.ids), list(batch.roots))])
+        sender.send(2, [TupleBatch(list(batch.rows), FIELDS, "spout", "default", 1, list(batch.ids),
+                                   list(batch.roots))])
     done.wait(120)
     end = Sample.take()
     sender.close()

@@ -14,7 +14,7 @@ from support import two_workers, wait_until
 from topologies import GATES, BatchForward, BatchNumbers, Recorder, RowByRow
 from squall.dev.local import LocalTopology, compile_topology
 from worker.tracking import AckerState
-from worker.wire import Decoder, WireBatch
+from worker.wire import Decoder, encode
 
 FAST = {"task.heartbeat.frequency.secs": 0.05, "topology.message.timeout.secs": 30}
 TICKS = {"topology.tick.tuple.freq.secs": 0.05}
@@ -53,9 +53,9 @@ def test_a_piece_cut_in_two_messages_completes_its_tree_only_when_both_halves_ar
     root, edge = 1000, 0x1234_5678_9ABC_DEF0
     fields = Fields(["n"])
     sent = TupleBatch([(n,) for n in range(6)], fields, "numbers", "default", 3, piece=Piece(root, edge, 6))
-    for data in (WireBatch.of(9, sent).encode(max_rows=3),                # cut by the row bound
-                 WireBatch.of(9, sent).encode(max_bytes=33)):             # cut (in halves) by the byte bound
-        halves = [run.tuple_batch("numbers", fields) for run in Decoder().feed(data)]
+    for data in (encode(9, sent, max_rows=3),                # cut by the row bound
+                 encode(9, sent, max_bytes=33)):             # cut (in halves) by the byte bound
+        halves = [half for _, half in Decoder().feed(data)]
         assert len(halves) >= 2 and sum(map(len, halves)) == 6
         assert [n for half in halves for (n,) in half.values] == list(range(6)), "every row once, in order"
         assert len({half.piece.edge for half in halves}) == len(halves), "each message has an edge of its own"

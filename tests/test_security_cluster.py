@@ -46,7 +46,9 @@ from support import (filed_errors, listening, make_certs, open_parent_of_root, p
                      remove_as_daemons, tls_conf, wait_until, znodes_under)
 from test_ui_auth import https_client, https_conf
 from topologies import Paced, Snoop, Spy, read_records
-from worker.wire import Greeting, WireBatch, hello
+from wire_entries import batch
+from worker.handshake import Greeting, hello
+from worker.wire import encode
 
 
 def test_user_code_in_a_worker_finds_no_daemon_credential(zk_conf: dict[str, Any], tmp_path: Path,
@@ -209,7 +211,7 @@ def test_the_secure_profile_end_to_end(zk_conf: dict[str, Any], tmp_path: Path,
             forged.sendall(hello(topology_id))  # the right topology id, no proof of its secret
             assert "authenticate" in Greeting().feed(forged.recv(4096))[2]
             with contextlib.suppress(OSError):
-                forged.sendall(WireBatch(sink, count, "default", [("forged", 10**6)]).encode())
+                forged.sendall(encode(sink, batch(count, "default", [("forged", 10**6)])))
             try:  # closed by the worker: an EOF, or a reset when the forged batch was still unread at the close
                 closed = forged.recv(4096) == b""
             except ConnectionResetError:

@@ -8,7 +8,7 @@ from squall.api.tuple import Fields
 from squall.core.stats import ALL_TIME, MAX_KEYS, from_executor_stats, task_stats, to_executor_stats
 from squall.core.thrift import storm
 from squall.core.zk.records import TaskStats
-from worker.executor import StreamOut
+from worker.executor.routing import StreamOut
 
 SPOUT = TaskStats(emitted={"default": 10, "errors": 2}, transferred={"default": 20, "errors": 2},
                   acked={"default": 9}, failed={"default": 1}, latency_ms={"default": 3.5},

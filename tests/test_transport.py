@@ -14,19 +14,20 @@ import pytest
 from structlog.testing import capture_logs
 
 from squall.api.dsl import Topology
-from squall.api.tuple import Fields, Tuple
+from squall.api.tuple import ColumnBatch, Fields, Tuple, TupleBatch
 from squall.dev.local import compile_topology
 from squall.dev.zookeeper import free_port
 from support import wait_until
 from topologies import Numbers, Recorder
-from worker.executor import Pressure
-from worker.layout import Placement, TopologyLayout
+from worker.queues import Inbox, Pressure, Routes, Wake
+from worker.layout import Origins, Placement, TopologyLayout
 from worker.runtime import WorkerRuntime
 from worker.transport import Receiver, Sender
-from worker.wire import (
-    HELLO, MAX_ROWS, MESSAGE_ROWS, REPEATED, Decoder, Entry, Greeting, WireBatch, WireError, encode, hello, proof_message,
-    runs_of_tuples, transfer_proof,
+from wire_entries import (
+    Entry, batch, batches_of_tuples, decode, encode_entries, entries_of, send,
 )
+from worker.handshake import HELLO, Greeting, hello, proof_message, transfer_proof
+from worker.wire import MAX_ROWS, MESSAGE_ROWS, REPEATED, Decoder, WireError, encode
 
 
 class Sink:
@@ -35,9 +36,9 @@ class Sink:
         self.batches = 0
         self.lock = threading.Lock()
 
-    def __call__(self, batch: list[Entry]) -> None:
+    def __call__(self, target: int, tuples: TupleBatch) -> None:
         with self.lock:
-            self.entries.extend(batch)
+            self.entries.extend(entries_of(target, tuples))
             self.batches += 1
 
 
@@ -64,7 +65,7 @@ def entry(i: int) -> Entry:
 def test_every_entry_arrives_in_order_and_in_batches(receiver: Receiver, sink: Sink) -> None:
     sender = Sender("127.0.0.1", receiver.port, TOPOLOGY, batch_size=100)
     for i in range(20_000):
-        sender.send([entry(i)])
+        send(sender, [entry(i)])
     sender.close()
     wait_until(lambda: len(sink.entries) == 20_000, what="all entries")
     assert [e.tuple_id for e in sink.entries] == list(range(20_000))
@@ -75,7 +76,7 @@ def test_every_entry_arrives_in_order_and_in_batches(receiver: Receiver, sink: S
 
 def test_a_lone_entry_is_flushed_without_waiting_for_a_full_batch(receiver: Receiver, sink: Sink) -> None:
     sender = Sender("127.0.0.1", receiver.port, TOPOLOGY, batch_size=100, flush_interval=0.001)
-    sender.send([entry(1)])
+    send(sender, [entry(1)])
     wait_until(lambda: len(sink.entries) == 1, what="the flush interval to ship a partial batch")
     sender.close()
 
@@ -90,7 +91,7 @@ def test_a_backpressured_receiver_tells_its_senders_to_hold_their_spouts_until_i
     receiver = Receiver(sink, TOPOLOGY, "127.0.0.1", 0, pressure=pressure, socket_buffer=4096).start()
     sender = Sender("127.0.0.1", receiver.port, TOPOLOGY, batch_size=100, socket_buffer=4096)
     try:
-        sender.send([entry(i) for i in range(5_000)])
+        send(sender, [entry(i) for i in range(5_000)])
         wait_until(lambda: sender.throttled, what="the receiver to tell the sender it holds its connections")
         assert sink.entries == [], "nothing is handed on while the receiving worker is backpressured"
         fill[0] = 0.1
@@ -120,7 +121,7 @@ def test_a_backlog_travels_in_messages_of_many_rows_each(sink: Sink) -> None:
     port = free_port()
     sender = Sender("127.0.0.1", port, TOPOLOGY, batch_size=100)
     for i in range(0, 5 * MESSAGE_ROWS, 100):
-        sender.send_runs([WireBatch(7, 3, "default", [(f"word-{j}", j) for j in range(i, i + 100)])])
+        sender.send(7, [batch(3, "default", [(f"word-{j}", j) for j in range(i, i + 100)])])
     receiver = Receiver(sink, TOPOLOGY, "127.0.0.1", port).start()
     try:
         wait_until(lambda: len(sink.entries) == 5 * MESSAGE_ROWS, what="the backlog")
@@ -141,14 +142,14 @@ def test_no_message_is_larger_than_a_worker_accepts_and_a_tuple_too_large_for_on
         rows = [("x" * 200, i) for i in range(60)]
         rows[30] = ("x" * 5000, 30)
         with capture_logs() as logs:
-            sender.send_runs([WireBatch(7, 3, "default", rows)])
+            sender.send(7, [batch(3, "default", rows)])
             wait_until(lambda: len(sink.entries) == 59, what="every tuple but the big one")
         assert [e.values[1] for e in sink.entries] == [i for i in range(60) if i != 30]
         assert sink.batches >= 3 and receiver.counts["bad_data"] == 0 and sender.dropped == 1
         (error,) = [e["error"] for e in logs if e["event"] == "dropping a tuple that cannot travel between workers"]
         assert "larger than a worker accepts in one message (4,096 bytes)" in error
         with pytest.raises(WireError, match="larger than a worker accepts"):
-            WireBatch(7, 3, "default", [rows[30]]).encode(max_bytes=4096)
+            encode(7, batch(3, "default", [rows[30]]), max_bytes=4096)
     finally:
         sender.close()
         receiver.stop()
@@ -176,7 +177,7 @@ def test_garbage_and_oversized_peers_lose_only_their_connection(sink: Sink) -> N
             s.close()
         assert receiver.counts["bad_data"] == 3, receiver.counts
         sender = Sender("127.0.0.1", receiver.port, TOPOLOGY)
-        sender.send([entry(5)])
+        send(sender, [entry(5)])
         sender.close()
         wait_until(lambda: [e.tuple_id for e in sink.entries] == [5], what="a good peer still served")
     finally:
@@ -203,7 +204,7 @@ def test_a_receiver_that_dies_reports_it_and_still_stops_cleanly(sink: Sink) -> 
 
 def test_a_handshake_is_one_small_message_answered_before_anything_follows(receiver: Receiver) -> None:
     early = socket.create_connection(("127.0.0.1", receiver.port))
-    early.sendall(hello(TOPOLOGY) + WireBatch(7, 3, "default", [("a",)]).encode())  # did not wait for the answer
+    early.sendall(hello(TOPOLOGY) + encode(7, batch(3, "default", [("a",)])))  # did not wait for the answer
     big = socket.create_connection(("127.0.0.1", receiver.port))
     big.sendall(msgpack.packb([HELLO, 1, "x" * 5000]))
     old = socket.create_connection(("127.0.0.1", receiver.port))
@@ -240,19 +241,19 @@ def test_with_a_transfer_secret_workers_holding_it_deliver_and_a_forged_connecti
         forger.sendall(proof_message(transfer_proof(b"a guess", "caller", TOPOLOGY, nonce, challenge)))
         assert "not proven" in Greeting().feed(forger.recv(4096))[2]
         with contextlib.suppress(OSError):  # what a forger sends anyway goes nowhere
-            forger.sendall(WireBatch(7, 3, "default", [("forged", -1)]).encode())
+            forger.sendall(encode(7, batch(3, "default", [("forged", -1)])))
         assert closed_by_peer(forger)
 
         strangers = [Sender("127.0.0.1", receiver.port, TOPOLOGY, secret=b"another secret"),
                      Sender("127.0.0.1", receiver.port, TOPOLOGY)]
         for stranger in strangers:
-            stranger.send([entry(-1)])
+            send(stranger, [entry(-1)])
         wait_until(lambda: all(s.refusal for s in strangers), 10, "both strangers refused")
         assert "did not prove" in strangers[0].refusal and "topology.transfer.secret" in strangers[1].refusal
 
         holder = Sender("127.0.0.1", receiver.port, TOPOLOGY, secret=SECRET)
         for i in range(100):
-            holder.send([entry(i)])
+            send(holder, [entry(i)])
         wait_until(lambda: len(sink.entries) == 100, 10, "the holder's entries")
         for sender in (holder, *strangers):
             sender.discard()
@@ -269,7 +270,7 @@ def test_a_sender_with_the_secret_sends_nothing_to_a_receiver_that_cannot_prove_
         impostor = Receiver(sink, TOPOLOGY, "127.0.0.1", 0, secret=impostor_secret).start()
         sender = Sender("127.0.0.1", impostor.port, TOPOLOGY, secret=SECRET)
         try:
-            sender.send([entry(1)])
+            send(sender, [entry(1)])
             wait_until(lambda: sender.refusal, 10, "the sender refusing the impostor")
             assert not sender.connected.is_set()
         finally:
@@ -279,18 +280,19 @@ def test_a_sender_with_the_secret_sends_nothing_to_a_receiver_that_cannot_prove_
 
 
 def test_decoder_handles_split_messages_and_refuses_non_batches() -> None:
-    data = encode([entry(1), entry(2)]) + encode([entry(3)])
+    data = encode_entries([entry(1), entry(2)]) + encode_entries([entry(3)])
     decoder = Decoder()
-    got = [e.tuple_id for i in range(len(data)) for batch in decoder.feed(data[i:i + 1]) for e in batch]
+    got = [e.tuple_id for i in range(len(data)) for target, tuples in decoder.feed(data[i:i + 1])
+           for e in entries_of(target, tuples)]
     assert got == [1, 2, 3]
     with pytest.raises(WireError, match="not a version-1 batch"):
         list(Decoder().feed(msgpack.packb({"evil": True})))
     with pytest.raises(WireError, match="msgpack-serialisable"):
-        encode([Entry(1, 1, "s", (object(),), 1, ())])
+        encode_entries([Entry(1, 1, "s", (object(),), 1, ())])
     with pytest.raises(WireError, match="numbers within 64 bits"):
-        encode([Entry(1, 1, "s", (2**64,), 1, ())])
+        encode_entries([Entry(1, 1, "s", (2**64,), 1, ())])
     with pytest.raises(WireError, match="one width"):
-        encode([Entry(1, 1, "s", ("a", 1), 1, ()), Entry(1, 1, "s", ("b",), 2, ())])
+        encode_entries([Entry(1, 1, "s", ("a", 1), 1, ()), Entry(1, 1, "s", ("b",), 2, ())])
 
 
 def test_runs_travel_as_one_header_and_columns_and_arrive_as_the_tuples_sent() -> None:
@@ -300,26 +302,26 @@ def test_runs_travel_as_one_header_and_columns_and_arrive_as_the_tuples_sent() -
             Tuple(("c", 3), f, "split", "default", 3, 42, {9: 42, 10: 77}),      # several: anchors form
             Tuple(("d", 4), f, "split", "other", 3),
             Tuple(("e", 5), f, "split", "default", 4, 43, {11: 43})]
-    runs = runs_of_tuples(7, sent)
-    assert [(r.source, r.stream, len(r)) for r in runs] == [(3, "default", 3), (3, "other", 1), (4, "default", 1)]
-    data = b"".join(run.encode() for run in runs)
-    got = [t for run in Decoder().feed(data) for t in run.tuples("split", f)]
+    batches = batches_of_tuples(sent)
+    assert [(b.task, b.stream, len(b)) for b in batches] == [(3, "default", 3), (3, "other", 1), (4, "default", 1)]
+    data = b"".join(encode(7, b) for b in batches)
+    got = [t for _, b in Decoder().feed(data) for t in b.views()]
     assert [(t.values, t.stream, t.task, t.id, dict(t.anchors)) for t in got] == \
         [(t.values, t.stream, t.task, t.id, dict(t.anchors)) for t in sent]
 
-    plain = WireBatch(7, 3, "default", [(i,) for i in range(100)]).encode()
+    plain = encode(7, batch(3, "default", [(i,) for i in range(100)]))
     assert len(plain) < 100 * 3 + 20, "one header per run, values in a column: no per-row overhead"
-    assert [e.values for e in WireBatch.decode(WireBatch(7, 3, "s", [(), ()]).encode())] == [[], []], \
+    assert [e.values for e in entries_of(7, decode(encode(7, batch(3, "s", [(), ()]))))] == [[], []], \
         "a stream without fields keeps its row count"
 
 
-def test_a_sender_merges_runs_of_any_tracking_form_in_order(receiver: Receiver, sink: Sink) -> None:
+def test_a_sender_keeps_batches_of_any_tracking_form_in_order(receiver: Receiver, sink: Sink) -> None:
     f = Fields(["n"])
     forms = [{}, {9: 41}, {9: 41, 10: 77}]
     sent = [Tuple((i,), f, "numbers", "default", 3, 41 if i % 3 else 0, forms[i % 3]) for i in range(300)]
     sender = Sender("127.0.0.1", receiver.port, TOPOLOGY, batch_size=100)
     for tup in sent:
-        sender.send_runs(runs_of_tuples(7, [tup]))
+        sender.send(7, batches_of_tuples([tup]))
     sender.close()
     wait_until(lambda: len(sink.entries) == 300, what="all tuples")
     assert [(e.values, e.tuple_id, dict(map(tuple, e.anchors))) for e in sink.entries] == \
@@ -329,19 +331,19 @@ def test_a_sender_merges_runs_of_any_tracking_form_in_order(receiver: Receiver, 
 def test_a_column_of_one_str_or_bytes_value_travels_once_and_arrives_as_every_row_sent() -> None:
     tag = "eu-west-" + "1"  # built at run time: equal rows, not one interned object
     rows = [(tag, i, b"k") for i in range(500)]
-    run = WireBatch.decode(WireBatch(7, 3, "s", rows).encode())
+    run = decode(encode(7, batch(3, "s", rows)))
     assert run.rows == rows
-    assert len(WireBatch(7, 3, "s", rows).encode()) < 500 * len(tag), "the tag column went once"
+    assert len(encode(7, batch(3, "s", rows))) < 500 * len(tag), "the tag column went once"
     same = [("some data",)] * 300  # one row object, as a constant spout emits
-    assert len(WireBatch(7, 3, "s", same).encode()) < 40
-    assert WireBatch.decode(WireBatch(7, 3, "s", same).encode()).rows == same
+    assert len(encode(7, batch(3, "s", same))) < 40
+    assert decode(encode(7, batch(3, "s", same))).rows == same
     # Equal is not the same: 1, 1.0 and True compare equal and must arrive as sent, and so must a lone row.
     mixed = [(1,), (1.0,), (True,), (1,)]
-    assert WireBatch.decode(WireBatch(7, 3, "s", mixed).encode()).rows == mixed
-    assert [type(v) for (v,) in WireBatch.decode(WireBatch(7, 3, "s", mixed).encode()).rows] == [int, float, bool, int]
-    assert WireBatch.decode(WireBatch(7, 3, "s", [("x",)]).encode()).rows == [("x",)]
+    assert decode(encode(7, batch(3, "s", mixed))).rows == mixed
+    assert [type(v) for (v,) in decode(encode(7, batch(3, "s", mixed))).rows] == [int, float, bool, int]
+    assert decode(encode(7, batch(3, "s", [("x",)]))).rows == [("x",)]
     lists = [(["a"],)] * 3  # a mutable value is never shared by the receiver's rows
-    got = WireBatch.decode(WireBatch(7, 3, "s", lists).encode()).rows
+    got = decode(encode(7, batch(3, "s", lists))).rows
     assert got == [(["a"],)] * 3 and len({id(v) for (v,) in got}) == 3
 
 
@@ -349,14 +351,14 @@ def test_a_repeated_column_from_a_peer_is_refused_unless_it_is_one_str_or_bytes_
     def message(n: int, column: Any) -> bytes:
         return msgpack.packb([1, 7, 3, "s", n, [column], None, None, None])
 
-    assert WireBatch.decode(message(3, msgpack.ExtType(REPEATED, msgpack.packb("x")))).rows == [("x",)] * 3
+    assert decode(message(3, msgpack.ExtType(REPEATED, msgpack.packb("x")))).rows == [("x",)] * 3
     with pytest.raises(WireError, match="no repeated str or bytes"):
-        WireBatch.decode(message(3, msgpack.ExtType(REPEATED, msgpack.packb([1, 2]))))
+        decode(message(3, msgpack.ExtType(REPEATED, msgpack.packb([1, 2]))))
     with pytest.raises(WireError, match="no repeated str or bytes"):
-        WireBatch.decode(message(3, msgpack.ExtType(REPEATED + 1, msgpack.packb("x"))))
+        decode(message(3, msgpack.ExtType(REPEATED + 1, msgpack.packb("x"))))
     many = msgpack.packb([1, 7, 3, "s", MAX_ROWS, [msgpack.ExtType(REPEATED, msgpack.packb("x"))] * 2, None, None, None])
     with pytest.raises(WireError, match="more repeated cells"):
-        WireBatch.decode(many)
+        decode(many)
 
 
 @pytest.mark.parametrize("message, error", [
@@ -377,17 +379,40 @@ def test_a_malformed_run_is_refused_before_use(message: list, error: str) -> Non
 def test_a_sender_that_cannot_reach_its_peer_queues_a_bounded_backlog_and_discard_drops_it() -> None:
     sender = Sender("127.0.0.1", free_port(), TOPOLOGY, max_pending=10)  # nobody listens there
     for i in range(25):
-        sender.send([entry(i)])
+        send(sender, [entry(i)])
     assert (sender.backlog, sender.dropped) == (10, 15), "at most max_pending wait for the peer, the rest drop"
     assert sender.discard() == 10 and sender.backlog == 0
-    sender.send([entry(99)])
+    send(sender, [entry(99)])
     assert sender.dropped == 26, "a discarded sender takes nothing more"
     whole = Sender("127.0.0.1", free_port(), TOPOLOGY, max_pending=10)
     try:
-        whole.send_runs([WireBatch(1, 1, "s", [(i,) for i in range(4)]), WireBatch(2, 1, "s", [(i,) for i in range(21)])])
+        whole.send(1, [batch(1, "s", [(i,) for i in range(4)])])
+        whole.send(2, [batch(1, "s", [(i,) for i in range(21)])])
         assert (whole.backlog, whole.dropped) == (10, 15), "a run larger than the room left is cut, not let through"
     finally:
         whole.discard()
+
+
+def test_a_batch_from_another_worker_reaches_its_task_as_sent_bound_to_its_source_component_and_fields() -> None:
+    """What the wire delivers is the batch type a bolt receives: checked against the topology, given its source
+    component and fields, put in the target task's inbox as it came (its columns); a batch for a task that is not
+    in this worker (a stale route at the sender) is counted as dropped."""
+    t = Topology("bound")
+    t.bolt("sink", Recorder).shuffle(t.spout("numbers", Numbers, args=[10]))
+    layout, _ = compile_topology(t, {})
+    (spout_task,), (sink_task,) = layout.component_tasks["numbers"], layout.component_tasks["sink"]
+    routes, wake = Routes(Origins(layout)), Wake()
+    routes.inboxes[sink_task] = inbox = Inbox(100, wake)
+    sent = TupleBatch([("k1", 1), ("k2", 2)], layout.fields("numbers", "default"), "numbers", "default", spout_task,
+                      [5, 6], [50, 60])
+    for target, got in Decoder().feed(encode(sink_task, sent) + encode(sink_task + 100, sent)):
+        routes.receive(target, got)
+    received = inbox.take()
+    assert isinstance(received, ColumnBatch) and inbox.take() is None
+    assert (received.component, received.fields, received.task, received.stream) == \
+        ("numbers", Fields(["key", "n"]), spout_task, "default")
+    assert (received.values, received.ids, received.roots) == (sent.values, sent.ids, sent.roots)
+    assert routes.dropped == 2, "the batch for a task this worker does not run"
 
 
 # -- a worker's peers follow its assignment -------------------------------------------------------
@@ -534,7 +559,7 @@ def test_a_worker_of_another_topology_on_a_reused_port_delivers_nothing(pair: Pa
 def test_bytes_without_a_handshake_reach_no_user_code(pair: Pair) -> None:
     """A valid batch sent straight away, with no handshake naming the topology: refused, connection dropped."""
     raw = socket.create_connection(("127.0.0.1", pair.port))
-    raw.sendall(WireBatch(pair.sink_task, pair.spout_task, "default", [("forged", -1)]).encode())
+    raw.sendall(encode(pair.sink_task, batch(pair.spout_task, "default", [("forged", -1)])))
     assert closed_by_peer(raw), "the connection is dropped"
     pair.start_source()
     wait_until(lambda: pair.delivered(), 10, "the real peer's tuples")
@@ -546,13 +571,13 @@ def test_forged_runs_are_counted_and_never_reach_user_code(pair: Pair) -> None:
     does not declare, rows wider than the stream's fields. Refused per run, counted by reason and logged
     once per interval; the connection and the runs after them are served."""
     peer = greeted(pair.port, pair.layout.topology_id)
-    forged = [WireBatch(pair.sink_task, 999, "default", [("a", 1)]),
-              WireBatch(pair.sink_task, pair.spout_task, "nope", [("b", 2), ("b", 3)]),
-              WireBatch(pair.sink_task, pair.spout_task, "default", [("c", 4, "extra")] * 3),
-              WireBatch(pair.sink_task, pair.spout_task, "default", [("d",)])]
+    forged = [encode(pair.sink_task, batch(999, "default", [("a", 1)])),
+              encode(pair.sink_task, batch(pair.spout_task, "nope", [("b", 2), ("b", 3)])),
+              encode(pair.sink_task, batch(pair.spout_task, "default", [("c", 4, "extra")] * 3)),
+              encode(pair.sink_task, batch(pair.spout_task, "default", [("d",)]))]
     with capture_logs() as logs:
-        peer.sendall(b"".join(run.encode() for run in forged))
-        peer.sendall(WireBatch(pair.sink_task, pair.spout_task, "default", [("valid", -1)]).encode())
+        peer.sendall(b"".join(forged))
+        peer.sendall(encode(pair.sink_task, batch(pair.spout_task, "default", [("valid", -1)])))
         wait_until(lambda: pair.delivered(), 10, "the valid run after the forged ones")
     assert pair.delivered() == [("valid", -1)], "only the valid run reaches the bolt"
     assert pair.sink.refused == {"unknown source task": 1, "undeclared stream": 2, "wrong width": 4}
@@ -565,12 +590,12 @@ def test_an_idle_connection_is_closed_and_its_sender_reconnects_for_the_next_bat
     receiver = Receiver(sink, TOPOLOGY, "127.0.0.1", 0, idle_timeout=0.3).start()
     try:
         sender = Sender("127.0.0.1", receiver.port, TOPOLOGY)
-        sender.send([entry(1)])
+        send(sender, [entry(1)])
         wait_until(lambda: len(sink.entries) == 1, what="the first batch")
         # counted before it is closed: wait for the close itself
         wait_until(lambda: receiver.counts["timed_out"] == 1 and receiver.connections == 0, 10,
                    "the idle connection closed by the receiver")
-        sender.send([entry(2)])
+        send(sender, [entry(2)])
         wait_until(lambda: len(sink.entries) == 2, what="the batch after the idle timeout")
         assert [e.tuple_id for e in sink.entries] == [1, 2] and sender.dropped == 0
         sender.close()

@@ -30,7 +30,10 @@ from squall.api.tuple import TupleBatch
 from squall.core.system_ids import ACK_INIT_STREAM, ACKER
 from squall.dev.local import LocalTopology, compile_topology
 from worker.acker import Acker
-from worker.executor import ACK_INIT_FIELDS, ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor, Wake
+from worker.executor.acking import ACK_INIT_FIELDS
+from worker.executor.base import ExecutorEnv
+from worker.executor.spout import SpoutExecutor
+from worker.queues import Inbox, Outbox, Pressure, Routes, Wake
 from worker.layout import place_all
 from worker.runtime import TaskThread, WorkerFailed
 
@@ -562,7 +565,7 @@ def spout_alone(topology: Topology, **conf: Any) -> SpoutExecutor:
     wake = Wake()
     pressure = Pressure(lambda: 0.0, enabled=False, high=0.9, low=0.4)
     env = ExecutorEnv(layout.topology_id, lambda *_: None, pressure, lambda exc: None, lambda beats: None)
-    executor = SpoutExecutor(task, layout, place_all(layout), Outbox(lambda *_: False, wake), Inbox(100, wake), env)
+    executor = SpoutExecutor(task, layout, place_all(layout), Outbox(Routes({}), wake), Inbox(100, wake), env)
     executor.start()
     executor.set_active(True)
     return executor
@@ -599,7 +602,7 @@ def test_a_task_thread_that_dies_fails_its_worker() -> None:
     """A dead task thread used to leave its worker a zombie (alive, beating locally, its tasks silent)."""
     failures: list[BaseException] = []
     thread = TaskThread("tasks", Pressure(lambda: 0.0, enabled=False, high=0.9, low=0.4),
-                        lambda *_: False, failures.append)
+                        Routes({}), failures.append)
     thread.start()
     thread.call(lambda: 1 // 0)
     thread.join(10)
@@ -799,7 +802,7 @@ def test_an_acker_takes_a_message_from_every_task_of_a_busy_topology_in_one_roun
     wake = Wake()
     env = ExecutorEnv(layout.topology_id, lambda *_: None, Pressure(lambda: 0.0, enabled=False, high=0.9, low=0.4),
                       lambda exc: None, lambda beats: None)
-    acker = Acker(task, layout, place_all(layout), Outbox(lambda *_: False, wake), Inbox(100_000, wake), env)
+    acker = Acker(task, layout, place_all(layout), Outbox(Routes({}), wake), Inbox(100_000, wake), env)
     senders = 48  # tasks' steps, each one message of its roots
     acker.inbox.put([TupleBatch([([root * senders + i for root in range(10)], [7] * 10, spout_task)], ACK_INIT_FIELDS,
                                 "tap", ACK_INIT_STREAM, spout_task) for i in range(senders)])

@@ -2,7 +2,7 @@
 completions sent straight to the spout task that owns each root. A ``__ack_reset_timeout`` from a bolt
 restarts a tree's timer and goes on to the spout task, whose own pending timer restarts with it.
 
-Every message carries a task's roots of one step as lists (see :class:`worker.executor.AckOut`):
+Every message carries a task's roots of one step as lists (see :class:`worker.executor.acking.AckOut`):
 ``__ack_init ([root...], [xor...], spout task)``, ``__ack_ack ([root...], [value...])``, ``__ack_fail
 ([root...],)`` and ``__ack_reset_timeout ([root...],)``; a spout task hears ``([root...],)`` per kind once
 per acker step. The streams are internal to Squall's workers, which all run one release."""
@@ -13,7 +13,8 @@ from typing import Any
 
 from squall.core.system_ids import ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM
 from squall.api.tuple import TupleBatch
-from worker.executor import ACK_FAIL_FIELDS, Executor
+from worker.executor.acking import ACK_FAIL_FIELDS
+from worker.executor.base import Executor
 from worker.tracking import AckerState, SpoutNews
 
 #: How often trees past the message timeout are dropped (and failed towards their spout).

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from squall.api.tuple import Fields
 from squall.core.thrift import storm
@@ -64,6 +64,50 @@ class TopologyLayout:
         spec = self.components.get(component)
         info = spec.streams.get(stream) if spec else None
         return info.fields if info else None
+
+
+class Origin(NamedTuple):
+    """Who sends a stream: the source task's component and the stream's fields."""
+
+    component: str
+    fields: Fields
+
+
+class Refused(NamedTuple):
+    """Why no task of the topology sends a (source task, stream): the reason counted, and a detail for the log."""
+
+    reason: str
+    detail: str
+
+
+class Origins(dict[tuple[int, str], "Origin | Refused"]):
+    """(source task, stream) → its :class:`Origin` in ``layout``, or why there is none (:class:`Refused`): what a
+    worker checks every batch from another worker against (:class:`worker.wire.Decoder`), looked up in the layout
+    once per pair. Misses are not kept, so a peer naming made-up tasks or streams grows nothing.
+
+        origins = Origins(layout)
+        origins[(3, "default")]         # Origin(component='split', fields=Fields(('word',)))
+        origins.reset(new_layout)       # a refresh: looked up afresh
+    """
+
+    def __init__(self, layout: TopologyLayout) -> None:
+        super().__init__()
+        self.layout = layout
+
+    def reset(self, layout: TopologyLayout) -> None:
+        self.layout = layout
+        self.clear()
+
+    def __missing__(self, key: tuple[int, str]) -> Origin | Refused:
+        source, stream = key
+        component = self.layout.task_component.get(source)
+        if component is None:
+            return Refused("unknown source task", "no task of the topology has this id")
+        fields = self.layout.fields(component, stream)
+        if fields is None:
+            return Refused("undeclared stream", f"{component!r} declares no such stream")
+        origin = self[key] = Origin(component, fields)
+        return origin
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ from squall.core.zk.records import (
 )
 from worker.layout import Placement, TopologyLayout, build_layout, place
 from worker.runtime import WorkerRuntime
-from worker.wire import transfer_secret
+from worker.handshake import transfer_secret
 
 log = structlog.get_logger(__name__)
 

@@ -21,18 +21,19 @@ import structlog
 
 from squall.api.classcheck import resolve
 from squall.core.system_ids import ACKER, TOPOLOGY_MASTER
-from squall.api.tuple import Fields, TupleBatch
+from squall.api.tuple import TupleBatch
 from squall.core.zk.records import ComponentType
 from worker.acker import Acker
-from worker.executor import (
-    MAX_IDLE_SECS, BoltExecutor, ErrorThrottle, Executor, ExecutorEnv, Inbox, Outbox, Pressure, SpoutExecutor, Wake,
-)
-from worker.layout import Address, Placement, TopologyLayout
+from worker.executor.base import Executor, ExecutorEnv
+from worker.executor.bolt import BoltExecutor
+from worker.executor.spout import SpoutExecutor
+from worker.layout import Address, Origins, Placement, Refused, TopologyLayout
 from worker.multilang.bolt import ShellBoltExecutor
 from worker.multilang.spout import ShellSpoutExecutor
+from worker.queues import MAX_IDLE_SECS, Inbox, Outbox, Pressure, Routes, Wake
+from worker.throttle import ErrorThrottle
 from worker.topology_master import TopologyMaster
 from worker.transport import LOG_INTERVAL_SECS, Receiver, Sender
-from worker.wire import WireBatch
 
 log = structlog.get_logger(__name__)
 
@@ -55,11 +56,11 @@ class TaskThread(threading.Thread):
     and every executor is stepped in the round after a call (activation, a new assignment or conf).
     """
 
-    def __init__(self, name: str, pressure: Pressure, deliver: Callable[[int, list[TupleBatch], Wake], bool],
+    def __init__(self, name: str, pressure: Pressure, routes: Routes,
                  on_fatal: Callable[[BaseException], None]) -> None:
         super().__init__(name=name, daemon=True)
         self.wake = Wake()
-        self.outbox = Outbox(deliver, self.wake)
+        self.outbox = Outbox(routes, self.wake)
         self.executors: list[Executor] = []
         self._pressure = pressure
         self._on_fatal = on_fatal
@@ -157,7 +158,7 @@ class WorkerRuntime:
     """The executors of the tasks ``placement`` gives this worker, and the transfer between workers.
 
     ``listen`` is the port to receive other workers' tuples on (None in local mode); ``resources_dir`` is
-    where shell components run (see :class:`~worker.executor.ExecutorEnv`).
+    where shell components run (see :class:`~worker.executor.base.ExecutorEnv`).
     """
 
     def __init__(self, layout: TopologyLayout, placement: Placement, conf: Mapping[str, Any], *,
@@ -183,7 +184,10 @@ class WorkerRuntime:
                                  low=float(conf["topology.backpressure.water.mark.low"]), held=self._peers_hold)
         self.env = ExecutorEnv(layout.topology_id, report_error, self.pressure, self._fatal, report_beats,
                                resources_dir)
-        self.inboxes: dict[int, Inbox] = {}
+        #: Who sends each (task, stream) of the topology: what a batch from another worker is checked against.
+        self._origins = Origins(layout)
+        #: Where each task's batches go: its inbox here, or the sender to its worker.
+        self.routes = Routes(self._origins, self._unrouted, self._refuse)
         #: The inboxes again, as a tuple replaced whole when tasks come or go: what :meth:`_fill` scans.
         self._queues: tuple[Inbox, ...] = ()
         self.executors: dict[int, Executor] = {}
@@ -196,12 +200,9 @@ class WorkerRuntime:
         self._senders_lock = threading.Lock()
         #: Notified when a sender reaches its peer or a refresh changes the peers (see :meth:`wait_for_peers`).
         self._peers_changed = threading.Condition()
-        #: (source task, stream) of runs from other workers → (source component, fields): only valid ones.
-        self._incoming: dict[tuple[int, str], tuple[str, Fields]] = {}
         self._active = False
         self._stopped = False
-        self.dropped = 0  # tuples for tasks this worker cannot reach (stale routes; replayed by spouts)
-        #: Tuples from other workers refused before any task saw them, by reason (see :meth:`_on_remote_batch`).
+        #: Tuples from other workers refused before any task saw them, by reason (see :meth:`Routes.receive`).
         self.refused: Counter[str] = Counter()
         self._refusal_log = ErrorThrottle(1, LOG_INTERVAL_SECS)
         self._listen = listen
@@ -210,7 +211,7 @@ class WorkerRuntime:
     # -- building ---------------------------------------------------------------------------------
 
     def _new_thread(self, name: str) -> TaskThread:
-        return TaskThread(name, self.pressure, self._deliver, self._fatal)
+        return TaskThread(name, self.pressure, self.routes, self._fatal)
 
     def _executor_class(self, task: int) -> type[Executor]:
         component = self.layout.task_component[task]
@@ -234,8 +235,8 @@ class WorkerRuntime:
                 started.append(thread)
             inbox = Inbox(self._capacity, thread.wake)
             executor = self._executor_class(task)(task, self.layout, self.placement, thread.outbox, inbox, self.env)
-            self.inboxes[task] = inbox
-            self._queues = tuple(self.inboxes.values())
+            self.routes.inboxes[task] = inbox
+            self._queues = tuple(self.routes.inboxes.values())
             self.executors[task] = executor
             self._thread_of[task] = thread
             thread.add(executor)
@@ -258,7 +259,7 @@ class WorkerRuntime:
             # Listen only now: peers activate their spouts once every worker listens, so no tuple
             # waits (and times out) in the queue of a task still preparing (a Spark session: ~15 s).
             conf = self.conf
-            self.receiver = Receiver(self._on_remote_batch, self.layout.topology_id, *self._listen,
+            self.receiver = Receiver(self.routes.receive, self.layout.topology_id, *self._listen,
                                      max_connections=int(conf["worker.transfer.max.connections"]),
                                      handshake_timeout=float(conf["worker.transfer.handshake.timeout.secs"]),
                                      idle_timeout=float(conf["worker.transfer.idle.timeout.secs"]),
@@ -319,11 +320,12 @@ class WorkerRuntime:
         """A new assignment: route to tasks where they now run, start new local tasks, stop removed ones."""
         old = self.placement.local
         self.layout, self.placement = layout, placement
-        self._incoming = {}
+        self._origins.reset(layout)
+        self.routes.remote = {}  # looked up again: a task may have moved
         for task in sorted(old - placement.local):
             self._thread_of.pop(task).remove(task)
-            self.inboxes.pop(task, None)
-            self._queues = tuple(self.inboxes.values())
+            self.routes.inboxes.pop(task, None)
+            self._queues = tuple(self.routes.inboxes.values())
             self.executors.pop(task, None)
         for thread in self.threads:
             thread.call(lambda thread=thread: [e.refresh(layout, placement) for e in thread.executors])
@@ -337,7 +339,7 @@ class WorkerRuntime:
         for sender in gone:
             # Not sent: its tasks now run elsewhere or nowhere. Reliable spouts replay the dropped tuples.
             dropped = sender.discard()
-            self.dropped += dropped
+            self.routes.dropped += dropped
             log.info("stopped sending to a worker that left the assignment", address=sender.address,
                      dropped_tuples=dropped)
         self._notify_peers_changed()
@@ -368,22 +370,21 @@ class WorkerRuntime:
 
     # -- transfer ---------------------------------------------------------------------------------
 
-    def _deliver(self, task: int, batches: list[TupleBatch], wake: Wake) -> bool:
-        """A task thread's batches for ``task``: the objects themselves if local, runs of columns if remote.
-        ``wake`` is the sending thread's event; True if ``task`` runs on that thread (not woken: it
-        steps the task before it sleeps)."""
-        inbox = self.inboxes.get(task)
-        if inbox is not None:
-            own = inbox.wake is wake
-            inbox.put(batches, wake=not own)
-            return own
+    @property
+    def dropped(self) -> int:
+        """Tuples for tasks this worker cannot reach (stale routes; replayed by spouts)."""
+        return self.routes.dropped
+
+    def _unrouted(self, task: int, batches: list[TupleBatch]) -> None:
+        """A task thread's first batches for ``task`` since the routes changed: sent to its worker (whose sender is
+        its route from now on), or dropped if it has none (no route, or one a refresh just removed)."""
         address = self.placement.remote.get(task)
         sender = None if address is None else self.senders.get(address) or self._open_sender(address)
-        if sender is None:  # no route, or one a refresh just removed
-            self.dropped += sum(map(len, batches))
-            return False
-        sender.send_runs([WireBatch.of(task, batch) for batch in batches])
-        return False
+        if sender is None:
+            self.routes.dropped += sum(map(len, batches))
+            return
+        self.routes.remote[task] = sender.send
+        sender.send(task, batches)
 
     def _open_sender(self, address: Address) -> Sender | None:
         """The sender to ``address``, opened now if needed; None if it is not a peer of the current placement
@@ -401,50 +402,15 @@ class WorkerRuntime:
                 self._sending = tuple(self.senders.values())
             return sender
 
-    def _on_remote_batch(self, batch: WireBatch) -> None:
-        """On the receiver thread (which waits out this worker's backpressure first): hand the run's local task
-        its tuples.
-
-        A run is checked before any task sees it, per run and not per row: its source task must be a task
-        of the topology, its stream one that task's component declares, and its rows (one width per run,
-        the decoder saw to that) exactly as wide as the stream's fields. Anything else is counted in
-        :attr:`refused` and logged at most once per interval, never delivered: a bolt reads the values it
-        declared, whoever is on the other end of the socket.
-        """
-        origin = self._incoming.get((batch.source, batch.stream))
-        if origin is None:
-            origin = self._origin(batch)
-            if origin is None:
-                return
-        width = batch.width
-        if width is not None and width != len(origin[1]):
-            self._refuse(batch, "wrong width", f"rows {width} wide, the stream declares {len(origin[1])} fields")
-            return
-        inbox = self.inboxes.get(batch.target)
-        if inbox is None:  # a task that left this worker (a stale route at the sender; replayed by spouts)
-            self.dropped += len(batch)
-            return
-        inbox.put([batch.tuple_batch(*origin)])
-
-    def _origin(self, batch: WireBatch) -> tuple[str, Fields] | None:
-        """The source component and fields of a run's (source task, stream), remembered; None if there is none."""
-        component = self.layout.task_component.get(batch.source)
-        if component is None:
-            self._refuse(batch, "unknown source task", "no task of the topology has this id")
-            return None
-        fields = self.layout.fields(component, batch.stream)
-        if fields is None:
-            self._refuse(batch, "undeclared stream", f"{component!r} declares no such stream")
-            return None
-        origin = self._incoming[(batch.source, batch.stream)] = (component, fields)
-        return origin
-
-    def _refuse(self, batch: WireBatch, reason: str, detail: str) -> None:
+    def _refuse(self, refusal: Refused, target: int, batch: TupleBatch) -> None:
+        """Tuples from another worker that no task saw (:meth:`Routes.receive`): counted in :attr:`refused`, logged at
+        most once per interval."""
+        reason, detail = refusal
         self.refused[reason] += len(batch)
         if self._refusal_log.allow(time.monotonic()):
             suppressed, self._refusal_log.suppressed = self._refusal_log.suppressed, 0
-            log.warning("refused tuples from another worker", reason=reason, detail=detail, source_task=batch.source,
-                        stream=batch.stream, target_task=batch.target, tuples=len(batch),
+            log.warning("refused tuples from another worker", reason=reason, detail=detail, source_task=batch.task,
+                        stream=batch.stream, target_task=target, tuples=len(batch),
                         refused_so_far=sum(self.refused.values()), other_refusals_not_logged=suppressed)
 
     def _peers_hold(self) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 from squall.core.system_ids import MASTER_HEARTBEAT_STREAM
 from squall.core.stats import task_stats
 from squall.core.zk.records import TaskBeat
-from worker.executor import Executor
+from worker.executor.base import Executor
 
 
 class TopologyMaster(Executor):

@@ -17,36 +17,39 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import structlog
 
-from worker.executor import ErrorThrottle, Pressure, Wake
+from squall.api.tuple import ColumnBatch, TupleBatch
+from worker.queues import Pressure, Wake
+from worker.throttle import ErrorThrottle
+from worker.handshake import NONCE_BYTES, Greeting, TransferRefused, answer, connect, transfer_proof
 from worker.wire import (
-    MAX_MESSAGE_BYTES, MESSAGE_ROWS, THROTTLE_OFF, THROTTLE_ON, Decoder, Entry, Greeting, WireBatch, WireError, answer,
-    hello, proof_message, runs_of_entries, transfer_proof,
+    MAX_MESSAGE_BYTES, MESSAGE_ROWS, THROTTLE_OFF, THROTTLE_ON, Decoder, WireError, encode, encode_each,
 )
 
 log = structlog.get_logger(__name__)
 
-OnBatch = Callable[[WireBatch], None]
+#: ``on_batch(target, batch)``: a batch another worker sent to its ``target`` task.
+OnBatch = Callable[[int, ColumnBatch], None]
 
 
 class Receiver:
-    """Serves other workers' connections on one thread and hands every decoded run to ``on_batch``: a
-    :class:`WireBatch`, whose iteration gives :class:`Entry` rows and whose columns the runtime reads.
+    """Serves other workers' connections on one thread and hands every decoded batch to ``on_batch`` with its
+    target task (see :class:`~worker.wire.Decoder`).
 
     One thread reads every connection (a selector), so a connection costs a socket and a small buffer,
     not a thread: 3,000 idle connections were 3,000 threads and ~220 MB on a thread per connection.
     Decoding and ``on_batch`` hold the GIL either way, so one thread loses no throughput.
-    While ``pressure`` (its worker's) is high, no run is handed on and every connection waits; each peer is told
+    While ``pressure`` (its worker's) is high, no batch is handed on and every connection waits; each peer is told
     so at once (:data:`~worker.wire.THROTTLE_ON`, then :data:`~worker.wire.THROTTLE_OFF`), and holds its spouts
     meanwhile. Bounds, each closing the connection that hits it:
 
-    * a connection must open with a handshake naming ``topology_id`` (:func:`worker.wire.hello`)
+    * a connection must open with a handshake naming ``topology_id`` (:func:`worker.handshake.hello`)
       within ``handshake_timeout`` seconds; another topology's worker is told why and refused; with a
       ``secret`` (the topology's ``topology.transfer.secret``) the caller must also answer an HMAC challenge
-      (see :mod:`worker.wire`), and one that cannot is refused before any batch is read;
+      (see :mod:`worker.handshake`), and one that cannot is refused before any batch is read;
     * a connection with no data for ``idle_timeout`` seconds is closed (a sender finds out before its
       next write and reconnects);
     * at most ``max_connections`` are open; when full, a newcomer takes the slot of the oldest
@@ -175,10 +178,10 @@ class Receiver:
                 self._greet(peer, data)
                 return
             pressure = self._pressure
-            for batch in peer.decoder.feed(data):
+            for target, batch in peer.decoder.feed(data):
                 if pressure is not None and pressure.high:
                     self._hold(pressure)
-                self._on_batch(batch)
+                self._on_batch(target, batch)
         except WireError as exc:
             self.counts["bad_data"] += 1
             self._note("dropping a worker connection: bad data", peer=peer.name, error=str(exc))
@@ -280,8 +283,6 @@ LOG_INTERVAL_SECS = 10.0
 STATUS_READ_BYTES = 64
 #: How often a receiver holding its connections for backpressure checks it has not been stopped.
 HOLD_CHECK_SECS = 0.1
-#: Bytes of each side's handshake nonce.
-NONCE_BYTES = 16
 #: Bytes the receiver reads at once. Each read gives up the GIL and may wait a switch interval (5 ms) to get it
 #: back from a busy task thread, so a read takes whatever has come meanwhile.
 RECEIVE_BYTES = 1 << 20
@@ -311,22 +312,21 @@ def _has_data(sock: socket.socket) -> bool:
 
 
 class Sender:
-    """Batches tuples for one remote worker and writes them on one connection, runs of tuples with equal
-    (target, source, stream) as messages of up to :data:`~worker.wire.MESSAGE_ROWS` rows and
-    ``max_message_bytes`` bytes (see :mod:`worker.wire`).
+    """Queues tuple batches for the tasks of one remote worker and writes them on one connection, consecutive
+    batches of one (target, source, stream) and form merged, as messages of up to :data:`~worker.wire.MESSAGE_ROWS`
+    rows and ``max_message_bytes`` bytes (see :mod:`worker.wire`).
 
     It connects as soon as it is created, retrying until the peer listens and accepts the handshake
     for ``topology_id`` (:attr:`connected` tells when it has, and ``on_connected`` is called; a peer of
     another topology leaves the reason in :attr:`refusal`), so a worker can hold its spouts until every
     peer is reachable; with a ``secret`` it proves the topology's transfer secret and wants the peer to prove it
-    too (see :mod:`worker.wire`). Until then it queues at most ``max_pending`` entries and drops the rest; a broken
+    too (see :mod:`worker.handshake`). Until then it queues at most ``max_pending`` tuples and drops the rest; a broken
     connection is re-opened on the next batch, and a batch that cannot be delivered is dropped, as is a
     tuple msgpack cannot carry or too large for one message. A dropped tuple is replayed by its spout
     after the message timeout, as in Storm; :attr:`dropped` counts them.
 
         sender = Sender("10.0.0.7", 6701, "words-1-1700000000", batch_size=100)
-        sender.send([Entry(target_task, source_task, "default", values, tuple_id, anchors)])
-        sender.send_runs([WireBatch(target_task, source_task, "default", rows)])   # the same, by columns
+        sender.send(target_task, [batch])     # a TupleBatch for a task of the peer worker
         sender.close()      # flush what is queued, then close
         sender.discard()    # or: the peer left the assignment, drop what is queued and stop now
     """
@@ -335,7 +335,7 @@ class Sender:
     RETRY_SECS = 0.1
     #: After this long without writing, check the peer has not hung up (an idle timeout) before writing.
     CHECK_AFTER_SECS = 0.05
-    #: Longest the sender thread sleeps with nothing queued (a queued run or close wakes it at once).
+    #: Longest the sender thread sleeps with nothing queued (a queued batch or close wakes it at once).
     IDLE_SECS = 1.0
     #: Longest it sleeps while the peer holds this worker's spouts: how late it sees the peer let go.
     THROTTLED_IDLE_SECS = 0.005
@@ -361,10 +361,10 @@ class Sender:
         self._max_pending = max_pending
         self._max_bytes = max_message_bytes
         self._socket_buffer = socket_buffer
-        self._pending: list[WireBatch] = []
+        self._pending: list[tuple[int, TupleBatch]] = []
         self._backlog = 0
         self._lock = threading.Lock()  # guards the queue; a plain lock: taken once per task thread flush
-        self._wake = Wake()  # set when the sender thread has something to do: a first run, a full batch, close
+        self._wake = Wake()  # set when the sender thread has something to do: a first batch, a full one, close
         self._sock: socket.socket | None = None
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=f"transfer-send-{host}:{port}", daemon=True)
@@ -375,13 +375,10 @@ class Sender:
         """Tuples queued and not yet written."""
         return self._backlog
 
-    def send(self, entries: Sequence[Entry]) -> None:
-        """Queue entries; the sender thread ships them in batches."""
-        self.send_runs(runs_of_entries(entries))
-
-    def send_runs(self, runs: Sequence[WireBatch]) -> None:
-        """Queue runs (the sender owns them from now on: it may extend them); shipped in batches."""
-        rows = sum(map(len, runs))
+    def send(self, target: int, batches: list[TupleBatch]) -> None:
+        """Queue ``batches`` for the peer's ``target`` task (the sender owns them from now on: it may extend them);
+        shipped in messages of many rows."""
+        rows = sum(map(len, batches))
         with self._lock:
             before = self._backlog
             if self._closed:
@@ -389,20 +386,19 @@ class Sender:
                 return
             if before + rows > self._max_pending and not self.connected.is_set():
                 # A peer not reachable yet: keep the first max_pending rows, drop the rest, never grow without bound.
-                runs = _first_rows(runs, self._max_pending - before)
-                self.dropped += rows - (kept := sum(map(len, runs)))
+                batches = _first_rows(batches, self._max_pending - before)
+                self.dropped += rows - (kept := sum(map(len, batches)))
                 rows = kept
                 if not rows:
                     return
             pending = self._pending
-            for run in runs:
-                last = pending[-1] if pending else None
-                # A piece travels as it is: one edge for all its rows (merged, each row would need one).
-                if (last is not None and last.target == run.target and last.source == run.source
-                        and last.stream == run.stream and last.piece is None and run.piece is None):
-                    last.extend(run)
-                else:
-                    pending.append(run)
+            for batch in batches:
+                if pending:
+                    last_target, last = pending[-1]
+                    if last_target == target and _mergeable(last, batch):
+                        _merge(last, batch)
+                        continue
+                pending.append((target, batch))
             self._backlog = before + rows
             if not before or before < self._batch_size <= before + rows:  # start the flush clock, or ship now
                 self._wake.set()
@@ -430,7 +426,7 @@ class Sender:
         self._reach_peer()
         wake = self._wake
         while True:
-            wake.clear()  # before looking: a run queued from now on sets it again
+            wake.clear()  # before looking: a batch queued from now on sets it again
             self._read_status()
             with self._lock:
                 backlog, closing = self._backlog, self._closed
@@ -468,26 +464,7 @@ class Sender:
 
     def _connect(self) -> None:
         """Connect and handshake (within ``connect_timeout``); OSError, or :class:`TransferRefused`, if not."""
-        sock = socket.create_connection(self.address, timeout=self._connect_timeout)
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self._socket_buffer is not None:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._socket_buffer)
-            nonce = secrets.token_bytes(NONCE_BYTES) if self._secret is not None else None
-            sock.sendall(hello(self.topology_id, nonce))
-            reply = _handshake_reply(sock)
-            if self._secret is not None:
-                challenge, proof = (reply[3], reply[4]) if len(reply) >= 5 else (None, None)
-                nonces = (nonce, challenge)
-                if not (type(challenge) is bytes and type(proof) is bytes and hmac.compare_digest(
-                        proof, transfer_proof(self._secret, "receiver", self.topology_id, *nonces))):
-                    raise TransferRefused("the peer did not prove the topology's transfer secret")
-                sock.sendall(proof_message(transfer_proof(self._secret, "caller", self.topology_id, *nonces)))
-                _handshake_reply(sock)
-        except BaseException:
-            sock.close()
-            raise
-        sock.settimeout(None)
+        sock = connect(self.address, self.topology_id, self._secret, self._connect_timeout, self._socket_buffer)
         self._sock = sock
         self.throttled = False  # a new connection: the peer says so again if it holds it
         self.connected.set()
@@ -524,7 +501,7 @@ class Sender:
                 return True
         return True
 
-    def _write(self, batch: list[WireBatch]) -> None:
+    def _write(self, batch: list[tuple[int, TupleBatch]]) -> None:
         data = self._encode(batch)
         now = time.monotonic()
         if self._sock is not None and now - self._last_write > self.CHECK_AFTER_SECS and _hung_up(self._sock):
@@ -548,65 +525,64 @@ class Sender:
                     log.warning("dropping a batch: remote worker unreachable", address=self.address,
                                 tuples=sum(map(len, batch)), error=str(exc))
 
-    def _encode(self, batch: list[WireBatch]) -> bytes:
-        """The runs in wire messages of at most :data:`MESSAGE_ROWS` rows (``batch_size`` if larger); a row
+    def _encode(self, batches: list[tuple[int, TupleBatch]]) -> bytes:
+        """The batches as wire messages of at most :data:`MESSAGE_ROWS` rows (``batch_size`` if larger); a row
         whose values msgpack cannot carry, or too large for one message, is dropped, not its batch."""
         size, limit = max(self._batch_size, MESSAGE_ROWS), self._max_bytes
         try:
-            return b"".join(run.encode(size, limit) for run in batch)
+            return b"".join([encode(target, batch, size, limit) for target, batch in batches])
         except WireError:
             pass
         good = []
-        for run in batch:
+        for target, batch in batches:
             try:
-                good.append(run.encode(size, limit))
+                good.append(encode(target, batch, size, limit))
                 continue
             except WireError:
                 pass
-            for i in range(len(run)):
-                row = run[i]
-                try:
-                    good.append(row.encode(1, limit))
-                except WireError as exc:
+            for message in encode_each(target, batch, limit):
+                if isinstance(message, WireError):
                     with self._lock:
                         self.dropped += 1
-                    log.error("dropping a tuple that cannot travel between workers", stream=run.stream,
-                              source_task=run.source, error=str(exc))
+                    log.error("dropping a tuple that cannot travel between workers", stream=batch.stream,
+                              source_task=batch.task, error=str(message))
+                else:
+                    good.append(message)
         return b"".join(good)
 
 
-def _first_rows(runs: Sequence[WireBatch], n: int) -> list[WireBatch]:
-    """The first ``n`` rows of ``runs`` (whole runs, then the start of the one that does not fit)."""
-    kept: list[WireBatch] = []
-    for run in runs:
+def _mergeable(last: TupleBatch, batch: TupleBatch) -> bool:
+    """Whether ``batch`` can be appended to ``last`` as it is: one source and stream, one form of tracking (untracked,
+    one root per row, or root maps). A piece travels as it is: one edge for all its rows."""
+    return (last.task == batch.task and last.stream == batch.stream and last.piece is None and batch.piece is None
+            and (last.ids is None) == (batch.ids is None) and (last.roots is None) == (batch.roots is None))
+
+
+def _merge(last: TupleBatch, batch: TupleBatch) -> None:
+    last.rows.extend(batch.rows)
+    if last.ids is not None:
+        last.ids.extend(batch.ids)  # type: ignore[arg-type]
+        if last.roots is not None:
+            last.roots.extend(batch.roots)  # type: ignore[arg-type]
+        else:
+            last.anchors.extend(batch.anchors)  # type: ignore[arg-type,union-attr]
+
+
+def _first_rows(batches: list[TupleBatch], n: int) -> list[TupleBatch]:
+    """The first ``n`` rows of ``batches`` (whole batches, then the start of the one that does not fit: a piece cut
+    short travels untracked, so its tree is replayed rather than completed without the rows left out)."""
+    kept: list[TupleBatch] = []
+    for batch in batches:
         if n <= 0:
             break
-        if len(run) > n:
-            run = WireBatch(run.target, run.source, run.stream, run.rows[:n],
-                            *(None if column is None else column[:n] for column in (run.ids, run.roots, run.anchors)))
-        kept.append(run)
-        n -= len(run)
+        if len(batch) > n:
+            ids, roots, anchors = batch.ids, batch.roots, batch.anchors
+            batch = TupleBatch(batch.rows[:n], batch.fields, batch.component, batch.stream, batch.task,
+                               None if ids is None else ids[:n], None if roots is None else roots[:n],
+                               None if anchors is None else anchors[:n])
+        kept.append(batch)
+        n -= len(batch)
     return kept
-
-
-def _handshake_reply(sock: socket.socket) -> list[object]:
-    """The peer's next handshake message; :class:`TransferRefused` if it refuses or is no Squall worker."""
-    greeting, reply = Greeting(), None
-    while reply is None:
-        data = sock.recv(4096)
-        if not data:
-            raise ConnectionError("the peer closed the connection during the handshake")
-        try:
-            reply = greeting.feed(data)
-        except WireError as exc:
-            raise TransferRefused(f"not a Squall worker: {exc}") from None
-    if reply[2] is not None:
-        raise TransferRefused(str(reply[2]))
-    return reply
-
-
-class TransferRefused(ConnectionError):
-    """The peer answered the handshake with a refusal (it runs another topology) or is no Squall worker."""
 
 
 def _hung_up(sock: socket.socket) -> bool:

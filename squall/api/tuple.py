@@ -395,33 +395,7 @@ class TupleBatch:
                 f"task={self.task}, tracked={self.tracked})")
 
 
-class LazyRows:
-    """Rows built from columns on first read, for a batch that arrived as columns (:class:`ColumnBatch`, and
-    worker.wire's WireBatch): while ``_columns`` (one list per field, ``_n`` rows) is set the ``rows`` slot is
-    empty, so reading it falls through to ``__getattr__``, which builds it once; ``len`` needs no rows. A class
-    mixing it in declares the three slots::
-
-        class Columns(LazyRows):
-            __slots__ = ("_columns", "_n", "rows")
-    """
-
-    __slots__ = ()
-    _columns: list[list[Any]] | None
-    _n: int
-    rows: list[tuple[Any, ...]]
-
-    def __getattr__(self, name: str) -> Any:
-        if name != "rows" or self._columns is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        self.rows = rows = rows_of_columns(self._columns, self._n)  # type: ignore[misc]  # slots: the subclass's
-        self._columns = None  # type: ignore[misc]  # (see above)
-        return rows
-
-    def __len__(self) -> int:
-        return self._n if self._columns is not None else len(self.rows)
-
-
-class ColumnBatch(LazyRows, TupleBatch):
+class ColumnBatch(TupleBatch):
     """A :class:`TupleBatch` as it came from another worker: the columns the wire carried (one list per
     field, ``n`` rows), its rows (value tuples) built on first use of :attr:`rows` / :attr:`values`,
     ``batch[i]`` or iteration. A bolt that reads columns, or never reads the values, makes no tuple per
@@ -444,6 +418,24 @@ class ColumnBatch(LazyRows, TupleBatch):
         del self.rows  # built from the columns when first read (__getattr__)
         self._columns: list[list[Any]] | None = columns  # None once the rows are built
         self._n = n
+
+    def __getattr__(self, name: str) -> Any:
+        """``rows``, built from the columns on first read (then a plain slot)."""
+        if name != "rows" or self._columns is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.rows = rows = rows_of_columns(self._columns, self._n)
+        self._columns = None
+        return rows
+
+    def __len__(self) -> int:
+        return self._n if self._columns is not None else len(self.rows)
+
+    @property
+    def width(self) -> int | None:
+        """How many values each row has (None for a batch without rows)."""
+        if self._columns is not None:
+            return len(self._columns) if self._n else None
+        return len(self.rows[0]) if self.rows else None
 
     def column(self, name: str) -> list[Any]:
         position = self._position(name)

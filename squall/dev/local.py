@@ -22,7 +22,7 @@ from squall.core.config.keys import default_config, without_secrets
 from squall.core.thrift import storm
 from squall.core.topology import make_tasks, normalize, system_topology, topology_id, validate_topology
 from squall.core.zk.records import TaskBeat
-from worker.executor import Executor
+from worker.executor.base import Executor
 from worker.layout import TopologyLayout, build_layout, place_all
 from worker.runtime import WorkerRuntime
 

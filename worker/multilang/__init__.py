@@ -5,7 +5,7 @@ A ``shell`` component (``ShellComponent``: ``execution_command`` and ``script``)
 ``[execution_command, script]``, the command found on the worker's ``PATH`` (the ``bin/`` of the Python the
 worker runs on comes first there: a per-topology virtualenv's, else the supervisor's), in the code package's
 ``resources/`` directory, with the worker's allow-listed environment. Its executor is a
-:class:`~worker.executor.SpoutExecutor` or :class:`~worker.executor.BoltExecutor` whose user code is the
+:class:`~worker.executor.spout.SpoutExecutor` or :class:`~worker.executor.bolt.BoltExecutor` whose user code is the
 subprocess, so routing, anchoring, acking, stats and errors are the ones Python components get.
 
 The protocol, from the worker's side (JSON messages each ended by a line ``end``, or MessagePack objects

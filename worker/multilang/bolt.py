@@ -8,7 +8,7 @@ from itertools import count
 from typing import Any
 
 from squall.api.tuple import Tuple, tick_tuple
-from worker.executor import BoltExecutor
+from worker.executor.bolt import BoltExecutor
 from worker.multilang.host import ShellHost
 from worker.multilang.process import ShellProcess
 from worker.multilang.protocol import MultilangError, emit_target, heartbeat_message, tuple_message

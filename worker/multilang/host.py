@@ -17,7 +17,7 @@ import structlog
 from squall.api.metrics import MetricError, TaskMetrics
 from squall.core.environment import user_code_environment, with_own_scripts
 from squall.core.restarts import BACKOFF_MAX_SECS, restart_delay_secs
-from worker.executor import Executor
+from worker.executor.base import Executor
 from worker.multilang.process import ShellProcess, resolve_command
 from worker.multilang.protocol import JSON, LOG_LEVELS, MultilangError, codec_for, context_for, handshake
 
@@ -28,7 +28,7 @@ log = structlog.get_logger(__name__)
 
 class ShellHost(Executor):
     """The part of a shell spout's or bolt's executor that hosts its subprocess; the subclass mixes it with
-    :class:`~worker.executor.SpoutExecutor` or :class:`~worker.executor.BoltExecutor`."""
+    :class:`~worker.executor.spout.SpoutExecutor` or :class:`~worker.executor.bolt.BoltExecutor`."""
 
     def _shell_init(self) -> None:
         conf = self.spec.conf

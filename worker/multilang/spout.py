@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from worker.executor import SpoutExecutor
+from worker.executor.spout import SpoutExecutor
 from worker.multilang.host import ShellHost
 from worker.multilang.process import ShellProcess
 from worker.multilang.protocol import MultilangError, command, emit_target
