@@ -105,7 +105,7 @@ class ShellProcess:
                     data = os.read(key.fd, 1 << 16)
                     if key.fileobj is err:
                         if not data:
-                            selector.unregister(err)  # type: ignore[arg-type]
+                            selector.unregister(err)
                             continue
                         *lines, partial = (partial + data).split(b"\n")
                         for line in lines:

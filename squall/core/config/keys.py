@@ -11,18 +11,26 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from squall.core.config.schema import Key
 
 __all__ = ["KEYS", "KEY_BY_NAME", "default_config", "describe_keys", "redact", "without_secrets"]
 
+class _Range(TypedDict, total=False):
+    """A kind and its bounds, shared by many keys as ``Key(..., **_SECS)``: typed as Key's keyword arguments."""
+
+    kind: Required[str]
+    minimum: float
+    maximum: float
+    exclusive_minimum: bool
+
+
 # --- the key table -----------------------------------------------------------------------------------
 # Secs-valued keys use kind "float" with exclusive_minimum=0 (fractions allowed, zero would spin a timer).
-
-_SECS = {"kind": "float", "minimum": 0, "exclusive_minimum": True}
-_PORT = {"kind": "int", "minimum": 1, "maximum": 65535}
-_FRACTION = {"kind": "float", "minimum": 0, "maximum": 1}
+_SECS: _Range = {"kind": "float", "minimum": 0, "exclusive_minimum": True}
+_PORT: _Range = {"kind": "int", "minimum": 1, "maximum": 65535}
+_FRACTION: _Range = {"kind": "float", "minimum": 0, "maximum": 1}
 
 KEYS: tuple[Key, ...] = (
     # ZooKeeper -------------------------------------------------------------------------------------

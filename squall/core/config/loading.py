@@ -139,8 +139,9 @@ def load_config(path: str | os.PathLike[str] | None = None,
             origins[key] = f"-c {text}"
 
     validate_conf(conf, origins)
-    for line in typo_warnings({key: conf[key] for key in origins}, origins) if warn is not None else ():
-        warn(line)
+    if warn is not None:
+        for line in typo_warnings({key: conf[key] for key in origins}, origins):
+            warn(line)
     for key in ("storm.local.dir", "storm.log.dir"):
         if conf[key] is not None:
             conf[key] = os.path.abspath(conf[key])

@@ -66,7 +66,7 @@ class _GuardedProcessor(TProcessor):
 
     def process(self, iprot: Any, oprot: Any) -> None:
         api, seqid, result, call = self.process_in(iprot)
-        if isinstance(result, TApplicationException):  # unknown method name
+        if call is None:  # an unknown method name: the result is the TApplicationException to send
             return self.send_exception(oprot, api, result, seqid)
         if not callable(getattr(self._handler, api, None)):
             error = TApplicationException(
@@ -302,11 +302,12 @@ class ThriftServer:
         connection.task = asyncio.current_task()
         self._connections.add(connection)
         try:
-            principal = await self._handshake(writer, connection) if self.ssl_context is not None else ""
+            tls = self.ssl_context
+            principal = await self._handshake(writer, connection, tls) if tls is not None else ""
             while not self._stopped:
                 request = await self._read_request(reader, connection)
                 connection.enter(_Connection.PROCESSING)
-                reply = await self._loop.run_in_executor(self._pool, self._call, request, peer, principal)
+                reply = await asyncio.get_running_loop().run_in_executor(self._pool, self._call, request, peer, principal)
                 if reply:
                     writer.write(len(reply).to_bytes(4, "big") + reply)
                     async with asyncio.timeout(self._request_secs):
@@ -326,11 +327,11 @@ class ThriftServer:
             self._connections.discard(connection)
             writer.transport.abort()
 
-    async def _handshake(self, writer: asyncio.StreamWriter, connection: _Connection) -> str:
+    async def _handshake(self, writer: asyncio.StreamWriter, connection: _Connection, tls: ssl.SSLContext) -> str:
         """TLS on a new connection, within the request timeout (it counts as sending, for eviction); the
         principal of the client certificate it verified."""
         connection.enter(_Connection.READING)
-        await writer.start_tls(self.ssl_context, ssl_handshake_timeout=self._request_secs)
+        await writer.start_tls(tls, ssl_handshake_timeout=self._request_secs)
         connection.enter(_Connection.IDLE)
         return tls_principal(writer.get_extra_info("peercert"))
 
