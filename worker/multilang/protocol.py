@@ -16,10 +16,10 @@ from typing import Any, Protocol
 
 import msgpack
 
+from squall.api.tuple import Tuple
 from squall.core.config.validation import ConfigError
 from squall.core.system_ids import DEFAULT_STREAM, RESERVED_PREFIX, SHELL_HEARTBEAT_STREAM, SYSTEM_TASK
 from squall.core.thrift import storm
-from squall.api.tuple import Tuple
 from worker.layout import TopologyLayout
 
 #: Storm's default ``topology.multilang.serializer``.

@@ -42,7 +42,8 @@ KEYS: tuple[Key, ...] = (
         doc="Root znode (must start with '/') for all Squall state; Storm uses /storm, JStorm /jstorm, "
             "so Squall can share an ensemble with them."),
     Key("storm.zookeeper.session.timeout", "int", 20000, origin="both", minimum=1,
-        doc="ZooKeeper session timeout in ms; ephemeral nodes (supervisors, leader) vanish this long after a daemon dies."),
+        doc="ZooKeeper session timeout in ms; ephemeral nodes (supervisors, leader) "
+            "vanish this long after a daemon dies."),
     Key("storm.zookeeper.connection.timeout", "int", 15000, origin="both", minimum=1,
         doc="How long a daemon waits for a ZooKeeper connection at start-up, in ms."),
     Key("storm.zookeeper.retry.times", "int", 5, origin="storm", minimum=0,
@@ -72,7 +73,8 @@ KEYS: tuple[Key, ...] = (
     # Local state, cluster, logging --------------------------------------------------------------------
     Key("storm.local.dir", "str", "storm-local", origin="storm",
         doc="Local state dir (code, supervisor id, worker heartbeats, pids); a relative path is resolved against "
-            "the directory the command runs in, once, when the conf is loaded (Storm: storm.home; JStorm jstorm-local)."),
+            "the directory the command runs in, once, when the conf is loaded "
+            "(Storm: storm.home; JStorm jstorm-local)."),
     Key("storm.local.hostname", "str", None, origin="storm", nullable=True,
         doc="Hostname this daemon advertises in ZooKeeper; null means the machine's fully qualified name."),
     Key("storm.cluster.mode", "str", "distributed", origin="both", choices=("distributed", "local"),
@@ -90,7 +92,8 @@ KEYS: tuple[Key, ...] = (
     Key("nimbus.seeds", "list[str]", ["localhost"], origin="storm",
         doc="Nimbus hosts clients try, in order, to find the leader (Storm 1.x+; 0.9 and JStorm used nimbus.host)."),
     Key("nimbus.thrift.port", "int", 6627, origin="storm", minimum=0, maximum=65535,
-        doc="Nimbus Thrift port (framed binary); Storm's 6627 so Storm clients work (JStorm 8627); 0 binds a free port."),
+        doc="Nimbus Thrift port (framed binary); Storm's 6627 so Storm clients work (JStorm 8627); "
+            "0 binds a free port."),
     Key("nimbus.thrift.bind.address", "str", "0.0.0.0", origin="squall",
         doc="Address nimbus's Thrift server listens on: 0.0.0.0 every IPv4 interface, 127.0.0.1 this host only, "
             "or one interface's address. Storm has no such key (its nimbus binds every interface)."),
@@ -189,7 +192,8 @@ KEYS: tuple[Key, ...] = (
         doc="Longest submit waits for topology.min.replication.count; negative waits forever (Storm)."),
     # Supervisor --------------------------------------------------------------------------------------
     Key("supervisor.slots.ports", "list[int]", [6700, 6701, 6702, 6703], origin="storm",
-        doc="Worker ports this supervisor offers, one worker per port (JStorm computes them from base 6900 when null)."),
+        doc="Worker ports this supervisor offers, one worker per port "
+            "(JStorm computes them from base 6900 when null)."),
     Key("supervisor.heartbeat.frequency.secs", default=5, origin="storm", **_SECS,
         doc="How often the supervisor rewrites its /supervisors record (JStorm 60)."),
     Key("supervisor.monitor.frequency.secs", default=3, origin="storm", **_SECS,
@@ -377,7 +381,8 @@ KEYS: tuple[Key, ...] = (
     Key("jstorm.reserve.workers", "int", 0, origin="jstorm", minimum=0,
         doc="Slots the scheduler keeps free cluster-wide (JStorm)."),
     Key("topology.transfer.batch.size", "int", 100, origin="squall", minimum=1,
-        doc="Most tuples per batch sent between workers; Squall 100 (Storm 1) since per-message cost is high in Python."),
+        doc="Most tuples per batch sent between workers; Squall 100 (Storm 1) "
+            "since per-message cost is high in Python."),
     Key("topology.batch.flush.interval.millis", "int", 1, origin="storm", minimum=1,
         doc="A partial transfer batch is flushed after this many ms, bounding the latency batching adds."),
     Key("topology.executor.receive.buffer.size", "int", 32768, origin="storm", minimum=1,

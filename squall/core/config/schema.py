@@ -113,12 +113,13 @@ class Key:
             return False
         if self.choices is not None and value not in self.choices:
             return False
-        if self.minimum is not None and _is_float(value):
-            if value < self.minimum or (self.exclusive_minimum and value == self.minimum):
-                return False
-        if self.maximum is not None and _is_float(value) and value > self.maximum:
-            return False
-        return True
+        if not _is_float(value):
+            return True
+        below = self.minimum is not None and (
+            value < self.minimum or (self.exclusive_minimum and value == self.minimum)
+        )
+        above = self.maximum is not None and value > self.maximum
+        return not (below or above)
 
 
 def _num(x: float) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ssl
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import structlog
 from thriftpy2.protocol import TBinaryProtocolFactory

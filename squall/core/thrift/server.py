@@ -17,11 +17,13 @@ import struct
 import threading
 import time
 import types
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any
 
 import structlog
 from thriftpy2.protocol import TBinaryProtocolFactory
+
 # Requests are decoded in pure Python: it never reads past the bytes it was given, where the Cython protocol
 # allocates whatever length a string declares (2 GB from a 100-byte frame).
 from thriftpy2.protocol.binary import TBinaryProtocol as _SafeBinaryProtocol
@@ -31,7 +33,12 @@ from thriftpy2.transport import TMemoryBuffer, TTransportException
 
 from squall.core.thrift import DEFAULT_PORT, storm
 from squall.core.thrift.transport import (
-    DEFAULT_MAX_FRAME_BYTES, FrameSizeError, check_frame_cap, check_timeout, describe, frame_refusal,
+    DEFAULT_MAX_FRAME_BYTES,
+    FrameSizeError,
+    check_frame_cap,
+    check_timeout,
+    describe,
+    frame_refusal,
 )
 from squall.core.tls import principal as tls_principal
 
@@ -201,7 +208,7 @@ class ThriftServer:
         server.stop()
     """
 
-    def __init__(self, processor: "_GuardedProcessor", listener: socket.socket, *, max_frame_bytes: int,
+    def __init__(self, processor: _GuardedProcessor, listener: socket.socket, *, max_frame_bytes: int,
                  idle_timeout_ms: int | None, request_timeout_ms: int, threads: int, max_connections: int,
                  name: str = "thrift", ssl_context: ssl.SSLContext | None = None) -> None:
         self.processor = processor
@@ -235,7 +242,7 @@ class ThriftServer:
         """Connections open right now."""
         return len(self._connections)
 
-    def start(self) -> "ThriftServer":
+    def start(self) -> ThriftServer:
         """Serve on a background daemon thread; returns self once connections are accepted."""
         if self._serve_thread is not None:
             raise RuntimeError("server already started")
@@ -263,7 +270,7 @@ class ThriftServer:
 
     close = stop
 
-    def __enter__(self) -> "ThriftServer":
+    def __enter__(self) -> ThriftServer:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -304,10 +311,11 @@ class ThriftServer:
         try:
             tls = self.ssl_context
             principal = await self._handshake(writer, connection, tls) if tls is not None else ""
+            loop = asyncio.get_running_loop()
             while not self._stopped:
                 request = await self._read_request(reader, connection)
                 connection.enter(_Connection.PROCESSING)
-                reply = await asyncio.get_running_loop().run_in_executor(self._pool, self._call, request, peer, principal)
+                reply = await loop.run_in_executor(self._pool, self._call, request, peer, principal)
                 if reply:
                     writer.write(len(reply).to_bytes(4, "big") + reply)
                     async with asyncio.timeout(self._request_secs):
@@ -317,7 +325,7 @@ class ThriftServer:
             log.warning("thrift frame refused", server=self.name, peer=peer, reason=exc.message)
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass  # the peer left, or we hung up on it
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.info("thrift connection timed out", server=self.name, peer=peer, was=connection.phase)
         except _BadRequest as exc:
             log.warning("thrift request refused", server=self.name, peer=peer, reason=str(exc))
