@@ -44,8 +44,9 @@ class ShellBoltExecutor(ShellHost, BoltExecutor):
         process = self._running(now)
         if process is None:
             self._acks.flush(self._outbox)
-            return self._wake_in(now, self._restart_at if self._process is None else
-                                 self._last_heard + self._timeout + 0.01)
+            return self._wake_in(
+                now, self._restart_at if self._process is None else self._last_heard + self._timeout + 0.01
+            )
         for message in self._take(process):
             self._on_reply(message, process)
             if self._process is not process:  # it died of that message

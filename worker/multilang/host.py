@@ -89,15 +89,24 @@ class ShellHost(Executor):
         self._pid_dir = tempfile.mkdtemp(prefix=f"squall-pids-{self.task}-")
         self._pid = None
         wake = self.inbox.wake.set
-        self._process = ShellProcess(self._argv(env), cwd, env, self._codec, wake=wake,
-                                     label=f"{self.component}:{self.task}")
+        self._process = ShellProcess(
+            self._argv(env), cwd, env, self._codec, wake=wake, label=f"{self.component}:{self.task}"
+        )
         self.launches += 1
-        self._process.send(self._encode(handshake(conf, context_for(self._layout, self.component, self.task),
-                                                  self._pid_dir)))
+        self._process.send(
+            self._encode(handshake(conf, context_for(self._layout, self.component, self.task), self._pid_dir))
+        )
         self._process.flush()
         self._last_heard = now
-        log.info("shell component started", component=self.component, task=self.task, pid=self._process.pid,
-                 argv=self._process.argv, cwd=str(cwd), serializer=self._codec.name)
+        log.info(
+            "shell component started",
+            component=self.component,
+            task=self.task,
+            pid=self._process.pid,
+            argv=self._process.argv,
+            cwd=str(cwd),
+            serializer=self._codec.name,
+        )
 
     def _running(self, now: float) -> ShellProcess | None:
         """The subprocess once it has answered the handshake; starts one when its restart time has come."""
@@ -172,8 +181,11 @@ class ShellHost(Executor):
             self._died(now, process.problem)
             return False
         if waiting and now - self._last_heard > self._timeout:
-            self._died(now, f"subprocess heartbeat timeout: nothing from it for {now - self._last_heard:.1f}s "
-                            f"(topology.subprocess.timeout.secs {self._timeout:g})")
+            self._died(
+                now,
+                f"subprocess heartbeat timeout: nothing from it for {now - self._last_heard:.1f}s "
+                f"(topology.subprocess.timeout.secs {self._timeout:g})",
+            )
             return False
         return True
 
@@ -196,10 +208,12 @@ class ShellHost(Executor):
         delay = restart_delay_secs(self._failures)
         self._restart_at = now + delay
         argv = process.argv if process is not None else [self._command]
-        text = (f"shell {self.spec.kind.value} {self.component!r} (task {self.task}, pid "
-                f"{process.pid if process else '-'}, {' '.join(argv)}): {reason} (exit code {code}); "
-                f"{lost} in-flight tuples {self._LOST}, restarting it {f'in {delay:g}s' if delay else 'now'} "
-                f"({self._failures} failures in a row)")
+        text = (
+            f"shell {self.spec.kind.value} {self.component!r} (task {self.task}, pid "
+            f"{process.pid if process else '-'}, {' '.join(argv)}): {reason} (exit code {code}); "
+            f"{lost} in-flight tuples {self._LOST}, restarting it {f'in {delay:g}s' if delay else 'now'} "
+            f"({self._failures} failures in a row)"
+        )
         if tail:
             text += f"\nits last stderr lines:\n{tail}"
         error = MultilangError(text)

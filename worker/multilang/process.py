@@ -32,8 +32,10 @@ def resolve_command(command: str, env: Mapping[str, str]) -> str:
         return command
     found = shutil.which(command, path=env.get("PATH", os.defpath))
     if found is None:
-        raise FileNotFoundError(f"shell component command {command!r} is not on the worker's PATH "
-                                f"({env.get('PATH', '')}): install it there or give its full path")
+        raise FileNotFoundError(
+            f"shell component command {command!r} is not on the worker's PATH "
+            f"({env.get('PATH', '')}): install it there or give its full path"
+        )
     return found
 
 
@@ -46,8 +48,9 @@ class ShellProcess:
         process.flush()
     """
 
-    def __init__(self, argv: list[str], cwd: Path, env: Mapping[str, str], codec: Codec, *,
-                 wake: Callable[[], None], label: str) -> None:
+    def __init__(
+        self, argv: list[str], cwd: Path, env: Mapping[str, str], codec: Codec, *, wake: Callable[[], None], label: str
+    ) -> None:
         self.argv = argv
         self.label = label
         self.replies: deque[Any] = deque()
@@ -60,8 +63,16 @@ class ShellProcess:
         self._wake = wake
         self._queued: list[bytes] = []
         self._unwritten = bytearray()
-        self._popen = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, bufsize=0, close_fds=True)
+        self._popen = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            bufsize=0,
+            close_fds=True,
+        )
         self.pid = self._popen.pid
         os.set_blocking(self._popen.stdin.fileno(), False)  # type: ignore[union-attr]
         self._reader = threading.Thread(target=self._read, name=f"multilang-{label}", daemon=True)

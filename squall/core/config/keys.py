@@ -17,6 +17,7 @@ from squall.core.config.schema import Key
 
 __all__ = ["KEYS", "KEY_BY_NAME", "default_config", "describe_keys", "redact", "without_secrets"]
 
+
 class _Range(TypedDict, total=False):
     """A kind and its bounds, shared by many keys as ``Key(..., **_SECS)``: typed as Key's keyword arguments."""
 
@@ -32,6 +33,9 @@ _SECS: _Range = {"kind": "float", "minimum": 0, "exclusive_minimum": True}
 _PORT: _Range = {"kind": "int", "minimum": 1, "maximum": 65535}
 _FRACTION: _Range = {"kind": "float", "minimum": 0, "maximum": 1}
 
+# The table keeps its own layout, two or three lines a key: the formatter would give each argument a line
+# and triple its length.
+# fmt: off
 KEYS: tuple[Key, ...] = (
     # ZooKeeper -------------------------------------------------------------------------------------
     Key("storm.zookeeper.servers", "list[str]", ["localhost"], origin="both",
@@ -411,6 +415,7 @@ KEYS: tuple[Key, ...] = (
         doc="... or when the oldest waiting tuple is this old, whichever comes first."),
 )
 """Every key Squall knows, in documentation order."""
+# fmt: on
 
 KEY_BY_NAME: Mapping[str, Key] = MappingProxyType({k.name: k for k in KEYS})
 if len(KEY_BY_NAME) != len(KEYS):  # pragma: no cover - guards edits to the table
@@ -443,9 +448,7 @@ def _is_secret(key: str) -> bool:
 def describe_keys(prefix: str = "") -> str:
     """The documented key table as text (for `storm` CLI help), optionally only keys under `prefix`."""
     rows = [
-        (k.name, k.type_name, json.dumps(k.default_value()), k.origin, k.doc)
-        for k in KEYS
-        if k.name.startswith(prefix)
+        (k.name, k.type_name, json.dumps(k.default_value()), k.origin, k.doc) for k in KEYS if k.name.startswith(prefix)
     ]
     if not rows:
         return ""

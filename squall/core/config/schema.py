@@ -48,8 +48,7 @@ TYPES: Mapping[str, tuple[str, Any]] = MappingProxyType(
         "map": ("map", lambda v: isinstance(v, Mapping)),
         "map[str,int]": (
             "map of str to int",
-            lambda v: isinstance(v, Mapping)
-            and all(isinstance(k, str) and _is_int(x) for k, x in v.items()),
+            lambda v: isinstance(v, Mapping) and all(isinstance(k, str) and _is_int(x) for k, x in v.items()),
         ),
     }
 )
@@ -132,4 +131,3 @@ def _thaw(v: Any) -> Any:
     if isinstance(v, Mapping):
         return {k: _thaw(x) for k, x in v.items()}
     return v
-

@@ -208,9 +208,19 @@ class ThriftServer:
         server.stop()
     """
 
-    def __init__(self, processor: _GuardedProcessor, listener: socket.socket, *, max_frame_bytes: int,
-                 idle_timeout_ms: int | None, request_timeout_ms: int, threads: int, max_connections: int,
-                 name: str = "thrift", ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        processor: _GuardedProcessor,
+        listener: socket.socket,
+        *,
+        max_frame_bytes: int,
+        idle_timeout_ms: int | None,
+        request_timeout_ms: int,
+        threads: int,
+        max_connections: int,
+        name: str = "thrift",
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.processor = processor
         self.ssl_context = ssl_context
         self.name = name
@@ -248,8 +258,9 @@ class ThriftServer:
             raise RuntimeError("server already started")
         # Threads start with empty contextvars; carry the caller's log context (daemon, ...).
         context = contextvars.copy_context()
-        self._serve_thread = threading.Thread(target=context.run, args=(asyncio.run, self._serve()),
-                                              name=f"{self.name}-io-{self.port}", daemon=True)
+        self._serve_thread = threading.Thread(
+            target=context.run, args=(asyncio.run, self._serve()), name=f"{self.name}-io-{self.port}", daemon=True
+        )
         self._serve_thread.start()
         self._started.wait(10)
         return self
@@ -297,13 +308,22 @@ class ThriftServer:
         if len(self._connections) >= self.max_connections:
             victim = pick_eviction(list(self._connections))
             if victim is None:
-                log.warning("thrift connection refused: every connection is mid-call", server=self.name, peer=peer,
-                            limit=self.max_connections)
+                log.warning(
+                    "thrift connection refused: every connection is mid-call",
+                    server=self.name,
+                    peer=peer,
+                    limit=self.max_connections,
+                )
                 writer.transport.abort()
                 return
-            log.warning("thrift connection closed to make room", server=self.name, peer=victim.peer,
-                        was=victim.phase, for_secs=round(time.monotonic() - victim.since, 1),
-                        limit=self.max_connections)
+            log.warning(
+                "thrift connection closed to make room",
+                server=self.name,
+                peer=victim.peer,
+                was=victim.phase,
+                for_secs=round(time.monotonic() - victim.since, 1),
+                limit=self.max_connections,
+            )
             self._drop(victim)
         connection = _Connection(peer, writer)
         connection.task = asyncio.current_task()
@@ -358,8 +378,10 @@ class ThriftServer:
             header = first + await reader.readexactly(3)
             size = int.from_bytes(header, "big", signed=True)
             if not 0 < size <= self.max_frame_bytes:
-                raise FrameSizeError(TTransportException.UNKNOWN,
-                                     frame_refusal(size, self.max_frame_bytes, "nimbus.thrift.max_buffer_size"))
+                raise FrameSizeError(
+                    TTransportException.UNKNOWN,
+                    frame_refusal(size, self.max_frame_bytes, "nimbus.thrift.max_buffer_size"),
+                )
             return await reader.readexactly(size)
 
     def _call(self, request: bytes, peer: str, principal: str) -> bytes:
@@ -428,6 +450,14 @@ def make_server(
         if value < 1:
             raise ValueError(f"{label} must be at least 1, got {value}")
     processor = _GuardedProcessor(service or storm.Nimbus, handler, TBinaryProtocolFactory())
-    return ThriftServer(processor, listening_socket(host, port), max_frame_bytes=max_frame_bytes,
-                        idle_timeout_ms=client_timeout_ms, request_timeout_ms=request_timeout_ms, threads=threads,
-                        max_connections=max_connections, name=name, ssl_context=ssl_context)
+    return ThriftServer(
+        processor,
+        listening_socket(host, port),
+        max_frame_bytes=max_frame_bytes,
+        idle_timeout_ms=client_timeout_ms,
+        request_timeout_ms=request_timeout_ms,
+        threads=threads,
+        max_connections=max_connections,
+        name=name,
+        ssl_context=ssl_context,
+    )

@@ -84,8 +84,7 @@ class ZkClient:
             auth_data=self._policy.auth_data or None,
             default_acl=self._policy.own,  # for recipes; this class's own creates ask the policy
             connection_retry={"max_tries": -1, "delay": interval, "max_delay": ceiling},
-            command_retry={"max_tries": conf["storm.zookeeper.retry.times"], "delay": interval,
-                           "max_delay": ceiling},
+            command_retry={"max_tries": conf["storm.zookeeper.retry.times"], "delay": interval, "max_delay": ceiling},
             logger=None,
         )
         self._lock = threading.Lock()  # guards the listeners
@@ -138,8 +137,9 @@ class ZkClient:
         """kazoo does not create its chroot; do it with a short root-level session."""
         if self._root == "/":
             return
-        bare = KazooClient(hosts=connect_string(self._conf, with_root=False),
-                           auth_data=self._policy.auth_data or None, logger=None)
+        bare = KazooClient(
+            hosts=connect_string(self._conf, with_root=False), auth_data=self._policy.auth_data or None, logger=None
+        )
         bare.start(timeout=timeout)
         try:
             bare.ensure_path(self._root, acl=self._policy.own)

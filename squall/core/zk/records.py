@@ -375,8 +375,7 @@ def decode(cls: type[R], raw: bytes) -> R:
         raise RecordError(f"{cls.__name__}: missing schema version 'v'")
     if version > cls.schema:  # type: ignore[attr-defined]
         raise RecordError(
-            f"{cls.__name__}: schema version {version} is newer than this Squall's "
-            f"{cls.schema}; upgrade this daemon"  # type: ignore[attr-defined]
+            f"{cls.__name__}: schema version {version} is newer than this Squall's {cls.schema}; upgrade this daemon"  # type: ignore[attr-defined]
         )
     return _from_json(cls, data, cls.__name__)
 
