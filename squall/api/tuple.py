@@ -232,7 +232,7 @@ class Tuple:
                 raise KeyError(
                     f"no field {key!r} in stream {self._stream!r} of {self._component!r} (fields: {list(self._fields)})"
                 ) from None
-        return self._values[key]  # type: ignore[index]
+        return self._values[key]  # type: ignore[index]  # an int: the class check above is the hot path's narrowing
 
     def get(self, name: str, default: Any = None) -> Any:
         """The value of field ``name``, or ``default`` when the stream has no such field."""
@@ -387,7 +387,7 @@ class TupleBatch:
             return Tuple(
                 self.rows[i], self.fields, self.component, self.stream, self.task, ids[i], {self.roots[i]: ids[i]}
             )
-        return Tuple(self.rows[i], self.fields, self.component, self.stream, self.task, ids[i], self.anchors[i])  # type: ignore[index]
+        return Tuple(self.rows[i], self.fields, self.component, self.stream, self.task, ids[i], self.anchors[i])  # type: ignore[index]  # ids without roots come with anchors
 
     def views(self) -> Iterator[Tuple]:
         """Every row as a new :class:`Tuple`, in order: the per-tuple ``execute`` loop."""
@@ -432,7 +432,7 @@ class TupleBatch:
                 tup._ack_val = 0
                 yield tup
         else:
-            for values, edge, anchors in zip(rows, self.ids, self.anchors):  # type: ignore[arg-type]
+            for values, edge, anchors in zip(rows, self.ids, self.anchors):  # type: ignore[arg-type]  # ids without roots come with anchors
                 yield (
                     Tuple(values, fields, component, stream, task, edge, anchors)
                     if edge

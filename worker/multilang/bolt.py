@@ -55,9 +55,10 @@ class ShellBoltExecutor(ShellHost, BoltExecutor):
         if not self._check(process, now, waiting=True):
             self._acks.flush(self._outbox)
             return 0.0
-        if now >= self._next_tick:
-            self._next_tick = now + self._tick_every  # type: ignore[operator]
-            self._send(process, tick_tuple(self._tick_every))  # type: ignore[arg-type]
+        tick = self._tick_every
+        if tick is not None and now >= self._next_tick:
+            self._next_tick = now + tick
+            self._send(process, tick_tuple(tick))
         if now >= self._next_heartbeat:
             self._next_heartbeat = now + HEARTBEAT_EVERY_SECS
             process.send(self._encode(heartbeat_message(f"hb{next(self._ids)}")))

@@ -74,7 +74,10 @@ class ShellProcess:
             close_fds=True,
         )
         self.pid = self._popen.pid
-        os.set_blocking(self._popen.stdin.fileno(), False)  # type: ignore[union-attr]
+        stdin, stdout, stderr = self._popen.stdin, self._popen.stdout, self._popen.stderr
+        assert stdin and stdout and stderr, "Popen opens the three pipes asked for"
+        self._pipes = (stdin, stdout, stderr)
+        os.set_blocking(stdin.fileno(), False)
         self._reader = threading.Thread(target=self._read, name=f"multilang-{label}", daemon=True)
         self._reader.start()
 
@@ -91,7 +94,7 @@ class ShellProcess:
         if self._queued:
             self._unwritten += b"".join(self._queued)
             self._queued.clear()
-        fd = self._popen.stdin.fileno()  # type: ignore[union-attr]
+        fd = self._pipes[0].fileno()
         while self._unwritten:
             try:
                 written = os.write(fd, self._unwritten)
@@ -105,10 +108,10 @@ class ShellProcess:
         return True
 
     def _read(self) -> None:
-        out, err = self._popen.stdout, self._popen.stderr
+        _, out, err = self._pipes
         selector = selectors.DefaultSelector()
-        selector.register(out, selectors.EVENT_READ)  # type: ignore[arg-type]
-        selector.register(err, selectors.EVENT_READ)  # type: ignore[arg-type]
+        selector.register(out, selectors.EVENT_READ)
+        selector.register(err, selectors.EVENT_READ)
         partial = b""
         try:
             while not self.ended:
@@ -157,9 +160,9 @@ class ShellProcess:
         except subprocess.TimeoutExpired:
             code = None
         self._reader.join(5)
-        for stream in (self._popen.stdin, self._popen.stdout, self._popen.stderr):
+        for stream in self._pipes:
             try:
-                stream.close()  # type: ignore[union-attr]
+                stream.close()
             except OSError:
                 pass
         return code

@@ -41,7 +41,7 @@ class ShellSpoutExecutor(ShellHost, SpoutExecutor):
         super().__init__(*args, **kwargs)
         self._shell_init()
         self._commands = _Commands()
-        self.spout = self._commands  # type: ignore[assignment]
+        self.spout = self._commands  # type: ignore[assignment]  # the subprocess is the spout: commands stand in for it
         self._on_ack, self._on_fail = self._commands.ack, self._commands.fail
         #: Commands written and not yet answered by ``sync``; the ``next`` among them, and what was emitted before.
         self._unsynced = 0

@@ -20,7 +20,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
 from kazoo.client import KazooClient, KazooState
@@ -30,10 +30,9 @@ from kazoo.security import ACL
 
 from squall.core.zk import paths
 from squall.core.zk.acls import AclPolicy, TopologyConfs
-from squall.core.zk.records import RecordError, decode, encode
+from squall.core.zk.records import R, RecordError, decode, encode
 
 log = structlog.get_logger(__name__)
-R = TypeVar("R")
 
 #: How long :meth:`ZkClient.delete` keeps deleting a subtree that writers keep adding to.
 DELETE_RETRY_SECS = 30.0
