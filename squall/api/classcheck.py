@@ -59,8 +59,10 @@ def check(found: Any, kind: Kind, label: str, name: str) -> type:
         if isinstance(found, type) and issubclass(found, base):
             return found
         wanted = f"a {base.__name__} subclass"
-    raise NotAComponentClass(f"{label} names {name}, {_what(found)}, not {wanted}: a topology may name only "
-                             f"component and grouping classes, which workers build with its JSON arguments")
+    raise NotAComponentClass(
+        f"{label} names {name}, {_what(found)}, not {wanted}: a topology may name only "
+        f"component and grouping classes, which workers build with its JSON arguments"
+    )
 
 
 def resolve(module: str, name: str, kind: Kind, label: str) -> type:

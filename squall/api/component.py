@@ -103,9 +103,9 @@ def parse_outputs(outputs: Outputs) -> Mapping[str, Stream]:
 class TopologyContext:
     """Where a task runs (Storm's TopologyContext): passed to ``open``/``prepare`` and kept as ``self.context``.
 
-        def open(self, conf, context):
-            # parallel spout tasks split the work: task i of n reads every n-th file
-            self.files = all_files[context.task_index::len(context.tasks)]
+    def open(self, conf, context):
+        # parallel spout tasks split the work: task i of n reads every n-th file
+        self.files = all_files[context.task_index::len(context.tasks)]
     """
 
     topology_id: str
@@ -132,14 +132,14 @@ class TopologyContext:
     def register_counter(self, name: str) -> Counter:
         """Storm's ``registerCounter``: a count sent with each heartbeat, shown by the UI and ``/metrics``::
 
-            self.words = context.register_counter("words")   # in prepare; self.words.inc() in execute
+        self.words = context.register_counter("words")   # in prepare; self.words.inc() in execute
         """
         return self.metrics.register_counter(name)
 
     def register_gauge(self, name: str, value: Callable[[], float]) -> None:
         """Storm's ``registerGauge``: ``value()`` is read at each heartbeat (quick, non-blocking)::
 
-            context.register_gauge("cache.size", lambda: len(self.cache))
+        context.register_gauge("cache.size", lambda: len(self.cache))
         """
         self.metrics.register_gauge(name, value)
 
@@ -161,20 +161,28 @@ class Collector(Protocol):
         attach(bolt, Recorder(type(bolt).streams), make_context("split"))
     """
 
-    def emit(self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None,
-             msg_id: Any) -> Sequence[int]:
+    def emit(
+        self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None, msg_id: Any
+    ) -> Sequence[int]:
         """Send one tuple; returns the task ids it went to. Spouts pass no anchors; bolts no msg_id."""
 
-    def emit_many(self, rows: list[tuple[Any, ...]], stream: str, direct_task: int | None,
-                  msg_ids: Sequence[Any] | None, msg_id: Any = None) -> None:
+    def emit_many(
+        self,
+        rows: list[tuple[Any, ...]],
+        stream: str,
+        direct_task: int | None,
+        msg_ids: Sequence[Any] | None,
+        msg_id: Any = None,
+    ) -> None:
         """A spout's rows, in one call: ``msg_ids[i]`` (when given) makes row i reliable, or ``msg_id`` the
         whole batch (one tree)."""
 
     def emit_batch(self, rows: Sequence[tuple[Any, ...]], stream: str, anchors: tuple[Tuple, ...]) -> None:
         """Send every row, each anchored to all of ``anchors`` (none: unanchored)."""
 
-    def emit_each(self, rows: Sequence[tuple[Any, ...]], stream: str, inputs: TupleBatch,
-                  index: Sequence[int] | None) -> None:
+    def emit_each(
+        self, rows: Sequence[tuple[Any, ...]], stream: str, inputs: TupleBatch, index: Sequence[int] | None
+    ) -> None:
         """Send every row, row k anchored to ``inputs[index[k]]`` (``inputs[k]`` without ``index``)."""
 
     def ack(self, tup: Tuple) -> None:
@@ -199,8 +207,10 @@ class _Detached:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        raise RuntimeError(f"{name}() needs a running component: a worker or squall.api.testing attaches "
-                           "the collector after __init__, so call it from open/prepare onwards")
+        raise RuntimeError(
+            f"{name}() needs a running component: a worker or squall.api.testing attaches "
+            "the collector after __init__, so call it from open/prepare onwards"
+        )
 
 
 class Component:
@@ -304,8 +314,9 @@ class Spout(Component, ABC):
         """The task is shutting down (kill, rebalance, worker stop): release resources. Best effort, as in
         Storm: a killed worker process never gets here."""
 
-    def emit(self, values: Iterable[Any], stream: str = DEFAULT_STREAM, *, msg_id: Any = None,
-             direct_task: int | None = None) -> Sequence[int]:
+    def emit(
+        self, values: Iterable[Any], stream: str = DEFAULT_STREAM, *, msg_id: Any = None, direct_task: int | None = None
+    ) -> Sequence[int]:
         """Emit one tuple on ``stream``; returns the task ids it went to.
 
         A non-None ``msg_id`` makes it reliable: ``ack(msg_id)`` or ``fail(msg_id)`` comes back once its
@@ -316,8 +327,15 @@ class Spout(Component, ABC):
         """
         return self._collector.emit(tuple(values), stream, (), direct_task, msg_id)
 
-    def emit_many(self, rows: Iterable[Iterable[Any]], stream: str = DEFAULT_STREAM, *,
-                  msg_ids: Sequence[Any] | None = None, msg_id: Any = None, direct_task: int | None = None) -> None:
+    def emit_many(
+        self,
+        rows: Iterable[Iterable[Any]],
+        stream: str = DEFAULT_STREAM,
+        *,
+        msg_ids: Sequence[Any] | None = None,
+        msg_id: Any = None,
+        direct_task: int | None = None,
+    ) -> None:
         """Emit every row on ``stream`` in one call: checked once and routed in bulk, far cheaper per tuple
         than ``emit`` in a loop. Reliable rows take one of two forms:
 
@@ -332,8 +350,13 @@ class Spout(Component, ABC):
             self.emit_many([(line,) for _, line in lines], msg_ids=[offset for offset, _ in lines])
             self.emit_many([(line,) for line in chunk], msg_id=("events.log", chunk_start))
         """
-        self._collector.emit_many([values if type(values) is tuple else tuple(values) for values in rows],
-                                  stream, direct_task, msg_ids, msg_id)
+        self._collector.emit_many(
+            [values if type(values) is tuple else tuple(values) for values in rows],
+            stream,
+            direct_task,
+            msg_ids,
+            msg_id,
+        )
 
     def next_batch(self, max_rows: int) -> None:
         """Emit up to about ``max_rows`` tuples (``topology.transfer.batch.size``, less near
@@ -404,8 +427,14 @@ class Bolt(Component, ABC):
         """The task is shutting down (kill, rebalance, worker stop): release resources. Best effort, as in
         Storm: a killed worker process never gets here."""
 
-    def emit(self, values: Iterable[Any], stream: str = DEFAULT_STREAM, *,
-             anchors: Tuple | Iterable[Tuple] | None = None, direct_task: int | None = None) -> Sequence[int]:
+    def emit(
+        self,
+        values: Iterable[Any],
+        stream: str = DEFAULT_STREAM,
+        *,
+        anchors: Tuple | Iterable[Tuple] | None = None,
+        direct_task: int | None = None,
+    ) -> Sequence[int]:
         """Emit one tuple anchored to ``anchors``; by default (None) to the current input under auto_ack
         and to nothing otherwise. ``anchors=()`` always emits unanchored. Anchoring puts the new tuple in
         its anchors' trees, so the spout hears of a failure downstream; returns the task ids it went to::
@@ -421,18 +450,26 @@ class Bolt(Component, ABC):
             anchors = tuple(anchors)
         return self._collector.emit(tuple(values), stream, anchors, direct_task, None)
 
-    def emit_batch(self, rows: Iterable[Iterable[Any]], stream: str = DEFAULT_STREAM, *,
-                   anchors: Iterable[Tuple] = ()) -> None:
+    def emit_batch(
+        self, rows: Iterable[Iterable[Any]], stream: str = DEFAULT_STREAM, *, anchors: Iterable[Tuple] = ()
+    ) -> None:
         """Emit every row, each anchored to all of ``anchors`` (none: unanchored): results that depend on a
         whole batch of inputs. Same trees as ``emit`` per row, far cheaper when the anchors are many::
 
             self.emit_batch([(page, hits) for page, hits in totals.items()], anchors=self.batch)
         """
-        self._collector.emit_batch([values if type(values) is tuple else tuple(values) for values in rows],
-                                   stream, tuple(anchors))
+        self._collector.emit_batch(
+            [values if type(values) is tuple else tuple(values) for values in rows], stream, tuple(anchors)
+        )
 
-    def emit_each(self, rows: Iterable[Iterable[Any]], stream: str = DEFAULT_STREAM, *, inputs: TupleBatch,
-                  index: Sequence[int] | None = None) -> None:
+    def emit_each(
+        self,
+        rows: Iterable[Iterable[Any]],
+        stream: str = DEFAULT_STREAM,
+        *,
+        inputs: TupleBatch,
+        index: Sequence[int] | None = None,
+    ) -> None:
         """Emit every row, row ``k`` anchored to input ``inputs[index[k]]`` (to ``inputs[k]`` without
         ``index``): map, filter and flat-map over a batch with each output in its own input's tree::
 
@@ -443,8 +480,9 @@ class Bolt(Component, ABC):
                     index.append(i)
             self.emit_each(words, inputs=batch, index=index)
         """
-        self._collector.emit_each([values if type(values) is tuple else tuple(values) for values in rows],
-                                  stream, inputs, index)
+        self._collector.emit_each(
+            [values if type(values) is tuple else tuple(values) for values in rows], stream, inputs, index
+        )
 
     def ack(self, tup: Tuple) -> None:
         """``tup`` is fully processed (its part of the tree is done). Ack every input exactly once, after
@@ -487,8 +525,10 @@ def emit_problem(streams: Mapping[str, Any], stream: str, values: Sequence[Any],
         known = ", ".join(repr(s) for s in streams if not s.startswith("__")) or "none"
         return f"emit on stream {stream!r}, which is not declared (declared: {known})"
     if len(values) != len(declared.fields):
-        return (f"emit of {len(values)} values on stream {stream!r}, which declares "
-                f"{len(declared.fields)} fields {list(declared.fields)}")
+        return (
+            f"emit of {len(values)} values on stream {stream!r}, which declares "
+            f"{len(declared.fields)} fields {list(declared.fields)}"
+        )
     if declared.direct and direct_task is None:
         return f"stream {stream!r} is direct: emit(..., direct_task=<task id>)"
     if direct_task is not None and not declared.direct:
@@ -502,11 +542,18 @@ def attach(component: Component, collector: Collector, context: TopologyContext)
     component._collector = collector
     component.context = context
     component.log = structlog.get_logger(type(component).__module__).bind(
-        component=context.component_id, task=context.task_id)
+        component=context.component_id, task=context.task_id
+    )
 
 
-def deliver_each(bolt: Bolt, tuples: Iterable[Tuple], on_error: Callable[[Exception], None], *,
-                 auto_acked: list[Tuple] | None = None, count_acks: bool = False) -> int:
+def deliver_each(
+    bolt: Bolt,
+    tuples: Iterable[Tuple],
+    on_error: Callable[[Exception], None],
+    *,
+    auto_acked: list[Tuple] | None = None,
+    count_acks: bool = False,
+) -> int:
     """Run ``bolt.execute`` on each tuple with the semantics every runtime must share, in one loop.
 
     Under ``auto_ack`` a normal return acks the input unless execute acked or failed it. An exception

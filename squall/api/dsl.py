@@ -87,8 +87,8 @@ class _Declared:
 class ComponentRef:
     """A declared component, as returned by the :class:`Topology` methods; a source for subscriptions::
 
-        sentences = t.spout("sentences", Sentences)     # a SpoutRef
-        t.bolt("split", Split).shuffle(sentences)       # subscribe to its default stream
+    sentences = t.spout("sentences", Sentences)     # a SpoutRef
+    t.bolt("split", Split).shuffle(sentences)       # subscribe to its default stream
     """
 
     topology: Topology = field(repr=False)
@@ -99,7 +99,7 @@ class ComponentRef:
 class SpoutRef(ComponentRef):
     """A declared spout: spouts emit, they never subscribe, so it has no grouping methods::
 
-        sentences = t.spout("sentences", Sentences, parallelism=2)
+    sentences = t.spout("sentences", Sentences, parallelism=2)
     """
 
 
@@ -120,8 +120,10 @@ class BoltRef(ComponentRef):
         """Tuples with equal values of ``names`` go to the same task, the same in every worker: per-key state
         (counts, sessions). A very hot key loads one task; see :meth:`partial_key`."""
         if not names:
-            raise TopologyError(f"bolt {self.id!r}: fields grouping on {source.id!r} names no fields "
-                                "(to send everything to one task, use global_)")
+            raise TopologyError(
+                f"bolt {self.id!r}: fields grouping on {source.id!r} names no fields "
+                "(to send everything to one task, use global_)"
+            )
         return self._subscribe(source, stream, _storm().Grouping(fields=list(names)))
 
     def partial_key(self, source: ComponentRef, *names: str, stream: str = DEFAULT_STREAM) -> BoltRef:
@@ -207,39 +209,84 @@ class Topology:
         self._conf = _check_conf(f"topology {self.name!r} conf", merged)
         return self
 
-    def spout(self, id: str, cls: type[Spout], *, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
-              parallelism: int = 1, conf: Mapping[str, Any] | None = None,
-              outputs: Outputs | None = None) -> SpoutRef:
+    def spout(
+        self,
+        id: str,
+        cls: type[Spout],
+        *,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        parallelism: int = 1,
+        conf: Mapping[str, Any] | None = None,
+        outputs: Outputs | None = None,
+    ) -> SpoutRef:
         """Declare a spout the worker builds as ``cls(*args, **kwargs)`` (JSON arguments) with ``parallelism``
         tasks; ``outputs`` overrides ``cls.outputs``, ``conf`` adds to (and wins over) ``cls.component_conf``::
 
             t.spout("lines", FileSpout, args=["/data/in"], parallelism=2, conf={"topology.max.spout.pending": 100})
         """
         obj = _python(f"spout {id!r}", cls, Spout, args, kwargs or {})
-        self._declare(id, "spout", obj, cls.outputs if outputs is None else outputs, parallelism,
-                      {**cls.component_conf, **(conf or {})})
+        self._declare(
+            id,
+            "spout",
+            obj,
+            cls.outputs if outputs is None else outputs,
+            parallelism,
+            {**cls.component_conf, **(conf or {})},
+        )
         return SpoutRef(self, id)
 
-    def bolt(self, id: str, cls: type[Bolt], *, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
-             parallelism: int = 1, conf: Mapping[str, Any] | None = None, outputs: Outputs | None = None) -> BoltRef:
+    def bolt(
+        self,
+        id: str,
+        cls: type[Bolt],
+        *,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        parallelism: int = 1,
+        conf: Mapping[str, Any] | None = None,
+        outputs: Outputs | None = None,
+    ) -> BoltRef:
         """Declare a bolt the worker builds as ``cls(*args, **kwargs)`` (JSON arguments) with ``parallelism``
         tasks; ``conf`` adds to (and wins over) ``cls.component_conf``. Subscribe it with the returned ref::
 
             t.bolt("count", Count, parallelism=4, conf={"topology.tick.tuple.freq.secs": 5}).fields(split, "word")
         """
         obj = _python(f"bolt {id!r}", cls, Bolt, args, kwargs or {})
-        self._declare(id, "bolt", obj, cls.outputs if outputs is None else outputs, parallelism,
-                      {**cls.component_conf, **(conf or {})})
+        self._declare(
+            id,
+            "bolt",
+            obj,
+            cls.outputs if outputs is None else outputs,
+            parallelism,
+            {**cls.component_conf, **(conf or {})},
+        )
         return BoltRef(self, id)
 
-    def shell_spout(self, id: str, *, command: str, script: str, outputs: Outputs, parallelism: int = 1,
-                    conf: Mapping[str, Any] | None = None) -> SpoutRef:
+    def shell_spout(
+        self,
+        id: str,
+        *,
+        command: str,
+        script: str,
+        outputs: Outputs,
+        parallelism: int = 1,
+        conf: Mapping[str, Any] | None = None,
+    ) -> SpoutRef:
         """Declare a Storm multilang spout: the worker runs ``command script`` and speaks JSON to it."""
         self._declare(id, "spout", _shell(f"spout {id!r}", command, script), outputs, parallelism, conf)
         return SpoutRef(self, id)
 
-    def shell_bolt(self, id: str, *, command: str, script: str, outputs: Outputs, parallelism: int = 1,
-                   conf: Mapping[str, Any] | None = None) -> BoltRef:
+    def shell_bolt(
+        self,
+        id: str,
+        *,
+        command: str,
+        script: str,
+        outputs: Outputs,
+        parallelism: int = 1,
+        conf: Mapping[str, Any] | None = None,
+    ) -> BoltRef:
         """Declare a Storm multilang bolt: the worker runs ``command script`` and speaks JSON to it."""
         self._declare(id, "bolt", _shell(f"bolt {id!r}", command, script), outputs, parallelism, conf)
         return BoltRef(self, id)
@@ -253,8 +300,9 @@ class Topology:
             raise TopologyError(f"topology {self.name!r} has no spout: at least one spout is needed to emit tuples")
         idle = sorted(cid for cid, kind in kinds.items() if kind == "bolt" and not self._inputs[cid])
         if idle:
-            raise TopologyError(f"bolt {idle[0]!r} subscribes to nothing: give it an input with a grouping "
-                                "method, e.g. .shuffle(spout)")
+            raise TopologyError(
+                f"bolt {idle[0]!r} subscribes to nothing: give it an input with a grouping method, e.g. .shuffle(spout)"
+            )
         for key, kind in (("topology.spout.parallelism", "spout"), ("topology.bolt.parallelism", "bolt")):
             unknown = sorted(set(self._conf.get(key) or {}) - {c for c, k in kinds.items() if k == kind})
             if unknown:
@@ -270,13 +318,22 @@ class Topology:
         topology = _storm().StormTopology(spouts=spouts, bolts=bolts, state_spouts={})
         return copy.deepcopy(topology), copy.deepcopy(self._conf)
 
-    def _declare(self, cid: str, kind: str, obj: storm.ComponentObject, outputs: Outputs, parallelism: int,
-                 conf: Mapping[str, Any] | None) -> None:
+    def _declare(
+        self,
+        cid: str,
+        kind: str,
+        obj: storm.ComponentObject,
+        outputs: Outputs,
+        parallelism: int,
+        conf: Mapping[str, Any] | None,
+    ) -> None:
         label = f"{kind} {cid!r}"
         _check_id(f"{kind} id {cid!r}", cid)
         if cid in self._components:
-            raise TopologyError(f"{label}: a {self._components[cid].kind} with that id is already declared; "
-                                "ids must be unique across spouts and bolts")
+            raise TopologyError(
+                f"{label}: a {self._components[cid].kind} with that id is already declared; "
+                "ids must be unique across spouts and bolts"
+            )
         if not (isinstance(parallelism, int) and not isinstance(parallelism, bool) and parallelism >= 1):
             raise TopologyError(f"{label}: parallelism must be an int >= 1, got {parallelism!r}")
         try:
@@ -293,21 +350,27 @@ class Topology:
     def _subscribe(self, cid: str, source: ComponentRef, stream: str, grouping: storm.Grouping) -> None:
         label = f"bolt {cid!r}"
         if not isinstance(source, ComponentRef) or source.topology is not self:
-            raise TopologyError(f"{label} subscribes to {source!r}: pass what this topology's spout() or bolt() "
-                                "returned")
+            raise TopologyError(
+                f"{label} subscribes to {source!r}: pass what this topology's spout() or bolt() returned"
+            )
         streams = self._components[source.id].streams
         where = f"stream {stream!r} of {source.id!r}"
         if stream not in streams:
-            raise TopologyError(f"{label} subscribes to {where}, which {source.id!r} does not declare "
-                                f"(it declares: {', '.join(map(repr, streams)) or 'no streams'})")
+            raise TopologyError(
+                f"{label} subscribes to {where}, which {source.id!r} does not declare "
+                f"(it declares: {', '.join(map(repr, streams)) or 'no streams'})"
+            )
         info = streams[stream]
         unknown = [name for name in grouping.fields or grouping.partial_key or () if name not in info.fields]
         if unknown:
-            raise TopologyError(f"{label} groups {where} by unknown fields {unknown} "
-                                f"(the stream declares {list(info.fields)})")
+            raise TopologyError(
+                f"{label} groups {where} by unknown fields {unknown} (the stream declares {list(info.fields)})"
+            )
         if grouping.direct is not None and not info.direct:
-            raise TopologyError(f"{label} uses direct grouping on {where}, which is not declared direct "
-                                "(declare it as Stream([...], direct=True))")
+            raise TopologyError(
+                f"{label} uses direct grouping on {where}, which is not declared direct "
+                "(declare it as Stream([...], direct=True))"
+            )
         if grouping.direct is None and info.direct:
             raise TopologyError(f"{label} subscribes to {where}, which is direct: use .direct()")
         if any((s.source, s.stream) == (source.id, stream) for s in self._inputs[cid]):
@@ -320,8 +383,9 @@ class Topology:
 # ------------------------------------------------------------------------------------------------
 
 
-def _python(label: str, cls: Any, base: type[Component], args: Sequence[Any],
-            kwargs: Mapping[str, Any]) -> storm.ComponentObject:
+def _python(
+    label: str, cls: Any, base: type[Component], args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> storm.ComponentObject:
     if not (isinstance(cls, type) and issubclass(cls, base)):
         raise TopologyError(f"{label}: {cls!r} is not a {base.__name__} subclass")
     if inspect.isabstract(cls):
@@ -330,9 +394,12 @@ def _python(label: str, cls: Any, base: type[Component], args: Sequence[Any],
     if cls.needs_extra is not None:
         require(cls.needs_extra, f"{label} ({cls.__qualname__})")
     module, name = _import_path(label, cls)
-    python = _storm().PythonComponent(module_name=module, class_name=name,
-                                   args_json=_json(f"{label} args", list(args)) if args else None,
-                                   kwargs_json=_json(f"{label} kwargs", dict(kwargs)) if kwargs else None)
+    python = _storm().PythonComponent(
+        module_name=module,
+        class_name=name,
+        args_json=_json(f"{label} args", list(args)) if args else None,
+        kwargs_json=_json(f"{label} kwargs", dict(kwargs)) if kwargs else None,
+    )
     _check_args(label, cls, args, kwargs)  # once they are JSON, as the worker gets them
     return _storm().ComponentObject(python_object=python)
 
@@ -349,14 +416,20 @@ def _import_path(label: str, cls: type) -> tuple[str, str]:
     """(module, class name) a worker can import ``cls`` by, or a TopologyError saying why it cannot."""
     module, name = cls.__module__, cls.__qualname__
     if module == "__main__":
-        raise TopologyError(f"{label}: {name} is defined in __main__ (the script being run), which workers "
-                            "cannot import: move it to a module and import it from there")
+        raise TopologyError(
+            f"{label}: {name} is defined in __main__ (the script being run), which workers "
+            "cannot import: move it to a module and import it from there"
+        )
     if not name.isidentifier():
-        raise TopologyError(f"{label}: {name} is not defined at the top level of its module (workers import "
-                            "module.Name): move it out of the function or class around it")
+        raise TopologyError(
+            f"{label}: {name} is not defined at the top level of its module (workers import "
+            "module.Name): move it out of the function or class around it"
+        )
     if getattr(sys.modules.get(module), name, None) is not cls:
-        raise TopologyError(f"{label}: {module}.{name} does not name this class (was it renamed or "
-                            "redefined?): workers import it by that name")
+        raise TopologyError(
+            f"{label}: {module}.{name} does not name this class (was it renamed or "
+            "redefined?): workers import it by that name"
+        )
     return module, name
 
 
@@ -430,8 +503,9 @@ def _check_id(what: str, ident: str) -> None:
     if problem := id_problem(ident):
         raise TopologyError(f"{what} is invalid: {problem}")
     if ident.startswith(RESERVED_PREFIX):
-        raise TopologyError(f'{what} is reserved: ids starting with "__" belong to Squall\'s system components '
-                            "and streams")
+        raise TopologyError(
+            f'{what} is reserved: ids starting with "__" belong to Squall\'s system components and streams'
+        )
 
 
 def _name_problem(name: Any) -> str | None:
@@ -446,9 +520,14 @@ def _name_problem(name: Any) -> str | None:
 
 def _common(declared: _Declared, inputs: Sequence[_Subscription]) -> storm.ComponentCommon:
     return _storm().ComponentCommon(
-        inputs={_storm().GlobalStreamId(componentId=s.source, streamId=s.stream): s.grouping
-                for s in sorted(inputs, key=lambda s: (s.source, s.stream))},
-        streams={sid: _storm().StreamInfo(output_fields=list(info.fields), direct=info.direct)
-                 for sid, info in sorted(declared.streams.items())},
+        inputs={
+            _storm().GlobalStreamId(componentId=s.source, streamId=s.stream): s.grouping
+            for s in sorted(inputs, key=lambda s: (s.source, s.stream))
+        },
+        streams={
+            sid: _storm().StreamInfo(output_fields=list(info.fields), direct=info.direct)
+            for sid, info in sorted(declared.streams.items())
+        },
         parallelism_hint=declared.parallelism,
-        json_conf=_json("conf", declared.conf))
+        json_conf=_json("conf", declared.conf),
+    )

@@ -47,8 +47,9 @@ class SubmitCheckError(Exception):
         self.details = details
 
 
-def import_as_a_worker(request: Mapping[str, Any], code: Path, *, env: Mapping[str, str], timeout_secs: float,
-                       what: str) -> dict[str, Any]:
+def import_as_a_worker(
+    request: Mapping[str, Any], code: Path, *, env: Mapping[str, str], timeout_secs: float, what: str
+) -> dict[str, Any]:
     """Import ``request["modules"]`` and resolve ``request["classes"]`` ((label, module, class, kind) each, see
     :func:`component_classes`) in a fresh interpreter whose working directory is the code directory
     ``code``, as a worker would; its answer: ``{}`` when all went well, ``missing``/``imported_by`` for a
@@ -60,11 +61,20 @@ def import_as_a_worker(request: Mapping[str, Any], code: Path, *, env: Mapping[s
         # {"line": "spout 's' names os.system, a builtin function, not a Spout subclass: ...", ...}
     """
     try:
-        done = subprocess.run([sys.executable, "-m", __name__], input=json.dumps(request), capture_output=True,
-                              text=True, cwd=code, env=dict(env), timeout=timeout_secs)
+        done = subprocess.run(
+            [sys.executable, "-m", __name__],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            cwd=code,
+            env=dict(env),
+            timeout=timeout_secs,
+        )
     except subprocess.TimeoutExpired:
-        raise SubmitCheckError(f"importing {what} took more than {timeout_secs:g}s: does it do work at import "
-                               "time? Move that into open() or prepare()") from None
+        raise SubmitCheckError(
+            f"importing {what} took more than {timeout_secs:g}s: does it do work at import "
+            "time? Move that into open() or prepare()"
+        ) from None
     try:
         answer: dict[str, Any] = json.loads(done.stdout)
         return answer
@@ -103,8 +113,9 @@ def component_classes(topology: storm.StormTopology) -> list[tuple[str, str, str
             for grouping in spec.common.inputs.values():
                 if grouping.custom_serialized:
                     custom = json.loads(grouping.custom_serialized)
-                    found.append((f"the custom grouping of {kind} {cid!r}", custom["module"], custom["class"],
-                                  "custom grouping"))
+                    found.append(
+                        (f"the custom grouping of {kind} {cid!r}", custom["module"], custom["class"], "custom grouping")
+                    )
     return found
 
 
@@ -125,7 +136,7 @@ def _import_as_a_worker(request: dict[str, Any]) -> dict[str, Any]:
     package = str(code / CODE_FILES["code"]) + os.sep
 
     def shown(filename: str) -> str | None:
-        return filename[len(package):] if filename.startswith(package) else None
+        return filename[len(package) :] if filename.startswith(package) else None
 
     label = ""
     try:

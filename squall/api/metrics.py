@@ -109,11 +109,15 @@ class Histogram:
         if not samples:
             return {}
         name, n = self._name, len(samples)
-        values = {f"{name}.min": float(samples[0]), f"{name}.max": float(samples[-1]),
-                  f"{name}.mean": math.fsum(samples) / n}
+        values = {
+            f"{name}.min": float(samples[0]),
+            f"{name}.max": float(samples[-1]),
+            f"{name}.mean": math.fsum(samples) / n,
+        }
         # Nearest rank: the smallest value with at least a share q of the values at or below it.
-        values.update({f"{name}.{suffix}": float(samples[max(0, math.ceil(q * n) - 1)])
-                       for suffix, q in QUANTILES.items()})
+        values.update(
+            {f"{name}.{suffix}": float(samples[max(0, math.ceil(q * n) - 1)]) for suffix, q in QUANTILES.items()}
+        )
         return values
 
 
@@ -182,8 +186,9 @@ class TaskMetrics:
             gauges.update(histogram.values())
         return counters, gauges, problems
 
-    def _register(self, registry: dict[str, Any], name: str, make: Callable[[], Any],
-                  sent_as: set[str] | None = None) -> Any:
+    def _register(
+        self, registry: dict[str, Any], name: str, make: Callable[[], Any], sent_as: set[str] | None = None
+    ) -> Any:
         existing = registry.get(name)
         if existing is not None and type(existing) is type(make()):
             return existing
@@ -201,11 +206,15 @@ class TaskMetrics:
             raise MetricError(f"metric {name!r} is already registered as another kind; pick another name")
         taken = {*self._counters, *self._gauges, *(n for h in self._histograms for n in _sent_as(h, histogram=True))}
         if clash := sorted(sent_as & taken):
-            raise MetricError(f"metric {name!r} would be sent as {', '.join(clash)}, which another metric is sent as "
-                              "(a histogram NAME is sent as NAME.count, NAME.min...); pick another name")
+            raise MetricError(
+                f"metric {name!r} would be sent as {', '.join(clash)}, which another metric is sent as "
+                "(a histogram NAME is sent as NAME.count, NAME.min...); pick another name"
+            )
         if len(self) >= MAX_METRICS:
-            raise MetricError(f"a task may register at most {MAX_METRICS} metrics (squall.api.metrics.MAX_METRICS); "
-                              f"{name!r} would be one more")
+            raise MetricError(
+                f"a task may register at most {MAX_METRICS} metrics (squall.api.metrics.MAX_METRICS); "
+                f"{name!r} would be one more"
+            )
 
 
 def _sent_as(name: str, *, histogram: bool) -> set[str]:

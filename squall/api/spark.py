@@ -196,8 +196,10 @@ class SparkBolt(Bolt):
         threading.Thread(target=self._run_jobs, name=f"spark-jobs-{context.task_id}", daemon=True).start()
         self._fields = tuple(self.streams[self.output_stream].fields) if self.output_stream in self.streams else ()
         if not self._fields:
-            raise ValueError(f"{type(self).__qualname__} emits on {self.output_stream!r}, which its outputs do "
-                             "not declare (or declare with no fields)")
+            raise ValueError(
+                f"{type(self).__qualname__} emits on {self.output_stream!r}, which its outputs do "
+                "not declare (or declare with no fields)"
+            )
         self.spark = sparksession.acquire(conf, f"squall-{context.topology_id}")
         self.prepare_spark(self.spark)
 
@@ -283,8 +285,10 @@ def to_arrow(inputs: Sequence[Tuple | TupleBatch], types: Mapping[str, str] = Ma
         try:
             columns[name] = pa.array(values, type=pa.type_for_alias(types[name]) if name in types else None)
         except (pa.ArrowException, ValueError, TypeError) as exc:
-            raise TypeError(f"input field {name!r} cannot be a Spark column: {exc} (set input_types "
-                            f"{{{name!r}: 'string'}} or similar on the bolt to say its type)") from None
+            raise TypeError(
+                f"input field {name!r} cannot be a Spark column: {exc} (set input_types "
+                f"{{{name!r}: 'string'}} or similar on the bolt to say its type)"
+            ) from None
     return pa.table(columns)
 
 
@@ -304,13 +308,22 @@ def output_rows(table: pyarrow.Table, fields: Sequence[str]) -> list[tuple[Any, 
             return all(plain(kind.field(i).type) for i in range(kind.num_fields))
         if t.is_map(kind):
             return plain(kind.key_type) and plain(kind.item_type)
-        return (t.is_integer(kind) or t.is_floating(kind) or t.is_boolean(kind) or t.is_null(kind)
-                or t.is_string(kind) or t.is_large_string(kind) or t.is_binary(kind))
+        return (
+            t.is_integer(kind)
+            or t.is_floating(kind)
+            or t.is_boolean(kind)
+            or t.is_null(kind)
+            or t.is_string(kind)
+            or t.is_large_string(kind)
+            or t.is_binary(kind)
+        )
 
     for name in fields:
         kind = table.schema.field(name).type
         if not plain(kind):
-            raise TypeError(f"output column {name!r} has Spark/Arrow type {kind}, which a tuple cannot carry: "
-                            "cast it in transform() (timestamps to long or string, decimals to double)")
+            raise TypeError(
+                f"output column {name!r} has Spark/Arrow type {kind}, which a tuple cannot carry: "
+                "cast it in transform() (timestamps to long or string, decimals to double)"
+            )
     columns = [table.column(name).to_pylist() for name in fields]
     return list(zip(*columns))

@@ -17,9 +17,17 @@ from squall.core.zk.client import ZkClient
 Progress = Callable[[int, int], None]
 
 
-def submit_topology(conf: Mapping[str, Any], topology: Topology, *, package: Path | None = None,
-                    conf_overrides: Mapping[str, Any] | None = None, active: bool = True,
-                    zk: ZkClient | None = None, name: str | None = None, progress: Progress | None = None) -> str:
+def submit_topology(
+    conf: Mapping[str, Any],
+    topology: Topology,
+    *,
+    package: Path | None = None,
+    conf_overrides: Mapping[str, Any] | None = None,
+    active: bool = True,
+    zk: ZkClient | None = None,
+    name: str | None = None,
+    progress: Progress | None = None,
+) -> str:
     """Upload ``package`` (if any) and submit ``topology`` (as ``name``, default its own); returns the
     topology id nimbus gave it.
 
@@ -31,8 +39,9 @@ def submit_topology(conf: Mapping[str, Any], topology: Topology, *, package: Pat
     with nimbus_client(conf, zk) as nimbus:
         location = upload_package(conf, nimbus, package, progress) if package is not None else ""
         status = storm.TopologyInitialStatus.ACTIVE if active else storm.TopologyInitialStatus.INACTIVE
-        nimbus.submitTopologyWithOpts(name, location, json.dumps(topology_conf), thrift,
-                                      storm.SubmitOptions(initial_status=status))
+        nimbus.submitTopologyWithOpts(
+            name, location, json.dumps(topology_conf), thrift, storm.SubmitOptions(initial_status=status)
+        )
         return nimbus.getTopologyId(name)
 
 

@@ -37,9 +37,9 @@ C = TypeVar("C", bound=Component)
 class Emit:
     """One ``emit`` call, as the component made it (``anchors`` for bolts, ``msg_id`` for spouts)::
 
-        run = run_bolt(SplitSentence, [("the cat",)], fields=["sentence"])
-        first = run.emitted[0]
-        assert (first.stream, first.values, first.anchors) == ("default", ("the",), (run.inputs[0],))
+    run = run_bolt(SplitSentence, [("the cat",)], fields=["sentence"])
+    first = run.emitted[0]
+    assert (first.stream, first.values, first.anchors) == ("default", ("the",), (run.inputs[0],))
     """
 
     stream: str
@@ -70,21 +70,30 @@ class Recorder:
         self.timeouts_reset: list[Tuple] = []
         self.errors: list[BaseException | str] = []
 
-    def emit(self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None,
-             msg_id: Any) -> Sequence[int]:
+    def emit(
+        self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None, msg_id: Any
+    ) -> Sequence[int]:
         """Record the emit; the tuple goes nowhere, so only a direct emit names a task."""
         if problem := emit_problem(self.streams, stream, values, direct_task):
             raise ValueError(problem)
         try:
             msgpack.packb(values, use_bin_type=True)
         except (TypeError, ValueError, OverflowError) as exc:
-            raise ValueError(f"values {values!r} on stream {stream!r} cannot travel between workers "
-                             f"(msgpack: {exc}); emit None, bool, int, float, str, bytes, lists and dicts") from None
+            raise ValueError(
+                f"values {values!r} on stream {stream!r} cannot travel between workers "
+                f"(msgpack: {exc}); emit None, bool, int, float, str, bytes, lists and dicts"
+            ) from None
         self.emitted.append(Emit(stream, values, anchors, direct_task, msg_id))
         return [] if direct_task is None else [direct_task]
 
-    def emit_many(self, rows: list[tuple[Any, ...]], stream: str, direct_task: int | None,
-                  msg_ids: Sequence[Any] | None, msg_id: Any = None) -> None:
+    def emit_many(
+        self,
+        rows: list[tuple[Any, ...]],
+        stream: str,
+        direct_task: int | None,
+        msg_ids: Sequence[Any] | None,
+        msg_id: Any = None,
+    ) -> None:
         """Record one emit per row, with its msg id (the batch's ``msg_id`` on every row)."""
         if msg_ids is not None and len(msg_ids) != len(rows):
             raise ValueError(f"emit_many of {len(rows)} rows with {len(msg_ids)} msg_ids: give one per row")
@@ -98,12 +107,15 @@ class Recorder:
         for values in rows:
             self.emit(values, stream, anchors, None, None)
 
-    def emit_each(self, rows: Sequence[tuple[Any, ...]], stream: str, inputs: TupleBatch,
-                  index: Sequence[int] | None) -> None:
+    def emit_each(
+        self, rows: Sequence[tuple[Any, ...]], stream: str, inputs: TupleBatch, index: Sequence[int] | None
+    ) -> None:
         """Record one emit per row, row k anchored to ``inputs[index[k]]`` (``inputs[k]`` without ``index``)."""
         if index is None and len(rows) != len(inputs):
-            raise ValueError(f"emit_each of {len(rows)} rows for {len(inputs)} inputs: pass index=[input "
-                             "position of each row] when the rows are not one per input")
+            raise ValueError(
+                f"emit_each of {len(rows)} rows for {len(inputs)} inputs: pass index=[input "
+                "position of each row] when the rows are not one per input"
+            )
         if index is not None and len(index) != len(rows):
             raise ValueError(f"emit_each of {len(rows)} rows with {len(index)} index entries: give one per row")
         for k, values in enumerate(rows):
@@ -130,32 +142,50 @@ class Recorder:
         return [e.values for e in self.emitted if e.stream == stream]
 
 
-def make_tuple(values: Sequence[Any], fields: Sequence[str] = (), *, component: str = "source",
-               stream: str = DEFAULT_STREAM, task: int = 0, id: int = 0) -> Tuple:
+def make_tuple(
+    values: Sequence[Any],
+    fields: Sequence[str] = (),
+    *,
+    component: str = "source",
+    stream: str = DEFAULT_STREAM,
+    task: int = 0,
+    id: int = 0,
+) -> Tuple:
     """A tuple as a bolt would receive it; ``fields`` names each value."""
     names = Fields(fields)
     if len(values) != len(names):
-        raise ValueError(f"{len(values)} values {list(values)!r} but {len(names)} fields {list(names)}: "
-                         "pass fields=[...] naming each value")
+        raise ValueError(
+            f"{len(values)} values {list(values)!r} but {len(names)} fields {list(names)}: "
+            "pass fields=[...] naming each value"
+        )
     return Tuple(tuple(values), names, component, stream, task, id)
 
 
-def make_context(component_id: str = "component", task_id: int = 1, conf: Mapping[str, Any] | None = None,
-                 component_tasks: Mapping[str, Sequence[int]] | None = None) -> TopologyContext:
+def make_context(
+    component_id: str = "component",
+    task_id: int = 1,
+    conf: Mapping[str, Any] | None = None,
+    component_tasks: Mapping[str, Sequence[int]] | None = None,
+) -> TopologyContext:
     """A context for one task of a topology named ``test`` (pass ``component_tasks`` for more)."""
     tasks = {component_id: [task_id]} if component_tasks is None else component_tasks
-    return TopologyContext(topology_id="test-1-0", topology_name="test", component_id=component_id,
-                           task_id=task_id, component_tasks={c: tuple(sorted(t)) for c, t in tasks.items()},
-                           conf=dict(conf or {}))
+    return TopologyContext(
+        topology_id="test-1-0",
+        topology_name="test",
+        component_id=component_id,
+        task_id=task_id,
+        component_tasks={c: tuple(sorted(t)) for c, t in tasks.items()},
+        conf=dict(conf or {}),
+    )
 
 
 class BoltRun(Recorder):
     """A prepared bolt and everything it did (what :func:`run_bolt` returns); :meth:`execute` feeds it more::
 
-        run = run_bolt(WordCount, [("cat",), ("cat",)], fields=["word"])
-        assert run.values() == [("cat", 1), ("cat", 2)] and run.acked == run.inputs
-        run.execute([tick_tuple(5)])            # the bolt's tick branch
-        assert run.bolt.counts["cat"] == 2      # the bolt object itself
+    run = run_bolt(WordCount, [("cat",), ("cat",)], fields=["word"])
+    assert run.values() == [("cat", 1), ("cat", 2)] and run.acked == run.inputs
+    run.execute([tick_tuple(5)])            # the bolt's tick branch
+    assert run.bolt.counts["cat"] == 2      # the bolt object itself
     """
 
     def __init__(self, bolt: Bolt, fields: Sequence[str], component: str, stream: str) -> None:
@@ -200,14 +230,25 @@ class BoltRun(Recorder):
         return self
 
     def _tuple(self, item: Tuple | Sequence[Any]) -> Tuple:
-        return item if isinstance(item, Tuple) else make_tuple(
-            item, self._fields, component=self._component, stream=self._stream, id=len(self.inputs) + 1)
+        return (
+            item
+            if isinstance(item, Tuple)
+            else make_tuple(item, self._fields, component=self._component, stream=self._stream, id=len(self.inputs) + 1)
+        )
 
 
-def run_bolt(cls: type[Bolt], inputs: Iterable[Tuple | Sequence[Any]] = (), *, fields: Sequence[str] = (),
-             component: str = "source", stream: str = DEFAULT_STREAM, args: Sequence[Any] = (),
-             kwargs: Mapping[str, Any] | None = None, conf: Mapping[str, Any] | None = None,
-             context: TopologyContext | None = None) -> BoltRun:
+def run_bolt(
+    cls: type[Bolt],
+    inputs: Iterable[Tuple | Sequence[Any]] = (),
+    *,
+    fields: Sequence[str] = (),
+    component: str = "source",
+    stream: str = DEFAULT_STREAM,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    conf: Mapping[str, Any] | None = None,
+    context: TopologyContext | None = None,
+) -> BoltRun:
     """Build ``cls(*args, **kwargs)``, prepare it, and execute ``inputs`` (tick tuples included); a bolt with
     an ``execute_batch`` of its own gets them as one batch.
 
@@ -290,13 +331,22 @@ class SpoutRun:
 
     def _settle(self, msg_id: Any) -> None:
         if msg_id not in self.pending:
-            raise ValueError(f"msg id {msg_id!r} is not pending (pending: {self.pending!r}): a worker only acks "
-                             "or fails ids the spout emitted, once each")
+            raise ValueError(
+                f"msg id {msg_id!r} is not pending (pending: {self.pending!r}): a worker only acks "
+                "or fails ids the spout emitted, once each"
+            )
         self.pending.remove(msg_id)
 
 
-def run_spout(cls: type[Spout], calls: int = 1, *, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
-              conf: Mapping[str, Any] | None = None, context: TopologyContext | None = None) -> SpoutRun:
+def run_spout(
+    cls: type[Spout],
+    calls: int = 1,
+    *,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    conf: Mapping[str, Any] | None = None,
+    context: TopologyContext | None = None,
+) -> SpoutRun:
     """Build ``cls(*args, **kwargs)``, open and activate it, and call ``next_tuple`` ``calls`` times. The
     default context's conf is ``cls.component_conf`` with ``conf`` over it, as a worker gives it."""
     spout = _build(cls, args, kwargs)

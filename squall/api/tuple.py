@@ -164,8 +164,16 @@ class Tuple:
 
     __slots__ = ("_values", "_fields", "_component", "_stream", "_task", "_id", "_anchors", "_ack_val")
 
-    def __init__(self, values: tuple[Any, ...], fields: Fields, component: str, stream: str, task: int,
-                 id: int = 0, anchors: Mapping[int, int] = NO_ANCHORS) -> None:
+    def __init__(
+        self,
+        values: tuple[Any, ...],
+        fields: Fields,
+        component: str,
+        stream: str,
+        task: int,
+        id: int = 0,
+        anchors: Mapping[int, int] = NO_ANCHORS,
+    ) -> None:
         self._values = values
         self._fields = fields
         self._component = component
@@ -221,9 +229,10 @@ class Tuple:
             try:
                 return self._values[self._fields.positions[key]]
             except KeyError:
-                raise KeyError(f"no field {key!r} in stream {self._stream!r} of {self._component!r} "
-                               f"(fields: {list(self._fields)})") from None
-        return self._values[key]  # type: ignore[index]
+                raise KeyError(
+                    f"no field {key!r} in stream {self._stream!r} of {self._component!r} (fields: {list(self._fields)})"
+                ) from None
+        return self._values[key]  # type: ignore[index]  # an int: the class check above is the hot path's narrowing
 
     def get(self, name: str, default: Any = None) -> Any:
         """The value of field ``name``, or ``default`` when the stream has no such field."""
@@ -237,8 +246,10 @@ class Tuple:
         return iter(self._values)
 
     def __repr__(self) -> str:
-        return (f"Tuple({self._values!r}, component={self._component!r}, stream={self._stream!r}, "
-                f"task={self._task}, id={self._id})")
+        return (
+            f"Tuple({self._values!r}, component={self._component!r}, stream={self._stream!r}, "
+            f"task={self._task}, id={self._id})"
+        )
 
 
 class TupleBatch:
@@ -256,13 +267,34 @@ class TupleBatch:
     whose rows are one :class:`Piece` of a spout batch's tree has ``piece`` instead (and ``ids`` None).
     """
 
-    __slots__ = ("rows", "fields", "component", "stream", "task", "ids", "roots", "anchors", "key", "_views", "_xor",
-                 "piece")
+    __slots__ = (
+        "rows",
+        "fields",
+        "component",
+        "stream",
+        "task",
+        "ids",
+        "roots",
+        "anchors",
+        "key",
+        "_views",
+        "_xor",
+        "piece",
+    )
 
-    def __init__(self, rows: list[tuple[Any, ...]], fields: Fields, component: str, stream: str, task: int,
-                 ids: list[int] | None = None, roots: list[int] | None = None,
-                 anchors: list[Mapping[int, int]] | None = None, key: object = None,
-                 piece: Piece | None = None) -> None:
+    def __init__(
+        self,
+        rows: list[tuple[Any, ...]],
+        fields: Fields,
+        component: str,
+        stream: str,
+        task: int,
+        ids: list[int] | None = None,
+        roots: list[int] | None = None,
+        anchors: list[Mapping[int, int]] | None = None,
+        key: object = None,
+        piece: Piece | None = None,
+    ) -> None:
         self.rows = rows
         self.fields = fields
         self.component = component
@@ -283,7 +315,7 @@ class TupleBatch:
     def of(cls, tuples: Sequence[Tuple]) -> TupleBatch:
         """A batch of these tuples (one stream from one task), ``batch[i]`` being ``tuples[i]`` itself::
 
-            batch = TupleBatch.of([make_tuple(["a b"], ["line"]), make_tuple(["c"], ["line"])])
+        batch = TupleBatch.of([make_tuple(["a b"], ["line"]), make_tuple(["c"], ["line"])])
         """
         if not tuples:
             raise ValueError("a batch needs at least one tuple")
@@ -291,9 +323,16 @@ class TupleBatch:
         if any((t.component, t.stream, t.task) != (first.component, first.stream, first.task) for t in tuples):
             raise ValueError("a batch holds tuples of one stream from one task")
         tracked = any(t.id or t.anchors for t in tuples)
-        batch = cls([t.values for t in tuples], first.fields, first.component, first.stream, first.task,
-                    [t.id for t in tuples] if tracked else None, None,
-                    [t.anchors for t in tuples] if tracked else None)
+        batch = cls(
+            [t.values for t in tuples],
+            first.fields,
+            first.component,
+            first.stream,
+            first.task,
+            [t.id for t in tuples] if tracked else None,
+            None,
+            [t.anchors for t in tuples] if tracked else None,
+        )
         batch._views = dict(enumerate(tuples))
         return batch
 
@@ -310,8 +349,9 @@ class TupleBatch:
     def _position(self, name: str) -> int:
         position = self.fields.positions.get(name)
         if position is None:
-            raise KeyError(f"no field {name!r} in stream {self.stream!r} of {self.component!r} "
-                           f"(fields: {list(self.fields)})")
+            raise KeyError(
+                f"no field {name!r} in stream {self.stream!r} of {self.component!r} (fields: {list(self.fields)})"
+            )
         return position
 
     @property
@@ -344,15 +384,21 @@ class TupleBatch:
         if ids is None or not ids[i]:
             return Tuple(self.rows[i], self.fields, self.component, self.stream, self.task)
         if self.roots is not None:
-            return Tuple(self.rows[i], self.fields, self.component, self.stream, self.task, ids[i],
-                         {self.roots[i]: ids[i]})
-        return Tuple(self.rows[i], self.fields, self.component, self.stream, self.task, ids[i],
-                     self.anchors[i])  # type: ignore[index]
+            return Tuple(
+                self.rows[i], self.fields, self.component, self.stream, self.task, ids[i], {self.roots[i]: ids[i]}
+            )
+        return Tuple(self.rows[i], self.fields, self.component, self.stream, self.task, ids[i], self.anchors[i])  # type: ignore[index]  # ids without roots come with anchors
 
     def views(self) -> Iterator[Tuple]:
         """Every row as a new :class:`Tuple`, in order: the per-tuple ``execute`` loop."""
-        rows, fields, component, stream, task, piece = (self.rows, self.fields, self.component, self.stream,
-                                                        self.task, self.piece)
+        rows, fields, component, stream, task, piece = (
+            self.rows,
+            self.fields,
+            self.component,
+            self.stream,
+            self.task,
+            self.piece,
+        )
         if piece is not None:
             edge = piece.edge
             for values in rows:
@@ -386,13 +432,18 @@ class TupleBatch:
                 tup._ack_val = 0
                 yield tup
         else:
-            for values, edge, anchors in zip(rows, self.ids, self.anchors):  # type: ignore[arg-type]
-                yield (Tuple(values, fields, component, stream, task, edge, anchors) if edge
-                       else Tuple(values, fields, component, stream, task))
+            for values, edge, anchors in zip(rows, self.ids, self.anchors):  # type: ignore[arg-type]  # ids without roots come with anchors
+                yield (
+                    Tuple(values, fields, component, stream, task, edge, anchors)
+                    if edge
+                    else Tuple(values, fields, component, stream, task)
+                )
 
     def __repr__(self) -> str:
-        return (f"TupleBatch({len(self)} rows, component={self.component!r}, stream={self.stream!r}, "
-                f"task={self.task}, tracked={self.tracked})")
+        return (
+            f"TupleBatch({len(self)} rows, component={self.component!r}, stream={self.stream!r}, "
+            f"task={self.task}, tracked={self.tracked})"
+        )
 
 
 class ColumnBatch(TupleBatch):
@@ -411,9 +462,19 @@ class ColumnBatch(TupleBatch):
 
     __slots__ = ("_columns", "_n")
 
-    def __init__(self, columns: list[list[Any]], n: int, fields: Fields, component: str, stream: str, task: int,
-                 ids: list[int] | None = None, roots: list[int] | None = None,
-                 anchors: list[Mapping[int, int]] | None = None, piece: Piece | None = None) -> None:
+    def __init__(
+        self,
+        columns: list[list[Any]],
+        n: int,
+        fields: Fields,
+        component: str,
+        stream: str,
+        task: int,
+        ids: list[int] | None = None,
+        roots: list[int] | None = None,
+        anchors: list[Mapping[int, int]] | None = None,
+        piece: Piece | None = None,
+    ) -> None:
         super().__init__([], fields, component, stream, task, ids, roots, anchors, piece=piece)
         del self.rows  # built from the columns when first read (__getattr__)
         self._columns: list[list[Any]] | None = columns  # None once the rows are built
@@ -508,8 +569,10 @@ def stand_in(inputs: Iterable[Tuple | TupleBatch]) -> Tuple:
             if seen is not None:
                 add(seen._anchors, seen._ack_val)
             elif edge:
-                add({item.roots[i]: edge} if item.roots is not None else item.anchors[i],  # type: ignore[index]  # ids without roots come with anchors
-                    emitted[i] if emitted is not None else 0)
+                add(
+                    {item.roots[i]: edge} if item.roots is not None else item.anchors[i],  # type: ignore[index]  # ids without roots come with anchors
+                    emitted[i] if emitted is not None else 0,
+                )
     if first is None:
         raise ValueError("stand_in needs at least one input")
     edge = next(iter(roots.values()), 0) or (1 if roots else 0)  # any non-zero id: it is tracked

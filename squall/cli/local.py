@@ -26,8 +26,11 @@ log = structlog.get_logger(__name__)
 def main(argv: list[str] | None = None) -> int:
     """``storm local FILE``: run the file's topology here for ``--local-ttl`` seconds; 1 if it fails. Shell
     components run in the ``resources/`` directory beside FILE when there is one."""
-    parser = common_options("storm local", "Run a topology in this process, for development: no daemons, no "
-                                           "ZooKeeper, the same executors and acker as a cluster.")
+    parser = common_options(
+        "storm local",
+        "Run a topology in this process, for development: no daemons, no "
+        "ZooKeeper, the same executors and acker as a cluster.",
+    )
     parser.add_argument("file", help="a Python file defining `topology` (a Topology or a function returning one)")
     parser.add_argument("--local-ttl", type=float, default=20.0, help="seconds to run before stopping (default 20)")
     parser.add_argument("--topology", default="topology", help="the attribute holding the topology")
@@ -42,19 +45,26 @@ def main(argv: list[str] | None = None) -> int:
         for typo in topology_typos(topology):
             warn_on_stderr(typo)
         resources = Path(args.file).resolve().parent / RESOURCES
-        local = LocalTopology(topology, command_line_overrides(conf, args), cluster=conf,
-                              resources=resources if resources.is_dir() else None)
+        local = LocalTopology(
+            topology,
+            command_line_overrides(conf, args),
+            cluster=conf,
+            resources=resources if resources.is_dir() else None,
+        )
     except SubmitCheckError as exc:
-        print(f"{exc.details}storm local: {exc.line}" if args.verbose else f"storm local: {exc.line}",
-              file=sys.stderr)
+        print(f"{exc.details}storm local: {exc.line}" if args.verbose else f"storm local: {exc.line}", file=sys.stderr)
         return 1
     except storm.InvalidTopologyException as exc:
         print(f"storm local: InvalidTopologyException: {exc.msg}", file=sys.stderr)
         return 1
     signal.signal(signal.SIGTERM, interrupt)
     with local:
-        log.info("local topology running", topology_id=local.topology_id, ttl_secs=args.local_ttl,
-                 tasks=len(local.layout.task_component))
+        log.info(
+            "local topology running",
+            topology_id=local.topology_id,
+            ttl_secs=args.local_ttl,
+            tasks=len(local.layout.task_component),
+        )
         try:
             local.runtime.failed.wait(args.local_ttl)
         except KeyboardInterrupt:

@@ -69,8 +69,9 @@ class WorkerLog:
         return f"==> {self.host}:{self.port} ({', '.join(self.components)}) <=="
 
 
-def worker_logs(info: Any, logviewer_port: int, component: str | None = None, *,
-                tls: ssl.SSLContext | None = None) -> list[WorkerLog]:
+def worker_logs(
+    info: Any, logviewer_port: int, component: str | None = None, *, tls: ssl.SSLContext | None = None
+) -> list[WorkerLog]:
     """The logs of a ``TopologyInfo``'s workers (those running ``component``'s tasks, when given), by host and
     port, over HTTPS with ``tls``; :class:`LogsError` names the topology's components when it has no
     ``component``."""
@@ -80,13 +81,22 @@ def worker_logs(info: Any, logviewer_port: int, component: str | None = None, *,
     if component is not None:
         known = sorted({c for cs in workers.values() for c in cs if not is_system(c)})
         if component not in known:
-            raise LogsError(f"topology {info.name} runs no component {component!r}; its components are "
-                            f"{', '.join(known) or 'none yet'}")
+            raise LogsError(
+                f"topology {info.name} runs no component {component!r}; its components are "
+                f"{', '.join(known) or 'none yet'}"
+            )
         workers = {w: cs for w, cs in workers.items() if component in cs}
-    return [WorkerLog(host, port, sorted(c for c in components if not is_system(c)),
-                      f"{'https' if tls else 'http'}://{host}:{logviewer_port}/api/v1/read?"
-                      + urlencode({"file": worker_log_name(info.id, port)}), tls=tls)
-            for (host, port), components in sorted(workers.items())]
+    return [
+        WorkerLog(
+            host,
+            port,
+            sorted(c for c in components if not is_system(c)),
+            f"{'https' if tls else 'http'}://{host}:{logviewer_port}/api/v1/read?"
+            + urlencode({"file": worker_log_name(info.id, port)}),
+            tls=tls,
+        )
+        for (host, port), components in sorted(workers.items())
+    ]
 
 
 def _read(log: WorkerLog, start: int | None, length: int) -> tuple[bytes, int, int]:
@@ -103,13 +113,21 @@ def _read(log: WorkerLog, start: int | None, length: int) -> tuple[bytes, int, i
         raise Unreachable(f"{log.host}:{log.port}: the logviewer answered {exc.code}: {reason}") from None
     except (OSError, ValueError, TypeError) as exc:
         key = "logviewer.https.port" if log.tls else "logviewer.port"
-        raise Unreachable(f"{log.host}:{log.port}: cannot read its log from the logviewer at "
-                          f"{log.url.split('/api')[0]} ({key}; is `storm logviewer` running on {log.host}?): {exc}"
-                          ) from None
+        raise Unreachable(
+            f"{log.host}:{log.port}: cannot read its log from the logviewer at "
+            f"{log.url.split('/api')[0]} ({key}; is `storm logviewer` running on {log.host}?): {exc}"
+        ) from None
 
 
-def catch_up(log: WorkerLog, out: BinaryIO, last_header: list[str | None], first_bytes: int | None = None, *,
-             raw: bool = False, final: bool = True) -> None:
+def catch_up(
+    log: WorkerLog,
+    out: BinaryIO,
+    last_header: list[str | None],
+    first_bytes: int | None = None,
+    *,
+    raw: bool = False,
+    final: bool = True,
+) -> None:
     """Print what the log holds past ``log.offset`` (on a first read: all of it, or the lines holding its last
     ``first_bytes``), under its header unless it was the last one printed; a log that shrank is printed again
     from its start. Lines are :func:`readable` unless ``raw``; a line not yet ended is held for the next call
@@ -164,9 +182,12 @@ def logs(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
             except storm.NotAliveException:
                 hosts = sorted({s.host for s in nimbus.getClusterInfo().supervisors})
                 logviewers = ", ".join(f"{'https' if https else 'http'}://{host}:{port}/" for host in hosts)
-                print(f"storm logs: no topology named {args.name!r} is running (storm list shows those that are); "
-                      f"the logs of a killed one stay with the logviewer of each host it ran on"
-                      f"{': ' + logviewers if logviewers else ''}", file=sys.stderr)
+                print(
+                    f"storm logs: no topology named {args.name!r} is running (storm list shows those that are); "
+                    f"the logs of a killed one stay with the logviewer of each host it ran on"
+                    f"{': ' + logviewers if logviewers else ''}",
+                    file=sys.stderr,
+                )
                 return 1
             found = worker_logs(info, port, args.component, tls=tls)
     except LogsError as exc:
@@ -198,11 +219,19 @@ def logs(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``storm logs``'s arguments."""
     parser.add_argument("name", metavar="NAME", help="the topology")
-    parser.add_argument("component", nargs="?", metavar="COMPONENT",
-                        help="only the workers running this component's tasks")
+    parser.add_argument(
+        "component", nargs="?", metavar="COMPONENT", help="only the workers running this component's tasks"
+    )
     parser.add_argument("-f", "--follow", action="store_true", help="keep printing what they log, until Ctrl-C")
-    parser.add_argument("-b", "--bytes", type=positive, metavar="N",
-                        help="only the last N bytes of each log, from the start of the line they begin in "
-                             "(default: all of it)")
-    parser.add_argument("--json", action="store_true", help="the lines as the log files hold them: JSON records, "
-                                                            "for tools (default: readable lines)")
+    parser.add_argument(
+        "-b",
+        "--bytes",
+        type=positive,
+        metavar="N",
+        help="only the last N bytes of each log, from the start of the line they begin in (default: all of it)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="the lines as the log files hold them: JSON records, for tools (default: readable lines)",
+    )

@@ -49,8 +49,7 @@ def dev_zookeeper(conf: Mapping[str, Any], _args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, interrupt)
     try:
         server.start()
-        print(f"ZooKeeper is serving on {server.connect_string} (data in {data_dir}); Ctrl-C stops it",
-              flush=True)
+        print(f"ZooKeeper is serving on {server.connect_string} (data in {data_dir}); Ctrl-C stops it", flush=True)
         code = server.wait()
         log.error("zookeeper exited on its own", code=code)
         return code or 1
@@ -118,26 +117,41 @@ HANDS_OVER = {"nimbus", "supervisor", "ui", "logviewer", "local"}
 
 COMMANDS: dict[str, tuple[Command, str]] = {
     "dev-zookeeper": (dev_zookeeper, "run a standalone ZooKeeper for development (port: storm.zookeeper.port)"),
-    "dev-cluster": (dev_cluster, "run ZooKeeper, nimbus, supervisors, the UI and the logviewer on this machine until "
-                                 "Ctrl-C; "
-                                 "`storm dev-cluster stop` stops it from another shell"),
+    "dev-cluster": (
+        dev_cluster,
+        "run ZooKeeper, nimbus, supervisors, the UI and the logviewer on this machine until "
+        "Ctrl-C; "
+        "`storm dev-cluster stop` stops it from another shell",
+    ),
     "nimbus": (_daemon("nimbus"), "run the nimbus daemon in the foreground"),
     "supervisor": (_daemon("supervisor"), "run the supervisor daemon in the foreground (its workers outlive it)"),
-    "ui": (_daemon("ui", "ui"), "run the UI daemon in the foreground: the UI's pages (/) and Storm's UI REST API "
-                                "(/api/v1/...) on ui.host:ui.port"),
-    "logviewer": (_daemon("logviewer", "ui"), "run the logviewer daemon in the foreground: this host's worker and "
-                                              "daemon logs over HTTP on logviewer.host:logviewer.port, where the UI's "
-                                              "log links point"),
-    "spark-connect": (spark_connect, "run a Spark Connect server on this host for Spark bolts (spark.remote) until "
-                                     "Ctrl-C"),
-    "local": (local, "run a topology file (or a streamparse project) in this process for development: "
-                     "storm local FILE|PROJECT [--local-ttl N]"),
+    "ui": (
+        _daemon("ui", "ui"),
+        "run the UI daemon in the foreground: the UI's pages (/) and Storm's UI REST API "
+        "(/api/v1/...) on ui.host:ui.port",
+    ),
+    "logviewer": (
+        _daemon("logviewer", "ui"),
+        "run the logviewer daemon in the foreground: this host's worker and "
+        "daemon logs over HTTP on logviewer.host:logviewer.port, where the UI's "
+        "log links point",
+    ),
+    "spark-connect": (
+        spark_connect,
+        "run a Spark Connect server on this host for Spark bolts (spark.remote) until Ctrl-C",
+    ),
+    "local": (
+        local,
+        "run a topology file (or a streamparse project) in this process for development: "
+        "storm local FILE|PROJECT [--local-ttl N]",
+    ),
 }
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
-    parser = CommandLine(prog="storm", description="Squall: a JStorm-style real-time cluster.",
-                         shared=[habits.refused_options()])
+    parser = CommandLine(
+        prog="storm", description="Squall: a JStorm-style real-time cluster.", shared=[habits.refused_options()]
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     runs = {name: run for name, (run, _) in COMMANDS.items()}
     for name, (_, help_text) in COMMANDS.items():
@@ -149,28 +163,40 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
             sub.add_argument("--master", default="local[*]", help="where its jobs run (default local[*])")
         elif name == "dev-cluster":
             sub.add_argument("action", nargs="?", choices=["start", "stop"], default="start")
-            sub.add_argument("--supervisors", type=positive, default=2, metavar="N",
-                             help="supervisors to start, each with len(supervisor.slots.ports) slots (default 2)")
-            sub.add_argument("--json", action="store_true",
-                             help="log JSON lines, for tools (default: readable lines, as a daemon that dies is shown)")
+            sub.add_argument(
+                "--supervisors",
+                type=positive,
+                default=2,
+                metavar="N",
+                help="supervisors to start, each with len(supervisor.slots.ports) slots (default 2)",
+            )
+            sub.add_argument(
+                "--json",
+                action="store_true",
+                help="log JSON lines, for tools (default: readable lines, as a daemon that dies is shown)",
+            )
     runs.update(operator_commands(commands))
     runs["help"] = _help(parser, commands)
     commands.add_parser("help", help="this help, or a command's: storm help COMMAND").add_argument(
-        "verb", nargs="?", metavar="COMMAND")
+        "verb", nargs="?", metavar="COMMAND"
+    )
     habits.add_refused_verbs(commands)
     return parser, runs
 
 
 def _help(parser: argparse.ArgumentParser, commands: argparse._SubParsersAction) -> Command:
     """``storm help [COMMAND]`` (JStorm's and Storm's form of ``--help``)."""
+
     def run(_conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         known = [name for name in commands.choices if name not in habits.NO_SUCH_VERB]
         if args.verb is not None and args.verb not in known:
-            print(f"storm help: {habits.NO_SUCH_VERB.get(args.verb) or unknown_verb([args.verb], known)}",
-                  file=sys.stderr)
+            print(
+                f"storm help: {habits.NO_SUCH_VERB.get(args.verb) or unknown_verb([args.verb], known)}", file=sys.stderr
+            )
             return 2
         print((commands.choices[args.verb] if args.verb else parser).format_help(), end="")
         return 0
+
     return run
 
 
@@ -183,15 +209,20 @@ RUNS_UNTIL_STOPPED = {"dev-zookeeper", "dev-cluster", "spark-connect", *HANDS_OV
 NEXT_STEP = {
     "NotAliveException": "no topology of that name is running (storm list shows those that are)",
     "AlreadyAliveException": "submit it under another --name, hot deploy over it with --replace, or storm kill it "
-                             "first",
+    "first",
 }
 
 
 def _next_step(exc: Any) -> str:
     """``": what to do"`` after a bare refusal of nimbus's, else ``""`` (its message says it already)."""
     kind = type(exc).__name__
-    bare = (" " not in exc.msg if kind == "NotAliveException" else
-            exc.msg.endswith("is already alive") if kind == "AlreadyAliveException" else False)
+    bare = (
+        " " not in exc.msg
+        if kind == "NotAliveException"
+        else exc.msg.endswith("is already alive")
+        if kind == "AlreadyAliveException"
+        else False
+    )
     return f": {NEXT_STEP[kind]}" if bare else ""
 
 
@@ -218,8 +249,11 @@ def unknown_verb(argv: Sequence[str], verbs: Sequence[str], refused: Collection[
         if word in ("-c", "--config", *habits.NO_SUCH_OPTION):  # options that take the next word
             next(words, None)
         elif not word.startswith("-"):
-            return (None if word in verbs or word in refused else
-                    f"unknown command {word!r}{did_you_mean(word, verbs)} (storm help lists the commands)")
+            return (
+                None
+                if word in verbs or word in refused
+                else f"unknown command {word!r}{did_you_mean(word, verbs)} (storm help lists the commands)"
+            )
     return None
 
 
@@ -262,12 +296,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"storm {args.command}: {refused}", file=sys.stderr)
         return 2
     if unparsed:
-        print(f"storm {args.command}: {_unrecognized(verbs.choices[args.command], args.command, unparsed)}",
-              file=sys.stderr)
+        print(
+            f"storm {args.command}: {_unrecognized(verbs.choices[args.command], args.command, unparsed)}",
+            file=sys.stderr,
+        )
         return 2
     conf = load_or_exit(args, warn=(lambda _typo: None) if args.command in HANDS_OVER else warn_on_stderr)
-    configure_logging(args.command, level=_log_level(args.command, conf["squall.log.level"]),
-                      fmt=_log_format(args, conf["squall.log.format"]))
+    configure_logging(
+        args.command,
+        level=_log_level(args.command, conf["squall.log.level"]),
+        fmt=_log_format(args, conf["squall.log.format"]),
+    )
     try:
         code = runs[args.command](conf, args)
         sys.stdout.flush()  # here, where a closed pipe is caught, rather than at exit
@@ -277,8 +316,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except MissingExtra as exc:
         print(f"storm {args.command}: {exc}", file=sys.stderr)
-    except (storm.NotAliveException, storm.AlreadyAliveException, storm.InvalidTopologyException,
-            storm.TopologyAssignException, storm.AuthorizationException) as exc:
+    except (
+        storm.NotAliveException,
+        storm.AlreadyAliveException,
+        storm.InvalidTopologyException,
+        storm.TopologyAssignException,
+        storm.AuthorizationException,
+    ) as exc:
         print(f"storm {args.command}: {type(exc).__name__}: {exc.msg}{_next_step(exc)}", file=sys.stderr)
     except TApplicationException as exc:
         print(f"storm {args.command}: nimbus error: {exc.message}", file=sys.stderr)
@@ -287,8 +331,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return BROKEN_PIPE
     except NimbusUnavailable as exc:
         nobody = all("Could not connect" in error for error in exc.errors.values())  # not a TLS or protocol error
-        print(f"storm {args.command}: cannot reach nimbus: {exc}" + ("; is it running? (storm dev-cluster starts a "
-              "cluster here; nimbus.seeds says where to look)" if nobody else ""), file=sys.stderr)
+        print(
+            f"storm {args.command}: cannot reach nimbus: {exc}"
+            + (
+                "; is it running? (storm dev-cluster starts a cluster here; nimbus.seeds says where to look)"
+                if nobody
+                else ""
+            ),
+            file=sys.stderr,
+        )
     except (NoTlsListener, TTransportException, OSError) as exc:
         print(f"storm {args.command}: cannot reach nimbus: {exc}", file=sys.stderr)
     return 1

@@ -38,8 +38,7 @@ WATCHES = ("emitted", "transferred")
 #: Storm's header for ``-m``; the watched count's name goes in the middle.
 STREAM_HEADER = "topology\tcomponent\tparallelism\tstream\ttime-diff ms\t{watch}\tthroughput (Kt/s)"
 TABLE_ROW = "{:<20} {:>5} {:>12} {:>12} {:>9} {:>11} {:>11} {:>9}"
-TABLE_HEADER = TABLE_ROW.format("Component", "Tasks", "Emitted", "Acked", "Failed", "Emitted/s", "Acked/s",
-                                "Failed/s")
+TABLE_HEADER = TABLE_ROW.format("Component", "Tasks", "Emitted", "Acked", "Failed", "Emitted/s", "Acked/s", "Failed/s")
 
 
 class MonitorError(ValueError):
@@ -101,8 +100,20 @@ class StreamRow:
     throughput: float
 
     def __str__(self) -> str:
-        return "\t".join(map(str, (self.topology, self.component, self.parallelism, self.stream, self.time_diff_ms,
-                                   self.count, self.throughput)))
+        return "\t".join(
+            map(
+                str,
+                (
+                    self.topology,
+                    self.component,
+                    self.parallelism,
+                    self.stream,
+                    self.time_diff_ms,
+                    self.count,
+                    self.throughput,
+                ),
+            )
+        )
 
 
 def _user_input(key: Any) -> bool:
@@ -130,10 +141,13 @@ def snapshot(info: Any, time_secs: float) -> Snapshot:
             continue  # no heartbeat with stats yet
         specific = stats.specific.spout or stats.specific.bolt
         tasks[executor.executor_info.task_start] = TaskCounts(
-            component, stats.specific.spout is not None, dict(_all_time(stats.emitted)),
+            component,
+            stats.specific.spout is not None,
+            dict(_all_time(stats.emitted)),
             dict(_all_time(stats.transferred)),
             sum(n for k, n in _all_time(specific.acked).items() if _user_input(k)),
-            sum(n for k, n in _all_time(specific.failed).items() if _user_input(k)))
+            sum(n for k, n in _all_time(specific.failed).items() if _user_input(k)),
+        )
     return Snapshot(time_secs, info.name, parallelism, tasks)
 
 
@@ -171,8 +185,16 @@ def component_rows(before: Snapshot | None, after: Snapshot) -> list[ComponentRo
         rates: list[float | None] = [None] * len(_COLUMNS)
         if before is not None:
             secs = after.time_secs - before.time_secs
-            rates = [_rate(sum(_growth(column(then) if (then := before.tasks.get(task)) else None, column(now))
-                               for task, now in mine.items()), secs) for column in _COLUMNS]
+            rates = [
+                _rate(
+                    sum(
+                        _growth(column(then) if (then := before.tasks.get(task)) else None, column(now))
+                        for task, now in mine.items()
+                    ),
+                    secs,
+                )
+                for column in _COLUMNS
+            ]
         rows.append(ComponentRow(component, after.parallelism[component], *totals, *rates))
     return rows
 
@@ -180,27 +202,40 @@ def component_rows(before: Snapshot | None, after: Snapshot) -> list[ComponentRo
 def stream_row(before: Snapshot | None, after: Snapshot, component: str, stream: str, watch: str) -> StreamRow:
     """Storm's line for one component's stream; ``MonitorError`` names what exists when it is not there."""
     if component not in after.parallelism:
-        raise MonitorError(f"component {component!r} not found; {after.topology} has "
-                           f"{', '.join(sorted(after.parallelism)) or 'no user components'}")
+        raise MonitorError(
+            f"component {component!r} not found; {after.topology} has "
+            f"{', '.join(sorted(after.parallelism)) or 'no user components'}"
+        )
     mine = {task: getattr(c, watch) for task, c in after.tasks.items() if c.component == component}
     streams = {s for counts in mine.values() for s in counts}
     if mine and stream not in streams:
-        raise MonitorError(f"stream {stream!r} not found; {component} has {watch} counts on "
-                           f"{', '.join(sorted(streams)) or 'no stream yet'}")
+        raise MonitorError(
+            f"stream {stream!r} not found; {component} has {watch} counts on "
+            f"{', '.join(sorted(streams)) or 'no stream yet'}"
+        )
     grown = 0
     for task, counts in mine.items():
         then = getattr(before.tasks[task], watch).get(stream) if before and task in before.tasks else None
         grown += _growth(then, counts.get(stream, 0))
     diff_ms = round((after.time_secs - before.time_secs) * 1000) if before is not None else 0
-    return StreamRow(after.topology, component, after.parallelism[component], stream, diff_ms, grown,
-                     grown / diff_ms if grown and diff_ms else 0.0)
+    return StreamRow(
+        after.topology,
+        component,
+        after.parallelism[component],
+        stream,
+        diff_ms,
+        grown,
+        grown / diff_ms if grown and diff_ms else 0.0,
+    )
 
 
 def table(before: Snapshot | None, after: Snapshot, info: Any, interval: float) -> str:
     """The table view of one round, with a title line saying what the rates cover."""
     span = f"rates over the last {after.time_secs - before.time_secs:.1f} s" if before else "rates from the next round"
-    lines = [f"{info.name} ({info.id}) {info.status}, uptime {info.uptime_secs} s — every {interval:g} s, {span}",
-             TABLE_HEADER]
+    lines = [
+        f"{info.name} ({info.id}) {info.status}, uptime {info.uptime_secs} s — every {interval:g} s, {span}",
+        TABLE_HEADER,
+    ]
     for row in component_rows(before, after):
         rates = [f"{r:.1f}" if r is not None else "-" for r in (row.emitted_rate, row.acked_rate, row.failed_rate)]
         lines.append(TABLE_ROW.format(row.component, row.tasks, row.emitted, row.acked, row.failed, *rates))
@@ -224,8 +259,11 @@ def monitor(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         return 2
     stream, watch = args.stream or "default", args.watch or "emitted"
     if args.interval <= (beat := conf["task.heartbeat.frequency.secs"]):
-        print(f"storm monitor: warning: counts reach nimbus every {beat} s (task.heartbeat.frequency.secs), so "
-              f"rounds of -i {args.interval} s often see no change: use -i {beat + 1} or more", file=sys.stderr)
+        print(
+            f"storm monitor: warning: counts reach nimbus every {beat} s (task.heartbeat.frequency.secs), so "
+            f"rounds of -i {args.interval} s often see no change: use -i {beat + 1} or more",
+            file=sys.stderr,
+        )
     clear = sys.stdout.isatty()
     before: Snapshot | None = None
     try:
@@ -238,8 +276,10 @@ def monitor(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
                 if args.component is not None:
                     print(stream_row(before, after, args.component, stream, watch), flush=True)
                 else:
-                    print(("\033[H\033[2J" if clear else "") + table(before, after, info, args.interval) + "\n",
-                          flush=True)
+                    print(
+                        ("\033[H\033[2J" if clear else "") + table(before, after, info, args.interval) + "\n",
+                        flush=True,
+                    )
                 before = after
     except MonitorError as exc:
         print(f"storm monitor: {exc}", file=sys.stderr)
@@ -252,10 +292,17 @@ def monitor(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``storm monitor``'s options (Storm's -i -m -s -w, plus -n)."""
     parser.add_argument("name", metavar="NAME", help="the topology")
-    parser.add_argument("-i", "--interval", type=positive, default=4, metavar="SECS",
-                        help="seconds between rounds (default 4, as Storm)")
+    parser.add_argument(
+        "-i",
+        "--interval",
+        type=positive,
+        default=4,
+        metavar="SECS",
+        help="seconds between rounds (default 4, as Storm)",
+    )
     parser.add_argument("-m", "--component", help="Storm's view: one line per round for this component")
     parser.add_argument("-s", "--stream", help="with -m: the stream to watch (default: default)")
     parser.add_argument("-w", "--watch", choices=WATCHES, help="with -m: emitted (default) or transferred")
-    parser.add_argument("-n", "--rounds", type=positive, default=0, metavar="N",
-                        help="stop after N rounds (default: until Ctrl-C)")
+    parser.add_argument(
+        "-n", "--rounds", type=positive, default=0, metavar="N", help="stop after N rounds (default: until Ctrl-C)"
+    )

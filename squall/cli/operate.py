@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,27 +16,19 @@ from typing import Any
 from kazoo.exceptions import NoAuthError
 
 from squall import STORM_VERSION, __version__
-from squall.api.dsl import Topology
-from squall.api.submitter import submit_topology, upload_package
 from squall.cli import logs, monitor
 from squall.cli.habits import RebalancePositionals, zktool_path
 from squall.cli.options import (
-    command_line_overrides,
     conf_file_json,
-    json_or_text,
     non_negative,
     parse_executor,
     positive,
-    topology_typos,
 )
-from squall.cli.submitcheck import SubmitCheckError, check_package, load_for_submit, load_user_code
-from squall.compat.streamparse_project import build_project_package, is_project, load_project
+from squall.cli.submit import capacity_note, jar, update_topology
 from squall.core import loglevels
 from squall.core.config.validation import likely_typo
-from squall.core.entry import warn_on_stderr
 from squall.core.local_state import workers_dir
 from squall.core.nimbus_client import nimbus_client
-from squall.core.package import build_package
 from squall.core.thrift import storm
 from squall.core.worker_records import WorkerRecords
 from squall.core.zk.client import ZkClient
@@ -51,117 +42,6 @@ from squall.dev.cluster import dev_cluster_root
 LIST_ROW = "{:<20} {:<10} {:<10} {:<12} {:<12} {:<10} {}"
 
 
-#: Packages at least this big get a progress bar on upload.
-PROGRESS_BYTES = 1 << 20
-
-
-def _package(source: str, include: list[str], tmp: str, topology: str | None = None, env: str | None = None) -> Path:
-    """The code package of a topology file, a package directory or a streamparse project (its src/ as
-    resources/, its topology's virtualenv spec as requirements.txt)."""
-    dest = Path(tmp) / f"{Path(source).resolve().name}.zip"
-    if is_project(source):
-        return build_project_package(source, dest, include, topology, env)
-    return build_package([source, *include], dest)
-
-
-def _progress(sent: int, total: int) -> None:
-    if total >= PROGRESS_BYTES:
-        width = 30
-        done = width * sent // total
-        print(f"\ruploading [{'#' * done}{'.' * (width - done)}] {sent / 2**20:.1f}/{total / 2**20:.1f} MiB",
-              end="\n" if sent == total else "", file=sys.stderr, flush=True)
-
-
-def jar(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
-    """Package the topology's code, upload it and submit (Storm's ``storm jar``)."""
-    with tempfile.TemporaryDirectory(prefix="squall-jar-") as tmp:
-        try:
-            topology = _load(args)
-            typos = topology_typos(topology)
-            package = _package(args.source, args.include, tmp, args.topology, args.environment)
-            if not is_project(args.source):  # a project's components run from resources/, checked as it loads
-                check_package(package, args.source, args.topology, topology)
-        except (OSError, ValueError) as exc:
-            print(f"storm {args.command}: cannot build the package: {exc}", file=sys.stderr)
-            return 1
-        except SubmitCheckError as exc:
-            if args.verbose:
-                print(exc.details, end="", file=sys.stderr)
-            print(f"storm {args.command}: {exc.line}", file=sys.stderr)
-            return 1
-        for typo in typos:
-            warn_on_stderr(typo)
-        overrides = command_line_overrides(conf, args)
-        given = (("topology.workers", args.workers), ("topology.acker.executors", args.ackers))
-        overrides.update({key: value for key, value in given if value is not None})
-        if args.replace:
-            overrides["topology.hot.deploy.enable"] = True
-        topology_id = submit_topology(conf, topology, package=package, conf_overrides=overrides,
-                                      name=args.name, progress=_progress, active=not args.inactive)
-    name, submitted = args.name or topology.name, {**topology.build()[1], **overrides}
-    if submitted.get("topology.upgrade") is True:
-        print(upgrade_started(name, topology_id, submitted))
-        return 0
-    print(f"Finished submitting topology: {name} ({topology_id})")
-    with nimbus_client(conf) as nimbus:
-        requested = json.loads(nimbus.getTopologyConf(topology_id)).get("topology.workers") or 1
-        note = capacity_note(nimbus.getClusterInfo(), name, int(requested))
-    if note:
-        print(note)
-    return 0
-
-
-def capacity_note(cluster: Any, name: str, requested: int) -> str | None:
-    """Storm's rule, told by the command that meets it: with fewer free slots than the ``requested`` workers
-    of topology ``name`` (its own slots count as free for it), it runs on the free ones and nimbus adds workers
-    as slots free up; until then Health in ``storm list`` says so. None when the slots suffice (or its tasks
-    are fewer than the slots: it needs no more)::
-
-        capacity_note(nimbus.getClusterInfo(), "sensors", 99)
-        # "sensors: 99 workers requested, 8 slots free: it runs on 8 and adds workers as slots free up"
-    """
-    mine = next((t for t in cluster.topologies if t.name == name), None)
-    free = sum(max(0, s.num_workers - s.num_used_workers) for s in cluster.supervisors)
-    free += mine.num_workers if mine is not None else 0
-    if requested <= free or (mine is not None and mine.num_tasks <= free):
-        return None
-    return (f"{name}: {requested} workers requested, {free} slots free: it runs on {free} and adds workers as slots "
-            "free up (storm list's Health shows it until then)")
-
-
-def upgrade_started(name: str, topology_id: str, submitted: Mapping[str, Any]) -> str:
-    """What ``storm jar ... -c topology.upgrade=true`` says once nimbus took it: a gray upgrade of the running
-    topology began, which workers take the new code first (``topology.upgrade.*``), and how to go on."""
-    num, component = submitted.get("topology.upgrade.worker.num") or 0, submitted.get("topology.upgrade.component")
-    workers = submitted.get("topology.upgrade.workers")
-    first = (f"workers {workers if isinstance(workers, str) else ', '.join(workers)}" if workers else
-             f"the workers running {component}" + (f" (at most {num})" if num else "") if component else
-             f"{num} worker{'s' if num != 1 else ''}" if num else "")
-    return "\n".join([
-        f"Started a gray upgrade of topology {name} ({topology_id}) to the new code: "
-        + (f"{first} first, the others on the old code until you go on." if first else
-           "no worker yet; storm gray_upgrade starts the first batch."),
-        (f"  storm gray_upgrade {name} -n N      the next N workers "
-         "(-p COMPONENT or -w HOST:PORT,... to choose them)"),
-        f"  storm complete_upgrade {name}       every remaining worker",
-        f"  storm rollback {name}               the old code back on every upgraded worker",
-        f"  storm list {name}                   UPGRADING while it lasts (topology.upgrade.ttl bounds it)"])
-
-
-def _load(args: argparse.Namespace) -> Topology:
-    """The topology ``storm jar`` submits: a streamparse project's (``--topology`` NAME, ``-e`` ENV) or a
-    Python file's or package's (``--topology`` attribute, topology function ARGs)."""
-    if is_project(args.source):
-        if args.args:
-            raise SubmitCheckError(f"a streamparse project takes no topology arguments (got {' '.join(args.args)}); "
-                                   "its topology class is declarative")
-        return load_user_code(args.source, lambda: load_project(args.source, args.topology, args.environment)).topology
-    if args.environment is not None:
-        raise SubmitCheckError(f"-e/--environment names an env of a streamparse project's config.json; {args.source} "
-                               "is not a streamparse project")
-    return load_for_submit(args.source, args.topology, [json_or_text(a) for a in args.args])
-
-
 def list_topologies(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     """Storm's table of running topologies; ``storm list NAME`` shows only that one (exit 1 if none runs)."""
     with nimbus_client(conf) as nimbus:
@@ -172,19 +52,37 @@ def list_topologies(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
             print(f"storm list: no topology named {args.name!r} is running", file=sys.stderr)
             return 1
     if args.json:
-        print(json.dumps([{"name": t.name, "id": t.id, "status": t.status, "num_tasks": t.num_tasks,
-                           "num_workers": t.num_workers, "uptime_secs": t.uptime_secs,
-                           "health": t.sched_status or "ok", "owner": t.owner or None} for t in topologies]))
+        print(
+            json.dumps(
+                [
+                    {
+                        "name": t.name,
+                        "id": t.id,
+                        "status": t.status,
+                        "num_tasks": t.num_tasks,
+                        "num_workers": t.num_workers,
+                        "uptime_secs": t.uptime_secs,
+                        "health": t.sched_status or "ok",
+                        "owner": t.owner or None,
+                    }
+                    for t in topologies
+                ]
+            )
+        )
     elif not topologies:
         print("No topologies running.")
     else:
-        header = LIST_ROW.format("Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs", "Health",
-                                 "Owner")
+        header = LIST_ROW.format(
+            "Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs", "Health", "Owner"
+        )
         print(header)
         print("-" * len(header))
         for t in topologies:
-            print(LIST_ROW.format(t.name, t.status, t.num_tasks, t.num_workers, t.uptime_secs, t.sched_status or "ok",
-                                  t.owner or "").rstrip())
+            print(
+                LIST_ROW.format(
+                    t.name, t.status, t.num_tasks, t.num_workers, t.uptime_secs, t.sched_status or "ok", t.owner or ""
+                ).rstrip()
+            )
     return 0
 
 
@@ -198,11 +96,13 @@ def kill(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
 
 def by_name(call: str, done: str) -> Any:
     """A command that makes one nimbus call with the topology name, then prints ``done`` (``{name}`` filled)."""
+
     def run(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         with nimbus_client(conf) as nimbus:
             getattr(nimbus, call)(args.name)
         print(done.format(name=args.name))
         return 0
+
     return run
 
 
@@ -213,9 +113,13 @@ rollback = by_name("rollbackTopology", "Rolling back {name}")
 
 
 def rebalance(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
-    options = storm.RebalanceOptions(wait_secs=args.wait, num_workers=args.workers,
-                                     num_executors=dict(args.executors) or None, reassign=args.reassign,
-                                     topology_conf_overrides=args.topology_conf)
+    options = storm.RebalanceOptions(
+        wait_secs=args.wait,
+        num_workers=args.workers,
+        num_executors=dict(args.executors) or None,
+        reassign=args.reassign,
+        topology_conf_overrides=args.topology_conf,
+    )
     with nimbus_client(conf) as nimbus:
         nimbus.rebalance(args.name, options)
         note = capacity_note(nimbus.getClusterInfo(), args.name, args.workers) if args.workers else None
@@ -233,8 +137,11 @@ def get_errors(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         except storm.NotAliveException:
             print(json.dumps({"Failure": f"No topologies running with name {args.name}"}))
             return 1
-    latest = {component: max(errors, key=lambda e: e.error_time_secs).error
-              for component, errors in sorted(info.errors.items()) if errors}
+    latest = {
+        component: max(errors, key=lambda e: e.error_time_secs).error
+        for component, errors in sorted(info.errors.items())
+        if errors
+    }
     print(json.dumps({"Topology Name": args.name, "Comp-Errors": latest}))
     return 0
 
@@ -250,9 +157,12 @@ def blacklist(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
             return 0
         for host in args.hosts:
             (nimbus.setHostInBlackList if args.action == "add" else nimbus.removeHostOutBlackList)(host)
-            print(f"Blacklisted host {host}: nimbus places no new workers there (those running stay; storm blacklist "
-                  f"remove {host} undoes it)" if args.action == "add" else
-                  f"Removed host {host} from the blacklist: nimbus places new workers there again")
+            print(
+                f"Blacklisted host {host}: nimbus places no new workers there (those running stay; storm blacklist "
+                f"remove {host} undoes it)"
+                if args.action == "add"
+                else f"Removed host {host} from the blacklist: nimbus places new workers there again"
+            )
     return 0
 
 
@@ -295,8 +205,10 @@ def set_log_level(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         print("storm set_log_level: give -l LOGGER=LEVEL[:TIMEOUT_SECS] and/or -r LOGGER", file=sys.stderr)
         return 2
     update, remove = storm.LogLevelAction.UPDATE, storm.LogLevelAction.REMOVE
-    named = {logger: storm.LogLevel(action=update, target_log_level=level, reset_log_level_timeout_secs=secs)
-             for logger, level, secs in args.set}
+    named = {
+        logger: storm.LogLevel(action=update, target_log_level=level, reset_log_level_timeout_secs=secs)
+        for logger, level, secs in args.set
+    }
     named.update({logger: storm.LogLevel(action=remove) for logger in args.remove})
     with nimbus_client(conf) as nimbus:
         nimbus.setLogConfig(nimbus.getTopologyId(args.name), storm.LogConfig(named_logger_level=named))
@@ -326,28 +238,16 @@ def restart(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
     return 0
 
 
-def update_topology(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
-    """New code and/or conf for a running topology (JStorm's ``update_topology``)."""
-    if args.jar is None and args.conf is None:
-        print("storm update_topology: give --jar and/or --conf", file=sys.stderr)
-        return 2
-    with nimbus_client(conf) as nimbus, tempfile.TemporaryDirectory(prefix="squall-jar-") as tmp:
-        location = ""
-        if args.jar is not None:
-            location = upload_package(conf, nimbus, _package(args.jar, args.include, tmp, args.name), _progress)
-        nimbus.updateTopology(args.name, location, conf_file_json(args.conf))
-    print(f"Updated topology: {args.name}")
-    return 0
-
-
 def _show_conf_value(conf: Mapping[str, Any], key: str, command: str) -> int:
     """``KEY: VALUE`` as Storm prints it (a list space-separated, null for none); a key the conf does not hold
     is one line on stderr, naming the known key it looks like a typo of."""
     if key not in conf:
         typo = likely_typo(key)
-        print(f"storm {command}: {key} is not set" + (f"; did you mean {typo}?" if typo else
-                                                      " (not a key Squall knows: set your own in storm.yaml or -c)"),
-              file=sys.stderr)
+        print(
+            f"storm {command}: {key} is not set"
+            + (f"; did you mean {typo}?" if typo else " (not a key Squall knows: set your own in storm.yaml or -c)"),
+            file=sys.stderr,
+        )
         return 1
     value = conf[key]
     shown = " ".join(map(str, value)) if isinstance(value, list) else "null" if value is None else str(value)
@@ -381,9 +281,12 @@ def zktool(conf: Mapping[str, Any], args: argparse.Namespace) -> int:
         try:
             _zktool(zk, action, path, conf["storm.zookeeper.root"].rstrip("/"))
         except NoAuthError:
-            print(f"storm zktool {action} {conf['storm.zookeeper.root'].rstrip('/')}{path}: refused by ZooKeeper "
-                  "(NoAuth). With ZooKeeper auth only the daemons read Squall's nodes: run it with their "
-                  "storm.zookeeper.auth.scheme and storm.zookeeper.auth.payload (their storm.yaml)", file=sys.stderr)
+            print(
+                f"storm zktool {action} {conf['storm.zookeeper.root'].rstrip('/')}{path}: refused by ZooKeeper "
+                "(NoAuth). With ZooKeeper auth only the daemons read Squall's nodes: run it with their "
+                "storm.zookeeper.auth.scheme and storm.zookeeper.auth.payload (their storm.yaml)",
+                file=sys.stderr,
+            )
             return 1
     return 0
 
@@ -423,25 +326,44 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
         return commands.add_parser(name, help=help_text, description=help_text, aliases=list(aliases))
 
     p = command("jar", jar, "package a topology's code, upload it to nimbus and submit it", aliases=("submit",))
-    p.add_argument("source", metavar="FILE|PACKAGE|PROJECT",
-                   help="a .py file or a package directory defining the topology, or a streamparse project directory")
+    p.add_argument(
+        "source",
+        metavar="FILE|PACKAGE|PROJECT",
+        help="a .py file or a package directory defining the topology, or a streamparse project directory",
+    )
     p.add_argument("args", nargs="*", metavar="ARG", help="arguments for a topology function (JSON when they parse)")
-    p.add_argument("--topology", default="topology", metavar="ATTR",
-                   help="attribute holding the Topology or a function returning one; in a package, module:attr; in a "
-                        "streamparse project, NAME of topologies/NAME.py (default: the only one)")
-    p.add_argument("-e", "--environment", metavar="ENV",
-                   help="streamparse project: the config.json env whose options and serializer to use (default: "
-                        "the only one)")
+    p.add_argument(
+        "--topology",
+        default="topology",
+        metavar="ATTR",
+        help="attribute holding the Topology or a function returning one; in a package, module:attr; in a "
+        "streamparse project, NAME of topologies/NAME.py (default: the only one)",
+    )
+    p.add_argument(
+        "-e",
+        "--environment",
+        metavar="ENV",
+        help="streamparse project: the config.json env whose options and serializer to use (default: the only one)",
+    )
     p.add_argument("-w", "--workers", type=positive, metavar="N", help="topology.workers (as sparse submit -w)")
-    p.add_argument("-a", "--ackers", type=non_negative, metavar="N",
-                   help="topology.acker.executors (as sparse submit -a)")
+    p.add_argument(
+        "-a", "--ackers", type=non_negative, metavar="N", help="topology.acker.executors (as sparse submit -a)"
+    )
     p.add_argument("--name", help="submit under this name instead of the topology's own")
-    p.add_argument("--include", action="append", default=[], metavar="PATH",
-                   help="another module or package the workers need, or a resources/ directory (the scripts "
-                        "of shell components) (repeatable)")
+    p.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="another module or package the workers need, or a resources/ directory (the scripts "
+        "of shell components) (repeatable)",
+    )
     p.add_argument("--inactive", action="store_true", help="submit deactivated (spouts paused)")
-    p.add_argument("--replace", action="store_true",
-                   help="hot deploy: replace the running topology of that name (topology.hot.deploy.enable)")
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="hot deploy: replace the running topology of that name (topology.hot.deploy.enable)",
+    )
     p.add_argument("--verbose", action="store_true", help="with a load or import error, its full traceback")
 
     p = command("list", list_topologies, "list running topologies (or only NAME)")
@@ -449,60 +371,120 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     p.add_argument("--json", action="store_true", help="print JSON instead of Storm's table")
     p = command("kill", kill, "kill topologies (removed after the wait)")
     p.add_argument("names", nargs="+", metavar="NAME")
-    p.add_argument("-w", "--wait-time-secs", dest="wait", type=non_negative,
-                   help="seconds before removal (default: the topology's message timeout)")
+    p.add_argument(
+        "-w",
+        "--wait-time-secs",
+        dest="wait",
+        type=non_negative,
+        help="seconds before removal (default: the topology's message timeout)",
+    )
     command("activate", activate, "activate a topology (spouts run)").add_argument("name")
     command("deactivate", deactivate, "deactivate a topology (spouts pause)").add_argument("name")
     p = command("rebalance", rebalance, "re-place a topology, optionally with new worker and task counts")
     p.add_argument("name")
     p.add_argument("-w", "--wait-time-secs", dest="wait", type=non_negative)
     p.add_argument("-n", "--num-workers", dest="workers", type=positive)
-    p.add_argument("-e", "--executor", dest="executors", type=parse_executor, action="append", default=[],
-                   metavar="COMPONENT=N", help="new task count of a component (repeatable)")
+    p.add_argument(
+        "-e",
+        "--executor",
+        dest="executors",
+        type=parse_executor,
+        action="append",
+        default=[],
+        metavar="COMPONENT=N",
+        help="new task count of a component (repeatable)",
+    )
     p.add_argument("-r", "--reassign", action="store_true", help="also move workers that could stay (JStorm -r)")
     p.add_argument("-t", "--topology-conf", dest="topology_conf", metavar="JSON", help="conf overrides, a JSON object")
-    p.add_argument("jstorm", nargs="*", action=RebalancePositionals, metavar="SECS|CONF.yaml",
-                   help="JStorm's form: the wait (as -w) and a YAML file of conf overrides (as -t)")
+    p.add_argument(
+        "jstorm",
+        nargs="*",
+        action=RebalancePositionals,
+        metavar="SECS|CONF.yaml",
+        help="JStorm's form: the wait (as -w) and a YAML file of conf overrides (as -t)",
+    )
     command("get-errors", get_errors, "latest error of each component, as JSON").add_argument("name")
     command("localconfvalue", localconfvalue, "a config value as this machine sees it").add_argument("key")
     command("remoteconfvalue", remoteconfvalue, "a config value as nimbus sees it").add_argument("key")
     command("version", version, "print the Storm version Squall is compatible with, then Squall's")
     p = command("gray_upgrade", gray_upgrade, "upgrade the next batch of workers of a gray upgrade (JStorm)")
     p.add_argument("name")
-    p.add_argument("-n", "--num-workers", dest="worker_num", type=positive, default=0,
-                   help="upgrade N more workers (with -p: at most N of that component's)")
+    p.add_argument(
+        "-n",
+        "--num-workers",
+        dest="worker_num",
+        type=positive,
+        default=0,
+        help="upgrade N more workers (with -p: at most N of that component's)",
+    )
     p.add_argument("-p", "--component", help="upgrade the workers hosting this component")
-    p.add_argument("-w", "--workers", type=lambda text: [w for w in text.split(",") if w],
-                   metavar="HOST:PORT,...", help="upgrade exactly these workers")
-    command("complete_upgrade", complete_upgrade,
-            "upgrade every remaining worker of a gray upgrade in one batch").add_argument("name")
+    p.add_argument(
+        "-w",
+        "--workers",
+        type=lambda text: [w for w in text.split(",") if w],
+        metavar="HOST:PORT,...",
+        help="upgrade exactly these workers",
+    )
+    command(
+        "complete_upgrade", complete_upgrade, "upgrade every remaining worker of a gray upgrade in one batch"
+    ).add_argument("name")
     command("rollback", rollback, "put the old code back on every upgraded worker (JStorm)").add_argument("name")
     p = command("restart", restart, "kill and resubmit a topology from its stored code, with a new id (JStorm)")
     p.add_argument("name")
     p.add_argument("conf", nargs="?", metavar="CONF.yaml", help="config to merge into the topology's")
     p = command("update_topology", update_topology, "give a running topology new code and/or conf (JStorm)")
     p.add_argument("name")
-    p.add_argument("--jar", "-jar", metavar="FILE|PACKAGE|PROJECT",
-                   help="new code: a .py file, a package directory or a streamparse project")
+    p.add_argument(
+        "--jar",
+        "-jar",
+        metavar="FILE|PACKAGE|PROJECT",
+        help="new code: a .py file, a package directory or a streamparse project",
+    )
     p.add_argument("--include", action="append", default=[], metavar="PATH", help="more code (repeatable)")
     p.add_argument("--conf", "-conf", metavar="CONF.yaml", help="config to merge into the topology's")
     p = command("set_log_level", set_log_level, "change logger levels in a running topology's workers (Storm)")
     p.add_argument("name", metavar="NAME")
-    p.add_argument("-l", dest="set", type=_log_setting, action="append", default=[],
-                   metavar="LOGGER=LEVEL[:TIMEOUT_SECS]", help="set a level, for TIMEOUT_SECS if given (repeatable; "
-                                                                "ROOT is the root logger)")
-    p.add_argument("-r", dest="remove", action="append", default=[], metavar="LOGGER",
-                   help="put a logger back as it was (repeatable)")
+    p.add_argument(
+        "-l",
+        dest="set",
+        type=_log_setting,
+        action="append",
+        default=[],
+        metavar="LOGGER=LEVEL[:TIMEOUT_SECS]",
+        help="set a level, for TIMEOUT_SECS if given (repeatable; ROOT is the root logger)",
+    )
+    p.add_argument(
+        "-r",
+        dest="remove",
+        action="append",
+        default=[],
+        metavar="LOGGER",
+        help="put a logger back as it was (repeatable)",
+    )
     command("kill_workers", kill_workers, "kill this host's workers (storm.local.dir); their supervisor restarts them")
     p = command("blacklist", blacklist, "keep new workers off hosts (JStorm): add HOST..., remove HOST..., list")
     p.add_argument("action", choices=["add", "remove", "list"])
     p.add_argument("hosts", nargs="*", metavar="HOST", help="as its supervisor registers it (storm.local.hostname)")
-    monitor.add_arguments(command("monitor", monitor.monitor, "a topology's throughput per component, refreshed "
-                                                           "(Storm's view of one stream with -m)"))
-    logs.add_arguments(command("logs", logs.logs, "print a topology's worker logs (or a component's workers') "
-                                                  "through each host's logviewer; -f follows them"))
+    monitor.add_arguments(
+        command(
+            "monitor",
+            monitor.monitor,
+            "a topology's throughput per component, refreshed (Storm's view of one stream with -m)",
+        )
+    )
+    logs.add_arguments(
+        command(
+            "logs",
+            logs.logs,
+            "print a topology's worker logs (or a component's workers') through each host's logviewer; -f follows them",
+        )
+    )
     p = command("zktool", zktool, "inspect Squall's ZooKeeper state (paths relative to storm.zookeeper.root)")
-    p.add_argument("action", choices=["ls", "get", "tree", "rm", "read", "list", "clean"],
-                   metavar="{ls,get,tree,rm}", help="JStorm's read and list are get and ls")
+    p.add_argument(
+        "action",
+        choices=["ls", "get", "tree", "rm", "read", "list", "clean"],
+        metavar="{ls,get,tree,rm}",
+        help="JStorm's read and list are get and ls",
+    )
     p.add_argument("path", nargs="?", default="/")
     return runs

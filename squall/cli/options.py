@@ -105,14 +105,13 @@ class CommandLine(argparse.ArgumentParser):
 
     def add_subparsers(self, **kwargs: Any) -> Any:
         verb_parser = functools.partial(VerbParser, parents=self._shared)  # called as argparse calls a class
-        return super().add_subparsers(parser_class=verb_parser, **kwargs)  # type: ignore[call-overload]
+        return super().add_subparsers(parser_class=verb_parser, **kwargs)  # type: ignore[call-overload]  # a partial builds as the class
 
-    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
-                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+    def parse_known_args(  # type: ignore[override]  # Namespace only, where argparse's overloads take any object
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
         parsed, extras = super().parse_known_args(args, namespace)
         after = vars(parsed)
         parsed.overrides = [*parsed.overrides, *after.pop(AFTER_VERB["overrides"], [])]
         parsed.config = after.pop(AFTER_VERB["config"], parsed.config)
         return parsed, extras
-
-

@@ -54,6 +54,7 @@ T = TypeVar("T")
 def load_for_submit(source: str, topology: str = "topology", args: Sequence[Any] = ()) -> Topology:
     """:func:`load_topology` and ``build()``, with any failure of the user's code as a
     :class:`SubmitCheckError` naming the file and line it happened at."""
+
     def load() -> Topology:
         loaded = load_topology(source, topology, args)
         loaded.build()
@@ -74,8 +75,9 @@ def load_user_code(source: str, load: Callable[[], T]) -> T:
         raise SubmitCheckError(one_line(exc, _user_files(source)), traceback_text(exc)) from None
 
 
-def check_package(package: Path, source: str, topology: str, loaded: Topology, *,
-                  timeout_secs: float = CHECK_TIMEOUT_SECS) -> None:
+def check_package(
+    package: Path, source: str, topology: str, loaded: Topology, *, timeout_secs: float = CHECK_TIMEOUT_SECS
+) -> None:
     """Import the topology module of ``source`` and every component class of ``loaded`` from ``package``
     alone, in a fresh interpreter set up as a worker is; :class:`SubmitCheckError` if any import fails."""
     user_dir, module, _ = topology_module(source, topology)
@@ -84,12 +86,16 @@ def check_package(package: Path, source: str, topology: str, loaded: Topology, *
     request = {"modules": [module], "classes": component_classes(thrift)}
     with tempfile.TemporaryDirectory(prefix="squall-check-") as code:
         (Path(code) / CODE_FILES["code"]).symlink_to(Path(package).resolve())
-        result = import_as_a_worker(request, Path(code), env=_worker_env(user_dir), timeout_secs=timeout_secs,
-                                    what=f"{module} from the package")
+        result = import_as_a_worker(
+            request, Path(code), env=_worker_env(user_dir), timeout_secs=timeout_secs, what=f"{module} from the package"
+        )
     if "missing" in result:
         name, by = result["missing"], result["imported_by"]
-        raise SubmitCheckError(f"module {name!r} is imported by {by} but not in the package: add it with "
-                               f"--include {_where(name) or 'PATH'}", result["traceback"])
+        raise SubmitCheckError(
+            f"module {name!r} is imported by {by} but not in the package: add it with "
+            f"--include {_where(name) or 'PATH'}",
+            result["traceback"],
+        )
     if "line" in result:
         raise SubmitCheckError(result["line"], result["traceback"])
 
@@ -106,8 +112,10 @@ def _check_shell_scripts(package: Path, source: Path, topology: storm.StormTopol
             shell = obj.shell
             script = (shell.script or "").split()[:1] if shell is not None else []
             if script and f"{RESOURCES}/{script[0]}" not in shipped and (beside / script[0]).is_file():
-                raise SubmitCheckError(f"shell {kind} {cid!r} runs {script[0]}, which is in {shown_path(beside)} "
-                                       f"but not in the package: add --include {shown_path(beside)}")
+                raise SubmitCheckError(
+                    f"shell {kind} {cid!r} runs {script[0]}, which is in {shown_path(beside)} "
+                    f"but not in the package: add --include {shown_path(beside)}"
+                )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -146,8 +154,9 @@ def _worker_env(user_dir: Path) -> dict[str, str]:
     """This environment as a supervisor started from here would pass it on, without ``user_dir`` on
     ``PYTHONPATH``: the topology's own directory is what must travel in the package."""
     env = dict(os.environ)
-    kept = [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep)
-            if entry and Path(entry).resolve() != user_dir]
+    kept = [
+        entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry and Path(entry).resolve() != user_dir
+    ]
     env["PYTHONPATH"] = os.pathsep.join(kept)
     return env
 
@@ -166,10 +175,14 @@ def topology_module(path: str | Path, topology: str = "topology") -> tuple[Path,
         module, _, attribute = topology.rpartition(":")
         return source.parent, module or source.name, attribute
     if not source.exists():
-        raise FileNotFoundError(f"{path}: no such file or directory (give a topology's .py file, its package "
-                                "directory or a streamparse project)")
-    raise FileNotFoundError(f"{path} is neither a .py file nor a package directory (with __init__.py) nor a "
-                            "streamparse project (a directory with config.json)")
+        raise FileNotFoundError(
+            f"{path}: no such file or directory (give a topology's .py file, its package "
+            "directory or a streamparse project)"
+        )
+    raise FileNotFoundError(
+        f"{path} is neither a .py file nor a package directory (with __init__.py) nor a "
+        "streamparse project (a directory with config.json)"
+    )
 
 
 def shown_path(path: Path) -> str:
@@ -200,16 +213,22 @@ def load_topology(path: str | Path, topology: str = "topology", args: Sequence[A
     if not hasattr(module, attribute):
         close = difflib.get_close_matches(attribute, [name for name in dir(module) if not name.startswith("_")], n=1)
         flag = "--topology MODULE:ATTR names a module's" if Path(path).is_dir() else "--topology ATTR names the"
-        raise TypeError(f"{path}: {module_name} has no {attribute!r}" + (f"; did you mean {close[0]}?" if close else "")
-                        + f" ({flag} Topology or the function returning it)")
+        raise TypeError(
+            f"{path}: {module_name} has no {attribute!r}"
+            + (f"; did you mean {close[0]}?" if close else "")
+            + f" ({flag} Topology or the function returning it)"
+        )
     found = getattr(module, attribute)
     if callable(found) and not isinstance(found, Topology):
         if inspect.isfunction(found) and (problem := mistyped_argument(found, args, {})):
             code = found.__code__
-            raise TopologyError(f"{shown_path(Path(code.co_filename))}:{code.co_firstlineno}: {attribute}()'s "
-                                f"{problem} (arguments are JSON when they parse: 10, 2.5, true, null, else text)")
+            raise TopologyError(
+                f"{shown_path(Path(code.co_filename))}:{code.co_firstlineno}: {attribute}()'s "
+                f"{problem} (arguments are JSON when they parse: 10, 2.5, true, null, else text)"
+            )
         found = found(*args)
     if not isinstance(found, Topology):
-        raise TypeError(f"{path}: {topology} must be a squall.Topology or a function returning one, "
-                        f"got {type(found).__name__}")
+        raise TypeError(
+            f"{path}: {topology} must be a squall.Topology or a function returning one, got {type(found).__name__}"
+        )
     return found

@@ -49,8 +49,8 @@ STREAMPARSE_RUN = "streamparse_run"
 class StreamparseProjectError(TopologyError):
     """The directory is not a streamparse project Squall can run as it is; the message says why and what to do::
 
-        load_project("wordcount", topology="typo")
-        # StreamparseProjectError: wordcount has no topologies/typo.py (its topologies: wordcount)
+    load_project("wordcount", topology="typo")
+    # StreamparseProjectError: wordcount has no topologies/typo.py (its topologies: wordcount)
     """
 
 
@@ -83,8 +83,10 @@ def load_project(path: str | Path, topology: str | None = None, env: str | None 
     env_name, env_config = _env(root, config, env)
     source = source_path(root)
     if not source.is_dir():
-        raise StreamparseProjectError(f"{root.name} has no {SOURCE_DIR}/ directory: a streamparse project keeps "
-                                      f"its spouts and bolts there (sparse quickstart makes one)")
+        raise StreamparseProjectError(
+            f"{root.name} has no {SOURCE_DIR}/ directory: a streamparse project keeps "
+            f"its spouts and bolts there (sparse quickstart makes one)"
+        )
     imported = set(sys.modules)
     sys.path.insert(0, str(source))
     try:
@@ -105,8 +107,13 @@ def source_path(path: str | Path) -> Path:
     return Path(path).resolve() / SOURCE_DIR
 
 
-def build_project_package(path: str | Path, dest: str | Path, include: Iterable[str | Path] = (),
-                          topology: str | None = None, env: str | None = None) -> Path:
+def build_project_package(
+    path: str | Path,
+    dest: str | Path,
+    include: Iterable[str | Path] = (),
+    topology: str | None = None,
+    env: str | None = None,
+) -> Path:
     """The code package of the project at ``path``: its ``src/`` as the package's ``resources/`` (what
     streamparse's jar holds), and any ``include``-d modules or packages at its root. Where ``sparse submit``
     would build a virtualenv on each worker host (``use_virtualenv``, on unless the env turns it off), the
@@ -118,8 +125,7 @@ def build_project_package(path: str | Path, dest: str | Path, include: Iterable[
     with tempfile.TemporaryDirectory(prefix="squall-project-") as staging:
         resources = Path(staging) / RESOURCES
         shutil.copytree(source_path(path), resources, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        return build_package([resources, *_environment_files(Path(path), Path(staging), topology, env), *include],
-                             dest)
+        return build_package([resources, *_environment_files(Path(path), Path(staging), topology, env), *include], dest)
 
 
 def _environment_files(root: Path, staging: Path, topology: str | None, env: str | None) -> list[Path]:
@@ -165,13 +171,15 @@ def _topology_file(root: Path, config: Mapping[str, Any], topology: str | None) 
         topology = None
     if topology is not None:
         if not (specs / f"{topology}.py").is_file():
-            raise StreamparseProjectError(f"{root.name} has no {specs.relative_to(root) / topology}.py "
-                                          f"(its topologies: {names})")
+            raise StreamparseProjectError(
+                f"{root.name} has no {specs.relative_to(root) / topology}.py (its topologies: {names})"
+            )
         return topology, specs / f"{topology}.py"
     if len(found) != 1:
         raise StreamparseProjectError(
             f"{root.name} has {'no' if not found else 'several'} topology files in {specs.relative_to(root)}/ "
-            + ("(sparse quickstart makes one)" if not found else f"({names}): name one with --topology NAME"))
+            + ("(sparse quickstart makes one)" if not found else f"({names}): name one with --topology NAME")
+        )
     return found[0].stem, found[0]
 
 
@@ -180,8 +188,9 @@ def _env(root: Path, config: Mapping[str, Any], env: str | None) -> tuple[str | 
     if env is None:
         return next(iter(envs.items())) if len(envs) == 1 else (None, {})
     if env not in envs:
-        raise StreamparseProjectError(f"{root / CONFIG_FILE} has no env {env!r} (its envs: "
-                                      f"{', '.join(envs) or 'none'})")
+        raise StreamparseProjectError(
+            f"{root / CONFIG_FILE} has no env {env!r} (its envs: {', '.join(envs) or 'none'})"
+        )
     return env, envs[env]
 
 
@@ -196,8 +205,9 @@ def _topology_class(topology_file: Path) -> Any:
     for value in vars(module).values():
         if isinstance(value, TopologyType) and value is not StreamparseTopology:
             return value
-    raise StreamparseProjectError(f"{topology_file} defines no streamparse Topology subclass "
-                                  "(class WordCount(Topology): ...)")
+    raise StreamparseProjectError(
+        f"{topology_file} defines no streamparse Topology subclass (class WordCount(Topology): ...)"
+    )
 
 
 def _topology_conf(env_config: Mapping[str, Any], topology_config: Mapping[str, Any]) -> dict[str, Any]:
@@ -206,8 +216,10 @@ def _topology_conf(env_config: Mapping[str, Any], topology_config: Mapping[str, 
     the Topology class's ``config``."""
     conf = dict(env_config.get("options") or {})
     log = env_config.get("log") or {}
-    for key, value in (("path", log.get("path") or env_config.get("log_path")),
-                       ("file", log.get("file") or env_config.get("log_file"))):
+    for key, value in (
+        ("path", log.get("path") or env_config.get("log_path")),
+        ("file", log.get("file") or env_config.get("log_file")),
+    ):
         if value:
             conf[f"pystorm.log.{key}"] = value
     for key in ("max_bytes", "backup_count"):
@@ -230,21 +242,28 @@ def _serializer(config: Mapping[str, Any], env_config: Mapping[str, Any]) -> str
 # ------------------------------------------------------------------------------------------------
 
 
-def _declare(declared: Topology, streamparse_class: Any, serializer: str | None, env: str | None,
-             source: Path) -> None:
+def _declare(declared: Topology, streamparse_class: Any, serializer: str | None, env: str | None, source: Path) -> None:
     refs: dict[str, ComponentRef] = {}
-    kinds = (("spout", streamparse_class.thrift_spouts, declared.shell_spout),
-             ("bolt", streamparse_class.thrift_bolts, declared.shell_bolt))
+    kinds = (
+        ("spout", streamparse_class.thrift_spouts, declared.shell_spout),
+        ("bolt", streamparse_class.thrift_bolts, declared.shell_bolt),
+    )
     for kind, specs, declare in kinds:
         for cid, spec in specs.items():
             label = f"{kind} {cid!r}"
             shell = _shell(label, spec.spout_object if kind == "spout" else spec.bolt_object, source)
             script = f"-s {serializer} {shell.script}" if serializer else shell.script  # as sparse submit sets it
-            refs[cid] = declare(cid, command=shell.execution_command, script=script,
-                                outputs={sid: Stream(info.output_fields, direct=bool(info.direct))
-                                         for sid, info in spec.common.streams.items()},
-                                parallelism=_parallelism(label, spec.common.parallelism_hint, env),
-                                conf=json.loads(spec.common.json_conf or "{}"))
+            refs[cid] = declare(
+                cid,
+                command=shell.execution_command,
+                script=script,
+                outputs={
+                    sid: Stream(info.output_fields, direct=bool(info.direct))
+                    for sid, info in spec.common.streams.items()
+                },
+                parallelism=_parallelism(label, spec.common.parallelism_hint, env),
+                conf=json.loads(spec.common.json_conf or "{}"),
+            )
     for cid, spec in streamparse_class.thrift_bolts.items():
         for stream_id, grouping in spec.common.inputs.items():
             _subscribe(refs[cid], refs[stream_id.componentId], stream_id.streamId, grouping)
@@ -254,13 +273,16 @@ def _shell(label: str, obj: Any, source: Path) -> Any:
     """The component's ShellComponent, once it is one Squall can run from the package."""
     if obj.shell is None:
         java = obj.java_object.full_class_name if obj.java_object is not None else "serialized Java"
-        raise StreamparseProjectError(f"{label} is a Java component ({java}): Squall runs no JVM; write it as a "
-                                      "streamparse (pystorm) Bolt or Spout in src/")
+        raise StreamparseProjectError(
+            f"{label} is a Java component ({java}): Squall runs no JVM; write it as a "
+            "streamparse (pystorm) Bolt or Spout in src/"
+        )
     runs_streamparse = obj.shell.execution_command == STREAMPARSE_RUN
     if runs_streamparse and not _defined_under(sys.modules.get(obj.shell.script.rpartition(".")[0]), source):
         raise StreamparseProjectError(
             f"{label} runs {obj.shell.script}, which is not defined in a module under {source}: workers get "
-            f"{SOURCE_DIR}/ alone (as in streamparse's jar), so move the class into a module there")
+            f"{SOURCE_DIR}/ alone (as in streamparse's jar), so move the class into a module there"
+        )
     return obj.shell
 
 
@@ -274,8 +296,10 @@ def _parallelism(label: str, hint: Any, env: str | None) -> Any:
     if not isinstance(hint, dict):
         return hint
     if env not in hint:
-        raise StreamparseProjectError(f"{label}'s parallelism is given per env ({hint}) and "
-                                      + (f"not for env {env!r}" if env else "no env is chosen: choose one with -e ENV"))
+        raise StreamparseProjectError(
+            f"{label}'s parallelism is given per env ({hint}) and "
+            + (f"not for env {env!r}" if env else "no env is chosen: choose one with -e ENV")
+        )
     return hint[env]
 
 
@@ -291,5 +315,7 @@ def _subscribe(bolt: Any, source: ComponentRef, stream: str, grouping: Any) -> N
         if getattr(grouping, kind) is not None:
             getattr(bolt, kind)(source, stream=stream)
             return
-    raise StreamparseProjectError(f"bolt {bolt.id!r} groups {source.id!r} with a Java custom grouping: Squall runs "
-                                  "no JVM; use a built-in grouping (Grouping.fields, SHUFFLE, ALL...)")
+    raise StreamparseProjectError(
+        f"bolt {bolt.id!r} groups {source.id!r} with a Java custom grouping: Squall runs "
+        "no JVM; use a built-in grouping (Grouping.fields, SHUFFLE, ALL...)"
+    )

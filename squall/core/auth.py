@@ -38,21 +38,38 @@ from typing import Any
 
 from squall.core.thrift import storm
 
-__all__ = ["Authorizer", "TopologyAcl", "USER", "TOPOLOGY", "DAEMON", "ADMIN", "IMPERSONATED", "LOGS",
-           "DAEMON_LOGS"]
+__all__ = ["Authorizer", "TopologyAcl", "USER", "TOPOLOGY", "DAEMON", "ADMIN", "IMPERSONATED", "LOGS", "DAEMON_LOGS"]
 
 #: Operations any authenticated principal in nimbus.users may do (Storm's userCommands).
 USER = frozenset({"submitTopology", "fileUpload"})
 #: Operations on one topology: its owner, topology.users and topology.groups (Storm's topoCommands, plus the
 #: JStorm/Squall calls that change a running topology).
-TOPOLOGY = frozenset({"killTopology", "rebalance", "activate", "deactivate", "getTopologyConf", "getTopology",
-                      "getUserTopology", "setLogConfig", "fileDownload", "graySubmit", "grayUpgrade",
-                      "completeUpgrade", "rollbackTopology", "updateTopology", "restart", "hotDeploy"})
+TOPOLOGY = frozenset(
+    {
+        "killTopology",
+        "rebalance",
+        "activate",
+        "deactivate",
+        "getTopologyConf",
+        "getTopology",
+        "getUserTopology",
+        "setLogConfig",
+        "fileDownload",
+        "graySubmit",
+        "grayUpgrade",
+        "completeUpgrade",
+        "rollbackTopology",
+        "updateTopology",
+        "restart",
+        "hotDeploy",
+    }
+)
 #: Operations of the daemons, nimbus.supervisor.users (Storm's supervisorCommands, plus worker heartbeats).
 DAEMON = frozenset({"fileDownload", "updateTaskHeartbeat"})
 #: What nimbus.impersonation.users may do on any topology: what the UI reads and its REST API's actions.
-IMPERSONATED = frozenset({"getTopologyConf", "getTopology", "getUserTopology", "killTopology", "rebalance",
-                          "activate", "deactivate"})
+IMPERSONATED = frozenset(
+    {"getTopologyConf", "getTopology", "getUserTopology", "killTopology", "rebalance", "activate", "deactivate"}
+)
 #: Reading a topology's worker logs on the logviewer.
 LOGS = "readLogs"
 #: Reading a daemon's own log (``nimbus.log``) on the logviewer: the operators' (``logs.users``, ``logs.groups``).
@@ -73,8 +90,8 @@ class TopologyAcl:
 class Authorizer:
     """Decides each call from the conf's ACLs (see the module docstring); :meth:`check` raises when refused.
 
-        acl = Authorizer(conf)                      # nimbus.authorizer unset: acl.enabled is False, all allowed
-        acl.check(client_principal(), "rebalance", TopologyAcl(topology_id, base.owner, topology_conf))
+    acl = Authorizer(conf)                      # nimbus.authorizer unset: acl.enabled is False, all allowed
+    acl.check(client_principal(), "rebalance", TopologyAcl(topology_id, base.owner, topology_conf))
     """
 
     def __init__(self, conf: Mapping[str, Any]) -> None:
@@ -83,8 +100,10 @@ class Authorizer:
         self.users = frozenset(conf.get("nimbus.users") or ())
         self.daemons = frozenset(conf.get("nimbus.supervisor.users") or ())
         self.impersonators = frozenset(conf.get("nimbus.impersonation.users") or ())
-        self.operators = {"logs.users": list(conf.get("logs.users") or ()),
-                          "logs.groups": list(conf.get("logs.groups") or ())}
+        self.operators = {
+            "logs.users": list(conf.get("logs.users") or ()),
+            "logs.groups": list(conf.get("logs.groups") or ()),
+        }
 
     def check(self, principal: str, operation: str, topology: TopologyAcl | None = None) -> None:
         """Return if ``principal`` may do ``operation`` (on ``topology`` for a topology's operations), else raise
@@ -133,8 +152,9 @@ class Authorizer:
 
 def _listed(principal: str, conf: Mapping[str, Any], acls: tuple[str, ...]) -> bool:
     """Whether ``principal`` is in one of ``conf``'s ``<acl>.users`` or, by a group, ``<acl>.groups``."""
-    return any(principal in (conf.get(f"{acl}.users") or ()) for acl in acls) \
-        or any(not groups_of(principal).isdisjoint(conf.get(f"{acl}.groups") or ()) for acl in acls)
+    return any(principal in (conf.get(f"{acl}.users") or ()) for acl in acls) or any(
+        not groups_of(principal).isdisjoint(conf.get(f"{acl}.groups") or ()) for acl in acls
+    )
 
 
 def groups_of(user: str) -> frozenset[str]:

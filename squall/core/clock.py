@@ -122,8 +122,9 @@ class Clock(ABC):
         try:
             timer.callback()
         except Exception:  # a failing timer must not stop the others
-            log.exception("timer callback failed",
-                          callback=getattr(timer.callback, "__qualname__", repr(timer.callback)))
+            log.exception(
+                "timer callback failed", callback=getattr(timer.callback, "__qualname__", repr(timer.callback))
+            )
 
 
 class RealClock(Clock):

@@ -46,12 +46,21 @@ def config_options(*, after_verb: bool = False) -> argparse.ArgumentParser:
     :class:`squall.cli.options.CommandLine` to merge.
     """
     parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument("--config", dest=AFTER_VERB["config"] if after_verb else "config", metavar="FILE",
-                        default=argparse.SUPPRESS if after_verb else None,
-                        help="storm.yaml to use instead of $STORM_CONF_DIR or ~/.storm")
-    parent.add_argument("-c", dest=AFTER_VERB["overrides"] if after_verb else "overrides", metavar="KEY=VALUE",
-                        action="append", default=argparse.SUPPRESS if after_verb else [],
-                        help="override a config key (repeatable; the value is parsed as JSON when it parses)")
+    parent.add_argument(
+        "--config",
+        dest=AFTER_VERB["config"] if after_verb else "config",
+        metavar="FILE",
+        default=argparse.SUPPRESS if after_verb else None,
+        help="storm.yaml to use instead of $STORM_CONF_DIR or ~/.storm",
+    )
+    parent.add_argument(
+        "-c",
+        dest=AFTER_VERB["overrides"] if after_verb else "overrides",
+        metavar="KEY=VALUE",
+        action="append",
+        default=argparse.SUPPRESS if after_verb else [],
+        help="override a config key (repeatable; the value is parsed as JSON when it parses)",
+    )
     return parent
 
 
@@ -84,8 +93,11 @@ def run_daemon(name: str, start: Callable[[dict[str, Any]], Daemon], argv: Seque
     try:
         configure_logging(name, level=conf["squall.log.level"], fmt=conf["squall.log.format"], log_file=log_file)
     except OSError as exc:
-        print(f"storm {name}: cannot write its log {log_file}: {exc.strerror}; set storm.log.dir to a directory "
-              "it may write", file=sys.stderr)
+        print(
+            f"storm {name}: cannot write its log {log_file}: {exc.strerror}; set storm.log.dir to a directory "
+            "it may write",
+            file=sys.stderr,
+        )
         return 2
     for typo in typos:
         log.warning("config key looks mistyped", detail=typo)
@@ -93,8 +105,7 @@ def run_daemon(name: str, start: Callable[[dict[str, Any]], Daemon], argv: Seque
     try:
         daemon = start(conf)
     except (OSError, ConfigError) as exc:  # a port taken, a bad key file: one line, not a traceback
-        print(f"storm {name}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}",
-              file=sys.stderr)
+        print(f"storm {name}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}", file=sys.stderr)
         return 1
     try:
         threading.Event().wait()

@@ -17,12 +17,31 @@ import sysconfig
 from collections.abc import Iterable, Mapping
 
 #: Passed on when set: the process basics, Python's, and what Spark/Java need to start.
-ALLOWED = frozenset({
-    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR",
-    "PYTHONPATH", "PYTHONHASHSEED", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "VIRTUAL_ENV",
-    "JAVA_HOME", "SPARK_HOME", "SPARK_CONF_DIR", "SPARK_LOCAL_IP", "SPARK_LOCAL_DIRS", "HADOOP_CONF_DIR",
-    "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON",
-})
+ALLOWED = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TMPDIR",
+        "PYTHONPATH",
+        "PYTHONHASHSEED",
+        "PYTHONUNBUFFERED",
+        "PYTHONDONTWRITEBYTECODE",
+        "VIRTUAL_ENV",
+        "JAVA_HOME",
+        "SPARK_HOME",
+        "SPARK_CONF_DIR",
+        "SPARK_LOCAL_IP",
+        "SPARK_LOCAL_DIRS",
+        "HADOOP_CONF_DIR",
+        "PYSPARK_PYTHON",
+        "PYSPARK_DRIVER_PYTHON",
+    }
+)
 #: Passed on when set, by prefix: the locale categories.
 ALLOWED_PREFIXES = ("LC_",)
 
@@ -31,8 +50,7 @@ def user_code_environment(environ: Mapping[str, str], extra: Iterable[str] = ())
     """The variables of ``environ`` a process running topology code may see: :data:`ALLOWED`, ``LC_*``
     and the names in ``extra``."""
     allowed = ALLOWED | set(extra)
-    return {name: value for name, value in environ.items()
-            if name in allowed or name.startswith(ALLOWED_PREFIXES)}
+    return {name: value for name, value in environ.items() if name in allowed or name.startswith(ALLOWED_PREFIXES)}
 
 
 def with_own_scripts(environ: Mapping[str, str]) -> dict[str, str]:

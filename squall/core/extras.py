@@ -32,10 +32,10 @@ EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
 class MissingExtra(ImportError):
     """Something needs an optional stack that is not installed; the message names the extra that installs it.
 
-        try:
-            require("spark", "bolt 'windows'")
-        except MissingExtra as exc:
-            print(exc)   # bolt 'windows' needs Spark (pyspark not installed): pip install 'squall[spark]'
+    try:
+        require("spark", "bolt 'windows'")
+    except MissingExtra as exc:
+        print(exc)   # bolt 'windows' needs Spark (pyspark not installed): pip install 'squall[spark]'
     """
 
     def __init__(self, message: str, extra: str) -> None:

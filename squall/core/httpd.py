@@ -70,16 +70,28 @@ class _Identified:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if self.required and scope["type"] == "http" and not http_principal(scope):
-            refusal = JSONResponse(error_body(403, "an anonymous caller (no client certificate) may not use this "
-                                                   "server: nimbus.authorizer is on; connect over HTTPS with a "
-                                                   "client certificate"), status_code=403)
+            refusal = JSONResponse(
+                error_body(
+                    403,
+                    "an anonymous caller (no client certificate) may not use this "
+                    "server: nimbus.authorizer is on; connect over HTTPS with a "
+                    "client certificate",
+                ),
+                status_code=403,
+            )
             await refusal(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
 
-_RFC4514_NAMES = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU",
-                  "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST"}
+_RFC4514_NAMES = {
+    "commonName": "CN",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "countryName": "C",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+}
 
 
 def _rfc4514(value: str) -> str:
@@ -100,11 +112,19 @@ def _tls_extension(ssl_object: ssl.SSLObject | None) -> dict[str, Any]:
     """ASGI's TLS extension for a connection (its peer certificate is verified by then, or absent)."""
     peer = ssl_object.getpeercert() if ssl_object is not None else None
     der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-    subject = ",".join("+".join(f"{_RFC4514_NAMES.get(name, name)}={_rfc4514(value)}" for name, value in rdn)
-                       for rdn in reversed((peer or {}).get("subject", ())))
-    return {"server_cert": None, "client_cert_chain": [ssl.DER_cert_to_PEM_cert(der)] if der else [],
-            "client_cert_name": subject or None, "client_cert_error": None,
-            "tls_version": None, "cipher_suite": None, "principal": principal(peer)}
+    subject = ",".join(
+        "+".join(f"{_RFC4514_NAMES.get(name, name)}={_rfc4514(value)}" for name, value in rdn)
+        for rdn in reversed((peer or {}).get("subject", ()))
+    )
+    return {
+        "server_cert": None,
+        "client_cert_chain": [ssl.DER_cert_to_PEM_cert(der)] if der else [],
+        "client_cert_name": subject or None,
+        "client_cert_error": None,
+        "tls_version": None,
+        "cipher_suite": None,
+        "principal": principal(peer),
+    }
 
 
 class _TlsProtocol(H11Protocol):
@@ -135,8 +155,18 @@ class HttpServer:
     it serves HTTPS only.
     """
 
-    def __init__(self, app: Any, host: str, port: int, *, name: str, title: str, keys: str,
-                 grace_secs: float = 1, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        app: Any,
+        host: str,
+        port: int,
+        *,
+        name: str,
+        title: str,
+        keys: str,
+        grace_secs: float = 1,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.name = name
         self.host = host
         try:
@@ -145,17 +175,27 @@ class HttpServer:
             raise OSError(exc.errno, f"{title} cannot listen on {host}:{port} ({keys}): {exc.strerror}") from None
         self.port: int = self._socket.getsockname()[1]
         # uvicorn leaves logging to Squall's setup (log_config=None); its lifespan protocol has nothing to run.
-        https: dict[str, Any] = {} if tls is None else {"http": _TlsProtocol,
-                                                         "ssl_context_factory": lambda _config, _default: tls}
-        self._server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off",
-                                                     timeout_graceful_shutdown=max(1, round(grace_secs)), **https))
+        https: dict[str, Any] = (
+            {} if tls is None else {"http": _TlsProtocol, "ssl_context_factory": lambda _config, _default: tls}
+        )
+        self._server = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+                timeout_graceful_shutdown=max(1, round(grace_secs)),
+                **https,
+            )
+        )
         self._thread: threading.Thread | None = None
 
     def start(self, timeout: float = 30) -> HttpServer:
         """Serve in the background; returns once the server accepts requests."""
         context = contextvars.copy_context()  # the daemon's log context, for the serving thread's lines
-        self._thread = threading.Thread(target=context.run, args=(self._server.run, [self._socket]),
-                                        name=f"{self.name}-{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=context.run, args=(self._server.run, [self._socket]), name=f"{self.name}-{self.port}", daemon=True
+        )
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self._server.started:

@@ -200,10 +200,10 @@ def read_task_beats(path: Path) -> list[bytes]:
     """What :func:`write_task_beats` wrote; a truncated tail is dropped."""
     data, found, at = read_worker_file(path), [], 0
     while at + 4 <= len(data):
-        size = int.from_bytes(data[at:at + 4], "big")
+        size = int.from_bytes(data[at : at + 4], "big")
         if at + 4 + size > len(data):
             break
-        found.append(data[at + 4:at + 4 + size])
+        found.append(data[at + 4 : at + 4 + size])
         at += 4 + size
     return found
 

@@ -28,9 +28,18 @@ log = structlog.get_logger(__name__)
 
 #: Storm's level names (and Python's spellings) → stdlib numeric levels. TRACE sits below DEBUG (kazoo's
 #: BLATHER is 5), ALL lets everything through, OFF nothing.
-LEVELS: Mapping[str, int] = {"ALL": 1, "TRACE": 5, "DEBUG": logging.DEBUG, "INFO": logging.INFO,
-                             "WARN": logging.WARNING, "WARNING": logging.WARNING, "ERROR": logging.ERROR,
-                             "FATAL": logging.CRITICAL, "CRITICAL": logging.CRITICAL, "OFF": logging.CRITICAL + 10}
+LEVELS: Mapping[str, int] = {
+    "ALL": 1,
+    "TRACE": 5,
+    "DEBUG": logging.DEBUG,
+    "INFO": logging.INFO,
+    "WARN": logging.WARNING,
+    "WARNING": logging.WARNING,
+    "ERROR": logging.ERROR,
+    "FATAL": logging.CRITICAL,
+    "CRITICAL": logging.CRITICAL,
+    "OFF": logging.CRITICAL + 10,
+}
 #: Storm's name for the root logger.
 ROOT = "ROOT"
 
@@ -71,14 +80,18 @@ def levels_in_force(config: LoggerLevels | None, now_ms: int) -> dict[str, int]:
     >>> levels_in_force(LoggerLevels({"a": LoggerLevel("DEBUG", 30, 5_000), "b": LoggerLevel("WARN")}), 5_000)
     {'b': 30}
     """
-    return {canonical(name): level_number(setting.level) for name, setting in (config.loggers if config else {}).items()
-            if not setting.expires_ms or setting.expires_ms > now_ms}
+    return {
+        canonical(name): level_number(setting.level)
+        for name, setting in (config.loggers if config else {}).items()
+        if not setting.expires_ms or setting.expires_ms > now_ms
+    }
 
 
 def next_expiry_ms(config: LoggerLevels | None, now_ms: int) -> int | None:
     """The earliest expiry still ahead of ``now_ms``, if any (pure)."""
-    return min((s.expires_ms for s in (config.loggers if config else {}).values() if s.expires_ms > now_ms),
-               default=None)
+    return min(
+        (s.expires_ms for s in (config.loggers if config else {}).values() if s.expires_ms > now_ms), default=None
+    )
 
 
 def _logger(name: str) -> logging.Logger:

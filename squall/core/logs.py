@@ -104,8 +104,12 @@ def readable(record: Mapping[str, Any]) -> str:
     stamp = str(record.get("timestamp", ""))
     if len(stamp) == 27 and stamp.endswith("Z"):  # ISO with microseconds: milliseconds are enough to read
         stamp = stamp[:23] + "Z"
-    head = [stamp, f"{str(record.get('level', '')).upper():<5}", str(record.get("logger", "")),
-            f" {record.get('event', '')}"]
+    head = [
+        stamp,
+        f"{str(record.get('level', '')).upper():<5}",
+        str(record.get("logger", "")),
+        f" {record.get('event', '')}",
+    ]
     context = " ".join(f"{key}={_value(value)}" for key, value in record.items() if key not in _PLACED)
     line = " ".join(part for part in head if part) + (f"  {context}" if context else "")
     trailer = [text for key in ("stack", "exception") if (text := _trace(record.get(key)))]
@@ -114,7 +118,7 @@ def readable(record: Mapping[str, Any]) -> str:
 
 def _value(value: Any) -> str:
     """A context value: a plain word as it is, anything else as JSON (quoted, so spaces cannot mislead)."""
-    if isinstance(value, str) and value and not any(c.isspace() or c in "\"=" for c in value):
+    if isinstance(value, str) and value and not any(c.isspace() or c in '"=' for c in value):
         return value
     return json.dumps(value, default=str, ensure_ascii=False)
 
@@ -130,13 +134,19 @@ def _trace(value: Any) -> str:
         return json.dumps(value)
     text = ""
     for stack in reversed(value):  # the raised exception first, then what caused it
-        frames = [f'  File "{f.get("filename")}", line {f.get("lineno")}, in {f.get("name")}'
-                  for f in stack.get("frames", []) if isinstance(f, Mapping)]
+        frames = [
+            f'  File "{f.get("filename")}", line {f.get("lineno")}, in {f.get("name")}'
+            for f in stack.get("frames", [])
+            if isinstance(f, Mapping)
+        ]
         message = f"{stack.get('exc_type')}: {stack['exc_value']}" if stack.get("exc_value") else stack.get("exc_type")
         text += "\n".join(["Traceback (most recent call last):", *frames, str(message)])
         if stack.get("is_cause") is not None and stack is not value[0]:
-            text += ("\n\nThe above exception was the direct cause of the following exception:\n\n" if stack["is_cause"]
-                     else "\n\nDuring handling of the above exception, another exception occurred:\n\n")
+            text += (
+                "\n\nThe above exception was the direct cause of the following exception:\n\n"
+                if stack["is_cause"]
+                else "\n\nDuring handling of the above exception, another exception occurred:\n\n"
+            )
     return text
 
 
@@ -155,8 +165,10 @@ def readable_line(line: str) -> str:
 
 def readable_text(text: str) -> str:
     """Every line of ``text`` (a log file's, or part of one) through :func:`readable_line`, line ends kept."""
-    return "".join(readable_line(line[:-1]) + "\n" if line.endswith("\n") else readable_line(line)
-                   for line in text.splitlines(keepends=True))
+    return "".join(
+        readable_line(line[:-1]) + "\n" if line.endswith("\n") else readable_line(line)
+        for line in text.splitlines(keepends=True)
+    )
 
 
 def _render_readable(_logger: Any, _method: str, event_dict: dict[str, Any]) -> str:
@@ -166,16 +178,26 @@ def _render_readable(_logger: Any, _method: str, event_dict: dict[str, Any]) -> 
 
 def _formatter(fmt: str) -> logging.Formatter:
     """The stdlib formatter rendering every line, ours and the stdlib loggers', as ``fmt`` (json, console)."""
-    final = ([structlog.processors.dict_tracebacks, structlog.processors.JSONRenderer()] if fmt == "json"
-             else [_render_readable])
+    final = (
+        [structlog.processors.dict_tracebacks, structlog.processors.JSONRenderer()]
+        if fmt == "json"
+        else [_render_readable]
+    )
     return structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[*_SHARED, structlog.stdlib.ExtraAdder()],
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *final],
     )
 
 
-def configure_logging(daemon: str | None = None, *, level: str = "INFO", fmt: str = "auto",
-                      stream: TextIO | None = None, log_file: Path | None = None, **context: Any) -> None:
+def configure_logging(
+    daemon: str | None = None,
+    *,
+    level: str = "INFO",
+    fmt: str = "auto",
+    stream: TextIO | None = None,
+    log_file: Path | None = None,
+    **context: Any,
+) -> None:
     """Set up logging for this process; call again to reconfigure (e.g. in tests).
 
     ``fmt`` is ``json``, ``console`` (:func:`readable` lines) or ``auto`` (console on a TTY). ``daemon`` and
@@ -208,8 +230,7 @@ def configure_logging(daemon: str | None = None, *, level: str = "INFO", fmt: st
         logging.getLogger(name).setLevel(numeric if numeric <= logging.DEBUG else max(numeric, logging.WARNING))
 
     structlog.configure(
-        processors=[structlog.stdlib.filter_by_level, *_SHARED,
-                    structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        processors=[structlog.stdlib.filter_by_level, *_SHARED, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,

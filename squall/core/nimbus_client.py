@@ -27,16 +27,17 @@ DEFAULT_TLS_PORT = 6067
 class NoTlsListener(Exception):
     """This client speaks TLS to nimbus, but the nimbus it found has no TLS listener::
 
-        try:
-            with nimbus_client(conf) as nimbus:
-                ...
-        except NoTlsListener as exc:
-            print(f"storm: {exc}")
+    try:
+        with nimbus_client(conf) as nimbus:
+            ...
+    except NoTlsListener as exc:
+        print(f"storm: {exc}")
     """
 
 
-def leader_address(conf: Mapping[str, Any], zk: ZkClient | None = None,
-                   timeout_ms: int | None = None) -> tuple[str, int]:
+def leader_address(
+    conf: Mapping[str, Any], zk: ZkClient | None = None, timeout_ms: int | None = None
+) -> tuple[str, int]:
     """The leader's (host, port): from ``/nimbus_master`` when a ZooKeeper client is at hand
     (daemons have one; it needs no round trip to a nimbus), else by asking ``nimbus.seeds``, each
     within ``timeout_ms`` (default: ``storm.thrift.socket.timeout.ms``, at most 10 s).
@@ -51,8 +52,9 @@ def leader_address(conf: Mapping[str, Any], zk: ZkClient | None = None,
 
 
 @contextlib.contextmanager
-def nimbus_client(conf: Mapping[str, Any], zk: ZkClient | None = None, *,
-                  timeout_ms: int | None = None) -> Iterator[TClient]:
+def nimbus_client(
+    conf: Mapping[str, Any], zk: ZkClient | None = None, *, timeout_ms: int | None = None
+) -> Iterator[TClient]:
     """A client connected to the leading nimbus, closed on exit.
 
     ``timeout_ms`` bounds finding the leader, connecting and each reply; the default,
@@ -63,8 +65,13 @@ def nimbus_client(conf: Mapping[str, Any], zk: ZkClient | None = None, *,
             nimbus.getClusterInfo()
     """
     host, port = leader_address(conf, zk, timeout_ms)
-    with connect(host, port, timeout_ms or _timeout(conf), max_frame_bytes=conf["nimbus.thrift.client.max_buffer_size"],
-                 tls=client_context(conf)) as client:
+    with connect(
+        host,
+        port,
+        timeout_ms or _timeout(conf),
+        max_frame_bytes=conf["nimbus.thrift.client.max_buffer_size"],
+        tls=client_context(conf),
+    ) as client:
         yield client
 
 
@@ -72,8 +79,9 @@ def nimbus_client(conf: Mapping[str, Any], zk: ZkClient | None = None, *,
 def nimbus_at(conf: Mapping[str, Any], host: str, port: int) -> Iterator[TClient]:
     """A client connected to the nimbus listening at ``host:port`` (leader or not; a TLS listener with
     ``nimbus.thrift.client.use.tls``, see :func:`port_for`), closed on exit."""
-    with connect(host, port, _timeout(conf), max_frame_bytes=conf["nimbus.thrift.max_buffer_size"],
-                 tls=client_context(conf)) as client:
+    with connect(
+        host, port, _timeout(conf), max_frame_bytes=conf["nimbus.thrift.max_buffer_size"], tls=client_context(conf)
+    ) as client:
         yield client
 
 
@@ -83,8 +91,10 @@ def port_for(conf: Mapping[str, Any], host: str, port: int, tls_port: int) -> in
     if not conf.get("nimbus.thrift.client.use.tls"):
         return port
     if not tls_port:
-        raise NoTlsListener(f"the nimbus at {host}:{port} has no TLS listener (nimbus.thrift.tls.port), and this "
-                            "client speaks only TLS to nimbus (nimbus.thrift.client.use.tls)")
+        raise NoTlsListener(
+            f"the nimbus at {host}:{port} has no TLS listener (nimbus.thrift.tls.port), and this "
+            "client speaks only TLS to nimbus (nimbus.thrift.client.use.tls)"
+        )
     return tls_port
 
 
@@ -112,10 +122,10 @@ def code_sources(conf: Mapping[str, Any], zk: ZkClient | None, topology_id: str,
 class ArtifactTooLarge(Exception):
     """A downloaded artifact grew past the size the downloader allows::
 
-        try:
-            fetch_artifact(client, topology_id, "v1/stormcode.ser", path, limit=64 << 20)
-        except ArtifactTooLarge:
-            ...                      # give up on this source, try another
+    try:
+        fetch_artifact(client, topology_id, "v1/stormcode.ser", path, limit=64 << 20)
+    except ArtifactTooLarge:
+        ...                      # give up on this source, try another
     """
 
 

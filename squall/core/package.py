@@ -47,16 +47,22 @@ def build_package(sources: Iterable[str | Path], dest: str | Path) -> Path:
             elif source.is_dir() and source.name == WHEELS:
                 files = [(path, f"{WHEELS}/{path.name}") for path in sorted(source.glob("*.whl"))]
                 if not files:
-                    raise ValueError(f"{source} holds no wheel (*.whl): build them with "
-                                     f"pip wheel -r {REQUIREMENTS} -w {source}")
+                    raise ValueError(
+                        f"{source} holds no wheel (*.whl): build them with pip wheel -r {REQUIREMENTS} -w {source}"
+                    )
             elif source.is_dir() and ((source / "__init__.py").exists() or source.name == RESOURCES):
-                files = [(path, str(path.relative_to(source.parent))) for path in sorted(source.rglob("*"))
-                         if path.is_file() and not _SKIP_DIRS.intersection(path.parts) and path.suffix != ".pyc"]
+                files = [
+                    (path, str(path.relative_to(source.parent)))
+                    for path in sorted(source.rglob("*"))
+                    if path.is_file() and not _SKIP_DIRS.intersection(path.parts) and path.suffix != ".pyc"
+                ]
             elif not source.exists():
                 raise ValueError(f"{source}: no such file or directory")
             else:
-                raise ValueError(f"{source} is neither a .py file nor a package directory (with __init__.py), "
-                                 f"nor a {RESOURCES}/ directory, a {REQUIREMENTS}, {PYPROJECT} or {WHEELS} directory")
+                raise ValueError(
+                    f"{source} is neither a .py file nor a package directory (with __init__.py), "
+                    f"nor a {RESOURCES}/ directory, a {REQUIREMENTS}, {PYPROJECT} or {WHEELS} directory"
+                )
             for path, name in files:
                 if name in names:
                     raise ValueError(f"{name} would be in the package twice")

@@ -40,17 +40,29 @@ def to_executor_stats(stats: TaskStats, *, spout: bool, windows: Mapping[str, Ta
         return {w: {key(k): v for k, v in getattr(s, stat).items()} for w, s in by_window.items()}
 
     if spout:
-        specific = storm.ExecutorSpecificStats(spout=storm.SpoutStats(
-            acked=window("acked"), failed=window("failed"), complete_ms_avg=window("latency_ms")))
+        specific = storm.ExecutorSpecificStats(
+            spout=storm.SpoutStats(acked=window("acked"), failed=window("failed"), complete_ms_avg=window("latency_ms"))
+        )
     else:
-        specific = storm.ExecutorSpecificStats(bolt=storm.BoltStats(
-            acked=window("acked", _stream_id), failed=window("failed", _stream_id),
-            process_ms_avg=window("process_ms", _stream_id), executed=window("executed", _stream_id),
-            execute_ms_avg=window("latency_ms", _stream_id), processed=window("processed", _stream_id)))
-    return storm.ExecutorStats(emitted=window("emitted"), transferred=window("transferred"),
-                               specific=specific, rate=1.0, failed_by_reason=window("failed_by_reason"),
-                               user_counters=dict(stats.user_counters) or None,
-                               user_gauges=dict(stats.user_gauges) or None)
+        specific = storm.ExecutorSpecificStats(
+            bolt=storm.BoltStats(
+                acked=window("acked", _stream_id),
+                failed=window("failed", _stream_id),
+                process_ms_avg=window("process_ms", _stream_id),
+                executed=window("executed", _stream_id),
+                execute_ms_avg=window("latency_ms", _stream_id),
+                processed=window("processed", _stream_id),
+            )
+        )
+    return storm.ExecutorStats(
+        emitted=window("emitted"),
+        transferred=window("transferred"),
+        specific=specific,
+        rate=1.0,
+        failed_by_reason=window("failed_by_reason"),
+        user_counters=dict(stats.user_counters) or None,
+        user_gauges=dict(stats.user_gauges) or None,
+    )
 
 
 def from_executor_stats(value: Any) -> TaskStats:
@@ -58,23 +70,33 @@ def from_executor_stats(value: Any) -> TaskStats:
     specific = value.specific
     if specific is None or (specific.spout is None) == (specific.bolt is None):
         raise ValueError("stats.specific must hold exactly one of spout or bolt")
-    common = {"emitted": _counts(value.emitted, "emitted"), "transferred": _counts(value.transferred, "transferred"),
-              # Optional (Squall's ids >= 100): an older worker sends none of them.
-              "failed_by_reason": _counts(value.failed_by_reason, "failed_by_reason"),
-              "user_counters": _values(value.user_counters, "user_counters", int),
-              "user_gauges": _values(value.user_gauges, "user_gauges", float)}
+    common = {
+        "emitted": _counts(value.emitted, "emitted"),
+        "transferred": _counts(value.transferred, "transferred"),
+        # Optional (Squall's ids >= 100): an older worker sends none of them.
+        "failed_by_reason": _counts(value.failed_by_reason, "failed_by_reason"),
+        "user_counters": _values(value.user_counters, "user_counters", int),
+        "user_gauges": _values(value.user_gauges, "user_gauges", float),
+    }
     if specific.spout is not None:
         s = specific.spout
-        return TaskStats(**common, acked=_counts(s.acked, "acked"), failed=_counts(s.failed, "failed"),
-                         latency_ms=_counts(s.complete_ms_avg, "complete_ms_avg", float))
+        return TaskStats(
+            **common,
+            acked=_counts(s.acked, "acked"),
+            failed=_counts(s.failed, "failed"),
+            latency_ms=_counts(s.complete_ms_avg, "complete_ms_avg", float),
+        )
     b = specific.bolt
-    return TaskStats(**common, acked=_counts(b.acked, "acked", key=_input_key),
-                     failed=_counts(b.failed, "failed", key=_input_key),
-                     executed=_counts(b.executed, "executed", key=_input_key),
-                     latency_ms=_counts(b.execute_ms_avg, "execute_ms_avg", float, key=_input_key),
-                     # Optional: an older worker sends no process latency (its process_ms_avg maps are empty).
-                     process_ms=_counts(b.process_ms_avg, "process_ms_avg", float, key=_input_key),
-                     processed=_counts(b.processed, "processed", key=_input_key))
+    return TaskStats(
+        **common,
+        acked=_counts(b.acked, "acked", key=_input_key),
+        failed=_counts(b.failed, "failed", key=_input_key),
+        executed=_counts(b.executed, "executed", key=_input_key),
+        latency_ms=_counts(b.execute_ms_avg, "execute_ms_avg", float, key=_input_key),
+        # Optional: an older worker sends no process latency (its process_ms_avg maps are empty).
+        process_ms=_counts(b.process_ms_avg, "process_ms_avg", float, key=_input_key),
+        processed=_counts(b.processed, "processed", key=_input_key),
+    )
 
 
 def task_stats(values: Mapping[str, Any]) -> TaskStats:
@@ -116,8 +138,9 @@ def _values(values: Any, what: str, kind: type) -> dict[str, Any]:
         if problem := id_problem(name):
             raise ValueError(f"stats.{what}: bad metric name {name!r}: {problem}")
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (kind is int and v < 0):
-            raise ValueError(f"stats.{what}[{name!r}] must be a {'non-negative ' if kind is int else ''}finite "
-                             f"number, got {v!r}")
+            raise ValueError(
+                f"stats.{what}[{name!r}] must be a {'non-negative ' if kind is int else ''}finite number, got {v!r}"
+            )
         result[name] = kind(v)
     return result
 

@@ -87,12 +87,15 @@ def _load(context: ssl.SSLContext, conf: Mapping[str, Any], prefix: str, trust: 
         # Without a password, an encrypted key fails here instead of OpenSSL prompting on the terminal.
         context.load_cert_chain(conf[keystore], password=conf.get(f"{prefix}.keystore.password") or (lambda: ""))
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"{keystore}: cannot load {conf[keystore]} ({exc}); it must be a PEM file holding the "
-                          "certificate and its private key") from None
+        raise ConfigError(
+            f"{keystore}: cannot load {conf[keystore]} ({exc}); it must be a PEM file holding the "
+            "certificate and its private key"
+        ) from None
     if not trust:
         return
     try:
         context.load_verify_locations(cafile=conf[truststore])
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"{truststore}: cannot load {conf[truststore]} ({exc}); it must be a PEM file of CA "
-                          "certificates") from None
+        raise ConfigError(
+            f"{truststore}: cannot load {conf[truststore]} ({exc}); it must be a PEM file of CA certificates"
+        ) from None

@@ -245,11 +245,17 @@ def _check_custom(label: str, where: str, spec: bytes) -> None:
         decoded = json.loads(spec)
     except ValueError:  # UnicodeDecodeError included
         decoded = None
-    if not (isinstance(decoded, dict) and _is_module_path(decoded.get("module"))
-            and isinstance(decoded.get("class"), str) and decoded["class"].isidentifier()
-            and isinstance(decoded.get("args", []), list)):
-        raise _invalid(f'{label}: the custom grouping of {where} must be JSON {{"module": ..., "class": ..., '
-                       '"args": [...]} naming a Python grouping class (serialized Java groupings cannot run here)')
+    if not (
+        isinstance(decoded, dict)
+        and _is_module_path(decoded.get("module"))
+        and isinstance(decoded.get("class"), str)
+        and decoded["class"].isidentifier()
+        and isinstance(decoded.get("args", []), list)
+    ):
+        raise _invalid(
+            f'{label}: the custom grouping of {where} must be JSON {{"module": ..., "class": ..., '
+            '"args": [...]} naming a Python grouping class (serialized Java groupings cannot run here)'
+        )
 
 
 def _check_conf(topology: storm.StormTopology, conf: Mapping[str, Any]) -> None:
@@ -263,8 +269,9 @@ def _check_conf(topology: storm.StormTopology, conf: Mapping[str, Any]) -> None:
         overrides = conf.get(key) or {}
         unknown = sorted(set(overrides) - set(getattr(topology, field)))
         if unknown:
-            raise _invalid(f"{key} names {', '.join(quote(c) for c in unknown)}, "
-                           f"which is not a {kind} of this topology")
+            raise _invalid(
+                f"{key} names {', '.join(quote(c) for c in unknown)}, which is not a {kind} of this topology"
+            )
         low = sorted(c for c, n in overrides.items() if n < 1)
         if low:
             raise _invalid(f"{key} gives {quote(low[0])} {overrides[low[0]]}: parallelism must be >= 1")
@@ -336,8 +343,9 @@ def system_topology(normalized: storm.StormTopology, conf: Mapping[str, Any]) ->
         streams[MASTER_HEARTBEAT_STREAM] = _stream(_HEARTBEAT_FIELDS)
     if ackers:
         ack_sources = [(s, ACK_INIT_STREAM) for s in spouts]
-        ack_sources += [(b, stream) for b in bolts
-                        for stream in (ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_RESET_TIMEOUT_STREAM)]
+        ack_sources += [
+            (b, stream) for b in bolts for stream in (ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_RESET_TIMEOUT_STREAM)
+        ]
         acker_inputs = {storm.GlobalStreamId(c, s): storm.Grouping(fields=["id"]) for c, s in ack_sources}
         acker_streams = {
             ACK_ACK_STREAM: _stream(_ACKER_OUT_FIELDS, direct=True),
@@ -346,15 +354,14 @@ def system_topology(normalized: storm.StormTopology, conf: Mapping[str, Any]) ->
         }
         system.bolts[ACKER] = _system_bolt(_ACKER_CLASS, acker_inputs, acker_streams, ackers)
     every = [*spouts, *bolts, *([ACKER] if ackers else []), TOPOLOGY_MASTER]
-    master_inputs = {storm.GlobalStreamId(c, MASTER_HEARTBEAT_STREAM): storm.Grouping(all=storm.NullStruct())
-                     for c in every}
+    master_inputs = {
+        storm.GlobalStreamId(c, MASTER_HEARTBEAT_STREAM): storm.Grouping(all=storm.NullStruct()) for c in every
+    }
     system.bolts[TOPOLOGY_MASTER] = _system_bolt(_TOPOLOGY_MASTER_CLASS, master_inputs, {}, 1)
     return system
 
 
-def _system_bolt(
-    cls: tuple[str, str], inputs: dict[Any, Any], streams: dict[str, Any], tasks: int
-) -> storm.Bolt:
+def _system_bolt(cls: tuple[str, str], inputs: dict[Any, Any], streams: dict[str, Any], tasks: int) -> storm.Bolt:
     streams = {**streams, MASTER_HEARTBEAT_STREAM: _stream(_HEARTBEAT_FIELDS)}
     common = storm.ComponentCommon(
         inputs=inputs, streams=streams, parallelism_hint=tasks, json_conf=json.dumps({"topology.tasks": tasks})
@@ -399,7 +406,7 @@ def rescale_tasks(old: TopologyTasks, system: storm.StormTopology) -> TopologyTa
     tasks: dict[int, TaskInfo] = {}
     fresh = max(old.tasks, default=0) + 1
     for cid, kind, common in order:
-        kept = had.get(cid, [])[:_hint(common)]
+        kept = had.get(cid, [])[: _hint(common)]
         added = range(fresh, fresh + _hint(common) - len(kept))
         fresh = added.stop
         for task in (*kept, *added):
@@ -458,8 +465,15 @@ def _json_value(what: str, text: str) -> Any:
 
 def _json_type(value: Any) -> str:
     """A value's JSON type name, for messages that expect an object or array."""
-    kinds = ((bool, "a boolean"), (int, "a number"), (float, "a number"), (str, "a string"),
-             (list, "an array"), (dict, "an object"), (type(None), "null"))
+    kinds = (
+        (bool, "a boolean"),
+        (int, "a number"),
+        (float, "a number"),
+        (str, "a string"),
+        (list, "an array"),
+        (dict, "an object"),
+        (type(None), "null"),
+    )
     return next((label for kind, label in kinds if isinstance(value, kind)), type(value).__name__)
 
 

@@ -62,8 +62,9 @@ def squall_import_path(directory: Path) -> str:
     return str(directory)
 
 
-def wait_for(condition: Callable[[], T | Literal[False] | None], timeout: float, what: str, *,
-             backoff: float = 0.0) -> T:
+def wait_for(
+    condition: Callable[[], T | Literal[False] | None], timeout: float, what: str, *, backoff: float = 0.0
+) -> T:
     """Poll ``condition`` until it returns something truthy, and return that; TimeoutError naming ``what`` at the
     deadline.
 
@@ -140,8 +141,9 @@ class DevCluster:
         host = self.conf.get("storm.local.hostname") or "127.0.0.1"
         return [f"{host}:{port}" for port in self.nimbus_ports.values()]
 
-    def start_nimbus(self, name: str = "nimbus", timeout: float = 60, *, lead: bool = True,
-                     wait: bool = True) -> subprocess.Popen[bytes]:
+    def start_nimbus(
+        self, name: str = "nimbus", timeout: float = 60, *, lead: bool = True, wait: bool = True
+    ) -> subprocess.Popen[bytes]:
         """Start a nimbus and return once it leads (a killed leader's node lasts until its session expires), or,
         with ``lead=False``, once it has joined as a follower; with ``wait=False`` at once (see
         :meth:`wait_started`)."""
@@ -191,8 +193,10 @@ class DevCluster:
         host logs there) on ``logviewer.port`` (0: a free port); returns once it answers HTTP (with ``wait=False``
         at once, see :meth:`wait_started`). Start it before the UI, which links to it."""
         if not self.conf.get("storm.log.dir"):
-            raise ValueError("the dev cluster's logviewer serves one directory: set storm.log.dir, where its "
-                             "supervisors' workers then all log")
+            raise ValueError(
+                "the dev cluster's logviewer serves one directory: set storm.log.dir, where its "
+                "supervisors' workers then all log"
+            )
         self.logviewer_port = int(self.conf["logviewer.port"]) or free_port()
         return self._start_http("logviewer", f"{self.logviewer_url()}/api/v1/listLogs", timeout, wait)
 
@@ -208,8 +212,9 @@ class DevCluster:
             self.wait_started()
         return process
 
-    def start_supervisor(self, name: str, ports: Sequence[int] = (), *, host: str | None = None,
-                         prefix: Sequence[str] = ()) -> subprocess.Popen[bytes]:
+    def start_supervisor(
+        self, name: str, ports: Sequence[int] = (), *, host: str | None = None, prefix: Sequence[str] = ()
+    ) -> subprocess.Popen[bytes]:
         """Start a supervisor; its slots are ``ports``, else those of its earlier life, else two free ports.
 
         ``host`` is the address it registers (``storm.local.hostname``) and ``prefix`` what its command runs
@@ -223,8 +228,9 @@ class DevCluster:
             self.prefixes[name] = tuple(prefix)
         return self._start(name, "supervisor")
 
-    def _start(self, name: str, command: str, *, cli: Sequence[str] = (),
-               environ: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+    def _start(
+        self, name: str, command: str, *, cli: Sequence[str] = (), environ: Mapping[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         """Run ``storm COMMAND`` as daemon ``name``: ``cli`` is the ``storm`` it runs (default: this Python's
         Squall) and ``environ`` its environment (default: this process's), with the Squall of this process."""
         conf_file = self.root / f"{name}.yaml"
@@ -236,10 +242,21 @@ class DevCluster:
         log_file = self.log_file(name)
         log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(log_file, "ab") as log:
-            process = subprocess.Popen([*self.prefixes.get(name, ()), *(cli or (sys.executable, "-m", "squall.cli")),
-                                        "--config", str(conf_file), command],
-                                       stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       cwd=self.root, env=env, start_new_session=True)
+            process = subprocess.Popen(
+                [
+                    *self.prefixes.get(name, ()),
+                    *(cli or (sys.executable, "-m", "squall.cli")),
+                    "--config",
+                    str(conf_file),
+                    command,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.root,
+                env=env,
+                start_new_session=True,
+            )
         self.daemons[name] = process
         return process
 
@@ -267,8 +284,12 @@ class DevCluster:
 
     def _kill_workers(self, supervisors: Sequence[str], grace_secs: float) -> None:
         """Kill the workers of ``supervisors`` side by side: each may take its grace to stop."""
-        found = [(records, record) for name in supervisors
-                 for records in [WorkerRecords(workers_dir(self.daemon_conf(name)))] for record in records.records()]
+        found = [
+            (records, record)
+            for name in supervisors
+            for records in [WorkerRecords(workers_dir(self.daemon_conf(name)))]
+            for record in records.records()
+        ]
         with ThreadPoolExecutor(max(1, len(found)), thread_name_prefix="kill-worker") as pool:
             for done in [pool.submit(records.kill, record, grace_secs) for records, record in found]:
                 done.result()
@@ -344,8 +365,13 @@ def dev_cluster_root(conf: Mapping[str, Any]) -> Path:
 
 
 #: A dev cluster without storm.local.hostname is one host on loopback: its daemons register and listen there only.
-LOOPBACK = {"storm.local.hostname": "127.0.0.1", "nimbus.thrift.bind.address": "127.0.0.1",
-            "worker.transfer.bind.address": "127.0.0.1", "ui.host": "127.0.0.1", "logviewer.host": "127.0.0.1"}
+LOOPBACK = {
+    "storm.local.hostname": "127.0.0.1",
+    "nimbus.thrift.bind.address": "127.0.0.1",
+    "worker.transfer.bind.address": "127.0.0.1",
+    "ui.host": "127.0.0.1",
+    "logviewer.host": "127.0.0.1",
+}
 
 
 def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = sys.stdout) -> int:
@@ -356,12 +382,21 @@ def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = 
     root = dev_cluster_root(conf)
     pid_file = root / PID_FILE
     if (other := _running_dev_cluster(pid_file)) is not None:
-        print(f"storm dev-cluster: a dev cluster already runs from {root} (pid {other}); `storm dev-cluster stop` "
-              "stops it", file=sys.stderr)
+        print(
+            f"storm dev-cluster: a dev cluster already runs from {root} (pid {other}); `storm dev-cluster stop` "
+            "stops it",
+            file=sys.stderr,
+        )
         return 1
     slots = [int(p) for p in conf["supervisor.slots.ports"]]
-    cluster = DevCluster(root, {**conf, **(LOOPBACK if not conf.get("storm.local.hostname") else {}),
-                                "storm.log.dir": conf.get("storm.log.dir") or str(root.absolute() / "logs")})
+    cluster = DevCluster(
+        root,
+        {
+            **conf,
+            **(LOOPBACK if not conf.get("storm.local.hostname") else {}),
+            "storm.log.dir": conf.get("storm.log.dir") or str(root.absolute() / "logs"),
+        },
+    )
     died = threading.Event()
     write_atomically(pid_file, str(os.getpid()).encode())
     try:
@@ -384,20 +419,33 @@ def run_dev_cluster(conf: Mapping[str, Any], supervisors: int, *, out: TextIO = 
         print(f"Squall dev cluster — state and logs under {root}", file=out)
         print(f"  {'zookeeper':<14} {zookeeper.connect_string:<22} pid {zookeeper.pid}", file=out)
         for name, process in cluster.daemons.items():
-            where = (f"127.0.0.1:{cluster.nimbus_ports[name]}" if name in cluster.nimbus_ports
-                     else cluster.ui_url() if name == "ui" else cluster.logviewer_url() if name == "logviewer"
-                     else f"slots {_ranges(cluster.ports[name])}")
+            where = (
+                f"127.0.0.1:{cluster.nimbus_ports[name]}"
+                if name in cluster.nimbus_ports
+                else cluster.ui_url()
+                if name == "ui"
+                else cluster.logviewer_url()
+                if name == "logviewer"
+                else f"slots {_ranges(cluster.ports[name])}"
+            )
             print(f"  {name:<14} {where:<22} pid {process.pid:<8} log {cluster.log_file(name)}", file=out)
-        print(f"Workers log to {cluster.conf['storm.log.dir']}/ (`storm logs NAME`, or the logviewer), the daemons "
-              "there too (nimbus.log, supervisor.log, ui.log, logviewer.log: JSON lines, readable in the logviewer, "
-              "which the UI links). Try `storm "
-              f"list`, the UI at {cluster.ui_url()}/, its REST API ({cluster.ui_url()}/api/v1/topology/summary) or "
-              f"its Prometheus metrics ({cluster.ui_url()}/metrics); "
-              "Ctrl-C or `storm dev-cluster stop` ends it.", file=out, flush=True)
+        print(
+            f"Workers log to {cluster.conf['storm.log.dir']}/ (`storm logs NAME`, or the logviewer), the daemons "
+            "there too (nimbus.log, supervisor.log, ui.log, logviewer.log: JSON lines, readable in the logviewer, "
+            "which the UI links). Try `storm "
+            f"list`, the UI at {cluster.ui_url()}/, its REST API ({cluster.ui_url()}/api/v1/topology/summary) or "
+            f"its Prometheus metrics ({cluster.ui_url()}/metrics); "
+            "Ctrl-C or `storm dev-cluster stop` ends it.",
+            file=out,
+            flush=True,
+        )
         died.wait()
         dead = [name for name, p in cluster.daemons.items() if p.poll() is not None]
-        print(f"{', '.join(dead)} exited; stopping the dev cluster. Last log lines:\n{cluster.tail(dead[0])}",
-              file=out, flush=True)
+        print(
+            f"{', '.join(dead)} exited; stopping the dev cluster. Last log lines:\n{cluster.tail(dead[0])}",
+            file=out,
+            flush=True,
+        )
         return 1
     except KeyboardInterrupt:
         print("stopping the dev cluster …", file=out, flush=True)
@@ -415,8 +463,11 @@ def stop_dev_cluster(conf: Mapping[str, Any], *, timeout: float = 60, out: TextI
     pid_file = dev_cluster_root(conf) / PID_FILE
     pid = _running_dev_cluster(pid_file)
     if pid is None:
-        print(f"storm dev-cluster: no dev cluster runs from {pid_file.parent} (run stop in the directory it was "
-              "started from)", file=sys.stderr)
+        print(
+            f"storm dev-cluster: no dev cluster runs from {pid_file.parent} (run stop in the directory it was "
+            "started from)",
+            file=sys.stderr,
+        )
         return 1
     os.kill(pid, signal.SIGTERM)
     wait_for(lambda: _running_dev_cluster(pid_file) != pid, timeout, f"the dev cluster (pid {pid}) to stop")

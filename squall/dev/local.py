@@ -42,17 +42,27 @@ class LocalTopology:
     working directory). Bad topologies raise ``InvalidTopologyException`` here with nimbus's words.
     """
 
-    def __init__(self, topology: Topology | tuple[storm.StormTopology, Mapping[str, Any]],
-                 conf: Mapping[str, Any] | None = None, *, active: bool = True,
-                 cluster: Mapping[str, Any] | None = None, resources: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        topology: Topology | tuple[storm.StormTopology, Mapping[str, Any]],
+        conf: Mapping[str, Any] | None = None,
+        *,
+        active: bool = True,
+        cluster: Mapping[str, Any] | None = None,
+        resources: str | Path | None = None,
+    ) -> None:
         self.layout, self.conf = compile_topology(topology, conf, cluster=cluster)
         self.topology_id = self.layout.topology_id
         self.errors: list[tuple[int, str]] = []
         self.beats: dict[int, TaskBeat] = {}
-        self.runtime = WorkerRuntime(self.layout, place_all(self.layout), self.conf,
-                                     report_error=lambda task, text: self.errors.append((task, text)),
-                                     report_beats=self.beats.update,
-                                     resources_dir=Path(resources) if resources is not None else None)
+        self.runtime = WorkerRuntime(
+            self.layout,
+            place_all(self.layout),
+            self.conf,
+            report_error=lambda task, text: self.errors.append((task, text)),
+            report_beats=self.beats.update,
+            resources_dir=Path(resources) if resources is not None else None,
+        )
         self._active = active
 
     def start(self) -> LocalTopology:
@@ -89,9 +99,12 @@ class LocalTopology:
         return getattr(executor, "spout", None) or getattr(executor, "bolt", None)
 
 
-def compile_topology(topology: Topology | tuple[storm.StormTopology, Mapping[str, Any]],
-                     conf: Mapping[str, Any] | None = None, *,
-                     cluster: Mapping[str, Any] | None = None) -> tuple[TopologyLayout, dict[str, Any]]:
+def compile_topology(
+    topology: Topology | tuple[storm.StormTopology, Mapping[str, Any]],
+    conf: Mapping[str, Any] | None = None,
+    *,
+    cluster: Mapping[str, Any] | None = None,
+) -> tuple[TopologyLayout, dict[str, Any]]:
     """What nimbus would make of a submission (validation, normalization, system topology, task ids),
     as a worker layout and the conf its tasks see: ``cluster`` (default: built-in defaults) < topology
     conf < ``conf``."""

@@ -43,19 +43,31 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def server_command(port: int = DEFAULT_PORT, master: str = "local[*]",
-                   conf: Mapping[str, Any] | None = None) -> list[str]:
+def server_command(
+    port: int = DEFAULT_PORT, master: str = "local[*]", conf: Mapping[str, Any] | None = None
+) -> list[str]:
     """The argv of a Connect server on ``127.0.0.1:port`` in the foreground; ``conf``'s ``spark.*`` keys (not
     Squall's own, nor ``spark.master``/``spark.remote``) become its ``--conf`` settings.
 
     A taken port fails the server at once (no retry on the next port, which no worker would know)."""
-    settings = {"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(port),
-                "spark.connect.grpc.port.maxRetries": "0", "spark.ui.showConsoleProgress": "false"}
+    settings = {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.connect.grpc.port.maxRetries": "0",
+        "spark.ui.showConsoleProgress": "false",
+    }
     for key, value in (conf or {}).items():
         if key.startswith("spark.") and key not in NOT_SPARK_CONF and value is not None:
             settings[key] = str(value).lower() if isinstance(value, bool) else str(value)
-    argv = [str(spark_home() / "bin" / "spark-submit"), "--class", SERVER_CLASS, "--name", "Spark Connect server",
-            "--master", master]
+    argv = [
+        str(spark_home() / "bin" / "spark-submit"),
+        "--class",
+        SERVER_CLASS,
+        "--name",
+        "Spark Connect server",
+        "--master",
+        master,
+    ]
     for key, value in settings.items():
         argv += ["--conf", f"{key}={value}"]
     return argv

@@ -107,16 +107,19 @@ class LocalZooKeeper:
         if not port_is_free(self.host, self.port):  # else `ruok` would be answered by whoever holds it
             raise ZooKeeperUnavailable(
                 f"port {self.port} on {self.host} is already in use (another ZooKeeper?); "
-                "pick another with -c storm.zookeeper.port=N")
+                "pick another with -c storm.zookeeper.port=N"
+            )
         self._write_config()
         with open(log_file or self.data_dir / "zookeeper.out", "ab") as out:  # the child keeps its own copy
-            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            start_new_session=True)
+            self.process = subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         deadline = time.monotonic() + timeout
         while not is_serving(self.host, self.port):
             if self.process.poll() is not None:
                 raise ZooKeeperUnavailable(
-                    f"ZooKeeper exited with code {self.process.returncode}; see {self.data_dir / 'zookeeper.out'}")
+                    f"ZooKeeper exited with code {self.process.returncode}; see {self.data_dir / 'zookeeper.out'}"
+                )
             if time.monotonic() > deadline:
                 self.stop()
                 raise ZooKeeperUnavailable(f"ZooKeeper did not answer on {self.connect_string} within {timeout}s")

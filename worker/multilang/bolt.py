@@ -44,8 +44,9 @@ class ShellBoltExecutor(ShellHost, BoltExecutor):
         process = self._running(now)
         if process is None:
             self._acks.flush(self._outbox)
-            return self._wake_in(now, self._restart_at if self._process is None else
-                                 self._last_heard + self._timeout + 0.01)
+            return self._wake_in(
+                now, self._restart_at if self._process is None else self._last_heard + self._timeout + 0.01
+            )
         for message in self._take(process):
             self._on_reply(message, process)
             if self._process is not process:  # it died of that message
@@ -54,9 +55,10 @@ class ShellBoltExecutor(ShellHost, BoltExecutor):
         if not self._check(process, now, waiting=True):
             self._acks.flush(self._outbox)
             return 0.0
-        if now >= self._next_tick:
-            self._next_tick = now + self._tick_every  # type: ignore[operator]
-            self._send(process, tick_tuple(self._tick_every))  # type: ignore[arg-type]
+        tick = self._tick_every
+        if tick is not None and now >= self._next_tick:
+            self._next_tick = now + tick
+            self._send(process, tick_tuple(tick))
         if now >= self._next_heartbeat:
             self._next_heartbeat = now + HEARTBEAT_EVERY_SECS
             process.send(self._encode(heartbeat_message(f"hb{next(self._ids)}")))

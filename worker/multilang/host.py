@@ -30,7 +30,15 @@ class ShellHost(Executor):
     """The part of a shell spout's or bolt's executor that hosts its subprocess; the subclass mixes it with
     :class:`~worker.executor.spout.SpoutExecutor` or :class:`~worker.executor.bolt.BoltExecutor`."""
 
+    #: The user metrics: each name a ``metrics`` message gives becomes a gauge of its last ``params``
+    #: (Storm hands them to an IShellMetric registered in Java; here they ride the heartbeat as user gauges).
+    metrics: TaskMetrics
+
     def _shell_init(self) -> None:
+        shell = self.spec.obj.shell
+        # The runtime hosts only shell components here, and nimbus accepts none without its command.
+        assert shell is not None and shell.execution_command, "a shell component with its execution_command"
+        self._command, self._script = shell.execution_command, shell.script
         conf = self.spec.conf
         timeout = conf.get("topology.subprocess.timeout.secs") or conf["supervisor.worker.timeout.secs"]
         self._timeout = float(timeout)
@@ -42,8 +50,6 @@ class ShellHost(Executor):
         self._failures = 0
         self._restart_at = 0.0
         self._due = 0.0
-        #: The user metrics: each name a ``metrics`` message gives becomes a gauge of its last ``params``
-        #: (Storm hands them to an IShellMetric registered in Java; here they ride the heartbeat as user gauges).
         self.metrics = TaskMetrics()
         self._metric_values: dict[str, Any] = {}
         #: Subprocesses started so far (the first and every restart).
@@ -51,7 +57,7 @@ class ShellHost(Executor):
 
     # The task thread steps this executor when ``due`` has come or its inbox has input: a reply from the
     # subprocess must bring it too, with no race against the thread writing ``due`` after a step.
-    @property  # type: ignore[override]
+    @property
     def due(self) -> float:
         process = self._process
         return 0.0 if process is not None and (process.replies or process.ended) else self._due
@@ -66,12 +72,11 @@ class ShellHost(Executor):
         return self._pid
 
     def _argv(self, env: Mapping[str, str]) -> list[str]:
-        shell = self.spec.obj.shell
-        return [resolve_command(shell.execution_command, env)] + ([shell.script] if shell.script else [])
+        return [resolve_command(self._command, env)] + ([self._script] if self._script else [])
 
     def _shell_start(self) -> None:
         """The first subprocess (on the task thread): a bad serializer or a missing command stops the task."""
-        self._codec = codec_for(self.spec.conf, self.spec.obj.shell.script or "")
+        self._codec = codec_for(self.spec.conf, self._script or "")
         self._encode = self._codec.encoder()
         self._now = time.monotonic()
         self._launch(self._now)
@@ -84,15 +89,24 @@ class ShellHost(Executor):
         self._pid_dir = tempfile.mkdtemp(prefix=f"squall-pids-{self.task}-")
         self._pid = None
         wake = self.inbox.wake.set
-        self._process = ShellProcess(self._argv(env), cwd, env, self._codec, wake=wake,
-                                     label=f"{self.component}:{self.task}")
+        self._process = ShellProcess(
+            self._argv(env), cwd, env, self._codec, wake=wake, label=f"{self.component}:{self.task}"
+        )
         self.launches += 1
-        self._process.send(self._encode(handshake(conf, context_for(self._layout, self.component, self.task),
-                                                  self._pid_dir)))
+        self._process.send(
+            self._encode(handshake(conf, context_for(self._layout, self.component, self.task), self._pid_dir))
+        )
         self._process.flush()
         self._last_heard = now
-        log.info("shell component started", component=self.component, task=self.task, pid=self._process.pid,
-                 argv=self._process.argv, cwd=str(cwd), serializer=self._codec.name)
+        log.info(
+            "shell component started",
+            component=self.component,
+            task=self.task,
+            pid=self._process.pid,
+            argv=self._process.argv,
+            cwd=str(cwd),
+            serializer=self._codec.name,
+        )
 
     def _running(self, now: float) -> ShellProcess | None:
         """The subprocess once it has answered the handshake; starts one when its restart time has come."""
@@ -167,8 +181,11 @@ class ShellHost(Executor):
             self._died(now, process.problem)
             return False
         if waiting and now - self._last_heard > self._timeout:
-            self._died(now, f"subprocess heartbeat timeout: nothing from it for {now - self._last_heard:.1f}s "
-                            f"(topology.subprocess.timeout.secs {self._timeout:g})")
+            self._died(
+                now,
+                f"subprocess heartbeat timeout: nothing from it for {now - self._last_heard:.1f}s "
+                f"(topology.subprocess.timeout.secs {self._timeout:g})",
+            )
             return False
         return True
 
@@ -190,11 +207,13 @@ class ShellHost(Executor):
         self._failures = 1 if lived >= BACKOFF_MAX_SECS else self._failures + 1
         delay = restart_delay_secs(self._failures)
         self._restart_at = now + delay
-        argv = process.argv if process is not None else [self.spec.obj.shell.execution_command]
-        text = (f"shell {self.spec.kind.value} {self.component!r} (task {self.task}, pid "
-                f"{process.pid if process else '-'}, {' '.join(argv)}): {reason} (exit code {code}); "
-                f"{lost} in-flight tuples {self._LOST}, restarting it {f'in {delay:g}s' if delay else 'now'} "
-                f"({self._failures} failures in a row)")
+        argv = process.argv if process is not None else [self._command]
+        text = (
+            f"shell {self.spec.kind.value} {self.component!r} (task {self.task}, pid "
+            f"{process.pid if process else '-'}, {' '.join(argv)}): {reason} (exit code {code}); "
+            f"{lost} in-flight tuples {self._LOST}, restarting it {f'in {delay:g}s' if delay else 'now'} "
+            f"({self._failures} failures in a row)"
+        )
         if tail:
             text += f"\nits last stderr lines:\n{tail}"
         error = MultilangError(text)

@@ -32,8 +32,10 @@ def resolve_command(command: str, env: Mapping[str, str]) -> str:
         return command
     found = shutil.which(command, path=env.get("PATH", os.defpath))
     if found is None:
-        raise FileNotFoundError(f"shell component command {command!r} is not on the worker's PATH "
-                                f"({env.get('PATH', '')}): install it there or give its full path")
+        raise FileNotFoundError(
+            f"shell component command {command!r} is not on the worker's PATH "
+            f"({env.get('PATH', '')}): install it there or give its full path"
+        )
     return found
 
 
@@ -46,8 +48,9 @@ class ShellProcess:
         process.flush()
     """
 
-    def __init__(self, argv: list[str], cwd: Path, env: Mapping[str, str], codec: Codec, *,
-                 wake: Callable[[], None], label: str) -> None:
+    def __init__(
+        self, argv: list[str], cwd: Path, env: Mapping[str, str], codec: Codec, *, wake: Callable[[], None], label: str
+    ) -> None:
         self.argv = argv
         self.label = label
         self.replies: deque[Any] = deque()
@@ -60,10 +63,21 @@ class ShellProcess:
         self._wake = wake
         self._queued: list[bytes] = []
         self._unwritten = bytearray()
-        self._popen = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, bufsize=0, close_fds=True)
+        self._popen = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            bufsize=0,
+            close_fds=True,
+        )
         self.pid = self._popen.pid
-        os.set_blocking(self._popen.stdin.fileno(), False)  # type: ignore[union-attr]
+        stdin, stdout, stderr = self._popen.stdin, self._popen.stdout, self._popen.stderr
+        assert stdin and stdout and stderr, "Popen opens the three pipes asked for"
+        self._pipes = (stdin, stdout, stderr)
+        os.set_blocking(stdin.fileno(), False)
         self._reader = threading.Thread(target=self._read, name=f"multilang-{label}", daemon=True)
         self._reader.start()
 
@@ -80,7 +94,7 @@ class ShellProcess:
         if self._queued:
             self._unwritten += b"".join(self._queued)
             self._queued.clear()
-        fd = self._popen.stdin.fileno()  # type: ignore[union-attr]
+        fd = self._pipes[0].fileno()
         while self._unwritten:
             try:
                 written = os.write(fd, self._unwritten)
@@ -94,10 +108,10 @@ class ShellProcess:
         return True
 
     def _read(self) -> None:
-        out, err = self._popen.stdout, self._popen.stderr
+        _, out, err = self._pipes
         selector = selectors.DefaultSelector()
-        selector.register(out, selectors.EVENT_READ)  # type: ignore[arg-type]
-        selector.register(err, selectors.EVENT_READ)  # type: ignore[arg-type]
+        selector.register(out, selectors.EVENT_READ)
+        selector.register(err, selectors.EVENT_READ)
         partial = b""
         try:
             while not self.ended:
@@ -105,7 +119,7 @@ class ShellProcess:
                     data = os.read(key.fd, 1 << 16)
                     if key.fileobj is err:
                         if not data:
-                            selector.unregister(err)  # type: ignore[arg-type]
+                            selector.unregister(err)
                             continue
                         *lines, partial = (partial + data).split(b"\n")
                         for line in lines:
@@ -146,9 +160,9 @@ class ShellProcess:
         except subprocess.TimeoutExpired:
             code = None
         self._reader.join(5)
-        for stream in (self._popen.stdin, self._popen.stdout, self._popen.stderr):
+        for stream in self._pipes:
             try:
-                stream.close()  # type: ignore[union-attr]
+                stream.close()
             except OSError:
                 pass
         return code

@@ -16,10 +16,10 @@ from typing import Any, Protocol
 
 import msgpack
 
+from squall.api.tuple import Tuple
 from squall.core.config.validation import ConfigError
 from squall.core.system_ids import DEFAULT_STREAM, RESERVED_PREFIX, SHELL_HEARTBEAT_STREAM, SYSTEM_TASK
 from squall.core.thrift import storm
-from squall.api.tuple import Tuple
 from worker.layout import TopologyLayout
 
 #: Storm's default ``topology.multilang.serializer``.
@@ -43,8 +43,8 @@ class Decoder(Protocol):
 class JsonDecoder:
     """Storm's JSON framing: a JSON document, then a line ``end``; blank lines between messages are skipped.
 
-        >>> JsonDecoder().feed(b'{"command": "sync"}\\nend\\n[1, 2]\\nend\\n{"comm')
-        [{'command': 'sync'}, [1, 2]]
+    >>> JsonDecoder().feed(b'{"command": "sync"}\\nend\\n[1, 2]\\nend\\n{"comm')
+    [{'command': 'sync'}, [1, 2]]
     """
 
     def __init__(self) -> None:
@@ -66,8 +66,9 @@ class JsonDecoder:
             try:
                 json.loads(text)
             except ValueError as exc:
-                raise MultilangError(f"the subprocess wrote what is not a JSON message ({exc}): "
-                                     f"{text[:200]!r}") from None
+                raise MultilangError(
+                    f"the subprocess wrote what is not a JSON message ({exc}): {text[:200]!r}"
+                ) from None
         raise MultilangError(f"the subprocess wrote what is not one JSON message per 'end' line: {texts[:3]!r}")
 
 
@@ -89,8 +90,9 @@ class Codec:
     """One serializer: ``encoder()`` makes a function from message to bytes (one per executor: encoders keep
     state), ``decoder()`` a :class:`Decoder` (one per subprocess); ``encode`` is a shared encoder for tests."""
 
-    def __init__(self, name: str, encoder: Callable[[], Callable[[Any], bytes]],
-                 decoder: Callable[[], Decoder]) -> None:
+    def __init__(
+        self, name: str, encoder: Callable[[], Callable[[Any], bytes]], decoder: Callable[[], Decoder]
+    ) -> None:
         self.name = name
         self.encoder = encoder
         self.decoder = decoder
@@ -106,6 +108,7 @@ def _json_encoder() -> Callable[[Any], bytes]:
 
     def encode_json(message: Any) -> bytes:
         return (encode(message) + "\nend\n").encode()
+
     return encode_json
 
 
@@ -146,17 +149,21 @@ def codec_for(conf: Mapping[str, Any], script: str = "") -> Codec:
     elif "msgpack" in simple or "messagepack" in simple:
         codec = MSGPACK
     else:
-        raise ConfigError(f"topology.multilang.serializer {name!r} is not a serializer Squall speaks: use "
-                          f"{JSON_SERIALIZER!r} (JSON, Storm's default) or a MessagePack one "
-                          "(e.g. 'org.apache.storm.multilang.MessagePackSerializer', or 'msgpack')")
+        raise ConfigError(
+            f"topology.multilang.serializer {name!r} is not a serializer Squall speaks: use "
+            f"{JSON_SERIALIZER!r} (JSON, Storm's default) or a MessagePack one "
+            "(e.g. 'org.apache.storm.multilang.MessagePackSerializer', or 'msgpack')"
+        )
     asked = _script_serializer(script)
     if asked is None or asked == codec.name:
         return codec
     explicit = conf.get("topology.multilang.serializer") not in (None, JSON_SERIALIZER)
     if asked == "msgpack" and not explicit:
         return MSGPACK
-    raise ConfigError(f"topology.multilang.serializer {name!r} speaks {codec.name} but the script asks for "
-                      f"{asked} ({script!r}): make them agree")
+    raise ConfigError(
+        f"topology.multilang.serializer {name!r} speaks {codec.name} but the script asks for "
+        f"{asked} ({script!r}): make them agree"
+    )
 
 
 # -- messages -------------------------------------------------------------------------------------
@@ -164,8 +171,17 @@ def codec_for(conf: Mapping[str, Any], script: str = "") -> Codec:
 
 def grouping_json(grouping: storm.Grouping) -> dict[str, Any]:
     """A grouping as Storm's context shows it: ``{"type": "FIELDS", "fields": [...]}``, ``{"type": "SHUFFLE"}``."""
-    for name in ("fields", "shuffle", "all", "none", "direct", "custom_object", "custom_serialized",
-                 "local_or_shuffle", "partial_key"):
+    for name in (
+        "fields",
+        "shuffle",
+        "all",
+        "none",
+        "direct",
+        "custom_object",
+        "custom_serialized",
+        "local_or_shuffle",
+        "partial_key",
+    ):
         value = getattr(grouping, name, None)
         if value is not None:
             if name in ("fields", "partial_key"):

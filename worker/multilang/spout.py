@@ -41,7 +41,7 @@ class ShellSpoutExecutor(ShellHost, SpoutExecutor):
         super().__init__(*args, **kwargs)
         self._shell_init()
         self._commands = _Commands()
-        self.spout = self._commands  # type: ignore[assignment]
+        self.spout = self._commands  # type: ignore[assignment]  # the subprocess is the spout: commands stand in for it
         self._on_ack, self._on_fail = self._commands.ack, self._commands.fail
         #: Commands written and not yet answered by ``sync``; the ``next`` among them, and what was emitted before.
         self._unsynced = 0
@@ -53,8 +53,9 @@ class ShellSpoutExecutor(ShellHost, SpoutExecutor):
     def _next_tuples(self, now: float) -> float:
         process = self._running(now)
         if process is None:
-            return self._wake_in(now, self._restart_at if self._process is None else
-                                 self._last_heard + self._timeout + 0.01)
+            return self._wake_in(
+                now, self._restart_at if self._process is None else self._last_heard + self._timeout + 0.01
+            )
         for message in self._take(process):
             self._on_reply(message, process)
             if self._process is not process:
@@ -67,7 +68,7 @@ class ShellSpoutExecutor(ShellHost, SpoutExecutor):
             process.flush()
             return self._wake_in(now, self._last_heard + self._timeout + 0.01)
         commands = self._commands.queued
-        if (self._active and now >= self._next_emit and not self.env.pressure.hold_spouts and self.pending.can_emit()):
+        if self._active and now >= self._next_emit and not self.env.pressure.hold_spouts and self.pending.can_emit():
             commands.append(command("next"))
             self._next_sent = self.stats.emitted
         if commands:

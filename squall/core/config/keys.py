@@ -11,19 +11,31 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from squall.core.config.schema import Key
 
 __all__ = ["KEYS", "KEY_BY_NAME", "default_config", "describe_keys", "redact", "without_secrets"]
 
+
+class _Range(TypedDict, total=False):
+    """A kind and its bounds, shared by many keys as ``Key(..., **_SECS)``: typed as Key's keyword arguments."""
+
+    kind: Required[str]
+    minimum: float
+    maximum: float
+    exclusive_minimum: bool
+
+
 # --- the key table -----------------------------------------------------------------------------------
 # Secs-valued keys use kind "float" with exclusive_minimum=0 (fractions allowed, zero would spin a timer).
+_SECS: _Range = {"kind": "float", "minimum": 0, "exclusive_minimum": True}
+_PORT: _Range = {"kind": "int", "minimum": 1, "maximum": 65535}
+_FRACTION: _Range = {"kind": "float", "minimum": 0, "maximum": 1}
 
-_SECS = {"kind": "float", "minimum": 0, "exclusive_minimum": True}
-_PORT = {"kind": "int", "minimum": 1, "maximum": 65535}
-_FRACTION = {"kind": "float", "minimum": 0, "maximum": 1}
-
+# The table keeps its own layout, two or three lines a key: the formatter would give each argument a line
+# and triple its length.
+# fmt: off
 KEYS: tuple[Key, ...] = (
     # ZooKeeper -------------------------------------------------------------------------------------
     Key("storm.zookeeper.servers", "list[str]", ["localhost"], origin="both",
@@ -34,7 +46,8 @@ KEYS: tuple[Key, ...] = (
         doc="Root znode (must start with '/') for all Squall state; Storm uses /storm, JStorm /jstorm, "
             "so Squall can share an ensemble with them."),
     Key("storm.zookeeper.session.timeout", "int", 20000, origin="both", minimum=1,
-        doc="ZooKeeper session timeout in ms; ephemeral nodes (supervisors, leader) vanish this long after a daemon dies."),
+        doc="ZooKeeper session timeout in ms; ephemeral nodes (supervisors, leader) "
+            "vanish this long after a daemon dies."),
     Key("storm.zookeeper.connection.timeout", "int", 15000, origin="both", minimum=1,
         doc="How long a daemon waits for a ZooKeeper connection at start-up, in ms."),
     Key("storm.zookeeper.retry.times", "int", 5, origin="storm", minimum=0,
@@ -64,7 +77,8 @@ KEYS: tuple[Key, ...] = (
     # Local state, cluster, logging --------------------------------------------------------------------
     Key("storm.local.dir", "str", "storm-local", origin="storm",
         doc="Local state dir (code, supervisor id, worker heartbeats, pids); a relative path is resolved against "
-            "the directory the command runs in, once, when the conf is loaded (Storm: storm.home; JStorm jstorm-local)."),
+            "the directory the command runs in, once, when the conf is loaded "
+            "(Storm: storm.home; JStorm jstorm-local)."),
     Key("storm.local.hostname", "str", None, origin="storm", nullable=True,
         doc="Hostname this daemon advertises in ZooKeeper; null means the machine's fully qualified name."),
     Key("storm.cluster.mode", "str", "distributed", origin="both", choices=("distributed", "local"),
@@ -82,7 +96,8 @@ KEYS: tuple[Key, ...] = (
     Key("nimbus.seeds", "list[str]", ["localhost"], origin="storm",
         doc="Nimbus hosts clients try, in order, to find the leader (Storm 1.x+; 0.9 and JStorm used nimbus.host)."),
     Key("nimbus.thrift.port", "int", 6627, origin="storm", minimum=0, maximum=65535,
-        doc="Nimbus Thrift port (framed binary); Storm's 6627 so Storm clients work (JStorm 8627); 0 binds a free port."),
+        doc="Nimbus Thrift port (framed binary); Storm's 6627 so Storm clients work (JStorm 8627); "
+            "0 binds a free port."),
     Key("nimbus.thrift.bind.address", "str", "0.0.0.0", origin="squall",
         doc="Address nimbus's Thrift server listens on: 0.0.0.0 every IPv4 interface, 127.0.0.1 this host only, "
             "or one interface's address. Storm has no such key (its nimbus binds every interface)."),
@@ -181,7 +196,8 @@ KEYS: tuple[Key, ...] = (
         doc="Longest submit waits for topology.min.replication.count; negative waits forever (Storm)."),
     # Supervisor --------------------------------------------------------------------------------------
     Key("supervisor.slots.ports", "list[int]", [6700, 6701, 6702, 6703], origin="storm",
-        doc="Worker ports this supervisor offers, one worker per port (JStorm computes them from base 6900 when null)."),
+        doc="Worker ports this supervisor offers, one worker per port "
+            "(JStorm computes them from base 6900 when null)."),
     Key("supervisor.heartbeat.frequency.secs", default=5, origin="storm", **_SECS,
         doc="How often the supervisor rewrites its /supervisors record (JStorm 60)."),
     Key("supervisor.monitor.frequency.secs", default=3, origin="storm", **_SECS,
@@ -369,7 +385,8 @@ KEYS: tuple[Key, ...] = (
     Key("jstorm.reserve.workers", "int", 0, origin="jstorm", minimum=0,
         doc="Slots the scheduler keeps free cluster-wide (JStorm)."),
     Key("topology.transfer.batch.size", "int", 100, origin="squall", minimum=1,
-        doc="Most tuples per batch sent between workers; Squall 100 (Storm 1) since per-message cost is high in Python."),
+        doc="Most tuples per batch sent between workers; Squall 100 (Storm 1) "
+            "since per-message cost is high in Python."),
     Key("topology.batch.flush.interval.millis", "int", 1, origin="storm", minimum=1,
         doc="A partial transfer batch is flushed after this many ms, bounding the latency batching adds."),
     Key("topology.executor.receive.buffer.size", "int", 32768, origin="storm", minimum=1,
@@ -398,6 +415,7 @@ KEYS: tuple[Key, ...] = (
         doc="... or when the oldest waiting tuple is this old, whichever comes first."),
 )
 """Every key Squall knows, in documentation order."""
+# fmt: on
 
 KEY_BY_NAME: Mapping[str, Key] = MappingProxyType({k.name: k for k in KEYS})
 if len(KEY_BY_NAME) != len(KEYS):  # pragma: no cover - guards edits to the table
@@ -430,9 +448,7 @@ def _is_secret(key: str) -> bool:
 def describe_keys(prefix: str = "") -> str:
     """The documented key table as text (for `storm` CLI help), optionally only keys under `prefix`."""
     rows = [
-        (k.name, k.type_name, json.dumps(k.default_value()), k.origin, k.doc)
-        for k in KEYS
-        if k.name.startswith(prefix)
+        (k.name, k.type_name, json.dumps(k.default_value()), k.origin, k.doc) for k in KEYS if k.name.startswith(prefix)
     ]
     if not rows:
         return ""

@@ -24,6 +24,7 @@ from squall.core.config.validation import ConfigError, short_repr, typo_warnings
 
 __all__ = ["find_config_file", "load_config", "parse_override", "read_yaml_config"]
 
+
 def parse_override(text: str) -> tuple[str, Any]:
     """Split a `-c key=value` option at the first '='; the value is JSON when it parses, else the raw string.
 
@@ -42,8 +43,7 @@ def parse_override(text: str) -> tuple[str, Any]:
         return key, raw
 
 
-def find_config_file(path: str | os.PathLike[str] | None = None,
-                     env: Mapping[str, str] | None = None) -> Path | None:
+def find_config_file(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path | None:
     """Locate storm.yaml: explicit `path` (must exist), else $STORM_CONF_DIR/storm.yaml, else ~/.storm/storm.yaml.
 
     Returns None when no file is found and none was asked for explicitly.
@@ -75,9 +75,7 @@ def read_yaml_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(
-            f"config file {path}: top level must be a mapping of key: value, got {type(data).__name__}"
-        )
+        raise ConfigError(f"config file {path}: top level must be a mapping of key: value, got {type(data).__name__}")
     bad = [k for k in data if not isinstance(k, str)]
     if bad:
         raise ConfigError(f"config file {path}: keys must be strings, got {short_repr(bad)}")
@@ -103,10 +101,12 @@ def _override_value(key: str, raw_text: str, value: Any) -> Any:
     return value
 
 
-def load_config(path: str | os.PathLike[str] | None = None,
-                overrides: Iterable[str] | Mapping[str, Any] = (),
-                env: Mapping[str, str] | None = None,
-                warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    overrides: Iterable[str] | Mapping[str, Any] = (),
+    env: Mapping[str, str] | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Build a daemon/CLI conf: built-in defaults < storm.yaml < overrides, then validate it.
 
     `path` is --config (a missing file is an error); without it storm.yaml is looked up via
@@ -139,8 +139,9 @@ def load_config(path: str | os.PathLike[str] | None = None,
             origins[key] = f"-c {text}"
 
     validate_conf(conf, origins)
-    for line in typo_warnings({key: conf[key] for key in origins}, origins) if warn is not None else ():
-        warn(line)
+    if warn is not None:
+        for line in typo_warnings({key: conf[key] for key in origins}, origins):
+            warn(line)
     for key in ("storm.local.dir", "storm.log.dir"):
         if conf[key] is not None:
             conf[key] = os.path.abspath(conf[key])

@@ -48,8 +48,7 @@ TYPES: Mapping[str, tuple[str, Any]] = MappingProxyType(
         "map": ("map", lambda v: isinstance(v, Mapping)),
         "map[str,int]": (
             "map of str to int",
-            lambda v: isinstance(v, Mapping)
-            and all(isinstance(k, str) and _is_int(x) for k, x in v.items()),
+            lambda v: isinstance(v, Mapping) and all(isinstance(k, str) and _is_int(x) for k, x in v.items()),
         ),
     }
 )
@@ -113,12 +112,13 @@ class Key:
             return False
         if self.choices is not None and value not in self.choices:
             return False
-        if self.minimum is not None and _is_float(value):
-            if value < self.minimum or (self.exclusive_minimum and value == self.minimum):
-                return False
-        if self.maximum is not None and _is_float(value) and value > self.maximum:
-            return False
-        return True
+        if not _is_float(value):
+            return True
+        below = self.minimum is not None and (
+            value < self.minimum or (self.exclusive_minimum and value == self.minimum)
+        )
+        above = self.maximum is not None and value > self.maximum
+        return not (below or above)
 
 
 def _num(x: float) -> str:
@@ -131,4 +131,3 @@ def _thaw(v: Any) -> Any:
     if isinstance(v, Mapping):
         return {k: _thaw(x) for k, x in v.items()}
     return v
-

@@ -31,10 +31,10 @@ DEFAULTS_SOURCE = "built-in defaults"
 class ConfigError(ValueError):
     """A config file, override or value is unusable; the message says which key and where from::
 
-        try:
-            conf = load_config("storm.yaml")
-        except ConfigError as exc:
-            print(exc.problems)      # every problem found, one line each
+    try:
+        conf = load_config("storm.yaml")
+    except ConfigError as exc:
+        print(exc.problems)      # every problem found, one line each
     """
 
     def __init__(self, message: str, problems: Iterable[str] = ()) -> None:
@@ -111,9 +111,7 @@ def validate_conf(conf: Mapping[Any, Any], source: str | Mapping[str, str] = "co
         if key is None or key.accepts(value):
             continue
         problems.append(
-            f"{origin}: config key {name!r} expects {key.type_name}, "
-            f"got {short_repr(value)} ({type(value).__name__})"
+            f"{origin}: config key {name!r} expects {key.type_name}, got {short_repr(value)} ({type(value).__name__})"
         )
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems), problems)
-

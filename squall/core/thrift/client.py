@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ssl
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import structlog
 from thriftpy2.protocol import TBinaryProtocolFactory
@@ -54,8 +54,10 @@ def open_client(
     """
     check_timeout("timeout_ms", timeout_ms)
     check_timeout("connect_timeout_ms", connect_timeout_ms)
-    timeouts = {"socket_timeout": timeout_ms,
-                "connect_timeout": connect_timeout_ms if connect_timeout_ms is not None else timeout_ms}
+    timeouts = {
+        "socket_timeout": timeout_ms,
+        "connect_timeout": connect_timeout_ms if connect_timeout_ms is not None else timeout_ms,
+    }
     sock = TSocket(host, port, **timeouts) if tls is None else TSSLSocket(host, port, ssl_context=tls, **timeouts)
     trans = BoundedFramedTransportFactory(max_frame_bytes).get_transport(sock)
     proto = TBinaryProtocolFactory().get_protocol(trans)
@@ -71,10 +73,14 @@ def open_client(
 def _tls_failure(host: str, port: int, exc: ssl.SSLError) -> str:
     """Why a TLS handshake with nimbus failed, as the operator can act on it."""
     if isinstance(exc, ssl.SSLCertVerificationError):
-        return (f"TLS handshake with {host}:{port} failed: {exc.verify_message} (nimbus's certificate must chain to "
-                f"nimbus.thrift.tls.client.truststore.path and name the host dialled, {host}: see nimbus.seeds)")
-    return (f"TLS handshake with {host}:{port} failed: {exc.reason or exc} (is it nimbus's TLS port, "
-            "nimbus.thrift.tls.port? does nimbus take the certificate of nimbus.thrift.tls.client.keystore.path?)")
+        return (
+            f"TLS handshake with {host}:{port} failed: {exc.verify_message} (nimbus's certificate must chain to "
+            f"nimbus.thrift.tls.client.truststore.path and name the host dialled, {host}: see nimbus.seeds)"
+        )
+    return (
+        f"TLS handshake with {host}:{port} failed: {exc.reason or exc} (is it nimbus's TLS port, "
+        "nimbus.thrift.tls.port? does nimbus take the certificate of nimbus.thrift.tls.client.keystore.path?)"
+    )
 
 
 @contextlib.contextmanager
@@ -130,7 +136,10 @@ def _split_seed(seed: str, default_port: int) -> tuple[str, int]:
 
 
 def find_leader(
-    seeds: Sequence[str], port: int = DEFAULT_PORT, timeout_ms: int = DEFAULT_TIMEOUT_MS, *,
+    seeds: Sequence[str],
+    port: int = DEFAULT_PORT,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    *,
     tls: ssl.SSLContext | None = None,
 ) -> tuple[str, int]:
     """Ask each seed in turn for ``getLeader()`` and return the leader's (host, port).
@@ -152,8 +161,11 @@ def find_leader(
             continue
         leader_port = (leader.tlsPort if tls is not None else leader.port) if leader is not None else None
         if leader is None or not leader.host or not leader_port:
-            errors[seed] = "answered without a leader" if leader is None or not leader.host or tls is None \
+            errors[seed] = (
+                "answered without a leader"
+                if leader is None or not leader.host or tls is None
                 else "the leader has no TLS listener (nimbus.thrift.tls.port)"
+            )
             continue
         return leader.host, leader_port
     raise NimbusUnavailable(seeds, errors)

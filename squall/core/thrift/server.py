@@ -17,11 +17,13 @@ import struct
 import threading
 import time
 import types
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any
 
 import structlog
 from thriftpy2.protocol import TBinaryProtocolFactory
+
 # Requests are decoded in pure Python: it never reads past the bytes it was given, where the Cython protocol
 # allocates whatever length a string declares (2 GB from a 100-byte frame).
 from thriftpy2.protocol.binary import TBinaryProtocol as _SafeBinaryProtocol
@@ -31,7 +33,12 @@ from thriftpy2.transport import TMemoryBuffer, TTransportException
 
 from squall.core.thrift import DEFAULT_PORT, storm
 from squall.core.thrift.transport import (
-    DEFAULT_MAX_FRAME_BYTES, FrameSizeError, check_frame_cap, check_timeout, describe, frame_refusal,
+    DEFAULT_MAX_FRAME_BYTES,
+    FrameSizeError,
+    check_frame_cap,
+    check_timeout,
+    describe,
+    frame_refusal,
 )
 from squall.core.tls import principal as tls_principal
 
@@ -66,7 +73,7 @@ class _GuardedProcessor(TProcessor):
 
     def process(self, iprot: Any, oprot: Any) -> None:
         api, seqid, result, call = self.process_in(iprot)
-        if isinstance(result, TApplicationException):  # unknown method name
+        if call is None:  # an unknown method name: the result is the TApplicationException to send
             return self.send_exception(oprot, api, result, seqid)
         if not callable(getattr(self._handler, api, None)):
             error = TApplicationException(
@@ -201,9 +208,19 @@ class ThriftServer:
         server.stop()
     """
 
-    def __init__(self, processor: "_GuardedProcessor", listener: socket.socket, *, max_frame_bytes: int,
-                 idle_timeout_ms: int | None, request_timeout_ms: int, threads: int, max_connections: int,
-                 name: str = "thrift", ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        processor: _GuardedProcessor,
+        listener: socket.socket,
+        *,
+        max_frame_bytes: int,
+        idle_timeout_ms: int | None,
+        request_timeout_ms: int,
+        threads: int,
+        max_connections: int,
+        name: str = "thrift",
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.processor = processor
         self.ssl_context = ssl_context
         self.name = name
@@ -235,14 +252,15 @@ class ThriftServer:
         """Connections open right now."""
         return len(self._connections)
 
-    def start(self) -> "ThriftServer":
+    def start(self) -> ThriftServer:
         """Serve on a background daemon thread; returns self once connections are accepted."""
         if self._serve_thread is not None:
             raise RuntimeError("server already started")
         # Threads start with empty contextvars; carry the caller's log context (daemon, ...).
         context = contextvars.copy_context()
-        self._serve_thread = threading.Thread(target=context.run, args=(asyncio.run, self._serve()),
-                                              name=f"{self.name}-io-{self.port}", daemon=True)
+        self._serve_thread = threading.Thread(
+            target=context.run, args=(asyncio.run, self._serve()), name=f"{self.name}-io-{self.port}", daemon=True
+        )
         self._serve_thread.start()
         self._started.wait(10)
         return self
@@ -263,7 +281,7 @@ class ThriftServer:
 
     close = stop
 
-    def __enter__(self) -> "ThriftServer":
+    def __enter__(self) -> ThriftServer:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -290,23 +308,34 @@ class ThriftServer:
         if len(self._connections) >= self.max_connections:
             victim = pick_eviction(list(self._connections))
             if victim is None:
-                log.warning("thrift connection refused: every connection is mid-call", server=self.name, peer=peer,
-                            limit=self.max_connections)
+                log.warning(
+                    "thrift connection refused: every connection is mid-call",
+                    server=self.name,
+                    peer=peer,
+                    limit=self.max_connections,
+                )
                 writer.transport.abort()
                 return
-            log.warning("thrift connection closed to make room", server=self.name, peer=victim.peer,
-                        was=victim.phase, for_secs=round(time.monotonic() - victim.since, 1),
-                        limit=self.max_connections)
+            log.warning(
+                "thrift connection closed to make room",
+                server=self.name,
+                peer=victim.peer,
+                was=victim.phase,
+                for_secs=round(time.monotonic() - victim.since, 1),
+                limit=self.max_connections,
+            )
             self._drop(victim)
         connection = _Connection(peer, writer)
         connection.task = asyncio.current_task()
         self._connections.add(connection)
         try:
-            principal = await self._handshake(writer, connection) if self.ssl_context is not None else ""
+            tls = self.ssl_context
+            principal = await self._handshake(writer, connection, tls) if tls is not None else ""
+            loop = asyncio.get_running_loop()
             while not self._stopped:
                 request = await self._read_request(reader, connection)
                 connection.enter(_Connection.PROCESSING)
-                reply = await self._loop.run_in_executor(self._pool, self._call, request, peer, principal)
+                reply = await loop.run_in_executor(self._pool, self._call, request, peer, principal)
                 if reply:
                     writer.write(len(reply).to_bytes(4, "big") + reply)
                     async with asyncio.timeout(self._request_secs):
@@ -316,7 +345,7 @@ class ThriftServer:
             log.warning("thrift frame refused", server=self.name, peer=peer, reason=exc.message)
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass  # the peer left, or we hung up on it
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.info("thrift connection timed out", server=self.name, peer=peer, was=connection.phase)
         except _BadRequest as exc:
             log.warning("thrift request refused", server=self.name, peer=peer, reason=str(exc))
@@ -326,11 +355,11 @@ class ThriftServer:
             self._connections.discard(connection)
             writer.transport.abort()
 
-    async def _handshake(self, writer: asyncio.StreamWriter, connection: _Connection) -> str:
+    async def _handshake(self, writer: asyncio.StreamWriter, connection: _Connection, tls: ssl.SSLContext) -> str:
         """TLS on a new connection, within the request timeout (it counts as sending, for eviction); the
         principal of the client certificate it verified."""
         connection.enter(_Connection.READING)
-        await writer.start_tls(self.ssl_context, ssl_handshake_timeout=self._request_secs)
+        await writer.start_tls(tls, ssl_handshake_timeout=self._request_secs)
         connection.enter(_Connection.IDLE)
         return tls_principal(writer.get_extra_info("peercert"))
 
@@ -349,8 +378,10 @@ class ThriftServer:
             header = first + await reader.readexactly(3)
             size = int.from_bytes(header, "big", signed=True)
             if not 0 < size <= self.max_frame_bytes:
-                raise FrameSizeError(TTransportException.UNKNOWN,
-                                     frame_refusal(size, self.max_frame_bytes, "nimbus.thrift.max_buffer_size"))
+                raise FrameSizeError(
+                    TTransportException.UNKNOWN,
+                    frame_refusal(size, self.max_frame_bytes, "nimbus.thrift.max_buffer_size"),
+                )
             return await reader.readexactly(size)
 
     def _call(self, request: bytes, peer: str, principal: str) -> bytes:
@@ -419,6 +450,14 @@ def make_server(
         if value < 1:
             raise ValueError(f"{label} must be at least 1, got {value}")
     processor = _GuardedProcessor(service or storm.Nimbus, handler, TBinaryProtocolFactory())
-    return ThriftServer(processor, listening_socket(host, port), max_frame_bytes=max_frame_bytes,
-                        idle_timeout_ms=client_timeout_ms, request_timeout_ms=request_timeout_ms, threads=threads,
-                        max_connections=max_connections, name=name, ssl_context=ssl_context)
+    return ThriftServer(
+        processor,
+        listening_socket(host, port),
+        max_frame_bytes=max_frame_bytes,
+        idle_timeout_ms=client_timeout_ms,
+        request_timeout_ms=request_timeout_ms,
+        threads=threads,
+        max_connections=max_connections,
+        name=name,
+        ssl_context=ssl_context,
+    )

@@ -48,8 +48,10 @@ def describe(exc: BaseException) -> str:
 
 def frame_refusal(size: int, cap: int, setting: str) -> str:
     """Why a frame announcing ``size`` bytes was refused, naming the ``setting`` that caps it."""
-    return (f"refused a Thrift frame of {size} bytes: frames must hold 1 to {cap} bytes "
-            f"({setting}); is the peer speaking framed transport?")
+    return (
+        f"refused a Thrift frame of {size} bytes: frames must hold 1 to {cap} bytes "
+        f"({setting}); is the peer speaking framed transport?"
+    )
 
 
 class FrameSizeError(TTransportException):
@@ -136,4 +138,3 @@ class BoundedFramedTransportFactory:
 
     def get_transport(self, trans: Any) -> Any:
         return self._framed.get_transport(_FrameGuard(trans, self.max_frame_bytes))
-

@@ -75,8 +75,9 @@ def _super_acl(conf: Mapping[str, Any]) -> list[ACL]:
         return []
     scheme, _, identity = str(value).partition(":")
     if not scheme or not identity:
-        raise ValueError(f"{SUPER_ACL} must be 'scheme:id' (e.g. 'digest:ops:<base64 sha1 of ops:password>'), "
-                         f"not {value!r}")
+        raise ValueError(
+            f"{SUPER_ACL} must be 'scheme:id' (e.g. 'digest:ops:<base64 sha1 of ops:password>'), not {value!r}"
+        )
     return [ACL(Permissions.ALL, Id(scheme, identity))]
 
 
@@ -124,8 +125,11 @@ class AclPolicy:
         """A node of a topology whose stored conf has no ZooKeeper credential (submitted before the daemons
         authenticated): its workers have none either, so closing the node to everyone else would cut them off."""
         family, topology_id, _ = _split(path)
-        return (bool(topology_id) and family in TOPOLOGY_READ + TOPOLOGY_WRITE
-                and self._topology_credential(topology_id) is None)
+        return (
+            bool(topology_id)
+            and family in TOPOLOGY_READ + TOPOLOGY_WRITE
+            and self._topology_credential(topology_id) is None
+        )
 
     def _topology_credential(self, topology_id: str) -> str | None:
         conf = self._topology_conf(topology_id) if self._topology_conf is not None else None

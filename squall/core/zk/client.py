@@ -20,7 +20,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
 from kazoo.client import KazooClient, KazooState
@@ -30,10 +30,9 @@ from kazoo.security import ACL
 
 from squall.core.zk import paths
 from squall.core.zk.acls import AclPolicy, TopologyConfs
-from squall.core.zk.records import RecordError, decode, encode
+from squall.core.zk.records import R, RecordError, decode, encode
 
 log = structlog.get_logger(__name__)
-R = TypeVar("R")
 
 #: How long :meth:`ZkClient.delete` keeps deleting a subtree that writers keep adding to.
 DELETE_RETRY_SECS = 30.0
@@ -84,8 +83,7 @@ class ZkClient:
             auth_data=self._policy.auth_data or None,
             default_acl=self._policy.own,  # for recipes; this class's own creates ask the policy
             connection_retry={"max_tries": -1, "delay": interval, "max_delay": ceiling},
-            command_retry={"max_tries": conf["storm.zookeeper.retry.times"], "delay": interval,
-                           "max_delay": ceiling},
+            command_retry={"max_tries": conf["storm.zookeeper.retry.times"], "delay": interval, "max_delay": ceiling},
             logger=None,
         )
         self._lock = threading.Lock()  # guards the listeners
@@ -138,8 +136,9 @@ class ZkClient:
         """kazoo does not create its chroot; do it with a short root-level session."""
         if self._root == "/":
             return
-        bare = KazooClient(hosts=connect_string(self._conf, with_root=False),
-                           auth_data=self._policy.auth_data or None, logger=None)
+        bare = KazooClient(
+            hosts=connect_string(self._conf, with_root=False), auth_data=self._policy.auth_data or None, logger=None
+        )
         bare.start(timeout=timeout)
         try:
             bare.ensure_path(self._root, acl=self._policy.own)

@@ -111,8 +111,9 @@ class ErrorTimesCache:
         self._read = read
         return read
 
-    def _read_errors(self, topology_id: str, before: tuple[float, dict[int, int], dict[int, str]] | None
-                    ) -> tuple[dict[int, int], dict[int, str]]:
+    def _read_errors(
+        self, topology_id: str, before: tuple[float, dict[int, int], dict[int, str]] | None
+    ) -> tuple[dict[int, int], dict[int, str]]:
         times = newest_error_times(self.zk, topology_id)
         old_times, old_lines = (before[1], before[2]) if before else ({}, {})
         lines = {}

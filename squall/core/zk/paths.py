@@ -23,8 +23,20 @@ CODE = "/code"
 CODE_HOLDERS = "/code_holders"
 
 #: Parents created when a daemon first connects, so watches on their children always have a node.
-PERSISTENT_ROOTS = (SUPERVISORS, NIMBUS_SLAVES, TOPOLOGIES, TASKS, ASSIGNMENTS, ASSIGNMENTS_BAK,
-                    TASKBEATS, TASKERRORS, GRAY_UPGRADE, LOG_CONFIGS, CODE, CODE_HOLDERS)
+PERSISTENT_ROOTS = (
+    SUPERVISORS,
+    NIMBUS_SLAVES,
+    TOPOLOGIES,
+    TASKS,
+    ASSIGNMENTS,
+    ASSIGNMENTS_BAK,
+    TASKBEATS,
+    TASKERRORS,
+    GRAY_UPGRADE,
+    LOG_CONFIGS,
+    CODE,
+    CODE_HOLDERS,
+)
 
 #: Per-topology subtrees removed when a topology is cleaned up; ``/topology/<id>`` goes last.
 TOPOLOGY_SUBTREES = (ASSIGNMENTS, TASKS, TASKBEATS, TASKERRORS, GRAY_UPGRADE, LOG_CONFIGS, CODE)

@@ -14,7 +14,7 @@ import json
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 #: ZooKeeper's default jute.maxbuffer is 1 MiB; stay well under it (JStorm refuses > 800 KB).
 MAX_VALUE_BYTES = 800 * 1024
@@ -348,7 +348,13 @@ class CodeHolder:
         return held is not None and (digest is None or held == digest)
 
 
-R = TypeVar("R")
+class _Versioned(Protocol):
+    """A record type: its values carry this schema version."""
+
+    schema: ClassVar[int]
+
+
+R = TypeVar("R", bound=_Versioned)
 
 
 def encode(record: Any) -> bytes:
@@ -373,10 +379,9 @@ def decode(cls: type[R], raw: bytes) -> R:
     version = data.pop("v", None)
     if not isinstance(version, int):
         raise RecordError(f"{cls.__name__}: missing schema version 'v'")
-    if version > cls.schema:  # type: ignore[attr-defined]
+    if version > cls.schema:
         raise RecordError(
-            f"{cls.__name__}: schema version {version} is newer than this Squall's "
-            f"{cls.schema}; upgrade this daemon"  # type: ignore[attr-defined]
+            f"{cls.__name__}: schema version {version} is newer than this Squall's {cls.schema}; upgrade this daemon"
         )
     return _from_json(cls, data, cls.__name__)
 
