@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +35,9 @@ def _docker_engine_answers() -> bool:
     return True
 
 
-@pytest.fixture(scope="session")
-def zk_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextmanager
+def session_zookeeper(data_dir: Path) -> Iterator[str]:
+    """The session's ZooKeeper (see the module's docstring) as ``host:port``, stopped on the way out."""
     if address := os.environ.get("SQUALL_TEST_ZK"):
         yield address
         return
@@ -51,11 +54,80 @@ def zk_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         finally:
             container.stop()
         return
-    server = LocalZooKeeper(tmp_path_factory.mktemp("zookeeper"), free_port()).start()
+    server = LocalZooKeeper(data_dir, free_port()).start()
     try:
         yield server.connect_string
     finally:
         server.stop()
+
+
+class SharedZooKeeper:
+    """Under pytest-xdist, the controller's ZooKeeper for every worker: one ZooKeeper per session still.
+
+    The controller starts it beside the workers' start-up and stops it once they have all finished (a worker
+    that owned it could not stop it while another still used it); each worker reads its address from a file
+    the controller writes (or the reason it could not start it)."""
+
+    def __init__(self) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="squall-test-zookeeper-"))
+        self.stack = ExitStack()
+        self.starting = threading.Thread(target=self._start, name="session ZooKeeper", daemon=True)
+        self.starting.start()
+
+    def _start(self) -> None:
+        try:
+            address = self.stack.enter_context(session_zookeeper(self.directory / "data"))
+        except Exception as exc:  # told to the workers, which fail their tests needing it with it
+            (self.directory / "failed").write_text(f"{type(exc).__name__}: {exc}")
+            return
+        (self.directory / "address.tmp").write_text(address)
+        (self.directory / "address.tmp").rename(self.directory / "address")  # whole, or not there yet
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["squall_zookeeper"] = str(self.directory)
+
+    def pytest_unconfigure(self) -> None:
+        self.starting.join()
+        self.stack.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def shared_address(directory: Path) -> str:
+    """The address the xdist controller's :class:`SharedZooKeeper` writes, once it has started."""
+    def written() -> str | None:
+        if (failed := directory / "failed").exists():
+            pytest.fail(f"the session's ZooKeeper did not start: {failed.read_text()}", pytrace=False)
+        return (directory / "address").read_text() if (directory / "address").exists() else None
+
+    return wait_until(written, 120, "the session's ZooKeeper, started by the xdist controller")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    distributing = getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput")
+    if distributing and not config.option.collectonly:
+        config.pluginmanager.register(SharedZooKeeper(), "squall-shared-zookeeper")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In pytest-xdist's workers (``--dist loadfile``: a file's tests on one worker, so a module-scoped cluster
+    starts once), the files handed out longest first, so the short ones fill the end of the run: those with slow
+    tests, then those on ZooKeeper (clusters, processes), then the rest, each in its order."""
+    if not hasattr(config, "workerinput"):
+        return
+    weights: dict[Path, tuple[bool, bool]] = {}
+    for item in items:
+        weight = (item.get_closest_marker("slow") is not None, "zk_address" in item.fixturenames)
+        weights[item.path] = max(weights.get(item.path, weight), weight)
+    items.sort(key=lambda item: weights[item.path], reverse=True)  # stable: a file's tests keep their order
+
+
+@pytest.fixture(scope="session")
+def zk_address(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if shared := getattr(request.config, "workerinput", {}).get("squall_zookeeper"):
+        yield shared_address(Path(shared))
+        return
+    with session_zookeeper(tmp_path_factory.mktemp("zookeeper")) as address:
+        yield address
 
 
 @pytest.fixture
