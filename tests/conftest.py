@@ -102,10 +102,32 @@ def shared_address(directory: Path) -> str:
     return wait_until(written, 120, "the session's ZooKeeper, started by the xdist controller")
 
 
+class DevClusterFilesTogether:
+    """Under ``--dist loadfile``, the files whose tests run ``storm dev-cluster`` on the default ports (when free:
+    :func:`support.dev_cluster_env`) on one worker: two at once on two workers could both find them free."""
+
+    FILES = frozenset({"tests/test_cli_cluster.py", "tests/test_readme.py"})
+
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        if config.getvalue("dist") != "loadfile":
+            return None
+        from xdist.scheduler import LoadFileScheduling
+
+        files = self.FILES
+
+        class Scheduling(LoadFileScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                scope = super()._split_scope(nodeid)
+                return "storm dev-cluster" if scope in files else scope
+
+        return Scheduling(config, log)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     distributing = getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput")
     if distributing and not config.option.collectonly:
         config.pluginmanager.register(SharedZooKeeper(), "squall-shared-zookeeper")
+        config.pluginmanager.register(DevClusterFilesTogether(), "squall-dev-cluster-files")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
