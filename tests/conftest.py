@@ -94,10 +94,10 @@ class SharedZooKeeper:
 
 def shared_address(directory: Path) -> str:
     """The address the xdist controller's :class:`SharedZooKeeper` writes, once it has started."""
-    def written() -> str | None:
+    def written() -> str:
         if (failed := directory / "failed").exists():
             pytest.fail(f"the session's ZooKeeper did not start: {failed.read_text()}", pytrace=False)
-        return (directory / "address").read_text() if (directory / "address").exists() else None
+        return (directory / "address").read_text() if (directory / "address").exists() else ""
 
     return wait_until(written, 120, "the session's ZooKeeper, started by the xdist controller")
 
@@ -138,7 +138,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     weights: dict[Path, tuple[bool, bool]] = {}
     for item in items:
-        weight = (item.get_closest_marker("slow") is not None, "zk_address" in item.fixturenames)
+        weight = (item.get_closest_marker("slow") is not None, "zk_address" in getattr(item, "fixturenames", ()))
         weights[item.path] = max(weights.get(item.path, weight), weight)
     items.sort(key=lambda item: weights[item.path], reverse=True)  # stable: a file's tests keep their order
 
