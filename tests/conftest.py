@@ -2,7 +2,8 @@
 
 ZooKeeper comes from, in order: ``SQUALL_TEST_ZK`` (``host:port`` of a server you run), a
 testcontainers ZooKeeper when a Docker engine answers, else a local server from Debian's
-``zookeeper`` package on a free port in a temp dir (stopped and removed at session end).
+``zookeeper`` package on a free port in a temp dir (stopped and removed at session end). Under pytest-xdist
+the controller starts it and its workers share it (:class:`SharedZooKeeper`).
 """
 
 from __future__ import annotations
