@@ -317,6 +317,7 @@ def listed(cluster: ProcessCluster, capsys: pytest.CaptureFixture[str]) -> dict[
     return {fields[0]: (fields[1], fields[5]) for fields in rows if len(fields) == 6}
 
 
+@pytest.mark.slow
 def test_list_shows_a_topology_whose_workers_keep_failing_in_prepare_until_they_run(
         cluster: ProcessCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     fixed = tmp_path / "feature-store-reachable"
@@ -374,6 +375,7 @@ def test_list_health_names_a_bolt_that_raises_on_every_tuple_while_its_workers_r
     wait_until(lambda: cluster.workers("sup") == [], 30, "its workers stopped")
 
 
+@pytest.mark.slow
 def test_dev_cluster_runs_with_the_default_config_from_any_directory_and_stops_from_there(tmp_path: Path) -> None:
     """``storm dev-cluster`` and ``storm dev-cluster stop`` as typed, no options, in a directory that is not the
     repository: the relative default storm.local.dir is that directory's, a topology runs, and the stop

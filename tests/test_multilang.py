@@ -239,6 +239,7 @@ def test_a_shell_script_bolt_runs_in_resources_with_the_allow_listed_environment
         assert running.errors == []
 
 
+@pytest.mark.slow
 def test_a_hung_subprocess_is_killed_its_tuples_fail_and_replay(tmp_path: Path) -> None:
     count = 60
     t = Topology("ml-hang", conf={"test.marker.dir": str(tmp_path), "test.trouble.n": 7})
@@ -274,6 +275,7 @@ def test_a_crashed_subprocess_reports_its_error_and_is_restarted(tmp_path: Path)
         assert any("exited with code 1" in text and "restarting it now" in text for text in texts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trouble", ["hang", "crash"])
 def test_a_shell_spout_in_trouble_is_restarted_and_emits_again(trouble: str, tmp_path: Path) -> None:
     count = 50

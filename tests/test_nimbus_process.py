@@ -28,6 +28,7 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
         p.wait(10)
 
 
+@pytest.mark.slow
 def test_follower_takes_over_within_the_session_timeout(zk: ZkClient, zk_conf: dict[str, Any], tmp_path: Path,
                                                        processes: list[subprocess.Popen[bytes]]) -> None:
     dirs = [tmp_path / f"nimbus-{i}" for i in (1, 2)]

@@ -99,6 +99,7 @@ def test_word_count_on_two_supervisors_and_three_workers(cluster: ProcessCluster
     assert located == {t: ("127.0.0.1", w.port) for w in assignment.workers for t in w.tasks}
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_restarted_within_three_seconds_and_nothing_is_lost(
         cluster: ProcessCluster, tmp_path: Path) -> None:
     records, count = tmp_path / "records", 20_000

@@ -88,6 +88,7 @@ def test_fields_grouping_is_the_same_in_every_worker(cluster: MiniCluster, tmp_p
     assert len(owners) == 40 and all(len(files) == 1 for files in owners.values())
 
 
+@pytest.mark.slow
 def test_at_least_once_across_a_killed_worker(cluster: MiniCluster, tmp_path: Path) -> None:
     records, count = tmp_path / "records", 20_000
     topology_id = cluster.submit(reliable_stream("crash", records, count))
@@ -162,6 +163,7 @@ def test_killing_the_topology_stops_its_workers_cleanly(cluster: MiniCluster) ->
     assert [p.returncode for p in processes] == [0, 0]
 
 
+@pytest.mark.slow
 def test_a_worker_started_beside_a_dead_peer_follows_the_reassignment_that_drops_it(zk_conf: dict[str, Any],
                                                                                      tmp_path: Path) -> None:
     """A worker whose first assignment names a slot nobody listens on holds its spouts, but
