@@ -12,7 +12,6 @@ import os
 import shutil
 import tempfile
 import threading
-import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -20,10 +19,9 @@ from typing import Any
 
 import pytest
 
-from squall.core.config.loading import load_config
 from squall.core.zk.client import ZkClient
 from squall.dev.zookeeper import LocalZooKeeper, free_port, is_serving
-from support import delete_tree, wait_until
+from support import chroot_conf, wait_until
 
 
 def _docker_engine_answers() -> bool:
@@ -156,18 +154,8 @@ def zk_address(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
 @pytest.fixture
 def zk_conf(zk_address: str) -> Iterator[dict[str, Any]]:
     """Cluster conf pointing at the session's ZooKeeper under a root of this test's own."""
-    host, port = zk_address.rsplit(":", 1)
-    root = f"/squall-test/{uuid.uuid4().hex[:12]}"
-    conf = load_config(env={})
-    conf.update({
-        "storm.zookeeper.servers": [host],
-        "storm.zookeeper.port": int(port),
-        "storm.zookeeper.root": root,
-        "storm.zookeeper.session.timeout": 4000,
-        "storm.zookeeper.connection.timeout": 5000,
-    })
-    yield conf
-    delete_tree(zk_address, root)
+    with chroot_conf(zk_address) as conf:
+        yield conf
 
 
 @pytest.fixture
