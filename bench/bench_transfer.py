@@ -41,7 +41,7 @@ def old_receive(data: bytes) -> list[Tuple]:
     unpacker.feed(data)
     out = []
     for _, entries in unpacker:
-        for target, source, stream, values, tuple_id, anchors in entries:
+        for _target, source, stream, values, tuple_id, anchors in entries:
             out.append(Tuple(tuple(values), FIELDS, "spout", stream, source, tuple_id,
                              dict(anchors) if anchors else NO_ANCHORS))
     return out

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from squall.core.system_ids import ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM
 from squall.api.tuple import TupleBatch
+from squall.core.system_ids import ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM
 from worker.executor.acking import ACK_FAIL_FIELDS
 from worker.executor.base import Executor
 from worker.tracking import AckerState, SpoutNews
@@ -31,7 +31,8 @@ class Acker(Executor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         conf = self.spec.conf
-        timeout = float(conf["topology.message.timeout.secs"]) if conf["topology.enable.message.timeouts"] else float("inf")
+        timeouts = conf["topology.enable.message.timeouts"]
+        timeout = float(conf["topology.message.timeout.secs"]) if timeouts else float("inf")
         self.state = AckerState(timeout)
         self._next_expiry = 0.0
 

@@ -61,9 +61,9 @@ from squall.core.zk.records import (
     TopologyStatus,
     TopologyTasks,
 )
+from worker.handshake import transfer_secret
 from worker.layout import Placement, TopologyLayout, build_layout, place
 from worker.runtime import WorkerRuntime
-from worker.handshake import transfer_secret
 
 log = structlog.get_logger(__name__)
 

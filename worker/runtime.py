@@ -20,8 +20,8 @@ from typing import Any
 import structlog
 
 from squall.api.classcheck import resolve
-from squall.core.system_ids import ACKER, TOPOLOGY_MASTER
 from squall.api.tuple import TupleBatch
+from squall.core.system_ids import ACKER, TOPOLOGY_MASTER
 from squall.core.zk.records import ComponentType
 from worker.acker import Acker
 from worker.executor.base import Executor, ExecutorEnv
@@ -242,7 +242,7 @@ class WorkerRuntime:
             thread.add(executor)
         return started
 
-    def start(self) -> "WorkerRuntime":
+    def start(self) -> WorkerRuntime:
         """Open every task (each on its thread) and return once all have; spouts stay paused until
         :meth:`set_active`. If a task cannot start, :attr:`failure` says why."""
         self._add_tasks(self.placement.local)
@@ -415,10 +415,7 @@ class WorkerRuntime:
 
     def _peers_hold(self) -> bool:
         """Whether some peer's receiver holds this worker's connection (its worker is backpressured): spouts wait."""
-        for sender in self._sending:
-            if sender.throttled:
-                return True
-        return False
+        return any(sender.throttled for sender in self._sending)
 
     def _fill(self) -> float:
         """The fill ratio of the fullest receive queue or send backlog. Every round of every task thread asks

@@ -22,11 +22,18 @@ from collections.abc import Callable
 import structlog
 
 from squall.api.tuple import ColumnBatch, TupleBatch
+from worker.handshake import NONCE_BYTES, Greeting, TransferRefused, answer, connect, transfer_proof
 from worker.queues import Pressure, Wake
 from worker.throttle import ErrorThrottle
-from worker.handshake import NONCE_BYTES, Greeting, TransferRefused, answer, connect, transfer_proof
 from worker.wire import (
-    MAX_MESSAGE_BYTES, MESSAGE_ROWS, THROTTLE_OFF, THROTTLE_ON, Decoder, WireError, encode, encode_each,
+    MAX_MESSAGE_BYTES,
+    MESSAGE_ROWS,
+    THROTTLE_OFF,
+    THROTTLE_ON,
+    Decoder,
+    WireError,
+    encode,
+    encode_each,
 )
 
 log = structlog.get_logger(__name__)
@@ -97,7 +104,7 @@ class Receiver:
         """Connections open right now (with and without their handshake)."""
         return len(self._peers)
 
-    def start(self) -> "Receiver":
+    def start(self) -> Receiver:
         self._selector.register(self._listener, selectors.EVENT_READ, _ACCEPT)
         self._selector.register(self._wake_read, selectors.EVENT_READ, _WAKE)
         self._thread.start()
@@ -161,7 +168,7 @@ class Receiver:
                    limit=self._max_connections, greeted=victim.decoder is not None)
         self._close(victim)
 
-    def _read(self, peer: "_Peer") -> None:
+    def _read(self, peer: _Peer) -> None:
         try:
             size = peer.sock.recv_into(self._buffer)
         except (BlockingIOError, InterruptedError):
@@ -202,7 +209,7 @@ class Receiver:
             if peer.decoder is not None:
                 self._send_or_close(peer, status)
 
-    def _greet(self, peer: "_Peer", data: bytes) -> None:
+    def _greet(self, peer: _Peer, data: bytes) -> None:
         message = peer.greeting.feed(data)
         if message is None:
             return
@@ -234,18 +241,18 @@ class Receiver:
         own = transfer_proof(self._secret, "receiver", self.topology_id, *peer.nonces)
         self._send_or_close(peer, answer(None, peer.nonces[1], own))
 
-    def _accept_peer(self, peer: "_Peer") -> None:
+    def _accept_peer(self, peer: _Peer) -> None:
         if self._send_or_close(peer, answer(None)):
             peer.decoder = Decoder(self._max)
 
-    def _refuse(self, peer: "_Peer", reason: str, event: str, **details: object) -> None:
+    def _refuse(self, peer: _Peer, reason: str, event: str, **details: object) -> None:
         self.counts["refused"] += 1
         self._note(event, peer=peer.name, **details)
         with contextlib.suppress(OSError):
             peer.sock.send(answer(reason))
         self._close(peer)
 
-    def _send_or_close(self, peer: "_Peer", message: bytes) -> bool:
+    def _send_or_close(self, peer: _Peer, message: bytes) -> bool:
         try:
             peer.sock.send(message)  # a few bytes into an empty send buffer: never blocks
             return True
@@ -262,7 +269,7 @@ class Receiver:
                            secs=limit)
                 self._close(peer)
 
-    def _close(self, peer: "_Peer") -> None:
+    def _close(self, peer: _Peer) -> None:
         if self._peers.pop(peer.sock, None) is not None:
             self._selector.unregister(peer.sock)
         peer.sock.close()

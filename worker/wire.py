@@ -226,7 +226,7 @@ class _Repeated:
         self.value = value
 
     @classmethod
-    def of(cls, code: int, data: bytes) -> "_Repeated":
+    def of(cls, code: int, data: bytes) -> _Repeated:
         value = msgpack.unpackb(data, raw=False) if code == REPEATED else None
         if type(value) not in _REPEATABLE:
             raise WireError(f"malformed batch: extension {code} is no repeated str or bytes column")

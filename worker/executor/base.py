@@ -95,8 +95,11 @@ class Executor:
             if stream in old:
                 out.carry_counts(old[stream])
         #: The user streams this component consumes, as ``component:stream`` (the keys of its input stats).
-        self._inputs = sorted(f"{source}:{stream}" for (source, stream), subs in layout.subscribers.items()
-                              if not stream.startswith(RESERVED_PREFIX) and any(s.component == self.component for s in subs))
+        self._inputs = sorted(
+            f"{source}:{stream}"
+            for (source, stream), subs in layout.subscribers.items()
+            if not stream.startswith(RESERVED_PREFIX) and any(s.component == self.component for s in subs)
+        )
         self._keyed_inputs = len(self._inputs) > 1
         #: Spouts count acks by stream only when they have several (else the totals are the stream's).
         self._keyed_outputs = len(self._outs) > 1

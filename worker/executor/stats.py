@@ -12,6 +12,7 @@ from typing import Any
 from squall.core.zk.records import TaskStats
 from worker.executor.routing import StreamOut
 
+
 @dataclass
 class Stats:
     """Counters a task keeps for benchmarks and the topology master (spout: roots; bolt: inputs).
