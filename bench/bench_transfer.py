@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import msgpack
 
 from cpu import Run, Sample
-from squall.api.tuple import NO_ANCHORS, Fields, Tuple, TupleBatch
+from squall.api.tuple import NO_ANCHORS, ColumnBatch, Fields, Tuple, TupleBatch
 from worker.transport import Receiver, Sender
 from worker.wire import MAX_MESSAGE_BYTES, Decoder, encode
 
@@ -51,7 +51,7 @@ def new_send(target: int, batch: TupleBatch) -> bytes:
     return encode(target, batch)
 
 
-def new_receive(data: bytes) -> list[TupleBatch]:
+def new_receive(data: bytes) -> list[ColumnBatch]:
     received = [batch for _, batch in Decoder().feed(data)]
     for batch in received:  # as the receiving worker does once it has checked the batch
         batch.component, batch.fields = "spout", FIELDS

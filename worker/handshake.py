@@ -92,7 +92,7 @@ class Greeting:
         self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=MAX_HELLO_BYTES)
         self._fed = 0
 
-    def feed(self, data: bytes) -> list[Any] | None:
+    def feed(self, data: bytes | memoryview) -> list[Any] | None:
         """The message once it is whole (None until then); :class:`WireError` if it is not a greeting."""
         try:
             self._unpacker.feed(data)

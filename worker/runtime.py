@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from squall.api.classcheck import resolve
+from squall.api.classcheck import Kind, resolve
 from squall.api.tuple import TupleBatch
 from squall.core.system_ids import ACKER, TOPOLOGY_MASTER
 from squall.core.zk.records import ComponentType
@@ -70,6 +70,15 @@ class TaskThread(threading.Thread):
     def call(self, fn: Callable[[], None]) -> None:
         self._calls.append(fn)
         self.wake.set()
+
+    def call_each(self, fn: Callable[[Executor], object]) -> None:
+        """:meth:`call` ``fn`` on each executor this thread runs when the call comes."""
+
+        def each() -> None:
+            for executor in self.executors:
+                fn(executor)
+
+        self.call(each)
 
     def add(self, executor: Executor) -> None:
         """Start ``executor`` (open/prepare) on this thread, then step it with the others."""
@@ -150,7 +159,7 @@ def _check_user_class(executor: Executor) -> None:
     from what nimbus checked at submit."""
     if isinstance(executor, (SpoutExecutor, BoltExecutor)) and executor.spec.obj.python_object is not None:
         named = executor.spec.obj.python_object
-        kind = executor.spec.kind.value
+        kind: Kind = "spout" if executor.spec.kind is ComponentType.SPOUT else "bolt"
         resolve(named.module_name, named.class_name, kind, f"{kind} {executor.component!r}")
 
 
@@ -308,12 +317,12 @@ class WorkerRuntime:
         """Spouts run while the topology is active (active, upgrading, rollback) and pause otherwise."""
         self._active = active
         for thread in self.threads:
-            thread.call(lambda thread=thread: [e.set_active(active) for e in thread.executors])
+            thread.call_each(lambda e: e.set_active(active))
 
     def update_conf(self, conf: Mapping[str, Any]) -> None:
         """A new topology conf, given to every task on its own thread; the code stays what it is."""
         for thread in self.threads:
-            thread.call(lambda thread=thread: [e.update_conf(conf) for e in thread.executors])
+            thread.call_each(lambda e: e.update_conf(conf))
         log.info("worker conf updated", tasks=sorted(self.placement.local))
 
     def refresh(self, layout: TopologyLayout, placement: Placement) -> None:
@@ -328,7 +337,7 @@ class WorkerRuntime:
             self._queues = tuple(self.routes.inboxes.values())
             self.executors.pop(task, None)
         for thread in self.threads:
-            thread.call(lambda thread=thread: [e.refresh(layout, placement) for e in thread.executors])
+            thread.call_each(lambda e: e.refresh(layout, placement))
         for thread in self._add_tasks(placement.local - old):
             thread.start()
         if self._active:

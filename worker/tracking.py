@@ -17,7 +17,7 @@ import random
 from collections import deque
 from itertools import islice, repeat, takewhile
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 _RNG = random.Random()
 
@@ -98,15 +98,16 @@ class AckerState:
         """Bolts acked: each value is the input's edge XOR the edges emitted anchored to it."""
         newest, spout, news = self._newest(now), self._spout, self.news
         if values == list(map(newest.get, roots)) and len(set(roots)) == len(roots):
-            tasks = list(map(spout.get, roots))  # the usual case: each ack ends its tree, all in C
-            if None not in tasks:
+            found = list(map(spout.get, roots))  # the usual case: each ack ends its tree, all in C
+            if None not in found:
+                tasks = cast("list[int]", found)
                 deque(map(newest.__delitem__, roots), maxlen=0)
                 deque(map(spout.__delitem__, roots), maxlen=0)
                 if len(set(tasks)) == 1:
                     self._news(tasks[0]).acked.extend(roots)
                 else:
-                    for root, task in zip(roots, tasks):
-                        self._news(task).acked.append(root)
+                    for root, owner in zip(roots, tasks):
+                        self._news(owner).acked.append(root)
                 return
         for root, value in zip(roots, values):
             bucket = newest if root in newest else self._find(root)

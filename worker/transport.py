@@ -209,7 +209,7 @@ class Receiver:
             if peer.decoder is not None:
                 self._send_or_close(peer, status)
 
-    def _greet(self, peer: _Peer, data: bytes) -> None:
+    def _greet(self, peer: _Peer, data: bytes | memoryview) -> None:
         message = peer.greeting.feed(data)
         if message is None:
             return

@@ -12,11 +12,11 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import structlog
 
-from squall.api.component import Component, TopologyContext, attach, emit_problem
+from squall.api.component import Collector, Component, TopologyContext, attach, emit_problem
 from squall.api.metrics import TaskMetrics
 from squall.api.tuple import Piece, TupleBatch
 from squall.core.system_ids import ACKER, MASTER_HEARTBEAT_STREAM, RESERVED_PREFIX
@@ -57,6 +57,8 @@ def component_context(layout: TopologyLayout, spec: ComponentSpec, task: int) ->
 
 class Executor:
     """The part every task shares: outputs, heartbeats to the topology master, errors, the acker route."""
+
+    _acks: AckOut  # set by refresh(), which flushes the previous one first
 
     def __init__(self, task: int, layout: TopologyLayout, placement: Placement, outbox: Outbox,
                  inbox: Inbox, env: ExecutorEnv) -> None:
@@ -257,7 +259,8 @@ class Executor:
         if not isinstance(component, base):
             raise TypeError(f"{self.component!r} is a {type(component).__name__}, not a squall {base.__name__}")
         context = component_context(self._layout, self.spec, self.task)
-        attach(component, self, context)
+        # Each executor implements the half of Collector its component calls (a spout's emits, a bolt's emits and acks).
+        attach(component, cast(Collector, self), context)
         self.user, self.metrics = component, context.metrics
         return component, context
 

@@ -71,7 +71,7 @@ class BoltExecutor(Executor):
             self._keyed_inputs = True
 
     def start(self) -> None:
-        self.bolt, context = self._attach_user(Bolt)
+        self.bolt, context = self._attach_user(Bolt)  # type: ignore[type-abstract]  # isinstance against the base
         if type(self.bolt).execute_batch is not Bolt.execute_batch:
             self._execute_batch = self.bolt.execute_batch
         self.bolt.prepare(context.conf, context)
@@ -198,6 +198,7 @@ class BoltExecutor(Executor):
         last, route, constant = self._last, out.route, out.constant
         plain, tracked = out.keys[PLAIN], out.keys[ROOTS]
         roots = [inputs.roots[i] for i in positions]
+        batch: TupleBatch | None
         if constant is not None and len(constant) == 1 and 0 not in roots:  # one target, every input tracked
             edges = new_edges(len(rows))
             for i, edge in zip(positions, edges):
@@ -408,8 +409,8 @@ class BoltExecutor(Executor):
         if batch.piece is not None and self._n_ackers:
             self._settle_piece(batch, batch.piece, views, failed)
             return
-        if batch.tracked and self._n_ackers and not views and batch.roots is not None:
-            self._settle_columns(batch, failed)
+        if self._n_ackers and not views and batch.ids is not None and batch.roots is not None:
+            self._settle_columns(batch, batch.ids, batch.roots, failed)
             return
         if batch.tracked and self._n_ackers:
             settle = self.fail if failed else self.ack
@@ -459,29 +460,29 @@ class BoltExecutor(Executor):
         if self._keyed_inputs:
             (stats.failed_by if failed else stats.acked_by)[f"{batch.component}:{batch.stream}"] += rows
 
-    def _settle_columns(self, batch: TupleBatch, failed: bool) -> None:
-        """Ack or fail every row of a batch no view was made of, from its columns: each tracked row has one
-        root, whose edge is its id, and what was anchored to it is in ``batch._xor``, so no Tuple is needed."""
-        rows, stats, n, acks, roots = len(batch), self.stats, self._n_ackers, self._acks, batch.roots
-        one = (roots[0] if roots and roots[0] and roots[0] == roots[-1] and roots.count(roots[0]) == rows  # type: ignore[index,union-attr]
-               else None)
+    def _settle_columns(self, batch: TupleBatch, ids: list[int], roots: list[int], failed: bool) -> None:
+        """Ack or fail every row of a batch no view was made of, from its columns (``batch.ids``, ``batch.roots``):
+        each tracked row has one root, whose edge is its id, and what was anchored to it is in ``batch._xor``, so
+        no Tuple is needed."""
+        rows, stats, n, acks = len(batch), self.stats, self._n_ackers, self._acks
+        one = roots[0] if roots and roots[0] and roots[0] == roots[-1] and roots.count(roots[0]) == rows else None
         if failed:
             stats.failed += rows
-            for root in (one,) if one else roots:  # type: ignore[union-attr]
+            for root in (one,) if one else roots:
                 if root:
                     acks.fails[root % n].append(root)
         else:
             stats.acked += rows
             anchored = batch._xor  # what was emitted anchored to each row (emit_each)
-            values = batch.ids if anchored is None else list(map(xor, batch.ids, anchored))  # type: ignore[arg-type]
+            values = ids if anchored is None else list(map(xor, ids, anchored))
             if one:  # one tree (a spout batch's): its rows' acks XOR into one
                 acks.roots[one % n].append(one)
                 acks.values[one % n].append(reduce(xor, values, 0))
-            elif n == 1 and 0 not in batch.ids:  # type: ignore[operator]
-                acks.roots[0].extend(batch.roots)  # type: ignore[arg-type]
+            elif n == 1 and 0 not in ids:
+                acks.roots[0].extend(roots)
                 acks.values[0].extend(values)
             else:
-                for root, value in zip(batch.roots, values):  # type: ignore[arg-type]
+                for root, value in zip(roots, values):
                     if root:
                         acks.roots[root % n].append(root)
                         acks.values[root % n].append(value)

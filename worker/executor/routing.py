@@ -93,6 +93,7 @@ def build_outputs(layout: TopologyLayout, placement: Placement, component: str, 
         routed = [s for s in subs if s.tasks and s.grouping.direct is None]
         fanout = None if any(s.grouping.custom_serialized is not None for s in routed) else \
             sum(len(s.tasks) if s.grouping.all is not None else 1 for s in routed)
+        route: Callable[[Sequence[Any]], Sequence[int]]
         if not groupers:
             route = _no_targets
         elif len(groupers) == 1:

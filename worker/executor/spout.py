@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from itertools import count, islice
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
@@ -77,7 +77,7 @@ class SpoutExecutor(Executor):
         self._on_fail: Callable[[Any], None] | None = None
 
     def start(self) -> None:
-        self.spout, context = self._attach_user(Spout)
+        self.spout, context = self._attach_user(Spout)  # type: ignore[type-abstract]  # isinstance against the base
         #: The spout's own ``next_batch`` if it has one (called once per burst), else None (``next_tuple`` in a loop).
         self._next_batch = self.spout.next_batch if type(self.spout).next_batch is not Spout.next_batch else None
         #: The spout's ``ack``/``fail``, or None where it keeps Spout's, which does nothing: no call per message.
@@ -166,7 +166,8 @@ class SpoutExecutor(Executor):
         if msg_id is not None:
             self._emit_tree(rows, stream, out, direct_task, msg_id)
             return
-        now, owner, (target,) = self._now, self._root_owner, targets  # one target for every row: columns in C
+        # A tree per row with one target for every row (the per-row branch above took the rest): columns in C.
+        now, owner, (target,) = self._now, self._root_owner, cast("tuple[int]", targets)
         roots = list(islice(self._roots, len(rows)))
         edges = new_edges(len(rows))
         batch = self._batch_for(target, stream, out, ROOTS)
@@ -284,7 +285,9 @@ class SpoutExecutor(Executor):
         acked, self._acked_at_emit = self._acked_at_emit, []
         self.stats.acked += len(acked)
         ack = self._on_ack
-        for msg_id in acked if ack is not None else ():
+        if ack is None:
+            return
+        for msg_id in acked:
             try:
                 ack(msg_id)
             except Exception as exc:

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -36,13 +36,13 @@ class Stats:
     acked_by: Counter[str] = field(default_factory=Counter)
     failed_by: Counter[str] = field(default_factory=Counter)
     #: Latency sums (seconds) by key and how many values each sum holds.
-    latency_by: Counter[str] = field(default_factory=Counter)
+    latency_by: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     timed_by: Counter[str] = field(default_factory=Counter)
     #: Process latency (bolts; Storm's: from the start of the input's execute to its ack): seconds summed over
     #: the acks timed, and how many were timed, in total and by key as above.
     process_secs: float = 0.0
     processed: int = 0
-    process_by: Counter[str] = field(default_factory=Counter)
+    process_by: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     processed_by: Counter[str] = field(default_factory=Counter)
 
 
