@@ -66,7 +66,10 @@ class Acker(Executor):
         """One message per spout task and kind: the roots acked, failed and held this step."""
         outbox, component, task = self._outbox, self.component, self.task
         for spout_task, told in news.items():
-            for stream, roots in ((ACK_ACK_STREAM, told.acked), (ACK_FAIL_STREAM, told.failed),
-                                  (ACK_RESET_TIMEOUT_STREAM, told.reset)):
+            for stream, roots in (
+                (ACK_ACK_STREAM, told.acked),
+                (ACK_FAIL_STREAM, told.failed),
+                (ACK_RESET_TIMEOUT_STREAM, told.reset),
+            ):
                 if roots:
                     outbox.add(spout_task, TupleBatch([(roots,)], ACK_FAIL_FIELDS, component, stream, task))

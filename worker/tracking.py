@@ -66,8 +66,8 @@ class AckerState:
         #: (time key, root → XOR): a tree lives in the bucket of its first sighting (or last reset) until done.
         self._buckets: deque[tuple[float, dict[int, int]]] = deque()
         self._spout: dict[int, int] = {}  # root → spout task, from the init
-        self._early: set[int] = set()     # roots acked or failed before their init (no spout task yet)
-        self._failed: set[int] = set()    # roots failed before their init
+        self._early: set[int] = set()  # roots acked or failed before their init (no spout task yet)
+        self._failed: set[int] = set()  # roots failed before their init
         self.news: dict[int, SpoutNews] = {}
 
     def __len__(self) -> int:
@@ -235,8 +235,12 @@ class AckerState:
         """Take the completions from :attr:`news` (resets stay for :meth:`take_news`)."""
         if not self.news:
             return _NOTHING
-        done = tuple(Completion(root, task, ok) for task, told in self.news.items()
-                     for ok, roots in ((True, told.acked), (False, told.failed)) for root in roots)
+        done = tuple(
+            Completion(root, task, ok)
+            for task, told in self.news.items()
+            for ok, roots in ((True, told.acked), (False, told.failed))
+            for root in roots
+        )
         self.news = {task: SpoutNews([], [], told.reset) for task, told in self.news.items() if told.reset}
         return done
 

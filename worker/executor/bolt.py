@@ -80,8 +80,9 @@ class BoltExecutor(Executor):
 
     # -- Collector -------------------------------------------------------------------------------
 
-    def emit(self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None,
-             msg_id: Any) -> Sequence[int]:
+    def emit(
+        self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None, msg_id: Any
+    ) -> Sequence[int]:
         out = self._outs.get(stream)
         if out is None or len(values) != out.width or direct_task is not None or out.direct:
             out, targets = self._targets(values, stream, direct_task)
@@ -166,14 +167,17 @@ class BoltExecutor(Executor):
         for anchor in lone:
             anchor._ack_val ^= lone_edges
 
-    def emit_each(self, rows: Sequence[tuple[Any, ...]], stream: str, inputs: TupleBatch,
-                  index: Sequence[int] | None) -> None:
+    def emit_each(
+        self, rows: Sequence[tuple[Any, ...]], stream: str, inputs: TupleBatch, index: Sequence[int] | None
+    ) -> None:
         """Row ``k`` anchored to ``inputs[index[k]]`` (``inputs[k]`` without ``index``), routed in bulk; no Tuple
         is made unless the inputs are tracked."""
         rows = rows if isinstance(rows, list) else list(rows)
         if index is None and len(rows) != len(inputs):
-            raise ValueError(f"emit_each of {len(rows)} rows for {len(inputs)} inputs: pass index=[input "
-                             "position of each row] when the rows are not one per input")
+            raise ValueError(
+                f"emit_each of {len(rows)} rows for {len(inputs)} inputs: pass index=[input "
+                "position of each row] when the rows are not one per input"
+            )
         if index is not None and len(index) != len(rows):
             raise ValueError(f"emit_each of {len(rows)} rows with {len(index)} index entries: give one per row")
         out = self._check_rows(rows, stream, None)
@@ -304,8 +308,9 @@ class BoltExecutor(Executor):
                 to_sample = self._sample_every
                 self._run_sampled(execute_batch, batch, started)
             rows = len(batch.rows) if batch.__class__ is TupleBatch else len(batch)  # as Inbox.take counts
-            self._count_executed(f"{batch.component}:{batch.stream}" if self._keyed_inputs else None, rows,
-                                 clock() - started)
+            self._count_executed(
+                f"{batch.component}:{batch.stream}" if self._keyed_inputs else None, rows, clock() - started
+            )
         self._batches_to_sample = to_sample
         self._acks.flush(self._outbox)  # the step's acks: one message per acker and kind for all its roots
         if len(batches) < self.BATCHES_PER_ROUND:  # the inbox is empty: wait for input or the next timer
@@ -343,8 +348,9 @@ class BoltExecutor(Executor):
                 acks.roots[root % n].append(root)
                 acks.values[root % n].append(tup._id ^ tup._ack_val)
 
-    def _run_sampled(self, execute_batch: Callable[[TupleBatch], None] | None, batch: TupleBatch,
-                     started: float) -> None:
+    def _run_sampled(
+        self, execute_batch: Callable[[TupleBatch], None] | None, batch: TupleBatch, started: float
+    ) -> None:
         """A batch whose process latency is sampled, from ``started``. Per tuple, its first row is timed to its
         ack, whenever that comes; a batch bolt's acks made by the end of the call each take the call's time (see
         :meth:`_run_batch`)."""
@@ -422,8 +428,9 @@ class BoltExecutor(Executor):
                     settle(tup)
             return
         # Untracked rows: settling them only counts them.
-        rest = (len(batch.rows) if batch.__class__ is TupleBatch else len(batch)) - \
-            sum(1 for tup in views.values() if id(tup) in settled)
+        rest = (len(batch.rows) if batch.__class__ is TupleBatch else len(batch)) - sum(
+            1 for tup in views.values() if id(tup) in settled
+        )
         stats = self.stats
         if failed:
             stats.failed += rest

@@ -46,8 +46,13 @@ class Stats:
     processed_by: Counter[str] = field(default_factory=Counter)
 
 
-def task_stats(stats: Stats, outs: Mapping[str, StreamOut], inputs: Sequence[str], counters: dict[str, int],
-               gauges: dict[str, float]) -> TaskStats:
+def task_stats(
+    stats: Stats,
+    outs: Mapping[str, StreamOut],
+    inputs: Sequence[str],
+    counters: dict[str, int],
+    gauges: dict[str, float],
+) -> TaskStats:
     """A task's counters as the topology master reports them, with its user metrics' ``counters`` and ``gauges``:
     ``outs`` are its output streams, ``inputs`` its input streams
     (``component:stream``); a lone input's (or a spout's lone stream's) counts are the totals."""
@@ -56,25 +61,45 @@ def task_stats(stats: Stats, outs: Mapping[str, StreamOut], inputs: Sequence[str
     transferred = {s: out.transferred for s, out in outs.items() if out.transferred}
     if len(inputs) == 1:
         (key,) = inputs
-        by = {"executed": {key: stats.executed}, "acked": {key: stats.acked}, "failed": {key: stats.failed},
-              "latency_ms": {key: 1000 * stats.execute_secs / stats.executed} if stats.executed else {},
-              "process_ms": {key: 1000 * stats.process_secs / stats.processed} if stats.processed else {},
-              "processed": {key: stats.processed}}
+        by = {
+            "executed": {key: stats.executed},
+            "acked": {key: stats.acked},
+            "failed": {key: stats.failed},
+            "latency_ms": {key: 1000 * stats.execute_secs / stats.executed} if stats.executed else {},
+            "process_ms": {key: 1000 * stats.process_secs / stats.processed} if stats.processed else {},
+            "processed": {key: stats.processed},
+        }
     elif not inputs and len(outs) == 1:  # a spout with one stream
         (key,) = outs
-        by = {"executed": {}, "acked": {key: stats.acked}, "failed": {key: stats.failed},
-              "latency_ms": {key: 1000 * stats.latency_by[key] / stats.timed_by[key]} if stats.timed_by[key] else {}}
+        by = {
+            "executed": {},
+            "acked": {key: stats.acked},
+            "failed": {key: stats.failed},
+            "latency_ms": {key: 1000 * stats.latency_by[key] / stats.timed_by[key]} if stats.timed_by[key] else {},
+        }
     else:
-        by = {"executed": dict(stats.executed_by), "acked": dict(stats.acked_by),
-              "failed": dict(stats.failed_by),
-              "latency_ms": {k: 1000 * t / stats.timed_by[k] for k, t in stats.latency_by.items() if stats.timed_by[k]},
-              "process_ms": {k: 1000 * t / stats.processed_by[k] for k, t in stats.process_by.items()
-                             if stats.processed_by[k]},
-              "processed": dict(stats.processed_by)}
-    by["failed_by_reason"] = {"timeout": stats.failed_timeout, "exception": stats.failed_exception,
-                              "explicit": stats.failed - stats.failed_timeout - stats.failed_exception}
-    return TaskStats(emitted=emitted, transferred=transferred, user_counters=counters, user_gauges=gauges,
-                     **{name: {k: v for k, v in counts.items() if v} for name, counts in by.items()})
+        by = {
+            "executed": dict(stats.executed_by),
+            "acked": dict(stats.acked_by),
+            "failed": dict(stats.failed_by),
+            "latency_ms": {k: 1000 * t / stats.timed_by[k] for k, t in stats.latency_by.items() if stats.timed_by[k]},
+            "process_ms": {
+                k: 1000 * t / stats.processed_by[k] for k, t in stats.process_by.items() if stats.processed_by[k]
+            },
+            "processed": dict(stats.processed_by),
+        }
+    by["failed_by_reason"] = {
+        "timeout": stats.failed_timeout,
+        "exception": stats.failed_exception,
+        "explicit": stats.failed - stats.failed_timeout - stats.failed_exception,
+    }
+    return TaskStats(
+        emitted=emitted,
+        transferred=transferred,
+        user_counters=counters,
+        user_gauges=gauges,
+        **{name: {k: v for k, v in counts.items() if v} for name, counts in by.items()},
+    )
 
 
 def sample_period(rate: float) -> int:
