@@ -230,6 +230,7 @@ class Receiver:
             return
         if peer.nonces is not None:  # the caller's answer to our challenge
             proof = message[2]
+            # A challenge (the nonces) goes out only with a secret to check the answer by.
             expected = transfer_proof(self._secret, "caller", self.topology_id, *peer.nonces)  # type: ignore[arg-type]
             if not (type(proof) is bytes and hmac.compare_digest(proof, expected)):
                 self._refuse(
@@ -507,13 +508,14 @@ class Sender:
                 self._wake.wait(wait)
                 self._wake.clear()
 
-    def _connect(self) -> None:
+    def _connect(self) -> socket.socket:
         """Connect and handshake (within ``connect_timeout``); OSError, or :class:`TransferRefused`, if not."""
         sock = connect(self.address, self.topology_id, self._secret, self._connect_timeout, self._socket_buffer)
         self._sock = sock
         self.throttled = False  # a new connection: the peer says so again if it holds it
         self.connected.set()
         self._on_connected()
+        return sock
 
     def _send_all(self, sock: socket.socket, data: bytes) -> None:
         """``sendall``, taking in the peer's status while its socket is full: a peer that stops reading because its
@@ -555,9 +557,7 @@ class Sender:
         self._last_write = now
         for attempt in (1, 2):
             try:
-                if self._sock is None:
-                    self._connect()
-                self._send_all(self._sock, data)  # type: ignore[arg-type]
+                self._send_all(self._sock if self._sock is not None else self._connect(), data)
                 return
             except OSError as exc:
                 self.connected.clear()
@@ -618,6 +618,7 @@ def _mergeable(last: TupleBatch, batch: TupleBatch) -> bool:
 
 
 def _merge(last: TupleBatch, batch: TupleBatch) -> None:
+    """Append ``batch`` to ``last``; :func:`_mergeable` checked that both have the same tracking columns."""
     last.rows.extend(batch.rows)
     if last.ids is not None:
         last.ids.extend(batch.ids)  # type: ignore[arg-type]

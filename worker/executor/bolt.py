@@ -282,7 +282,7 @@ class BoltExecutor(Executor):
         self._now = now
         self._heartbeat(now)
         bolt = self.bolt
-        if now >= self._next_tick:
+        if now >= self._next_tick:  # never without a tick interval (then it is inf)
             self._next_tick = now + self._tick_every  # type: ignore[operator]
             started = time.perf_counter()
             self._execute(bolt, tick_tuple(self._tick_every))  # type: ignore[arg-type]
