@@ -76,8 +76,13 @@ def one_round(cluster: DevCluster, package: Path, workers: int, tmp: Path) -> di
     try:
         wait_for(lambda: old.first is not None and time.monotonic() - old.first > 2, 60, "the old topology running")
         start = time.monotonic()
-        submit_topology(cluster.conf, new_topology, package=package, zk=cluster.zk,
-                        conf_overrides={"topology.hot.deploy.enable": True})
+        submit_topology(
+            cluster.conf,
+            new_topology,
+            package=package,
+            zk=cluster.zk,
+            conf_overrides={"topology.hot.deploy.enable": True},
+        )
         returned = time.monotonic()
         first = wait_for(lambda: new.first, 60, "the new topology's first tuple")
     finally:
@@ -87,16 +92,23 @@ def one_round(cluster: DevCluster, package: Path, workers: int, tmp: Path) -> di
         client.killTopology("hot")
     wait_for(lambda: not any(cluster.workers("supervisor")), 60, "the workers gone")
     assert old.last is not None, "the old topology recorded tuples before it was replaced"
-    return {"replace call": (returned - start) * 1000, "gap": (first - old.last) * 1000,
-            "new first tuple": (first - start) * 1000}
+    return {
+        "replace call": (returned - start) * 1000,
+        "gap": (first - old.last) * 1000,
+        "new first tuple": (first - start) * 1000,
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--zookeeper", metavar="HOST:PORT", default=os.environ.get("SQUALL_TEST_ZK"),
-                        help="an existing ZooKeeper (default: start one)")
+    parser.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT",
+        default=os.environ.get("SQUALL_TEST_ZK"),
+        help="an existing ZooKeeper (default: start one)",
+    )
     args = parser.parse_args()
 
     with dev_cluster(["supervisor"], args.zookeeper) as (cluster, tmp):

@@ -60,19 +60,26 @@ def main() -> None:
     parser.add_argument("--ackers", type=int, default=1, help="acker tasks (0: unreliable)")
     args = parser.parse_args()
     configure_logging(level="WARNING", stream=sys.stderr)
-    print(f"machine: {platform.platform()}, {os.cpu_count()} cpus, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; python {platform.python_version()}; "
-          f"{calls_per_cpu_sec() / 1e6:.1f}M calls per CPU-s")
+    print(
+        f"machine: {platform.platform()}, {os.cpu_count()} cpus, load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; python {platform.python_version()}; "
+        f"{calls_per_cpu_sec() / 1e6:.1f}M calls per CPU-s"
+    )
     kinds = ("json", "msgpack", "python")
     runs: dict[str, list[Run]] = {kind: [] for kind in kinds}
     for _ in range(args.runs):
         for kind in kinds:
             runs[kind].append(measure(kind, args.secs, args.ackers))
-    print(f"ConstSpout → pass-through → DevNull, {'acked' if args.ackers else 'unacked'}, {args.secs:g} s x "
-          f"{args.runs} runs; median (best)")
+    print(
+        f"ConstSpout → pass-through → DevNull, {'acked' if args.ackers else 'unacked'}, {args.secs:g} s x "
+        f"{args.runs} runs; median (best)"
+    )
     print(f"{'pass-through':<28} {'tuples/s':>18} {'per CPU-s':>18} {'cores':>6}")
-    labels = {"json": "pystorm subprocess, JSON", "msgpack": "pystorm subprocess, msgpack",
-              "python": "Python bolt in the worker"}
+    labels = {
+        "json": "pystorm subprocess, JSON",
+        "msgpack": "pystorm subprocess, msgpack",
+        "python": "Python bolt in the worker",
+    }
     for kind in kinds:
         summary = Summary.of(runs[kind])
         print(f"{labels[kind]:<28} {summary.per_sec_cell:>18} {summary.per_cpu_sec_cell:>18} {summary.cores:>6.2f}")

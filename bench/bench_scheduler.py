@@ -37,12 +37,18 @@ def topology(n_tasks: int) -> tuple[Component, ...]:
     user = ["spout", "bolt1", "bolt2", "bolt3"]
     share, extra = divmod(n_tasks - ackers, len(user))
     sizes = {ACKER: ackers} | {c: share + (i < extra) for i, c in enumerate(user)}
-    inputs = {ACKER: frozenset(user), "spout": frozenset(), "bolt1": frozenset({"spout"}),
-              "bolt2": frozenset({"bolt1"}), "bolt3": frozenset({"bolt2"})}
+    inputs = {
+        ACKER: frozenset(user),
+        "spout": frozenset(),
+        "bolt1": frozenset({"spout"}),
+        "bolt2": frozenset({"bolt1"}),
+        "bolt3": frozenset({"bolt2"}),
+    }
     components, next_id = [], 1
     for component_id in sorted(sizes):
-        components.append(Component(component_id, tuple(range(next_id, next_id + sizes[component_id])),
-                                    inputs[component_id]))
+        components.append(
+            Component(component_id, tuple(range(next_id, next_id + sizes[component_id])), inputs[component_id])
+        )
         next_id += sizes[component_id]
     return tuple(components)
 

@@ -62,14 +62,20 @@ def jvm_pid() -> int:
     return SparkContext._gateway.proc.pid  # type: ignore[union-attr]
 
 
-def run_pipeline(out: Path, lines: int, batch: int, files: str | None = None,
-                 expected: weblogs.Totals | None = None) -> tuple[Run, list[float]]:
+def run_pipeline(
+    out: Path, lines: int, batch: int, files: str | None = None, expected: weblogs.Totals | None = None
+) -> tuple[Run, list[float]]:
     """One run over ``lines`` lines, generated or (``files``) read: wall and CPU of this process and the JVM from
     activation to the last line acked at the spout, and each job's seconds."""
     expected = expected or weblogs.expected_totals(weblogs.log_line(i) for i in range(lines))
     count = lines
-    conf = {**QUIET, "spark.batch.size": batch, "spark.batch.interval.ms": 1000,
-            "topology.max.spout.pending": 3 * batch, "topology.message.timeout.secs": 300}
+    conf = {
+        **QUIET,
+        "spark.batch.size": batch,
+        "spark.batch.interval.ms": 1000,
+        "topology.max.spout.pending": 3 * batch,
+        "topology.message.timeout.secs": 300,
+    }
     jvm = jvm_pid()
     generated = None if files else lines
     with LocalTopology(weblogs.topology(str(out), lines=generated, files=files), conf, active=False) as local:
@@ -101,8 +107,11 @@ def by_batch_size(lines: int, sizes: list[int], tmp: Path) -> None:
     for size in sizes:
         run, jobs = run_pipeline(tmp / f"size-{size}", lines, size)
         ms = sorted(1000 * b for b in jobs)
-        print(f"| {size:,} | {run.per_sec:,.0f} | {run.per_cpu_sec:,.0f} | {len(ms)} | {statistics.median(ms):,.0f} | "
-              f"{ms[int(0.9 * (len(ms) - 1))]:,.0f} | {ms[-1]:,.0f} |", flush=True)
+        print(
+            f"| {size:,} | {run.per_sec:,.0f} | {run.per_cpu_sec:,.0f} | {len(ms)} | {statistics.median(ms):,.0f} | "
+            f"{ms[int(0.9 * (len(ms) - 1))]:,.0f} | {ms[-1]:,.0f} |",
+            flush=True,
+        )
 
 
 START = """
@@ -127,8 +136,12 @@ def worker_start(starts: int, tmp: Path) -> None:
     weblogs_topology = f"weblogs.topology({str(tmp / 'start')!r}, lines=0)"
 
     def start(topology: str, conf: dict[str, Any]) -> float:
-        done = subprocess.run([sys.executable, "-c", START.format(repo=str(REPO), topology=topology, conf=conf)],
-                              capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", START.format(repo=str(REPO), topology=topology, conf=conf)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return float(done.stdout.split("seconds", 1)[1].split()[0])
 
     def row(label: str, topology: str, conf: dict[str, Any]) -> None:
@@ -139,16 +152,20 @@ def worker_start(starts: int, tmp: Path) -> None:
     row("weblogs (Spark bolt, its own JVM)", weblogs_topology, QUIET)
     port = free_port()
     with open(tmp / "spark-connect.log", "wb") as log:
-        server = subprocess.Popen(sparkconnect.server_command(port, "local[2]", QUIET), stdout=log,
-                                  stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            sparkconnect.server_command(port, "local[2]", QUIET), stdout=log, stderr=subprocess.STDOUT
+        )
     try:
         wait_for(lambda: sparkconnect.serving(port) or server.poll() is not None, 300, "the Spark Connect server")
         if server.poll() is not None:
             raise RuntimeError(f"the Spark Connect server exited: {(tmp / 'spark-connect.log').read_text()[-2000:]}")
         remote = {**QUIET, "spark.remote": f"sc://127.0.0.1:{port}"}
         # The server's first client pays its class loading and first query plan, once per server.
-        print(f"| weblogs (Spark bolt, the first client of a Spark Connect server just up) | "
-              f"{start(weblogs_topology, remote):.2f} |", flush=True)
+        print(
+            f"| weblogs (Spark bolt, the first client of a Spark Connect server just up) | "
+            f"{start(weblogs_topology, remote):.2f} |",
+            flush=True,
+        )
         row("weblogs (Spark bolt, Spark Connect server up: spark.remote)", weblogs_topology, remote)
     finally:
         server.terminate()
@@ -188,15 +205,20 @@ def structured_streaming(files: Path, expected: weblogs.Totals, checkpoint: Path
 
     stream = spark.readStream.option("maxFilesPerTrigger", 1).text(str(files))
     start = Sample.take([jvm_pid()])
-    query = (stream.writeStream.foreachBatch(each_batch).option("checkpointLocation", str(checkpoint))
-             .trigger(availableNow=True).start())
+    query = (
+        stream.writeStream.foreachBatch(each_batch)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     run = start.run_to(Sample.take([jvm_pid()]), lines)
     sparksession.release()
     totals: weblogs.Totals = {}
     for row in rows:
-        into = totals.setdefault((row["window_start_ms"], row["section"]),
-                                 {"requests": 0, "server_errors": 0, "bytes": 0})
+        into = totals.setdefault(
+            (row["window_start_ms"], row["section"]), {"requests": 0, "server_errors": 0, "bytes": 0}
+        )
         for key in into:
             into[key] += row[key]
     if totals != expected:
@@ -209,7 +231,8 @@ def same_input(lines: int, rounds: int, tmp: Path, master: str, batch: int = 500
     files.mkdir()
     for first in range(0, lines, batch):
         (files / f"access-{first // batch:04d}.log").write_text(
-            "".join(weblogs.log_line(i) + "\n" for i in range(first, min(lines, first + batch))))
+            "".join(weblogs.log_line(i) + "\n" for i in range(first, min(lines, first + batch)))
+        )
     expected = weblogs.expected_totals(weblogs.log_line(i) for i in range(lines))
     runs: dict[str, list[Run]] = {"squall": [], "peer": []}
 
@@ -221,19 +244,28 @@ def same_input(lines: int, rounds: int, tmp: Path, master: str, batch: int = 500
 
     squall(-1), peer(-1)  # unmeasured: each plans and compiles its query once
     for n in range(rounds):
-        for name in (("squall", "peer") if n % 2 == 0 else ("peer", "squall")):
+        for name in ("squall", "peer") if n % 2 == 0 else ("peer", "squall"):
             runs[name].append(squall(n) if name == "squall" else peer(n))
     mine, theirs = Summary.of(runs["squall"]), Summary.of(runs["peer"])
-    print(f"\n3. Same input: {lines:,} lines in {len(list(files.iterdir()))} files of {batch:,}, one session "
-          f"({master}), median (best) of {rounds} interleaved rounds\n")
+    print(
+        f"\n3. Same input: {lines:,} lines in {len(list(files.iterdir()))} files of {batch:,}, one session "
+        f"({master}), median (best) of {rounds} interleaved rounds\n"
+    )
     print("| pipeline | rows/s | rows per CPU-s | cores |")
     print("|---|---:|---:|---:|")
-    print(f"| Squall: spout reads files -> parse x2 -> Spark bolt (spark.batch.size {batch:,}) | "
-          f"{mine.per_sec_cell} | {mine.per_cpu_sec_cell} | {mine.cores:.2f} |")
-    print(f"| PySpark Structured Streaming, one file per micro-batch | {theirs.per_sec_cell} | "
-          f"{theirs.per_cpu_sec_cell} | {theirs.cores:.2f} |")
-    print(f"\nSquall / Structured Streaming: {mine.per_sec / theirs.per_sec:.2f}x per second, "
-          f"{mine.per_cpu_sec / theirs.per_cpu_sec:.2f}x per CPU-second (medians)", flush=True)
+    print(
+        f"| Squall: spout reads files -> parse x2 -> Spark bolt (spark.batch.size {batch:,}) | "
+        f"{mine.per_sec_cell} | {mine.per_cpu_sec_cell} | {mine.cores:.2f} |"
+    )
+    print(
+        f"| PySpark Structured Streaming, one file per micro-batch | {theirs.per_sec_cell} | "
+        f"{theirs.per_cpu_sec_cell} | {theirs.cores:.2f} |"
+    )
+    print(
+        f"\nSquall / Structured Streaming: {mine.per_sec / theirs.per_sec:.2f}x per second, "
+        f"{mine.per_cpu_sec / theirs.per_cpu_sec:.2f}x per CPU-second (medians)",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -243,12 +275,18 @@ def main() -> None:
     parser.add_argument("--starts", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--master", default="local[2]", help="the Spark of parts 1 and 3 (default local[2])")
-    parser.add_argument("--batch", type=int, default=5000,
-                        help="part 3: lines per file (one Structured Streaming micro-batch), Squall's spark.batch.size")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=5000,
+        help="part 3: lines per file (one Structured Streaming micro-batch), Squall's spark.batch.size",
+    )
     args = parser.parse_args()
     configure_logging(level="WARNING", stream=sys.stderr)
-    print(f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"{platform.system()}")
+    print(
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{platform.system()}"
+    )
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         if args.starts:

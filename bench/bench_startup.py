@@ -68,8 +68,11 @@ def one_round(cluster: DevCluster, package: Path, workers: int, names: list[str]
     def beating_locally(name: str, worker_id: str) -> bool:
         return WorkerRecords(workers_dir(cluster.daemon_conf(name))).last_beat(worker_id) is not None
 
-    wait_for(lambda: len(found := records()) == workers and all(beating_locally(n, r.worker_id) for n, r in found),
-             60, "every worker beating locally")
+    wait_for(
+        lambda: len(found := records()) == workers and all(beating_locally(n, r.worker_id) for n, r in found),
+        60,
+        "every worker beating locally",
+    )
     mark("workers up")
     wait_for(lambda: set(uptimes(cluster, topology_id)) == every_task, 60, "every task's heartbeat at nimbus")
     mark("all tasks at nimbus")
@@ -77,15 +80,27 @@ def one_round(cluster: DevCluster, package: Path, workers: int, names: list[str]
     tasks = wait_for(lambda: cluster.zk.read(paths.tasks(topology_id), TopologyTasks), 60, "the task ids")
     spouts = {task for task, info in tasks.tasks.items() if info.component == "sentences"}
     victim = next(r for _, r in records() if not spouts & set(r.tasks))
-    before = wait_for(lambda: min((u := uptimes(cluster, topology_id)).values()) >= 2 and u, 60,
-                      "two seconds of uptime, to tell the replacement's beats apart")
+    before = wait_for(
+        lambda: min((u := uptimes(cluster, topology_id)).values()) >= 2 and u,
+        60,
+        "two seconds of uptime, to tell the replacement's beats apart",
+    )
     os.killpg(victim.pid, signal.SIGKILL)
     start = time.monotonic()
-    wait_for(lambda: any(r.port == victim.port and r.worker_id != victim.worker_id
-                         and beating_locally(n, r.worker_id) for n, r in records()), 60, "a replacement worker")
+    wait_for(
+        lambda: any(
+            r.port == victim.port and r.worker_id != victim.worker_id and beating_locally(n, r.worker_id)
+            for n, r in records()
+        ),
+        60,
+        "a replacement worker",
+    )
     mark("worker restart")
-    wait_for(lambda: all(uptimes(cluster, topology_id).get(task, before[task]) < before[task] for task in victim.tasks),
-             60, "the replacement's tasks beating at nimbus")
+    wait_for(
+        lambda: all(uptimes(cluster, topology_id).get(task, before[task]) < before[task] for task in victim.tasks),
+        60,
+        "the replacement's tasks beating at nimbus",
+    )
     mark("restarted at nimbus")
 
     pids = [r.pid for _, r in records()]
@@ -103,16 +118,21 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--supervisors", type=int, default=2)
-    parser.add_argument("--zookeeper", metavar="HOST:PORT", default=os.environ.get("SQUALL_TEST_ZK"),
-                        help="an existing ZooKeeper (default: start one)")
+    parser.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT",
+        default=os.environ.get("SQUALL_TEST_ZK"),
+        help="an existing ZooKeeper (default: start one)",
+    )
     args = parser.parse_args()
 
     names = [f"supervisor-{i}" for i in range(args.supervisors)]
     with dev_cluster(names, args.zookeeper) as (cluster, tmp):
         package = build_package([REPO / "examples"], tmp / "code.zip")
         rows = run_rounds(args.rounds, lambda: one_round(cluster, package, args.workers, names))
-    print_rounds(f"word count on {args.workers} workers, {args.supervisors} supervisors, default timings", COLUMNS,
-                 rows)
+    print_rounds(
+        f"word count on {args.workers} workers, {args.supervisors} supervisors, default timings", COLUMNS, rows
+    )
     return 0
 
 

@@ -75,8 +75,12 @@ class Config:
 
     @property
     def label(self) -> str:
-        parts = [self.workload, f"acking {'on' if self.ackers else 'off'}", self.grouping.replace("_", "-"),
-                 f"{self.workers} worker{'s' if self.workers > 1 else ''}"]
+        parts = [
+            self.workload,
+            f"acking {'on' if self.ackers else 'off'}",
+            self.grouping.replace("_", "-"),
+            f"{self.workers} worker{'s' if self.workers > 1 else ''}",
+        ]
         if self.parallelism > 1:
             parts.append(f"x{self.parallelism}")
         if self.rate:
@@ -90,8 +94,15 @@ class Config:
 
 
 #: What ``--config`` may set after the workload, and how each value is read.
-KNOBS: dict[str, Callable[[str], Any]] = {"ackers": int, "grouping": str, "workers": int, "parallelism": int,
-                                          "rate": float, "max_pending": int, "api": str}
+KNOBS: dict[str, Callable[[str], Any]] = {
+    "ackers": int,
+    "grouping": str,
+    "workers": int,
+    "parallelism": int,
+    "rate": float,
+    "max_pending": int,
+    "api": str,
+}
 
 
 def parse_config(text: str) -> Config:
@@ -106,7 +117,8 @@ def parse_config(text: str) -> Config:
         name = key.strip().replace("-", "_")
         if not sep or name not in KNOBS:
             raise argparse.ArgumentTypeError(
-                f"{pair!r} in {text!r}: expected KEY=VALUE, KEY one of {', '.join(k.replace('_', '-') for k in KNOBS)}")
+                f"{pair!r} in {text!r}: expected KEY=VALUE, KEY one of {', '.join(k.replace('_', '-') for k in KNOBS)}"
+            )
         try:
             knobs[name] = KNOBS[name](value)
         except ValueError:
@@ -142,12 +154,21 @@ def build(config: Config) -> Topology:
         conf["topology.max.spout.pending"] = config.max_pending
     ackers = config.workers if config.ackers else 0  # acking on: one acker per worker, Storm's default
     if config.workload == "wordcount":
-        t = perf.wordcount_topology(api=config.api, workers=config.workers, spouts=config.parallelism,
-                                    bolts=config.parallelism)
+        t = perf.wordcount_topology(
+            api=config.api, workers=config.workers, spouts=config.parallelism, bolts=config.parallelism
+        )
         return t.conf({"topology.acker.executors": ackers, **conf})
-    return perf.const_null(grouping=config.grouping, ackers=ackers, workers=config.workers,
-                           spouts=config.parallelism, bolts=config.parallelism,
-                           id_bolt=config.workload == "const-id-null", rate=config.rate, conf=conf, api=config.api)
+    return perf.const_null(
+        grouping=config.grouping,
+        ackers=ackers,
+        workers=config.workers,
+        spouts=config.parallelism,
+        bolts=config.parallelism,
+        id_bolt=config.workload == "const-id-null",
+        rate=config.rate,
+        conf=conf,
+        api=config.api,
+    )
 
 
 def split_placement(layout: TopologyLayout, workers: int, index: int, ports: list[int]) -> Placement:
@@ -158,8 +179,10 @@ def split_placement(layout: TopologyLayout, workers: int, index: int, ports: lis
         for task in layout.component_tasks[component]:
             owner[task] = turn % workers
             turn += 1
-    return Placement(frozenset(t for t, w in owner.items() if w == index),
-                     {t: ("127.0.0.1", ports[w]) for t, w in owner.items() if w != index})
+    return Placement(
+        frozenset(t for t, w in owner.items() if w == index),
+        {t: ("127.0.0.1", ports[w]) for t, w in owner.items() if w != index},
+    )
 
 
 # -- the worker side ---------------------------------------------------------------------------------
@@ -179,8 +202,13 @@ def run_worker(config: Config, index: int, ports: list[int]) -> None:
     conf["topology.id"] = f"{layout.name}-1-{ports[0]}"
     layout = replace(layout, topology_id=conf["topology.id"])
     placement = split_placement(layout, config.workers, index, ports)
-    runtime = WorkerRuntime(layout, placement, conf, report_error=lambda task, text: print(text, file=sys.stderr),
-                            listen=("127.0.0.1", ports[index])).start()
+    runtime = WorkerRuntime(
+        layout,
+        placement,
+        conf,
+        report_error=lambda task, text: print(text, file=sys.stderr),
+        listen=("127.0.0.1", ports[index]),
+    ).start()
     stop = threading.Event()
     runtime.wait_for_peers(30, stop)
     runtime.set_active(True)
@@ -194,12 +222,20 @@ def run_worker(config: Config, index: int, ports: list[int]) -> None:
             samples = spout.stats.latencies
             latencies += list(samples)
             samples.clear()
-        print(json.dumps({
-            "time": time.monotonic(), "cpu": time.process_time(),
-            "executed": sum(e.stats.executed for e in executors.values() if e.component == sink),
-            "acked": sum(s.stats.acked for s in spouts), "failed": sum(s.stats.failed for s in spouts),
-            "latencies": latencies, "failure": repr(runtime.failure) if runtime.failure else None,
-        }), flush=True)
+        print(
+            json.dumps(
+                {
+                    "time": time.monotonic(),
+                    "cpu": time.process_time(),
+                    "executed": sum(e.stats.executed for e in executors.values() if e.component == sink),
+                    "acked": sum(s.stats.acked for s in spouts),
+                    "failed": sum(s.stats.failed for s in spouts),
+                    "latencies": latencies,
+                    "failure": repr(runtime.failure) if runtime.failure else None,
+                }
+            ),
+            flush=True,
+        )
     runtime.stop()
 
 
@@ -219,11 +255,19 @@ class Measured:
 def measure(config: Config, seconds: float, warmup: float) -> Measured:
     ports = [free_port() for _ in range(config.workers)]
     spec = json.dumps(asdict(config))
-    children = [subprocess.Popen([sys.executable, __file__, "--worker", spec, str(i), ",".join(map(str, ports))],
-                                 stdout=subprocess.PIPE, text=True) for i in range(config.workers)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", spec, str(i), ",".join(map(str, ports))],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(config.workers)
+    ]
     lines: list[list[dict[str, Any]]] = [[] for _ in children]
-    readers = [threading.Thread(target=lambda c=c, out=out: out.extend(map(json.loads, c.stdout)), daemon=True)
-               for c, out in zip(children, lines)]
+    readers = [
+        threading.Thread(target=lambda c=c, out=out: out.extend(map(json.loads, c.stdout)), daemon=True)
+        for c, out in zip(children, lines)
+    ]
     for reader in readers:
         reader.start()
     try:
@@ -241,11 +285,17 @@ def measure(config: Config, seconds: float, warmup: float) -> Measured:
         raise RuntimeError(f"{config.label}: a worker failed: {failures}")
     span = max(e["time"] for e in end) - min(s["time"] for s in start)
     window = [line for out, s in zip(lines, start) for line in out if line["time"] > s["time"]]
-    run = Run(items=sum(e["executed"] - s["executed"] for s, e in zip(start, end)), wall=span,
-              cpu=sum(e["cpu"] - s["cpu"] for s, e in zip(start, end)))
-    return Measured(run, acks_per_sec=sum(e["acked"] - s["acked"] for s, e in zip(start, end)) / span,
-                    failed=sum(e["failed"] - s["failed"] for s, e in zip(start, end)),
-                    latencies_ms=[1000 * x for line in window for x in line["latencies"]])
+    run = Run(
+        items=sum(e["executed"] - s["executed"] for s, e in zip(start, end)),
+        wall=span,
+        cpu=sum(e["cpu"] - s["cpu"] for s, e in zip(start, end)),
+    )
+    return Measured(
+        run,
+        acks_per_sec=sum(e["acked"] - s["acked"] for s, e in zip(start, end)) / span,
+        failed=sum(e["failed"] - s["failed"] for s, e in zip(start, end)),
+        latencies_ms=[1000 * x for line in window for x in line["latencies"]],
+    )
 
 
 def _latest(out: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
@@ -287,11 +337,12 @@ def peer_jobs(seconds: float) -> list[Job]:
 
     bytewax, spark = "Bytewax 0.21.1, 1 worker", "PySpark Structured Streaming, local[2]"
     tuples, passes = round(seconds * peers.BYTEWAX_ITEMS_PER_SEC), round(seconds * peers.BYTEWAX_PASSES_PER_SEC)
-    return [Job(f"{bytewax}: const-null", "const-null", lambda: Measured(peers.bytewax_const_null(tuples)),
-                peer=bytewax),
-            Job(f"{bytewax}: wordcount", "wordcount", lambda: counted(peers.bytewax_word_count(passes)), peer=bytewax),
-            Job(f"{spark}: const-null", "const-null", lambda: Measured(peers.spark_const_null(seconds)), peer=spark),
-            Job(f"{spark}: wordcount", "wordcount", lambda: counted(peers.spark_word_count(seconds)), peer=spark)]
+    return [
+        Job(f"{bytewax}: const-null", "const-null", lambda: Measured(peers.bytewax_const_null(tuples)), peer=bytewax),
+        Job(f"{bytewax}: wordcount", "wordcount", lambda: counted(peers.bytewax_word_count(passes)), peer=bytewax),
+        Job(f"{spark}: const-null", "const-null", lambda: Measured(peers.spark_const_null(seconds)), peer=spark),
+        Job(f"{spark}: wordcount", "wordcount", lambda: counted(peers.spark_word_count(seconds)), peer=spark),
+    ]
 
 
 def floor_job(args: argparse.Namespace) -> Job:
@@ -299,8 +350,11 @@ def floor_job(args: argparse.Namespace) -> Job:
     (cpu.paced_floor): run in the same rounds, it says what the machine allows at that moment."""
     key = "topology.sleep.spout.wait.strategy.time.ms"
     wait_ms = dict(args.conf).get(key, KEY_BY_NAME[key].default)
-    return Job(f"bare Python loop at {args.load:g} x its capacity, {wait_ms} ms wait (this machine's floor)", "floor",
-               lambda: Measured(paced_floor(args.load, wait_ms / 1000, args.seconds)))
+    return Job(
+        f"bare Python loop at {args.load:g} x its capacity, {wait_ms} ms wait (this machine's floor)",
+        "floor",
+        lambda: Measured(paced_floor(args.load, wait_ms / 1000, args.seconds)),
+    )
 
 
 def interleave(jobs: list[Job], repeat: int) -> list[list[Measured]]:
@@ -310,13 +364,19 @@ def interleave(jobs: list[Job], repeat: int) -> list[list[Measured]]:
         for i in [(r + k) % len(jobs) for k in range(len(jobs))]:
             results[i].append(m := jobs[i].run())
             failed = f", {m.failed:,} FAILED (timed out or failed: acks/s counts only the rest)" if m.failed else ""
-            print(f"[round {r + 1}/{repeat}] {jobs[i].label}: {m.run.per_sec:,.0f}/s, "
-                  f"{m.run.per_cpu_sec:,.0f} per CPU-s, {m.run.cores:.2f} cores{failed}", file=sys.stderr, flush=True)
+            print(
+                f"[round {r + 1}/{repeat}] {jobs[i].label}: {m.run.per_sec:,.0f}/s, "
+                f"{m.run.per_cpu_sec:,.0f} per CPU-s, {m.run.cores:.2f} cores{failed}",
+                file=sys.stderr,
+                flush=True,
+            )
     return results
 
 
-TABLE = ("| topology | tuples/s median (best) | per CPU-s median (best) | cores | acks/s | complete latency mean ms "
-         "| p99 ms |\n|---|---:|---:|---:|---:|---:|---:|")
+TABLE = (
+    "| topology | tuples/s median (best) | per CPU-s median (best) | cores | acks/s | complete latency mean ms "
+    "| p99 ms |\n|---|---:|---:|---:|---:|---:|---:|"
+)
 
 
 def row(job: Job, runs: list[Measured]) -> str:
@@ -333,10 +393,14 @@ def ratio_rows(jobs: list[Job], results: list[list[Measured]]) -> list[str]:
     """Each 1-worker Squall configuration against each peer on its workload: ratios of the medians."""
     summary = [Summary.of([m.run for m in runs]) for runs in results]
     peer_runs = [(job, s) for job, s in zip(jobs, summary) if job.config is None]
-    return [f"| {job.label} | {peer.peer} | {s.per_cpu_sec:,.0f} | {p.per_cpu_sec:,.0f} "
-            f"| {s.per_cpu_sec / p.per_cpu_sec:.2f} | {s.per_sec / p.per_sec:.2f} |"
-            for job, s in zip(jobs, summary) if job.config and job.config.workers == 1 and not job.config.rate
-            for peer, p in peer_runs if peer.workload == job.workload]
+    return [
+        f"| {job.label} | {peer.peer} | {s.per_cpu_sec:,.0f} | {p.per_cpu_sec:,.0f} "
+        f"| {s.per_cpu_sec / p.per_cpu_sec:.2f} | {s.per_sec / p.per_sec:.2f} |"
+        for job, s in zip(jobs, summary)
+        if job.config and job.config.workers == 1 and not job.config.rate
+        for peer, p in peer_runs
+        if peer.workload == job.workload
+    ]
 
 
 def capacity(config: Config, runs: list[Measured]) -> float:
@@ -346,9 +410,11 @@ def capacity(config: Config, runs: list[Measured]) -> float:
 
 
 def machine() -> str:
-    return (f"{platform.machine()}, nproc {len(os.sched_getaffinity(0))}, load average "
-            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, {calls_per_cpu_sec() / 1e6:.1f}M Python calls per "
-            f"CPU-s, Python {platform.python_version()}")
+    return (
+        f"{platform.machine()}, nproc {len(os.sched_getaffinity(0))}, load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, {calls_per_cpu_sec() / 1e6:.1f}M Python calls per "
+        f"CPU-s, Python {platform.python_version()}"
+    )
 
 
 def main() -> None:
@@ -356,61 +422,102 @@ def main() -> None:
     parser.add_argument("--worker", nargs=3, metavar=("SPEC", "INDEX", "PORTS"), help=argparse.SUPPRESS)
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--only", choices=sorted(SINKS), help="one workload, set by the options below, not the matrix")
-    which.add_argument("--config", type=parse_config, action="append", metavar="WORKLOAD[,KEY=VALUE...]",
-                       help="a configuration to run instead of the matrix (repeatable), e.g. wordcount,ackers=1,"
-                            "max-pending=1000 or const-null,workers=2,parallelism=2,grouping=shuffle")
+    which.add_argument(
+        "--config",
+        type=parse_config,
+        action="append",
+        metavar="WORKLOAD[,KEY=VALUE...]",
+        help="a configuration to run instead of the matrix (repeatable), e.g. wordcount,ackers=1,"
+        "max-pending=1000 or const-null,workers=2,parallelism=2,grouping=shuffle",
+    )
     parser.add_argument("--ackers", type=int, default=0)
     parser.add_argument("--grouping", default="local_or_shuffle", choices=GROUPINGS)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--parallelism", type=int, default=1)
     parser.add_argument("--rate", type=float)
-    parser.add_argument("--api", default="tuple", choices=APIS,
-                        help="components: storm-perf's per-tuple ones, or the same through the batch API")
+    parser.add_argument(
+        "--api",
+        default="tuple",
+        choices=APIS,
+        help="components: storm-perf's per-tuple ones, or the same through the batch API",
+    )
     parser.add_argument("--max-pending", type=int)
-    parser.add_argument("--conf", type=parse_override, action="append", default=[], metavar="KEY=VALUE",
-                        help="topology conf for every configuration, e.g. topology.transfer.batch.size=1000")
+    parser.add_argument(
+        "--conf",
+        type=parse_override,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="topology conf for every configuration, e.g. topology.transfer.batch.size=1000",
+    )
     parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--repeat", type=int, default=3, help="rounds: every configuration (and peer) once per round")
-    parser.add_argument("--peers", action="store_true",
-                        help="also run Bytewax and PySpark in every round (needs '.[bench]')")
-    parser.add_argument("--load", type=float, metavar="F",
-                        help="then rerun each const configuration at F x its capacity (per CPU-s x workers): "
-                             "cores used, latency")
+    parser.add_argument(
+        "--peers", action="store_true", help="also run Bytewax and PySpark in every round (needs '.[bench]')"
+    )
+    parser.add_argument(
+        "--load",
+        type=float,
+        metavar="F",
+        help="then rerun each const configuration at F x its capacity (per CPU-s x workers): cores used, latency",
+    )
     args = parser.parse_args()
     if args.worker:
         spec, index, ports = args.worker
         run_worker(Config.from_json(spec), int(index), [int(p) for p in ports.split(",")])
         return
-    configs = args.config or (MATRIX if args.only is None else [
-        Config(args.only, args.ackers, args.grouping, args.workers, args.parallelism, args.rate, args.max_pending,
-               api=args.api)])
+    configs = args.config or (
+        MATRIX
+        if args.only is None
+        else [
+            Config(
+                args.only,
+                args.ackers,
+                args.grouping,
+                args.workers,
+                args.parallelism,
+                args.rate,
+                args.max_pending,
+                api=args.api,
+            )
+        ]
+    )
     configs = [replace(c, conf=tuple(args.conf)) for c in configs]
     jobs = [squall_job(c, args.seconds, args.warmup) for c in configs]
     if args.peers:
         jobs += peer_jobs(args.seconds)
         print("warming Spark's JVM (its JIT state carries over to every later Spark run)", file=sys.stderr, flush=True)
         peers.warm_spark()
-    print(f"# {machine()}; median (best) of {args.repeat} runs of {args.seconds:g} s after {args.warmup:g} s "
-          f"warm-up, round by round\n# command: python {shlex.join(sys.argv)}\n# per CPU-s: tuples per CPU-second "
-          "of the processes doing the work (Squall: its workers; Bytewax: its process; Spark: JVM + driver, after "
-          "warm-up); cores: their CPU-seconds per second", flush=True)
+    print(
+        f"# {machine()}; median (best) of {args.repeat} runs of {args.seconds:g} s after {args.warmup:g} s "
+        f"warm-up, round by round\n# command: python {shlex.join(sys.argv)}\n# per CPU-s: tuples per CPU-second "
+        "of the processes doing the work (Squall: its workers; Bytewax: its process; Spark: JVM + driver, after "
+        "warm-up); cores: their CPU-seconds per second",
+        flush=True,
+    )
     results = interleave(jobs, args.repeat)
     print(TABLE)
     for job, runs in zip(jobs, results):
         print(row(job, runs))
     if args.peers:
-        print("\n| Squall topology | peer | Squall per CPU-s | peer per CPU-s | Squall / peer per CPU-s "
-              "| Squall / peer wall |\n|---|---|---:|---:|---:|---:|")
+        print(
+            "\n| Squall topology | peer | Squall per CPU-s | peer per CPU-s | Squall / peer per CPU-s "
+            "| Squall / peer wall |\n|---|---|---:|---:|---:|---:|"
+        )
         print("\n".join(ratio_rows(jobs, results)))
     if args.load:
-        loaded = [replace(job.config, rate=round(args.load * capacity(job.config, runs)))
-                  for job, runs in zip(jobs, results) if job.config and job.config.workload in RATED
-                  and not job.config.rate]
+        loaded = [
+            replace(job.config, rate=round(args.load * capacity(job.config, runs)))
+            for job, runs in zip(jobs, results)
+            if job.config and job.config.workload in RATED and not job.config.rate
+        ]
         load_jobs = [squall_job(c, args.seconds, args.warmup) for c in loaded] + [floor_job(args)]
         load_results = interleave(load_jobs, args.repeat)
-        print(f"\nAt {args.load:g} x capacity (median per CPU-s above x workers: the rate on a core per worker, "
-              f"whatever else the machine runs):\n{TABLE}")
+        print(
+            f"\nAt {args.load:g} x capacity (median per CPU-s above x workers: the rate on a core per worker, "
+            f"whatever else the machine runs):\n{TABLE}"
+        )
         for job, runs in zip(load_jobs, load_results):
             print(row(job, runs))
     print(f"# at the end: {machine()}")

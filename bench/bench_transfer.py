@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import msgpack
 
 from cpu import Run, Sample
-from squall.api.tuple import NO_ANCHORS, Fields, Tuple, TupleBatch
+from squall.api.tuple import NO_ANCHORS, ColumnBatch, Fields, Tuple, TupleBatch
 from worker.transport import Receiver, Sender
 from worker.wire import MAX_MESSAGE_BYTES, Decoder, encode
 
@@ -32,8 +32,15 @@ FIELDS = Fields(["line", "n"])
 
 def old_send(target: int, batch: list[Tuple]) -> bytes:
     """The entry-list wire: an Entry per tuple, one ``[1, entries]`` message."""
-    return msgpack.packb([1, [(target, t._task, t._stream, t._values, t._id,
-                               tuple(t._anchors.items()) if t._anchors else ()) for t in batch]])
+    return msgpack.packb(
+        [
+            1,
+            [
+                (target, t._task, t._stream, t._values, t._id, tuple(t._anchors.items()) if t._anchors else ())
+                for t in batch
+            ],
+        ]
+    )
 
 
 def old_receive(data: bytes) -> list[Tuple]:
@@ -41,9 +48,12 @@ def old_receive(data: bytes) -> list[Tuple]:
     unpacker.feed(data)
     out = []
     for _, entries in unpacker:
-        for target, source, stream, values, tuple_id, anchors in entries:
-            out.append(Tuple(tuple(values), FIELDS, "spout", stream, source, tuple_id,
-                             dict(anchors) if anchors else NO_ANCHORS))
+        for _target, source, stream, values, tuple_id, anchors in entries:
+            out.append(
+                Tuple(
+                    tuple(values), FIELDS, "spout", stream, source, tuple_id, dict(anchors) if anchors else NO_ANCHORS
+                )
+            )
     return out
 
 
@@ -51,7 +61,7 @@ def new_send(target: int, batch: TupleBatch) -> bytes:
     return encode(target, batch)
 
 
-def new_receive(data: bytes) -> list[TupleBatch]:
+def new_receive(data: bytes) -> list[ColumnBatch]:
     received = [batch for _, batch in Decoder().feed(data)]
     for batch in received:  # as the receiving worker does once it has checked the batch
         batch.component, batch.fields = "spout", FIELDS
@@ -63,8 +73,9 @@ def spout_batch(batch_size: int, tracked: bool) -> TupleBatch:
     rows = [("the quick brown fox", i) for i in range(batch_size)]
     if not tracked:
         return TupleBatch(rows, FIELDS, "spout", "default", 1)
-    return TupleBatch(rows, FIELDS, "spout", "default", 1, [i + 1 for i in range(batch_size)],
-                      [i * 7 + 1 for i in range(batch_size)])
+    return TupleBatch(
+        rows, FIELDS, "spout", "default", 1, [i + 1 for i in range(batch_size)], [i * 7 + 1 for i in range(batch_size)]
+    )
 
 
 def codec(send, receive, tracked: bool, batch_size: int, tuples: int) -> tuple[float, float, float, float]:
@@ -86,11 +97,16 @@ def codec(send, receive, tracked: bool, batch_size: int, tuples: int) -> tuple[f
     read = time.process_time()
     if send is new_send:
         got = [t for received in got for t in received]
-    assert [(t._values, t._id, dict(t._anchors)) for t in got] == \
-        [(t._values, t._id, dict(t._anchors)) for t in columns], "the codec must round-trip"
+    assert [(t._values, t._id, dict(t._anchors)) for t in got] == [
+        (t._values, t._id, dict(t._anchors)) for t in columns
+    ], "the codec must round-trip"
     per = 1e6 / (rounds * batch_size)
-    return (sent - start) * per, (done - sent) * per, max(0.0, (read - done) - (done - sent)) * per, \
-        len(data) / batch_size
+    return (
+        (sent - start) * per,
+        (done - sent) * per,
+        max(0.0, (read - done) - (done - sent)) * per,
+        len(data) / batch_size,
+    )
 
 
 def run(tuples: int, batch_size: int) -> Run:
@@ -112,8 +128,9 @@ def run(tuples: int, batch_size: int) -> Run:
     assert batch.ids is not None and batch.roots is not None, "a tracked batch"
     start = Sample.take()
     for _ in range(tuples // batch_size):  # what a task thread hands a sender (which may extend it: a fresh one)
-        sender.send(2, [TupleBatch(list(batch.rows), FIELDS, "spout", "default", 1, list(batch.ids),
-                                   list(batch.roots))])
+        sender.send(
+            2, [TupleBatch(list(batch.rows), FIELDS, "spout", "default", 1, list(batch.ids), list(batch.roots))]
+        )
     done.wait(120)
     end = Sample.take()
     sender.close()
@@ -127,11 +144,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tuples", type=int, default=500_000)
     args = parser.parse_args()
-    print(f"machine: {platform.platform()} ({platform.machine()}), {os.cpu_count()} cpus, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
-          f"python {platform.python_implementation()} {platform.python_version()}")
-    print(f"{'codec':>6} {'kind':>9} {'batch':>6} {'send CPU µs':>12} {'receive CPU µs':>15} {'+ rows CPU µs':>14} "
-          f"{'bytes/tuple':>12}")
+    print(
+        f"machine: {platform.platform()} ({platform.machine()}), {os.cpu_count()} cpus, load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+        f"python {platform.python_implementation()} {platform.python_version()}"
+    )
+    print(
+        f"{'codec':>6} {'kind':>9} {'batch':>6} {'send CPU µs':>12} {'receive CPU µs':>15} {'+ rows CPU µs':>14} "
+        f"{'bytes/tuple':>12}"
+    )
     for tracked in (False, True):
         for name, send, receive in (("old", old_send, old_receive), ("new", new_send, new_receive)):
             for size in (100, 1000) if name == "new" else (100,):
@@ -142,6 +163,7 @@ def main() -> None:
     for size in (10, 100, 1000):
         result = run(args.tuples, size)
         print(f"{size:>10} {args.tuples:>9} {result.per_sec:>12,.0f} {result.per_cpu_sec:>12,.0f} {result.cores:>6.2f}")
+
 
 if __name__ == "__main__":
     main()

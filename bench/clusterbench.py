@@ -23,8 +23,14 @@ def dev_cluster(supervisors: Sequence[str], zookeeper: str | None) -> Iterator[t
     """ZooKeeper (its own unless ``zookeeper`` is HOST:PORT), one nimbus and ``supervisors``, default timings;
     (cluster, a scratch directory). Prints the daemons' logs when the bench fails; stops everything after."""
     conf = load_config(env={})
-    conf.update({"storm.zookeeper.root": f"/squall-bench/{uuid.uuid4().hex[:8]}", "nimbus.thrift.port": 0,
-                 "storm.local.hostname": "127.0.0.1", "storm.zookeeper.port": 0})
+    conf.update(
+        {
+            "storm.zookeeper.root": f"/squall-bench/{uuid.uuid4().hex[:8]}",
+            "nimbus.thrift.port": 0,
+            "storm.local.hostname": "127.0.0.1",
+            "storm.zookeeper.port": 0,
+        }
+    )
     if zookeeper:
         host, port = zookeeper.rsplit(":", 1)
         conf.update({"storm.zookeeper.servers": [host], "storm.zookeeper.port": int(port)})
@@ -57,8 +63,10 @@ def run_rounds(rounds: int, one_round: Callable[[], dict[str, float]]) -> list[d
 
 def print_rounds(what: str, columns: Sequence[str], rows: Sequence[dict[str, float]]) -> None:
     """The machine and ``what`` was measured, then one row per round (ms) and the medians, as Markdown."""
-    print(f"# {platform.machine()} {platform.system()}, {os.cpu_count()} cores, Python {platform.python_version()};"
-          f" {what}")
+    print(
+        f"# {platform.machine()} {platform.system()}, {os.cpu_count()} cores, Python {platform.python_version()};"
+        f" {what}"
+    )
     print("| round | " + " | ".join(f"{c} ms" for c in columns) + " |")
     print("|---:|" + "---:|" * len(columns))
     for i, row in enumerate(rows, 1):

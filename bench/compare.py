@@ -24,9 +24,23 @@ RUN = re.compile(r"\]\s.*?: ([\d,]+)/s, ([\d,]+) per CPU-s, ([\d.]+) cores")
 def run(checkout: str, config: str, seconds: float, warmup: float) -> tuple[int, int, float] | None:
     """(tuples/s, tuples per CPU-s, cores) of one run of ``config`` in ``checkout``; None if it failed."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": checkout}
-    done = subprocess.run([sys.executable, os.path.join(checkout, "bench", "bench_topology.py"), "--config", config,
-                           "--repeat", "1", "--seconds", str(seconds), "--warmup", str(warmup)],
-                          capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(checkout, "bench", "bench_topology.py"),
+            "--config",
+            config,
+            "--repeat",
+            "1",
+            "--seconds",
+            str(seconds),
+            "--warmup",
+            str(warmup),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     found = RUN.search(done.stderr)
     if found is None:
         print(f"{checkout} {config}: failed\n{done.stderr[-2000:]}", file=sys.stderr, flush=True)
@@ -51,8 +65,11 @@ def main() -> None:
                 measured = run(sides[side], config, args.seconds, args.warmup)
                 if measured is not None:
                     results[(side, config)].append(measured)
-                    print(f"round {r + 1} {side} {config}: {measured[0]:,}/s, {measured[1]:,} per CPU-s, "
-                          f"{measured[2]:.2f} cores", flush=True)
+                    print(
+                        f"round {r + 1} {side} {config}: {measured[0]:,}/s, {measured[1]:,} per CPU-s, "
+                        f"{measured[2]:.2f} cores",
+                        flush=True,
+                    )
     print("| configuration | checkout | tuples/s median (best) | per CPU-s median (best) |\n|---|---|---:|---:|")
     for config in args.config:
         medians = {}
@@ -62,11 +79,15 @@ def main() -> None:
                 continue
             wall, cpu = [w for w, _, _ in runs], [c for _, c, _ in runs]
             medians[side] = statistics.median(wall), statistics.median(cpu)
-            print(f"| {config} | {side} | {medians[side][0]:,.0f} ({max(wall):,}) "
-                  f"| {medians[side][1]:,.0f} ({max(cpu):,}) |")
+            print(
+                f"| {config} | {side} | {medians[side][0]:,.0f} ({max(wall):,}) "
+                f"| {medians[side][1]:,.0f} ({max(cpu):,}) |"
+            )
         if len(medians) == 2:
-            print(f"| {config} | new/old | {medians['new'][0] / medians['old'][0]:.2f} "
-                  f"| {medians['new'][1] / medians['old'][1]:.2f} |")
+            print(
+                f"| {config} | new/old | {medians['new'][0] / medians['old'][0]:.2f} "
+                f"| {medians['new'][1] / medians['old'][1]:.2f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -106,8 +106,8 @@ def _paced_loop(rate: float, wait: float, seconds: float) -> Run:
 class Run:
     """One measured run: ``items`` processed in ``wall`` seconds, using ``cpu`` CPU-seconds in all.
 
-        >>> Run(items=1_000, wall=2.0, cpu=1.0).per_sec, Run(1_000, 2.0, 1.0).per_cpu_sec, Run(1_000, 2.0, 1.0).cores
-        (500.0, 1000.0, 0.5)
+    >>> Run(items=1_000, wall=2.0, cpu=1.0).per_sec, Run(1_000, 2.0, 1.0).per_cpu_sec, Run(1_000, 2.0, 1.0).cores
+    (500.0, 1000.0, 0.5)
     """
 
     items: float
@@ -159,9 +159,13 @@ class Summary:
     def of(cls, runs: Sequence[Run]) -> Summary:
         if not runs:
             raise ValueError("no runs to summarise")
-        return cls(statistics.median(r.per_sec for r in runs), max(r.per_sec for r in runs),
-                   statistics.median(r.per_cpu_sec for r in runs), max(r.per_cpu_sec for r in runs),
-                   statistics.median(r.cores for r in runs))
+        return cls(
+            statistics.median(r.per_sec for r in runs),
+            max(r.per_sec for r in runs),
+            statistics.median(r.per_cpu_sec for r in runs),
+            max(r.per_cpu_sec for r in runs),
+            statistics.median(r.cores for r in runs),
+        )
 
     @property
     def per_sec_cell(self) -> str:

@@ -65,8 +65,9 @@ def whole_passes(counts: dict[str, int]) -> int | None:
 # --- Bytewax ----------------------------------------------------------------------------------------------
 
 
-def _bytewax_run(items: Iterable[str], write: Callable[[list[Any]], None], count: int,
-                 count_words: bool = False) -> Run:
+def _bytewax_run(
+    items: Iterable[str], write: Callable[[list[Any]], None], count: int, count_words: bool = False
+) -> Run:
     """A run of input → [flat_map split → count_final] → a sink calling ``write`` per batch, counted as ``count``
     items."""
     try:
@@ -86,11 +87,12 @@ def _bytewax_run(items: Iterable[str], write: Callable[[list[Any]], None], count
             return Partition()
 
     flow = Dataflow("peer")
-    stream = op.input("source", flow, TestingSource(items, batch_size=BYTEWAX_BATCH))
+    lines = op.input("source", flow, TestingSource(items, batch_size=BYTEWAX_BATCH))
     if count_words:
-        words = op.flat_map("split", stream, str.split)
-        stream = op.count_final("count", words, key=lambda word: word)
-    op.output("sink", stream, Sink())
+        words = op.flat_map("split", lines, str.split)
+        op.output("sink", op.count_final("count", words, key=lambda word: word), Sink())
+    else:
+        op.output("sink", lines, Sink())
     start = Sample.take()
     run_main(flow)
     return start.run_to(Sample.take(), count)
@@ -113,8 +115,9 @@ def bytewax_const_null(tuples: int = 2_000_000) -> Run:
 def bytewax_word_count(rounds: int = 200_000) -> tuple[Run, dict[str, int]]:
     """Words over ``rounds`` passes of SENTENCES, and the final counts (emitted once, at end of input)."""
     counts: dict[str, int] = {}
-    run = _bytewax_run(islice(cycle(SENTENCES), rounds * len(SENTENCES)), counts.update, rounds * WORDS_PER_PASS,
-                       count_words=True)
+    run = _bytewax_run(
+        islice(cycle(SENTENCES), rounds * len(SENTENCES)), counts.update, rounds * WORDS_PER_PASS, count_words=True
+    )
     return run, counts
 
 
@@ -129,19 +132,26 @@ def _spark_session() -> Any:
         from pyspark.sql import SparkSession
     except ImportError as exc:
         raise RuntimeError("pyspark is not installed: pip install -e . (pyspark>=3.5; needs Java 17)") from exc
-    spark = (SparkSession.builder.master("local[2]").appName("squall-peer")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.streaming.numRecentProgressUpdates", "10000")  # keep every batch's progress
-             .getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("squall-peer")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.streaming.numRecentProgressUpdates", "10000")  # keep every batch's progress
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 
 def _rate_source(spark: Any, rows_per_batch: int) -> Any:
-    return (spark.readStream.format("rate-micro-batch")
-            .option("rowsPerBatch", rows_per_batch).option("numPartitions", 2).load())
+    return (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", rows_per_batch)
+        .option("numPartitions", 2)
+        .load()
+    )
 
 
 def _measure(spark: Any, query: Any, seconds: float, warmup: float) -> Run:
@@ -197,8 +207,13 @@ def spark_const_null(seconds: float = 20.0, warmup: float = SPARK_WARMUP) -> Run
         with tempfile.TemporaryDirectory() as checkpoint:
             from pyspark.sql import functions as F
 
-            query = (_rate_source(spark, SPARK_CONST_ROWS).select(F.lit(PAYLOAD).alias("payload"))
-                     .writeStream.format("noop").option("checkpointLocation", checkpoint).start())
+            query = (
+                _rate_source(spark, SPARK_CONST_ROWS)
+                .select(F.lit(PAYLOAD).alias("payload"))
+                .writeStream.format("noop")
+                .option("checkpointLocation", checkpoint)
+                .start()
+            )
             try:
                 return _measure(spark, query, seconds, warmup)
             finally:
@@ -215,10 +230,19 @@ def spark_word_count(seconds: float = 20.0, warmup: float = SPARK_WARMUP) -> tup
             from pyspark.sql import functions as F
 
             sentence = F.element_at(F.array(*map(F.lit, SENTENCES)), (F.col("value") % len(SENTENCES) + 1).cast("int"))
-            counts_df = (_rate_source(spark, SPARK_SENTENCE_ROWS)
-                         .select(F.explode(F.split(sentence, " ")).alias("word")).groupBy("word").count())
-            query = (counts_df.writeStream.format("memory").queryName("peer_word_count").outputMode("complete")
-                     .option("checkpointLocation", checkpoint).start())
+            counts_df = (
+                _rate_source(spark, SPARK_SENTENCE_ROWS)
+                .select(F.explode(F.split(sentence, " ")).alias("word"))
+                .groupBy("word")
+                .count()
+            )
+            query = (
+                counts_df.writeStream.format("memory")
+                .queryName("peer_word_count")
+                .outputMode("complete")
+                .option("checkpointLocation", checkpoint)
+                .start()
+            )
             try:
                 sentences = _measure(spark, query, seconds, warmup)
             finally:
@@ -239,34 +263,66 @@ def main() -> None:
     parser.add_argument("--tuples", type=int, default=2_000_000, help="Bytewax const → null items")
     parser.add_argument("--rounds", type=int, default=200_000, help="Bytewax word count passes over SENTENCES")
     parser.add_argument("--seconds", type=float, default=20.0, help="Spark measuring window per workload")
-    parser.add_argument("--warmup", type=float, default=SPARK_WARMUP,
-                        help="JVM CPU-seconds each Spark query runs unmeasured before it")
+    parser.add_argument(
+        "--warmup", type=float, default=SPARK_WARMUP, help="JVM CPU-seconds each Spark query runs unmeasured before it"
+    )
     args = parser.parse_args()
-    print(f"machine: {platform.platform()} ({platform.machine()}), {os.cpu_count()} cpus; "
-          f"python {platform.python_implementation()} {platform.python_version()}")
+    print(
+        f"machine: {platform.platform()} ({platform.machine()}), {os.cpu_count()} cpus; "
+        f"python {platform.python_implementation()} {platform.python_version()}"
+    )
     rows: list[tuple[str, str, Run, str, str]] = []
     if args.only in (None, "bytewax"):
-        rows.append(("bytewax", "const → null", bytewax_const_null(args.tuples), "items",
-                     f"1 worker, TestingSource batch_size={BYTEWAX_BATCH}, {args.tuples:,} items"))
+        rows.append(
+            (
+                "bytewax",
+                "const → null",
+                bytewax_const_null(args.tuples),
+                "items",
+                f"1 worker, TestingSource batch_size={BYTEWAX_BATCH}, {args.tuples:,} items",
+            )
+        )
         run, counts = bytewax_word_count(args.rounds)
         exact = "exact" if whole_passes(counts) == args.rounds else "WRONG"
-        rows.append(("bytewax", "word count", run, "words",
-                     f"flat_map + count_final, {args.rounds:,} passes, counts {exact}"))
+        rows.append(
+            ("bytewax", "word count", run, "words", f"flat_map + count_final, {args.rounds:,} passes, counts {exact}")
+        )
     if args.only in (None, "spark"):
         warm_spark()
-        rows.append(("spark", "const → null", spark_const_null(args.seconds, args.warmup), "rows",
-                     (f"local[2], rate-micro-batch {SPARK_CONST_ROWS:,} rows/batch → noop, "
-                      f"{args.seconds:g} s after {args.warmup:g} CPU-s warm-up")))
+        rows.append(
+            (
+                "spark",
+                "const → null",
+                spark_const_null(args.seconds, args.warmup),
+                "rows",
+                (
+                    f"local[2], rate-micro-batch {SPARK_CONST_ROWS:,} rows/batch → noop, "
+                    f"{args.seconds:g} s after {args.warmup:g} CPU-s warm-up"
+                ),
+            )
+        )
         run, counts = spark_word_count(args.seconds, args.warmup)
         passes = whole_passes(counts)
         check = f"counts exact ({passes:,} passes)" if passes else "counts WRONG"
-        rows.append(("spark", "word count", run, "words",
-                     (f"local[2], {SPARK_SENTENCE_ROWS:,} sentences/batch, complete → memory, "
-                      f"{args.seconds:g} s after {args.warmup:g} CPU-s warm-up, {check}")))
+        rows.append(
+            (
+                "spark",
+                "word count",
+                run,
+                "words",
+                (
+                    f"local[2], {SPARK_SENTENCE_ROWS:,} sentences/batch, complete → memory, "
+                    f"{args.seconds:g} s after {args.warmup:g} CPU-s warm-up, {check}"
+                ),
+            )
+        )
     print(f"{'peer':<8} | {'workload':<12} | {'per s':>11} | {'per CPU-s':>11} | {'cores':>5} | {'unit':<5} | notes")
     for peer, workload, run, unit, notes in rows:
-        print(f"{peer:<8} | {workload:<12} | {run.per_sec:>11,.0f} | {run.per_cpu_sec:>11,.0f} | {run.cores:>5.2f} | "
-              f"{unit:<5} | {notes}")
+        print(
+            f"{peer:<8} | {workload:<12} | {run.per_sec:>11,.0f} | {run.per_cpu_sec:>11,.0f} | {run.cores:>5.2f} | "
+            f"{unit:<5} | {notes}"
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -69,8 +69,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def soak_topology(name: str, rate: float, seconds: float, status: Path, workers: int, pending: int) -> Topology:
     status.mkdir(parents=True)
-    t = Topology(name, {"topology.workers": workers, "topology.max.spout.pending": pending,
-                        "topology.message.timeout.secs": 10})
+    t = Topology(
+        name, {"topology.workers": workers, "topology.max.spout.pending": pending, "topology.message.timeout.secs": 10}
+    )
     numbers = t.spout("numbers", PacedNumbers, args=[rate, seconds, str(status)])
     t.bolt("sink", Sink, parallelism=workers * 2).shuffle(numbers)
     return t
@@ -120,9 +121,14 @@ class Soak:
         """SIGKILL one worker that does not host the spout; its label, or None if none runs."""
         tasks = wait_for(lambda: self.cluster.zk.read(paths.tasks(topology_id), TopologyTasks), 60, "the task ids")
         spout_tasks = {t for t, info in tasks.tasks.items() if info.component == "numbers"}
-        victims = [(name, record) for name in SUPERVISORS for record in self.cluster.workers(name)
-                   if record.topology_id == topology_id and not spout_tasks & set(record.tasks)
-                   and psutil.pid_exists(record.pid)]
+        victims = [
+            (name, record)
+            for name in SUPERVISORS
+            for record in self.cluster.workers(name)
+            if record.topology_id == topology_id
+            and not spout_tasks & set(record.tasks)
+            and psutil.pid_exists(record.pid)
+        ]
         if not victims:
             return None
         name, record = random.choice(victims)
@@ -140,8 +146,11 @@ class Soak:
     def run(self) -> int:
         rate = self.args.rate or self.capacity() * self.args.load
         seconds = self.args.minutes * 60
-        print(f"# soak: {rate:,.0f} tuples/s for {self.args.minutes:g} min, a worker killed every "
-              f"{self.args.kill_every:g} s; {os.cpu_count()} cores", flush=True)
+        print(
+            f"# soak: {rate:,.0f} tuples/s for {self.args.minutes:g} min, a worker killed every "
+            f"{self.args.kill_every:g} s; {os.cpu_count()} cores",
+            flush=True,
+        )
         topology_id, status = self.submit("soak", rate, seconds)
         samples: list[dict[str, float]] = []
         kills: list[tuple[float, str]] = []
@@ -151,8 +160,10 @@ class Soak:
             time.sleep(min(self.args.sample, max(0.0, start + seconds - now)))
             now = time.monotonic()
             counters = read_status(status)
-            row: dict[str, float] = {"t": round(now - start),
-                                     "tuples/s": (counters["acked"] - last_acked) / (now - last_t)}
+            row: dict[str, float] = {
+                "t": round(now - start),
+                "tuples/s": (counters["acked"] - last_acked) / (now - last_t),
+            }
             last_acked, last_t = counters["acked"], now
             for label, pid in sorted(self.processes(topology_id).items()):
                 try:
@@ -186,19 +197,24 @@ def sparkline(values: Sequence[float]) -> str:
     return "".join(SPARK[round((v - low) / span * (len(SPARK) - 1))] for v in values)
 
 
-def table(samples: Sequence[dict[str, float]], kills: Sequence[tuple[float, str]], totals: dict[str, int],
-          rate: float) -> str:
+def table(
+    samples: Sequence[dict[str, float]], kills: Sequence[tuple[float, str]], totals: dict[str, int], rate: float
+) -> str:
     """What the run did, as Markdown: lost messages, then a row per series (first, last, min, max, sparkline)."""
-    lines = [f"paced at {rate:,.0f} tuples/s; emitted {totals['emitted']:,}, acked {totals['acked']:,}, "
-             f"lost {totals['emitted'] - totals['acked']:,} (failed and replayed {totals['failed']:,}); "
-             f"{len(kills)} worker kills at t = {', '.join(f'{t:g} s' for t, _ in kills) or '-'}",
-             "", "| series | first | last | min | median | max | over time (its own min to max) |",
-             "|---|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        f"paced at {rate:,.0f} tuples/s; emitted {totals['emitted']:,}, acked {totals['acked']:,}, "
+        f"lost {totals['emitted'] - totals['acked']:,} (failed and replayed {totals['failed']:,}); "
+        f"{len(kills)} worker kills at t = {', '.join(f'{t:g} s' for t, _ in kills) or '-'}",
+        "",
+        "| series | first | last | min | median | max | over time (its own min to max) |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
     for key in sorted({k for row in samples for k in row} - {"t"}, key=lambda k: (k != "tuples/s", k)):
         series = [row[key] for row in samples if key in row]
         digits = 0 if key == "tuples/s" else 1  # MB: a tenth shows whether memory stays flat
-        cells = " | ".join(f"{v:,.{digits}f}" for v in (series[0], series[-1], min(series),
-                                                         statistics.median(series), max(series)))
+        cells = " | ".join(
+            f"{v:,.{digits}f}" for v in (series[0], series[-1], min(series), statistics.median(series), max(series))
+        )
         lines.append(f"| {key} | {cells} | {sparkline(series)} |")
     return "\n".join(lines)
 

@@ -86,8 +86,13 @@ class PacedNumbers(Spout):
 
     def _write_status(self, now: float) -> None:
         self.written = now
-        status = {"emitted": self.next_n, "acked": self.low + len(self.above), "failed": self.failed,
-                  "pending": len(self.pending) + len(self.replays), "replayed": self.replayed}
+        status = {
+            "emitted": self.next_n,
+            "acked": self.low + len(self.above),
+            "failed": self.failed,
+            "pending": len(self.pending) + len(self.replays),
+            "replayed": self.replayed,
+        }
         temp = self.status.with_suffix(".tmp")
         temp.write_text(json.dumps(status))
         os.replace(temp, self.status)

@@ -21,19 +21,22 @@ def topology(rounds: int | None = None, workers: int = 1, splitters: int = 2) ->
     """Sentences (Python) → split (Node.js, ``node splitsentence.js``) → count (Python)."""
     t = Topology("multilang-wordcount", conf={"topology.workers": workers})
     sentences = t.spout("sentences", wordcount.SentenceSpout, args=[rounds] if rounds else [])
-    split = t.shell_bolt("split", command="node", script="splitsentence.js", outputs=["word"],
-                         parallelism=splitters).shuffle(sentences)
+    split = t.shell_bolt(
+        "split", command="node", script="splitsentence.js", outputs=["word"], parallelism=splitters
+    ).shuffle(sentences)
     t.bolt("count", wordcount.WordCount, parallelism=2).fields(split, "word")
     return t
 
 
-def passthrough(command: str = "streamparse_run", serializer: str = "json", ackers: int = 1,
-                bolts: int = 1) -> Topology:
+def passthrough(
+    command: str = "streamparse_run", serializer: str = "json", ackers: int = 1, bolts: int = 1
+) -> Topology:
     """ConstSpout → a pystorm pass-through bolt (``passthrough.py``) → DevNullBolt: the multilang hot path alone.
     ``command`` runs pystorm components (streamparse_run); ``serializer`` is ``json`` or ``msgpack``."""
     t = Topology("multilang-passthrough", conf={"topology.acker.executors": ackers})
     spout = t.spout("spout", perf.ConstSpout)
-    shell = t.shell_bolt("pass", command=command, script=f"-s {serializer} passthrough.PassThrough",
-                         outputs=["str"], parallelism=bolts).local_or_shuffle(spout)
+    shell = t.shell_bolt(
+        "pass", command=command, script=f"-s {serializer} passthrough.PassThrough", outputs=["str"], parallelism=bolts
+    ).local_or_shuffle(spout)
     t.bolt("null", perf.DevNullBolt).local_or_shuffle(shell)
     return t

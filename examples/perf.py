@@ -56,15 +56,25 @@ class DevNullBolt(Bolt):
         pass
 
 
-def const_null(*, grouping: str = "local_or_shuffle", ackers: int = 0, workers: int = 1, spouts: int = 1,
-               bolts: int = 1, id_bolt: bool = False, rate: float | None = None,
-               conf: dict[str, Any] | None = None, api: str = "tuple") -> Topology:
+def const_null(
+    *,
+    grouping: str = "local_or_shuffle",
+    ackers: int = 0,
+    workers: int = 1,
+    spouts: int = 1,
+    bolts: int = 1,
+    id_bolt: bool = False,
+    rate: float | None = None,
+    conf: dict[str, Any] | None = None,
+    api: str = "tuple",
+) -> Topology:
     """ConstSpoutNullBoltTopo (or ConstSpoutIdBoltNullBoltTopo with ``id_bolt``); ``api="batch"`` uses the
     batch-API components."""
     batch = api == "batch"
     t = Topology("const-null", conf={"topology.workers": workers, "topology.acker.executors": ackers, **(conf or {})})
-    source = t.spout("spout", BatchConstSpout if batch else ConstSpout, kwargs={"rate": rate} if rate else None,
-                     parallelism=spouts)
+    source = t.spout(
+        "spout", BatchConstSpout if batch else ConstSpout, kwargs={"rate": rate} if rate else None, parallelism=spouts
+    )
     if id_bolt:
         source = getattr(t.bolt("id", BatchIdBolt if batch else IdBolt, parallelism=bolts), grouping)(source)
     getattr(t.bolt("null", BatchDevNullBolt if batch else DevNullBolt, parallelism=bolts), grouping)(source)

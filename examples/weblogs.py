@@ -40,12 +40,31 @@ from squall import Bolt, SparkBolt, Spout, Topology, TopologyContext, Tuple, Tup
 
 #: The reference table the Spark bolt joins: a page (first path segment) → its site section.
 SECTIONS = (
-    ("/", "home"), ("/products", "shop"), ("/cart", "shop"), ("/checkout", "shop"),
-    ("/blog", "content"), ("/docs", "content"), ("/api", "api"), ("/login", "account"), ("/account", "account"),
+    ("/", "home"),
+    ("/products", "shop"),
+    ("/cart", "shop"),
+    ("/checkout", "shop"),
+    ("/blog", "content"),
+    ("/docs", "content"),
+    ("/api", "api"),
+    ("/login", "account"),
+    ("/account", "account"),
 )
 #: Generated traffic: paths (with pages the reference table does not know), statuses, clients.
-PATHS = ("/", "/products/17", "/products/42", "/cart", "/checkout/pay", "/blog/streaming-101", "/docs/install",
-         "/api/v1/orders", "/login", "/account/settings", "/favicon.ico", "/robots.txt")
+PATHS = (
+    "/",
+    "/products/17",
+    "/products/42",
+    "/cart",
+    "/checkout/pay",
+    "/blog/streaming-101",
+    "/docs/install",
+    "/api/v1/orders",
+    "/login",
+    "/account/settings",
+    "/favicon.ico",
+    "/robots.txt",
+)
 STATUSES = (200, 200, 200, 200, 200, 200, 304, 301, 404, 500, 503, 200)
 #: Generated event time starts here and advances 25 ms a line (40 lines per second of event time).
 START_MS = 1_790_000_000_000
@@ -53,12 +72,16 @@ STEP_MS = 25
 #: Every BAD_EVERY-th generated line is garbage, to exercise the invalid stream.
 BAD_EVERY = 97
 
-LINE = re.compile(r'(?P<client>\S+) \S+ \S+ \[(?P<time>[^\]]+)\] "(?P<method>[A-Z]+) (?P<path>\S+) [^"]*" '
-                  r'(?P<status>\d{3}) (?P<bytes>\d+|-)')
+LINE = re.compile(
+    r'(?P<client>\S+) \S+ \S+ \[(?P<time>[^\]]+)\] "(?P<method>[A-Z]+) (?P<path>\S+) [^"]*" '
+    r"(?P<status>\d{3}) (?P<bytes>\d+|-)"
+)
 #: The time of a log line, ``10/Oct/2026:13:55:36 +0000`` with optional milliseconds after the seconds.
 STAMP = re.compile(r"(\d{1,2})/([A-Z][a-z]{2})/(\d{4}):(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))? ([+-])(\d{2})(\d{2})$")
-MONTHS = {name: i for i, name in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
-                                             "Dec"), 1)}
+MONTHS = {
+    name: i
+    for i, name in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)
+}
 
 
 def sections_table() -> Any:
@@ -79,8 +102,7 @@ def log_line(i: int) -> str:
     mix = (i * 2654435761) % 2**32  # Knuth's multiplicative hash: varied, but the same every run
     path, status = PATHS[mix % len(PATHS)], STATUSES[(mix >> 8) % len(STATUSES)]
     size = 0 if status in (301, 304) else 200 + (mix >> 16) % 5000
-    return (f'10.0.{i % 7}.{i % 251} - - [{stamp}] "GET {path} HTTP/1.1" {status} {size} '
-            f'"-" "Mozilla/5.0 (squall-demo)"')
+    return f'10.0.{i % 7}.{i % 251} - - [{stamp}] "GET {path} HTTP/1.1" {status} {size} "-" "Mozilla/5.0 (squall-demo)"'
 
 
 def parse(line: str) -> tuple[int, str, str, str, int, int]:
@@ -141,8 +163,11 @@ class AccessLogSpout(Spout):
     def open(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
         self.next, self.step = context.task_index, len(context.tasks)  # this task's next fresh line number
         if self.files is not None:
-            self.text = [line.rstrip("\n") for path in sorted(glob.glob(self.files))
-                         for line in Path(path).read_text(errors="replace").splitlines()]
+            self.text = [
+                line.rstrip("\n")
+                for path in sorted(glob.glob(self.files))
+                for line in Path(path).read_text(errors="replace").splitlines()
+            ]
             self.end: int | None = len(self.text)
         else:
             self.end = self.lines
@@ -171,7 +196,7 @@ class AccessLogSpout(Spout):
         """The line numbered ``msg_id``, or the chunk's lines as one tree."""
         first, stop = (msg_id, msg_id + 1) if isinstance(msg_id, int) else msg_id
         if self.files is not None:
-            lines = self.text[first:stop:self.step]
+            lines = self.text[first : stop : self.step]
         else:
             lines = [log_line(i) for i in range(first, stop, self.step)]
         if isinstance(msg_id, int):
@@ -230,7 +255,10 @@ class SectionWindows(SparkBolt):
                       CAST(SUM(e.bytes) AS BIGINT) AS bytes
                FROM {events} e LEFT JOIN {sections} s ON e.page = s.page
                GROUP BY 1, 2""",
-            window=self.window_ms, events=batch, sections=self.sections)
+            window=self.window_ms,
+            events=batch,
+            sections=self.sections,
+        )
 
 
 class JsonLines(Bolt):
@@ -251,13 +279,21 @@ class JsonLines(Bolt):
         self.out.close()
 
 
-def topology(out_dir: str = "weblogs-out", lines: int | None = None, files: str | None = None,
-             window_secs: int = 10) -> Topology:
+def topology(
+    out_dir: str = "weblogs-out", lines: int | None = None, files: str | None = None, window_secs: int = 10
+) -> Topology:
     """The pipeline; ``out_dir`` is made absolute here, on the submitting machine."""
     out = str(Path(out_dir).resolve())
     # Pending room for three Spark batches: one in its job while the next fills (max.spout.pending counts rows).
-    t = Topology("weblogs", {"topology.workers": 2, "topology.max.spout.pending": 15000,
-                             "spark.batch.size": 5000, "spark.batch.interval.ms": 1000})
+    t = Topology(
+        "weblogs",
+        {
+            "topology.workers": 2,
+            "topology.max.spout.pending": 15000,
+            "spark.batch.size": 5000,
+            "spark.batch.interval.ms": 1000,
+        },
+    )
     logs = t.spout("access-log", AccessLogSpout, kwargs={"lines": lines, "files": files})
     parsed = t.bolt("parse", ParseLine, parallelism=2).shuffle(logs)
     windows = t.bolt("windows", SectionWindows, args=[window_secs]).shuffle(parsed)
@@ -275,16 +311,21 @@ Totals = dict[tuple[int, str], dict[str, int]]
 
 def read_jsonl(out_dir: str | Path, name: str) -> list[dict[str, Any]]:
     """Every complete row the ``name`` sink tasks have written so far."""
-    return [json.loads(line) for path in sorted(Path(out_dir).glob(f"{name}-*.jsonl"))
-            for line in path.read_text().splitlines() if line.endswith("}")]  # not a line half written
+    return [
+        json.loads(line)
+        for path in sorted(Path(out_dir).glob(f"{name}-*.jsonl"))
+        for line in path.read_text().splitlines()
+        if line.endswith("}")
+    ]  # not a line half written
 
 
 def window_totals(out_dir: str | Path) -> Totals:
     """(window start ms, section) → requests, server_errors, bytes: the partial rows added up."""
     totals: Totals = {}
     for row in read_jsonl(out_dir, "windows"):
-        into = totals.setdefault((row["window_start_ms"], row["section"]),
-                                 {"requests": 0, "server_errors": 0, "bytes": 0})
+        into = totals.setdefault(
+            (row["window_start_ms"], row["section"]), {"requests": 0, "server_errors": 0, "bytes": 0}
+        )
         for key in into:
             into[key] += row[key]
     return totals
@@ -299,8 +340,10 @@ def expected_totals(lines: Iterable[str], window_secs: int = 10) -> Totals:
             ts_ms, _client, _method, page, status, size = parse(line)
         except ValueError:
             continue
-        into = totals.setdefault((ts_ms // window_ms * window_ms, sections.get(page, "other")),
-                                 {"requests": 0, "server_errors": 0, "bytes": 0})
+        into = totals.setdefault(
+            (ts_ms // window_ms * window_ms, sections.get(page, "other")),
+            {"requests": 0, "server_errors": 0, "bytes": 0},
+        )
         into["requests"] += 1
         into["server_errors"] += status >= 500
         into["bytes"] += size
@@ -317,8 +360,10 @@ def report(out_dir: str | Path, windows: int = 2) -> str:
             when = datetime.fromtimestamp(start / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
             rows.append(f"{when:<20} {section:<8} {t['requests']:>8} {t['server_errors']:>5} {t['bytes']:>10}")
     requests = sum(t["requests"] for t in totals.values())
-    rows.append(f"{len({start for start, _ in totals})} windows, {requests} requests, "
-                f"{len(read_jsonl(out_dir, 'invalid'))} invalid lines")
+    rows.append(
+        f"{len({start for start, _ in totals})} windows, {requests} requests, "
+        f"{len(read_jsonl(out_dir, 'invalid'))} invalid lines"
+    )
     return "\n".join(rows)
 
 

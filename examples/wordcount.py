@@ -40,8 +40,9 @@ class SentenceSpout(Spout):
 
     def open(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
         first, step = context.task_index, len(context.tasks)
-        self.fresh: Iterator[int] = (count(first, step) if self.rounds is None
-                                     else iter(range(first, self.rounds * len(SENTENCES), step)))
+        self.fresh: Iterator[int] = (
+            count(first, step) if self.rounds is None else iter(range(first, self.rounds * len(SENTENCES), step))
+        )
         self.replays: deque[int] = deque()
         self.due = monotonic()  # when the next sentence is due, with a rate
 
@@ -82,8 +83,12 @@ class WordCount(Bolt):
 
     def execute(self, tup: Tuple) -> None:
         if tup.is_tick:
-            self.log.info("word counts", words=len(self.counts), total=sum(self.counts.values()),
-                          top=dict(self.counts.most_common(3)))
+            self.log.info(
+                "word counts",
+                words=len(self.counts),
+                total=sum(self.counts.values()),
+                top=dict(self.counts.most_common(3)),
+            )
             self.log.debug("every count", counts=dict(self.counts))
             return
         word = tup["word"]
@@ -91,8 +96,14 @@ class WordCount(Bolt):
         self.emit([word, self.counts[word]])
 
 
-def topology(rounds: int | None = None, workers: int = 2, spouts: int = 2, bolts: int = 4,
-             name: str = "wordcount", rate: float | None = None) -> Topology:
+def topology(
+    rounds: int | None = None,
+    workers: int = 2,
+    spouts: int = 2,
+    bolts: int = 4,
+    name: str = "wordcount",
+    rate: float | None = None,
+) -> Topology:
     """The word count topology; ``rounds`` passes over the sentences (None: forever), ``rate`` sentences per
     second per spout task (None: as fast as they are taken)."""
     t = Topology(name, conf={"topology.workers": workers})

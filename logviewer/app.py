@@ -56,8 +56,13 @@ from squall.core.local_state import DAEMONS, is_daemon_log, log_dir, read_log_ac
 from squall.core.logs import readable_text
 from squall.core.thrift import storm
 
-TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("logviewer", "templates"), autoescape=True,
-                               undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+TEMPLATES = jinja2.Environment(
+    loader=jinja2.PackageLoader("logviewer", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
 
 
 def _optional(query: Mapping[str, str], key: str) -> int | None:
@@ -89,7 +94,7 @@ DAEMON_ROUTES = {"page": "/daemonlog", "download": "/api/v1/daemondownload", "li
 def create_app(conf: Mapping[str, Any]) -> Starlette:
     """The logviewer of the worker and daemon logs under ``storm.log.dir`` (else ``<storm.local.dir>/logs``)::
 
-        app = create_app(load_config())        # serve with uvicorn, or test with starlette.testclient
+    app = create_app(load_config())        # serve with uvicorn, or test with starlette.testclient
     """
     logs = LogDir(log_dir(conf))
     host = conf.get("storm.local.hostname") or socket.getfqdn()
@@ -104,8 +109,11 @@ def create_app(conf: Mapping[str, Any]) -> Starlette:
         topology_id = worker[0] if worker is not None else name
         owner, acl = read_log_acl(conf, topology_id) if worker is not None else ("", {})
         try:
-            access.check(http_principal(request.scope), DAEMON_LOGS if is_daemon_log(name) else LOGS,
-                         TopologyAcl(topology_id, owner, acl))
+            access.check(
+                http_principal(request.scope),
+                DAEMON_LOGS if is_daemon_log(name) else LOGS,
+                TopologyAcl(topology_id, owner, acl),
+            )
         except storm.AuthorizationException as exc:
             return str(exc.msg)
         return None
@@ -116,8 +124,10 @@ def create_app(conf: Mapping[str, Any]) -> Starlette:
         name = _file(request)
         if daemon and not is_daemon_log(name):
             logs.path(name)  # a name outside the directory, or none, is told as such
-            raise Refused(f"{name!r} is no daemon's log ({', '.join(f'{d}.log' for d in DAEMONS)}, or one rolled: "
-                          f"nimbus.log.1); {DAEMON_ROUTES['list']} lists them")
+            raise Refused(
+                f"{name!r} is no daemon's log ({', '.join(f'{d}.log' for d in DAEMONS)}, or one rolled: "
+                f"nimbus.log.1); {DAEMON_ROUTES['list']} lists them"
+            )
         resolved = logs.path(name).relative_to(logs.root.resolve()).as_posix()
         if daemon and (logs.root / name).is_symlink():
             raise Refused(f"{name!r} links to another file; only the daemons' own log files are served")
@@ -129,34 +139,54 @@ def create_app(conf: Mapping[str, Any]) -> Starlette:
         return name
 
     def readable(request: Request, *, daemon: bool = False) -> list[str]:
-        return [name for name in logs.names() if is_daemon_log(name) == daemon and refusal(request, name) is None
-                and not (daemon and (logs.root / name).is_symlink())]
+        return [
+            name
+            for name in logs.names()
+            if is_daemon_log(name) == daemon
+            and refusal(request, name) is None
+            and not (daemon and (logs.root / name).is_symlink())
+        ]
 
     def render(template: str, **context: Any) -> HTMLResponse:
         return HTMLResponse(TEMPLATES.get_template(template).render(host=host, **context))
 
     async def index(request: Request) -> HTMLResponse:
-        return render("index.html", root=str(logs.root), names=await run_in_threadpool(readable, request),
-                      daemon_names=await run_in_threadpool(lambda: readable(request, daemon=True)))
+        return render(
+            "index.html",
+            root=str(logs.root),
+            names=await run_in_threadpool(readable, request),
+            daemon_names=await run_in_threadpool(lambda: readable(request, daemon=True)),
+        )
 
     def page_of(request: Request, daemon: bool = False) -> Any:
         query = request.query_params
-        return logs.page(checked(request, daemon=daemon), _optional(query, "start"),
-                         _number(query, "length", DEFAULT_PAGE))
+        return logs.page(
+            checked(request, daemon=daemon), _optional(query, "start"), _number(query, "length", DEFAULT_PAGE)
+        )
 
     def log_page(daemon: bool) -> Any:
         async def serve(request: Request) -> HTMLResponse:
             page = await run_in_threadpool(page_of, request, daemon)
             length = _number(request.query_params, "length", DEFAULT_PAGE)
             text = readable_text(page.data.decode("utf-8", "replace"))
-            return render("log.html", page=page, length=length, text=text,
-                          routes=DAEMON_ROUTES if daemon else WORKER_ROUTES, daemon=daemon)
+            return render(
+                "log.html",
+                page=page,
+                length=length,
+                text=text,
+                routes=DAEMON_ROUTES if daemon else WORKER_ROUTES,
+                daemon=daemon,
+            )
+
         return serve
 
     async def read(request: Request) -> Response:
         page = await run_in_threadpool(page_of, request)
-        return Response(page.data, media_type="text/plain; charset=utf-8", headers={
-            "X-Log-Start": str(page.start), "X-Log-End": str(page.end), "X-Log-Size": str(page.size)})
+        return Response(
+            page.data,
+            media_type="text/plain; charset=utf-8",
+            headers={"X-Log-Start": str(page.start), "X-Log-End": str(page.end), "X-Log-Size": str(page.size)},
+        )
 
     def located(request: Request, daemon: bool) -> tuple[Path, int]:
         path = logs.path(checked(request, daemon=daemon))
@@ -173,35 +203,59 @@ def create_app(conf: Mapping[str, Any]) -> Starlette:
                         left -= len(data)
                         yield data
 
-            return StreamingResponse(chunks(), media_type="text/plain; charset=utf-8", headers={
-                "Content-Length": str(size), "Content-Disposition": f'attachment; filename="{path.name}"'})
+            return StreamingResponse(
+                chunks(),
+                media_type="text/plain; charset=utf-8",
+                headers={"Content-Length": str(size), "Content-Disposition": f'attachment; filename="{path.name}"'},
+            )
+
         return serve
 
     async def search(request: Request) -> JSONResponse:
         query = request.query_params
         daemon = query.get("is-daemon", "no") == "yes"
         name = await run_in_threadpool(lambda: checked(request, daemon=daemon))
-        found = await run_in_threadpool(lambda: logs.search(
-            name, query.get("search-string", "").encode(), start=_number(query, "start-byte-offset", 0),
-            matches=_number(query, "num-matches", DEFAULT_MATCHES)))
+        found = await run_in_threadpool(
+            lambda: logs.search(
+                name,
+                query.get("search-string", "").encode(),
+                start=_number(query, "start-byte-offset", 0),
+                matches=_number(query, "num-matches", DEFAULT_MATCHES),
+            )
+        )
         page = (DAEMON_ROUTES if daemon else WORKER_ROUTES)["page"]
         around = f"{str(request.base_url).rstrip('/')}{page}?file={quote(name, safe='')}"
-        return JSONResponse({
-            "isDaemon": "yes" if daemon else "no", "file": name, "searchString": query.get("search-string"),
-            "startByteOffset": found.start, "nextByteOffset": found.next,
-            "matches": [{"byteOffset": m.offset, "beforeString": m.before.decode("utf-8", "replace"),
-                         "matchString": m.match.decode("utf-8", "replace"),
-                         "afterString": m.after.decode("utf-8", "replace"),
-                         "logviewerURL": f"{around}&start={max(0, m.offset - DEFAULT_PAGE // 2)}"
-                                         f"&length={DEFAULT_PAGE}"} for m in found.matches],
-        })
+        return JSONResponse(
+            {
+                "isDaemon": "yes" if daemon else "no",
+                "file": name,
+                "searchString": query.get("search-string"),
+                "startByteOffset": found.start,
+                "nextByteOffset": found.next,
+                "matches": [
+                    {
+                        "byteOffset": m.offset,
+                        "beforeString": m.before.decode("utf-8", "replace"),
+                        "matchString": m.match.decode("utf-8", "replace"),
+                        "afterString": m.after.decode("utf-8", "replace"),
+                        "logviewerURL": f"{around}&start={max(0, m.offset - DEFAULT_PAGE // 2)}&length={DEFAULT_PAGE}",
+                    }
+                    for m in found.matches
+                ],
+            }
+        )
 
     async def list_logs(request: Request) -> JSONResponse:
         topology, port = request.query_params.get("topoId"), _optional(request.query_params, "port")
         names = await run_in_threadpool(readable, request)
         if topology or port is not None:
-            names = [n for n in names if (worker := worker_of_log(n)) is not None
-                     and topology in (None, "", worker[0]) and port in (None, worker[1])]
+            names = [
+                n
+                for n in names
+                if (worker := worker_of_log(n)) is not None
+                and topology in (None, "", worker[0])
+                and port in (None, worker[1])
+            ]
         return JSONResponse(names)
 
     async def list_daemon_logs(request: Request) -> JSONResponse:
@@ -219,8 +273,11 @@ def create_app(conf: Mapping[str, Any]) -> Starlette:
         Route(DAEMON_ROUTES["download"], download(daemon=True)),
         Route(DAEMON_ROUTES["list"], list_daemon_logs),
     ]
-    return Starlette(routes=routes, exception_handlers={LogError: _log_error, HTTPException: _http_error},
-                     middleware=[identified(access.enabled)])
+    return Starlette(
+        routes=routes,
+        exception_handlers={LogError: _log_error, HTTPException: _http_error},
+        middleware=[identified(access.enabled)],
+    )
 
 
 def _log_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -230,6 +287,7 @@ def _log_error(_request: Request, exc: Exception) -> JSONResponse:
 
 def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
-    message = (f"{request.url.path} is not part of the logviewer; / lists the logs" if exc.status_code == 404
-               else exc.detail)
+    message = (
+        f"{request.url.path} is not part of the logviewer; / lists the logs" if exc.status_code == 404 else exc.detail
+    )
     return JSONResponse(error_body(exc.status_code, message), status_code=exc.status_code, headers=exc.headers)

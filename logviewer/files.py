@@ -81,10 +81,10 @@ class Search:
 class LogDir:
     """The log directory one logviewer serves::
 
-        logs = LogDir(Path("/var/log/squall"))
-        logs.names()                                   # ['wc-1-1700000000-worker-6700.log', ...]
-        logs.page("wc-1-1700000000-worker-6700.log")   # its last 51,200 bytes
-        logs.search("wc-1-1700000000-worker-6700.log", b"Traceback")
+    logs = LogDir(Path("/var/log/squall"))
+    logs.names()                                   # ['wc-1-1700000000-worker-6700.log', ...]
+    logs.page("wc-1-1700000000-worker-6700.log")   # its last 51,200 bytes
+    logs.search("wc-1-1700000000-worker-6700.log", b"Traceback")
     """
 
     def __init__(self, root: Path) -> None:
@@ -108,8 +108,9 @@ class LogDir:
         if not self.root.is_dir():
             return []
         root = self.root.resolve()
-        return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
-                      if p.is_file() and p.resolve().is_relative_to(root))
+        return sorted(
+            p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.resolve().is_relative_to(root)
+        )
 
     def page(self, name: str, start: int | None = None, length: int = DEFAULT_PAGE) -> Page:
         """``length`` bytes from ``start``, or the last ``length`` bytes when ``start`` is None. A start past the

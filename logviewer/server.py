@@ -13,9 +13,9 @@ from squall.core.httpd import HttpServer, daemon_address
 class LogviewerServer(HttpServer):
     """``storm logviewer``'s server, serving the worker logs under the conf's log directory::
 
-        server = LogviewerServer({**conf, "logviewer.port": 0}).start()
-        print(f"http://127.0.0.1:{server.port}/api/v1/listLogs")
-        server.stop()
+    server = LogviewerServer({**conf, "logviewer.port": 0}).start()
+    print(f"http://127.0.0.1:{server.port}/api/v1/listLogs")
+    server.stop()
     """
 
     def __init__(self, conf: Mapping[str, Any]) -> None:

@@ -43,11 +43,11 @@ from ui.source import NimbusSource, NimbusUnreachable
 
 log = structlog.get_logger(__name__)
 
-def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
-               clock: Clock | None = None) -> Starlette:
+
+def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None, clock: Clock | None = None) -> Starlette:
     """The ASGI app of the UI daemon for the cluster ``conf`` points at::
 
-        app = create_app(load_config())        # serve with uvicorn, or test with starlette.testclient
+    app = create_app(load_config())        # serve with uvicorn, or test with starlette.testclient
     """
     source = source or NimbusSource(conf)
     identify = Authorizer(conf).enabled  # users are their certificates: anonymous ones and other sites refused
@@ -85,29 +85,49 @@ def create_app(conf: Mapping[str, Any], *, source: NimbusSource | None = None,
         window, sys = window_and_sys(request.query_params)
         parts = await ask(source.topology, request.path_params["id"])
         parts.check(http_principal(request.scope), "getTopology")
-        return reply(request, shapes.topology_page(parts.info, parts.topology, parts.conf, now_secs=now(),
-                                                 window=window, sys=sys, logviewer_port=logs))
+        return reply(
+            request,
+            shapes.topology_page(
+                parts.info, parts.topology, parts.conf, now_secs=now(), window=window, sys=sys, logviewer_port=logs
+            ),
+        )
 
     async def component_page(request: Request) -> Response:
         window, sys = window_and_sys(request.query_params)
         parts = await ask(source.topology, request.path_params["id"])
         parts.check(http_principal(request.scope), "getTopology")
-        return reply(request, shapes.component_page(parts.info, parts.topology, request.path_params["component"],
-                                                  now_secs=now(), window=window, sys=sys, logviewer_port=logs))
+        return reply(
+            request,
+            shapes.component_page(
+                parts.info,
+                parts.topology,
+                request.path_params["component"],
+                now_secs=now(),
+                window=window,
+                sys=sys,
+                logviewer_port=logs,
+            ),
+        )
 
-    def action(operation: str, prepare: Callable[[Request, bytes], NimbusCall], nimbus_operation: str = ""
-               ) -> Callable[..., Any]:
+    def action(
+        operation: str, prepare: Callable[[Request, bytes], NimbusCall], nimbus_operation: str = ""
+    ) -> Callable[..., Any]:
         """A POST route: the request is checked first, then whether its user may (``nimbus_operation``, as
         nimbus's ACLs name it), then nimbus is called with the topology's name."""
+
         async def run(request: Request) -> JSONResponse:
             topology_id = request.path_params["id"]
             if identify and not same_origin(request):
-                raise HTTPException(403, f"{operation} from another site's page ({request.headers['origin']}) is "
-                                         "refused: a browser presents the user's certificate to any page's request")
+                raise HTTPException(
+                    403,
+                    f"{operation} from another site's page ({request.headers['origin']}) is "
+                    "refused: a browser presents the user's certificate to any page's request",
+                )
             call = prepare(request, await request.body())
             await ask(source.operate, topology_id, call, http_principal(request.scope), nimbus_operation or operation)
             log.info("topology action", operation=operation, topology_id=topology_id)
             return JSONResponse(shapes.operation_body(topology_id, operation))
+
         return run
 
     openapi = document()
@@ -147,8 +167,9 @@ def reply(request: Request, body: Any) -> Response:
     if callback is None:
         return JSONResponse(body)
     text = json.dumps(body, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
-    return Response(f"/**/{callback}({text});", media_type="application/javascript",
-                    headers={"X-Content-Type-Options": "nosniff"})
+    return Response(
+        f"/**/{callback}({text});", media_type="application/javascript", headers={"X-Content-Type-Options": "nosniff"}
+    )
 
 
 #: What an action does once the topology's name is known: ``call(nimbus, name)``.
@@ -185,6 +206,7 @@ def _failure(status: int, message: Callable[[Any], str] = str) -> Callable[[Requ
         if status >= 500:
             log.warning("ui request failed", status=status, error=f"{type(exc).__name__}: {exc}")
         return _answer(request, status, message(exc))
+
     return handle
 
 
@@ -193,8 +215,10 @@ def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     path = request.url.path
     where = "see /api/v1/openapi.json" if path.startswith("/api/") else "the cluster's page is /"
-    message = {404: f"{path} is not part of the UI; {where}",
-               405: f"{request.method} is not allowed on {path}; {where}"}
+    message = {
+        404: f"{path} is not part of the UI; {where}",
+        405: f"{request.method} is not allowed on {path}; {where}",
+    }
     return _answer(request, exc.status_code, message.get(exc.status_code, exc.detail), exc.headers)
 
 

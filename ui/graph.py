@@ -29,7 +29,7 @@ LOOP_DEPTH = 60  # how far below the boxes an edge back to an earlier layer (a c
 class Component:
     """A box of the graph: ``capacity`` is a bolt's (None for a spout)::
 
-        Component("split", "bolt", capacity=0.12)
+    Component("split", "bolt", capacity=0.12)
     """
 
     id: str
@@ -83,9 +83,9 @@ class Arrow:
 class Drawing:
     """What the template draws::
 
-        drawing = layout([Component("spout", "spout"), Component("bolt", "bolt", 0.2)],
-                         [Flow("spout", "bolt", "default", 600, 60.0)])
-        drawing.arrows[0].label            # '10/s'
+    drawing = layout([Component("spout", "spout"), Component("bolt", "bolt", 0.2)],
+                     [Flow("spout", "bolt", "default", 600, 60.0)])
+    drawing.arrows[0].label            # '10/s'
     """
 
     width: float
@@ -175,9 +175,11 @@ def layout(components: Sequence[Component], flows: Sequence[Flow]) -> Drawing:
         by_column.setdefault(column[c.id], []).append(c)
     row: dict[str, float] = {}
     for index in sorted(by_column):
+
         def fed_from(c: Component) -> float:
             sources = [row[f.source] for f in flows if f.target == c.id and f.source in row]
             return sum(sources) / len(sources) if sources else 0.0
+
         by_column[index].sort(key=fed_from)  # stable: ties keep name order
         row.update({c.id: float(i) for i, c in enumerate(by_column[index])})
     tallest = max((len(cs) for cs in by_column.values()), default=0)
@@ -185,8 +187,9 @@ def layout(components: Sequence[Component], flows: Sequence[Flow]) -> Drawing:
     for index, cs in by_column.items():
         top = MARGIN + (tallest - len(cs)) * (NODE_HEIGHT + ROW_GAP) / 2
         for i, c in enumerate(cs):
-            boxes[c.id] = Box(c, MARGIN + index * (NODE_WIDTH + LAYER_GAP), top + i * (NODE_HEIGHT + ROW_GAP),
-                              capacity_fill(c))
+            boxes[c.id] = Box(
+                c, MARGIN + index * (NODE_WIDTH + LAYER_GAP), top + i * (NODE_HEIGHT + ROW_GAP), capacity_fill(c)
+            )
     shown = [f for f in flows if f.source in boxes and f.target in boxes]
     busiest = max((f.rate for f in shown), default=0.0)
     arrows = [_arrow(f, boxes[f.source], boxes[f.target], offset, busiest) for f, offset in _offsets(shown)]
@@ -223,19 +226,28 @@ def _arrow(flow: Flow, source: Box, target: Box, offset: float, busiest: float) 
     return Arrow(flow, d, label, round(mid_x, 1), round(mid_y - 6, 1), round(width, 2))
 
 
-def topology_drawing(page: Mapping[str, Any], topology: Any, input_stats: Mapping[str, Sequence[Mapping[str, Any]]],
-                     *, sys: bool = False) -> Drawing:
+def topology_drawing(
+    page: Mapping[str, Any], topology: Any, input_stats: Mapping[str, Sequence[Mapping[str, Any]]], *, sys: bool = False
+) -> Drawing:
     """The picture of a topology page (:func:`ui.shapes.topology_page`): its spouts and bolts, the edges the
     running ``StormTopology`` subscribes (system ones only with ``sys``), and each edge's count from its
     bolt's ``inputStats`` (:func:`ui.shapes.component_page`, by bolt id)."""
-    components = ([Component(s["spoutId"], "spout") for s in page["spouts"]]
-                  + [Component(b["boltId"], "bolt", float(b["capacity"])) for b in page["bolts"]])
+    components = [Component(s["spoutId"], "spout") for s in page["spouts"]] + [
+        Component(b["boltId"], "bolt", float(b["capacity"])) for b in page["bolts"]
+    ]
     seconds = window_seconds(page["window"], page["uptimeSeconds"])
     flows = []
     for bolt_id, bolt in sorted(topology.bolts.items()):
         executed = {(i["component"], i["stream"]): i["executed"] for i in input_stats.get(bolt_id, ())}
         for stream in sorted(bolt.common.inputs or {}, key=lambda s: (s.componentId, s.streamId)):
             if sys or not (is_system(stream.componentId) or is_system(stream.streamId) or is_system(bolt_id)):
-                flows.append(Flow(stream.componentId, bolt_id, stream.streamId,
-                                  executed.get((stream.componentId, stream.streamId), 0), seconds))
+                flows.append(
+                    Flow(
+                        stream.componentId,
+                        bolt_id,
+                        stream.streamId,
+                        executed.get((stream.componentId, stream.streamId), 0),
+                        seconds,
+                    )
+                )
     return layout(components, flows)

@@ -59,8 +59,10 @@ TIMED = {
 }
 #: ``failedTimeout``... (shapes' names) → the ``reason`` label of ``*_failures_total``.
 REASONS = {name: reason for reason, name in shapes.REASON_STATS.items()}
-FAILURES = ("tuples failed by reason: timeout (a spout's tree timed out), explicit (a bolt called fail; at a spout, "
-            "a bolt failed the tree) or exception (a bolt's execute raised)")
+FAILURES = (
+    "tuples failed by reason: timeout (a spout's tree timed out), explicit (a bolt called fail; at a spout, "
+    "a bolt failed the tree) or exception (a bolt's execute raised)"
+)
 USER_LABELS = ("topology", "component", "task", "host", "port", "name")
 UP = "1 when nimbus answered this scrape, 0 when it could not be reached"
 CAPACITY = "share of its uptime a bolt spent executing (its busiest task, for a component): near 1, it cannot keep up"
@@ -75,8 +77,15 @@ class _Families:
     def __init__(self) -> None:
         self.by_name: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
 
-    def add(self, kind: type[CounterMetricFamily | GaugeMetricFamily], name: str, doc: str, labels: Sequence[str],
-            values: Sequence[str], value: float) -> None:
+    def add(
+        self,
+        kind: type[CounterMetricFamily | GaugeMetricFamily],
+        name: str,
+        doc: str,
+        labels: Sequence[str],
+        values: Sequence[str],
+        value: float,
+    ) -> None:
         family = self.by_name.get(name)
         if family is None:
             family = self.by_name[name] = kind(f"{PREFIX}_{name}", doc, labels=list(labels))
@@ -86,11 +95,23 @@ class _Families:
         """One task's or component's :func:`ui.shapes.stats_numbers` as counters and gauges."""
         for stat, value in numbers.items():
             if stat in COUNTED:
-                self.add(CounterMetricFamily, f"{level}_{stat}", f"{COUNTED[stat]}, since each task started",
-                         labels, values, value)
+                self.add(
+                    CounterMetricFamily,
+                    f"{level}_{stat}",
+                    f"{COUNTED[stat]}, since each task started",
+                    labels,
+                    values,
+                    value,
+                )
             elif stat in REASONS:
-                self.add(CounterMetricFamily, f"{level}_failures", f"{FAILURES}, since each task started",
-                         (*labels, "reason"), (*values, REASONS[stat]), value)
+                self.add(
+                    CounterMetricFamily,
+                    f"{level}_failures",
+                    f"{FAILURES}, since each task started",
+                    (*labels, "reason"),
+                    (*values, REASONS[stat]),
+                    value,
+                )
             elif stat in TIMED:
                 name, doc = TIMED[stat]
                 self.add(GaugeMetricFamily, f"{level}_{name}", doc, labels, values, value / 1000)
@@ -110,22 +131,40 @@ def families(cluster: Any, blacklist: Iterable[str], infos: Iterable[Any]) -> li
     gauge = GaugeMetricFamily
     out.add(gauge, "up", UP, (), (), 1)
     out.add(gauge, "supervisors", "supervisors registered", (), (), len(cluster.supervisors))
-    slots = {"used": sum(s.num_used_workers for s in cluster.supervisors),
-             "free": sum(max(0, s.num_workers - s.num_used_workers) for s in cluster.supervisors)}
+    slots = {
+        "used": sum(s.num_used_workers for s in cluster.supervisors),
+        "free": sum(max(0, s.num_workers - s.num_used_workers) for s in cluster.supervisors),
+    }
     for state, n in slots.items():
         out.add(gauge, "slots", "worker slots of all supervisors, used or free", ("state",), (state,), n)
     for s in cluster.supervisors:
         for state, n in (("used", s.num_used_workers), ("free", max(0, s.num_workers - s.num_used_workers))):
-            out.add(gauge, "supervisor_slots", "a supervisor's worker slots, used or free",
-                    ("supervisor", "host", "state"), (s.supervisor_id, s.host, state), n)
+            out.add(
+                gauge,
+                "supervisor_slots",
+                "a supervisor's worker slots, used or free",
+                ("supervisor", "host", "state"),
+                (s.supervisor_id, s.host, state),
+                n,
+            )
     out.add(gauge, "blacklisted_hosts", "hosts nimbus keeps new workers off", (), (), len(set(blacklist)))
     for status, n in sorted(Counter(t.status for t in cluster.topologies).items()):
         out.add(gauge, "topologies", "topologies by status", ("status",), (status,), n)
     for t in cluster.topologies:
-        out.add(gauge, "topology_info", "a running topology: its id, status and owner", (
-            "topology", "topology_id", "status", "owner"), (t.name, t.id, t.status, t.owner or ""), 1)
-        for what, n in (("uptime_seconds", t.uptime_secs), ("workers", t.num_workers),
-                        ("executors", t.num_executors), ("tasks", t.num_tasks)):
+        out.add(
+            gauge,
+            "topology_info",
+            "a running topology: its id, status and owner",
+            ("topology", "topology_id", "status", "owner"),
+            (t.name, t.id, t.status, t.owner or ""),
+            1,
+        )
+        for what, n in (
+            ("uptime_seconds", t.uptime_secs),
+            ("workers", t.num_workers),
+            ("executors", t.num_executors),
+            ("tasks", t.num_tasks),
+        ):
             out.add(gauge, f"topology_{what}", f"a topology's {what.replace('_', ' ')}", ("topology",), (t.name,), n)
     for info in infos:
         _topology(out, info)
@@ -134,47 +173,85 @@ def families(cluster: Any, blacklist: Iterable[str], infos: Iterable[Any]) -> li
 
 def _topology(out: _Families, info: Any) -> None:
     grouped = shapes.executors_by_component(info, ALL_TIME)
-    kinds = {component: "spout" if any(p.counts.spout for p in parts if p.counts) else "bolt"
-             for component, parts in grouped.items() if any(p.counts for p in parts)}
+    kinds = {
+        component: "spout" if any(p.counts.spout for p in parts if p.counts) else "bolt"
+        for component, parts in grouped.items()
+        if any(p.counts for p in parts)
+    }
     totals = shapes.topology_numbers(grouped, kinds, False)
     for stat, value in totals.items():
         if stat in COUNTED:
-            out.add(CounterMetricFamily, f"topology_{stat}", f"{COUNTED[stat]} by the topology's components "
-                    "(acked and failed: its spouts' trees), since each task started", ("topology",), (info.name,),
-                    value)
-    out.add(GaugeMetricFamily, "topology_complete_latency_seconds", TIMED["completeLatency"][1], ("topology",),
-            (info.name,), totals["completeLatency"] / 1000)
+            out.add(
+                CounterMetricFamily,
+                f"topology_{stat}",
+                f"{COUNTED[stat]} by the topology's components "
+                "(acked and failed: its spouts' trees), since each task started",
+                ("topology",),
+                (info.name,),
+                value,
+            )
+    out.add(
+        GaugeMetricFamily,
+        "topology_complete_latency_seconds",
+        TIMED["completeLatency"][1],
+        ("topology",),
+        (info.name,),
+        totals["completeLatency"] / 1000,
+    )
     for stat, reason in REASONS.items():
-        out.add(CounterMetricFamily, "topology_failures", f"{FAILURES}: the spouts' trees, since each task started",
-                ("topology", "reason"), (info.name, reason), totals[stat])
+        out.add(
+            CounterMetricFamily,
+            "topology_failures",
+            f"{FAILURES}: the spouts' trees, since each task started",
+            ("topology", "reason"),
+            (info.name, reason),
+            totals[stat],
+        )
     for component, kind in sorted(kinds.items()):
         if is_system(component):
             continue
         parts = grouped[component]
-        out.stats("component", COMPONENT_LABELS, (info.name, component),
-                  shapes.stats_numbers(parts, kind == "spout", False))
+        out.stats(
+            "component", COMPONENT_LABELS, (info.name, component), shapes.stats_numbers(parts, kind == "spout", False)
+        )
         for part in parts:
             if part.counts is not None:
                 e = part.summary
-                out.stats("task", TASK_LABELS, (info.name, component, part.task, e.host, str(e.port)),
-                          shapes.stats_numbers([part], kind == "spout", False))
+                out.stats(
+                    "task",
+                    TASK_LABELS,
+                    (info.name, component, part.task, e.host, str(e.port)),
+                    shapes.stats_numbers([part], kind == "spout", False),
+                )
         for m in shapes.user_metrics(parts):
             labels = (info.name, component, m["task"], m["host"], str(m["port"]), m["name"])
             if m["type"] == "counter":
-                out.add(CounterMetricFamily, "user_counter", "a user counter (TopologyContext.register_counter, a "
-                        "meter's count, a histogram's NAME.count), since its task started", USER_LABELS, labels,
-                        m["value"])
+                out.add(
+                    CounterMetricFamily,
+                    "user_counter",
+                    "a user counter (TopologyContext.register_counter, a "
+                    "meter's count, a histogram's NAME.count), since its task started",
+                    USER_LABELS,
+                    labels,
+                    m["value"],
+                )
             else:
-                out.add(GaugeMetricFamily, "user_gauge", "a user gauge (TopologyContext.register_gauge, a "
-                        "histogram's NAME.min/max/mean/p50/p95/p99) at its task's latest heartbeat", USER_LABELS,
-                        labels, m["value"])
+                out.add(
+                    GaugeMetricFamily,
+                    "user_gauge",
+                    "a user gauge (TopologyContext.register_gauge, a "
+                    "histogram's NAME.min/max/mean/p50/p95/p99) at its task's latest heartbeat",
+                    USER_LABELS,
+                    labels,
+                    m["value"],
+                )
 
 
 class ClusterCollector:
     """A Prometheus collector that asks nimbus on every ``collect()``::
 
-        from prometheus_client import generate_latest
-        print(generate_latest(ClusterCollector(NimbusSource(conf))).decode())
+    from prometheus_client import generate_latest
+    print(generate_latest(ClusterCollector(NimbusSource(conf))).decode())
     """
 
     def __init__(self, source: NimbusSource) -> None:

@@ -27,8 +27,13 @@ from ui.source import NimbusSource
 #: How a page asks nimbus: ``await ask(source.cluster)`` runs the call on a worker thread.
 Ask = Callable[..., Awaitable[Any]]
 
-TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("ui", "templates"), autoescape=True,
-                               undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+TEMPLATES = jinja2.Environment(
+    loader=jinja2.PackageLoader("ui", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
 
 
 def when(epoch_secs: int | None) -> str:
@@ -53,28 +58,38 @@ TEMPLATES.globals["default_window"] = ALL_TIME
 def render(template: str, **context: Any) -> str:
     """One page's HTML::
 
-        render("error.html", status="404 Not Found", message="no topology with id wc-1-1")
+    render("error.html", status="404 Not Found", message="no topology with id wc-1-1")
     """
     return TEMPLATES.get_template(template).render(**context)
 
 
 def error_page(status: int, message: str) -> HTMLResponse:
     """A failed page: what went wrong, in the status's words, with the way back to the cluster page."""
-    return HTMLResponse(render("error.html", status=error_body(status, message)["error"], message=message),
-                        status_code=status)
+    return HTMLResponse(
+        render("error.html", status=error_body(status, message)["error"], message=message), status_code=status
+    )
 
 
-def topology_view(parts: Any, *, now_secs: int, window: str, sys: bool,
-                  logviewer_port: int | None = None) -> dict[str, Any]:
+def topology_view(
+    parts: Any, *, now_secs: int, window: str, sys: bool, logviewer_port: int | None = None
+) -> dict[str, Any]:
     """What the topology page shows: the REST API's topology page and its picture (made from each bolt's
     ``inputStats``, as ``/api/v1/topology/ID/component/BOLT`` serves them)."""
-    page = shapes.topology_page(parts.info, parts.topology, parts.conf, now_secs=now_secs, window=window, sys=sys,
-                                logviewer_port=logviewer_port)
-    inputs = {b["boltId"]: shapes.component_page(parts.info, parts.topology, b["boltId"], now_secs=now_secs,
-                                                 window=window, sys=sys)["inputStats"] for b in page["bolts"]}
-    return {"topology": page, "drawing": graph.topology_drawing(page, parts.topology, inputs, sys=sys),
-            "health": split_health(page["schedulerInfo"])[0],
-            "errors": shapes.last_errors(parts.info, now_secs=now_secs, logviewer_port=logviewer_port)}
+    page = shapes.topology_page(
+        parts.info, parts.topology, parts.conf, now_secs=now_secs, window=window, sys=sys, logviewer_port=logviewer_port
+    )
+    inputs = {
+        b["boltId"]: shapes.component_page(
+            parts.info, parts.topology, b["boltId"], now_secs=now_secs, window=window, sys=sys
+        )["inputStats"]
+        for b in page["bolts"]
+    }
+    return {
+        "topology": page,
+        "drawing": graph.topology_drawing(page, parts.topology, inputs, sys=sys),
+        "health": split_health(page["schedulerInfo"])[0],
+        "errors": shapes.last_errors(parts.info, now_secs=now_secs, logviewer_port=logviewer_port),
+    }
 
 
 def with_health(topologies: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -83,8 +98,9 @@ def with_health(topologies: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**t, **dict(zip(("health", "errors"), split_health(t["schedulerInfo"]), strict=True))} for t in topologies]
 
 
-def routes(source: NimbusSource, ask: Ask, now: Callable[[], int], logviewer_port: int | None = None
-           ) -> list[BaseRoute]:
+def routes(
+    source: NimbusSource, ask: Ask, now: Callable[[], int], logviewer_port: int | None = None
+) -> list[BaseRoute]:
     """The pages' routes and their static files, for :func:`ui.app.create_app`; workers and daemons link to their
     logs on the logviewers at ``logviewer_port``."""
 
@@ -92,14 +108,17 @@ def routes(source: NimbusSource, ask: Ask, now: Callable[[], int], logviewer_por
         async def serve(request: Request) -> HTMLResponse:
             shows_system = request.query_params.get("sys", "0").lower() in SYS_ON  # for its show/hide link
             return HTMLResponse(render(template, **await make(request), sys=shows_system))
+
         return serve
 
     async def cluster(_request: Request) -> Mapping[str, Any]:
         summary, blacklist = await ask(source.cluster_and_blacklist)
-        return {"cluster": shapes.cluster_summary(summary),
-                "nimbuses": shapes.nimbus_summary(summary, logviewer_port)["nimbuses"],
-                "supervisors": shapes.supervisor_summary(summary, blacklist, logviewer_port)["supervisors"],
-                "topologies": with_health(shapes.topology_summary(summary)["topologies"])}
+        return {
+            "cluster": shapes.cluster_summary(summary),
+            "nimbuses": shapes.nimbus_summary(summary, logviewer_port)["nimbuses"],
+            "supervisors": shapes.supervisor_summary(summary, blacklist, logviewer_port)["supervisors"],
+            "topologies": with_health(shapes.topology_summary(summary)["topologies"]),
+        }
 
     async def topology(request: Request) -> Mapping[str, Any]:
         window, sys = window_and_sys(request.query_params)
@@ -111,21 +130,30 @@ def routes(source: NimbusSource, ask: Ask, now: Callable[[], int], logviewer_por
         window, sys = window_and_sys(request.query_params)
         parts = await ask(source.topology, request.path_params["id"])
         parts.check(http_principal(request.scope), "getTopology")
-        return {"component": shapes.component_page(parts.info, parts.topology, request.path_params["component"],
-                                                   now_secs=now(), window=window, sys=sys,
-                                                   logviewer_port=logviewer_port)}
+        return {
+            "component": shapes.component_page(
+                parts.info,
+                parts.topology,
+                request.path_params["component"],
+                now_secs=now(),
+                window=window,
+                sys=sys,
+                logviewer_port=logviewer_port,
+            )
+        }
 
     async def supervisor(request: Request) -> Mapping[str, Any]:
         summary, blacklist, infos = await ask(source.cluster_with_topologies)
-        return {"page": shapes.supervisor_page(summary, blacklist, infos, supervisor_id=request.path_params["id"],
-                                               logviewer_port=logviewer_port)}
+        return {
+            "page": shapes.supervisor_page(
+                summary, blacklist, infos, supervisor_id=request.path_params["id"], logviewer_port=logviewer_port
+            )
+        }
 
     return [
         Route("/", page("cluster.html", cluster), include_in_schema=False),
         Route("/topology/{id}", page("topology.html", topology), include_in_schema=False),
-        Route("/topology/{id}/component/{component:path}", page("component.html", component),
-              include_in_schema=False),
+        Route("/topology/{id}/component/{component:path}", page("component.html", component), include_in_schema=False),
         Route("/supervisor/{id:path}", page("supervisor.html", supervisor), include_in_schema=False),
         Mount("/static", StaticFiles(packages=[("ui", "static")]), name="static"),
     ]
-

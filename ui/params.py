@@ -39,8 +39,10 @@ def jsonp_callback(query: Mapping[str, str]) -> str | None:
     if callback is None:
         return None
     if len(callback) > MAX_CALLBACK_CHARS or not CALLBACK.fullmatch(callback):
-        raise BadRequest(f"callback must be a JavaScript function name (letters, digits, _ and $, names joined by "
-                         f"dots, not starting with a digit), at most {MAX_CALLBACK_CHARS} characters")
+        raise BadRequest(
+            f"callback must be a JavaScript function name (letters, digits, _ and $, names joined by "
+            f"dots, not starting with a digit), at most {MAX_CALLBACK_CHARS} characters"
+        )
     return callback
 
 
@@ -53,8 +55,10 @@ def window_and_sys(query: Mapping[str, str]) -> tuple[str, bool]:
     """
     window = query.get("window", ALL_TIME)
     if window not in WINDOWS:
-        raise BadRequest(f"window {window!r} is not kept; give one of {', '.join(WINDOWS)} "
-                         "(the last 10 minutes, 3 hours, 1 day, or all time)")
+        raise BadRequest(
+            f"window {window!r} is not kept; give one of {', '.join(WINDOWS)} "
+            "(the last 10 minutes, 3 hours, 1 day, or all time)"
+        )
     return window, query.get("sys", "0").lower() in SYS_ON
 
 

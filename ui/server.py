@@ -23,5 +23,13 @@ class UiServer(HttpServer):
 
     def __init__(self, conf: Mapping[str, Any], clock: Clock | None = None) -> None:
         host, port, keys, tls = daemon_address(conf, "ui")
-        super().__init__(create_app(conf, clock=clock), host, port, name="ui", title="the UI", keys=keys,
-                         grace_secs=float(conf["ui.nimbus.timeout.secs"]), tls=tls)
+        super().__init__(
+            create_app(conf, clock=clock),
+            host,
+            port,
+            name="ui",
+            title="the UI",
+            keys=keys,
+            grace_secs=float(conf["ui.nimbus.timeout.secs"]),
+            tls=tls,
+        )

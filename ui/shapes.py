@@ -158,35 +158,60 @@ def cluster_summary(cluster: Any) -> dict[str, Any]:
     used = sum(s.num_used_workers for s in cluster.supervisors)
     uptime = cluster.nimbus_uptime_secs or 0
     return {
-        "stormVersion": STORM_VERSION, "user": None,
-        "supervisors": len(cluster.supervisors), "topologies": len(cluster.topologies),
-        "slotsTotal": slots, "slotsUsed": used, "slotsFree": slots - used,
+        "stormVersion": STORM_VERSION,
+        "user": None,
+        "supervisors": len(cluster.supervisors),
+        "topologies": len(cluster.topologies),
+        "slotsTotal": slots,
+        "slotsUsed": used,
+        "slotsFree": slots - used,
         "executorsTotal": sum(t.num_executors for t in cluster.topologies),
         "tasksTotal": sum(t.num_tasks for t in cluster.topologies),
-        "nimbusUptime": pretty_uptime(uptime), "nimbusUptimeSeconds": uptime,
+        "nimbusUptime": pretty_uptime(uptime),
+        "nimbusUptimeSeconds": uptime,
         "schedulerDisplayResource": False,
     }
 
 
-def supervisor_summary(cluster: Any, blacklist: Iterable[str] = (), logviewer_port: int | None = None
-                       ) -> dict[str, Any]:
+def supervisor_summary(
+    cluster: Any, blacklist: Iterable[str] = (), logviewer_port: int | None = None
+) -> dict[str, Any]:
     """``/api/v1/supervisor/summary``: every supervisor with its slots; ``blacklisted`` when nimbus keeps new
     workers off its host; ``logLink``, its log on the logviewer of its host at ``logviewer_port``."""
     banned = set(blacklist)
-    return {"supervisors": [{
-        "id": s.supervisor_id, "host": s.host, "uptime": pretty_uptime(s.uptime_secs), "uptimeSeconds": s.uptime_secs,
-        "slotsTotal": s.num_workers, "slotsUsed": s.num_used_workers,
-        "slotsFree": max(0, s.num_workers - s.num_used_workers), "version": s.version,
-        "blacklisted": s.host in banned, "logLink": daemon_log_link(logviewer_port, s.host, "supervisor"),
-    } for s in cluster.supervisors], "schedulerDisplayResource": False}
+    return {
+        "supervisors": [
+            {
+                "id": s.supervisor_id,
+                "host": s.host,
+                "uptime": pretty_uptime(s.uptime_secs),
+                "uptimeSeconds": s.uptime_secs,
+                "slotsTotal": s.num_workers,
+                "slotsUsed": s.num_used_workers,
+                "slotsFree": max(0, s.num_workers - s.num_used_workers),
+                "version": s.version,
+                "blacklisted": s.host in banned,
+                "logLink": daemon_log_link(logviewer_port, s.host, "supervisor"),
+            }
+            for s in cluster.supervisors
+        ],
+        "schedulerDisplayResource": False,
+    }
 
 
 class UnknownSupervisor(LookupError):
     """No supervisor has that id (or runs on that host); the message names those there are."""
 
 
-def supervisor_page(cluster: Any, blacklist: Iterable[str], infos: Iterable[Any], *, supervisor_id: str = "",
-                    host: str = "", logviewer_port: int | None = None) -> dict[str, Any]:
+def supervisor_page(
+    cluster: Any,
+    blacklist: Iterable[str],
+    infos: Iterable[Any],
+    *,
+    supervisor_id: str = "",
+    host: str = "",
+    logviewer_port: int | None = None,
+) -> dict[str, Any]:
     """``/api/v1/supervisor?id=ID`` (or ``?host=HOST``): the supervisor(s) and the workers on their host, from
     the ``ClusterSummary`` and every running topology's ``TopologyInfo``.
 
@@ -201,31 +226,59 @@ def supervisor_page(cluster: Any, blacklist: Iterable[str], infos: Iterable[Any]
         known = ", ".join(f"{s['id']} ({s['host']})" for s in rows) or "none"
         raise UnknownSupervisor(f"no supervisor has {wanted}; the supervisors are {known}")
     hosts, ids = {s["host"] for s in chosen}, {s["id"] for s in chosen}
-    return {"supervisors": chosen,
-            "workers": [w for info in infos for w in _workers(info, logviewer_port)
-                        if (w["supervisorId"] in ids if w["supervisorId"] else w["host"] in hosts)],
-            "sharedHost": any(s["host"] in hosts for s in rows if s not in chosen),
-            "schedulerDisplayResource": False}
+    return {
+        "supervisors": chosen,
+        "workers": [
+            w
+            for info in infos
+            for w in _workers(info, logviewer_port)
+            if (w["supervisorId"] in ids if w["supervisorId"] else w["host"] in hosts)
+        ],
+        "sharedHost": any(s["host"] in hosts for s in rows if s not in chosen),
+        "schedulerDisplayResource": False,
+    }
 
 
 def nimbus_summary(cluster: Any, logviewer_port: int | None = None) -> dict[str, Any]:
     """``/api/v1/nimbus/summary``: every nimbus that registered, the leader first, each with ``nimbusLogLink``, its
     log on the logviewer of its host at ``logviewer_port``."""
-    return {"nimbuses": [{
-        "host": n.host, "port": n.port, "status": "Leader" if n.isLeader else "Not a Leader", "version": n.version,
-        "nimbusUpTime": pretty_uptime(n.uptime_secs), "nimbusUpTimeSeconds": n.uptime_secs,
-        "nimbusLogLink": daemon_log_link(logviewer_port, n.host, "nimbus"),
-    } for n in cluster.nimbuses]}
+    return {
+        "nimbuses": [
+            {
+                "host": n.host,
+                "port": n.port,
+                "status": "Leader" if n.isLeader else "Not a Leader",
+                "version": n.version,
+                "nimbusUpTime": pretty_uptime(n.uptime_secs),
+                "nimbusUpTimeSeconds": n.uptime_secs,
+                "nimbusLogLink": daemon_log_link(logviewer_port, n.host, "nimbus"),
+            }
+            for n in cluster.nimbuses
+        ]
+    }
 
 
 def topology_summary(cluster: Any) -> dict[str, Any]:
     """``/api/v1/topology/summary``: one entry per topology nimbus knows, as Storm's topology table."""
-    return {"topologies": [{
-        "id": t.id, "encodedId": encoded(t.id), "name": t.name, "owner": t.owner, "status": t.status,
-        "uptime": pretty_uptime(t.uptime_secs), "uptimeSeconds": t.uptime_secs,
-        "tasksTotal": t.num_tasks, "workersTotal": t.num_workers, "executorsTotal": t.num_executors,
-        "schedulerInfo": t.sched_status,
-    } for t in cluster.topologies], "schedulerDisplayResource": False}
+    return {
+        "topologies": [
+            {
+                "id": t.id,
+                "encodedId": encoded(t.id),
+                "name": t.name,
+                "owner": t.owner,
+                "status": t.status,
+                "uptime": pretty_uptime(t.uptime_secs),
+                "uptimeSeconds": t.uptime_secs,
+                "tasksTotal": t.num_tasks,
+                "workersTotal": t.num_workers,
+                "executorsTotal": t.num_executors,
+                "schedulerInfo": t.sched_status,
+            }
+            for t in cluster.topologies
+        ],
+        "schedulerDisplayResource": False,
+    }
 
 
 # -- stats ------------------------------------------------------------------------------------------
@@ -263,11 +316,21 @@ def _counts(stats: Any, window: str) -> _Counts | None:
     emitted, transferred, reasons = pick(stats.emitted), pick(stats.transferred), pick(stats.failed_by_reason)
     if stats.specific.spout is not None:
         s = stats.specific.spout
-        return _Counts(True, emitted, transferred, pick(s.acked), pick(s.failed), {}, pick(s.complete_ms_avg), {},
-                       reasons)
+        return _Counts(
+            True, emitted, transferred, pick(s.acked), pick(s.failed), {}, pick(s.complete_ms_avg), {}, reasons
+        )
     b = stats.specific.bolt
-    return _Counts(False, emitted, transferred, pick(b.acked, True), pick(b.failed, True), pick(b.executed, True),
-                   pick(b.execute_ms_avg, True), pick(b.process_ms_avg, True), reasons)
+    return _Counts(
+        False,
+        emitted,
+        transferred,
+        pick(b.acked, True),
+        pick(b.failed, True),
+        pick(b.executed, True),
+        pick(b.execute_ms_avg, True),
+        pick(b.process_ms_avg, True),
+        reasons,
+    )
 
 
 def _shown(key: StatKey, sys: bool) -> bool:
@@ -286,8 +349,12 @@ def _weighted(pairs: Iterable[tuple[float, int]]) -> float:
 
 
 def _latency(parts: Iterable[_Counts], latencies: str, weights: str, sys: bool) -> float:
-    return _weighted((latency, getattr(c, weights).get(key, 0))
-                     for c in parts for key, latency in getattr(c, latencies).items() if _shown(key, sys))
+    return _weighted(
+        (latency, getattr(c, weights).get(key, 0))
+        for c in parts
+        for key, latency in getattr(c, latencies).items()
+        if _shown(key, sys)
+    )
 
 
 @dataclass(frozen=True)
@@ -341,24 +408,29 @@ def stats_numbers(parts: list[Executed], spout: bool, sys: bool) -> dict[str, fl
     processLatency (milliseconds) and capacity. The REST API and ``/metrics`` both read them here."""
     reported = _reported(parts)
     row: dict[str, float] = {stat: _sum(reported, stat, sys) for stat in ("emitted", "transferred", "acked", "failed")}
-    row.update({name: sum(c.failed_by_reason.get(reason, 0) for c in reported)
-                for reason, name in REASON_STATS.items()})
+    row.update(
+        {name: sum(c.failed_by_reason.get(reason, 0) for c in reported) for reason, name in REASON_STATS.items()}
+    )
     if spout:
         row["completeLatency"] = _latency(reported, "latency_ms", "acked", sys)
     else:
-        row.update({
-            "executed": _sum(reported, "executed", sys),
-            "executeLatency": _latency(reported, "latency_ms", "executed", sys),
-            "processLatency": _latency(reported, "process_ms", "acked", sys),
-            "capacity": max((p.capacity for p in parts), default=0.0),
-        })
+        row.update(
+            {
+                "executed": _sum(reported, "executed", sys),
+                "executeLatency": _latency(reported, "latency_ms", "executed", sys),
+                "processLatency": _latency(reported, "process_ms", "acked", sys),
+                "capacity": max((p.capacity for p in parts), default=0.0),
+            }
+        )
     return row
 
 
 def _stats_row(parts: list[Executed], spout: bool, sys: bool) -> dict[str, Any]:
     """:func:`stats_numbers` as Storm's JSON writes them."""
-    return {stat: float_str(value) if stat in FORMATTED_STATS else value
-            for stat, value in stats_numbers(parts, spout, sys).items()}
+    return {
+        stat: float_str(value) if stat in FORMATTED_STATS else value
+        for stat, value in stats_numbers(parts, spout, sys).items()
+    }
 
 
 def topology_numbers(grouped: Mapping[str, list[Executed]], kinds: Mapping[str, str], sys: bool) -> dict[str, float]:
@@ -368,9 +440,14 @@ def topology_numbers(grouped: Mapping[str, list[Executed]], kinds: Mapping[str, 
     shown = [c for c in kinds if sys or not is_system(c)]
     counts = _reported(p for c in shown for p in grouped.get(c, []))
     trees = stats_numbers([p for c in shown if kinds[c] == "spout" for p in grouped.get(c, [])], True, sys)
-    return {"emitted": _sum(counts, "emitted", sys), "transferred": _sum(counts, "transferred", sys),
-            "acked": trees["acked"], "failed": trees["failed"], "completeLatency": trees["completeLatency"],
-            **{name: trees[name] for name in REASON_STATS.values()}}
+    return {
+        "emitted": _sum(counts, "emitted", sys),
+        "transferred": _sum(counts, "transferred", sys),
+        "acked": trees["acked"],
+        "failed": trees["failed"],
+        "completeLatency": trees["completeLatency"],
+        **{name: trees[name] for name in REASON_STATS.values()},
+    }
 
 
 def component_kinds(topology: Any) -> dict[str, str]:
@@ -390,17 +467,29 @@ def _error(error: Any, info: Any, now_secs: int, logviewer_port: int | None, *, 
     """An error's fields; its summary (``lastErrorSummary``, ``errorSummary``: Squall's) is the exception's line
     (:func:`~squall.core.zk.errors.error_summary`), taken from the whole text, so a cut ``lastError`` keeps it."""
     key, text = ("lastError", error.error[:LAST_ERROR_CHARS]) if last else ("error", error.error)
-    return {key: text, f"{key}Summary": error_summary(error.error), "errorTime": error.error_time_secs,
-            "errorHost": error.host or "", "errorPort": error.port,
-            "errorWorkerLogLink": worker_log_link(logviewer_port, error.host, error.port, info.id),
-            "errorLapsedSecs": max(0, now_secs - error.error_time_secs)}
+    return {
+        key: text,
+        f"{key}Summary": error_summary(error.error),
+        "errorTime": error.error_time_secs,
+        "errorHost": error.host or "",
+        "errorPort": error.port,
+        "errorWorkerLogLink": worker_log_link(logviewer_port, error.host, error.port, info.id),
+        "errorLapsedSecs": max(0, now_secs - error.error_time_secs),
+    }
 
 
 def _last_error(errors: list[Any], info: Any, now_secs: int, logviewer_port: int | None) -> dict[str, Any]:
     """Storm's last-error fields of a component: the newest error, or empty values when there is none."""
     if not errors:
-        return {"lastError": "", "lastErrorSummary": "", "errorTime": None, "errorHost": "", "errorPort": None,
-                "errorWorkerLogLink": NO_LINK, "errorLapsedSecs": None}
+        return {
+            "lastError": "",
+            "lastErrorSummary": "",
+            "errorTime": None,
+            "errorHost": "",
+            "errorPort": None,
+            "errorWorkerLogLink": NO_LINK,
+            "errorLapsedSecs": None,
+        }
     return _error(max(errors, key=lambda e: e.error_time_secs), info, now_secs, logviewer_port, last=True)
 
 
@@ -408,9 +497,15 @@ def last_errors(info: Any, *, now_secs: int, logviewer_port: int | None = None) 
     """The topology page's last errors: each component's newest (its last-error fields, and its whole text as
     ``traceback``), by component. System components' too, whatever ``sys``: nimbus files the topology's own errors
     (a worker it restarted, a failed rebalance) under the topology master."""
-    return [{"component": component, **_last_error(list(errors), info, now_secs, logviewer_port),
-             "traceback": max(errors, key=lambda e: e.error_time_secs).error}
-            for component, errors in sorted((info.errors or {}).items()) if errors]
+    return [
+        {
+            "component": component,
+            **_last_error(list(errors), info, now_secs, logviewer_port),
+            "traceback": max(errors, key=lambda e: e.error_time_secs).error,
+        }
+        for component, errors in sorted((info.errors or {}).items())
+        if errors
+    ]
 
 
 def _window_fields(window: str) -> dict[str, str]:
@@ -420,8 +515,16 @@ def _window_fields(window: str) -> dict[str, str]:
 # -- topology page ----------------------------------------------------------------------------------
 
 
-def topology_page(info: Any, topology: Any, conf: Mapping[str, Any], *, now_secs: int, window: str = ALL_TIME,
-                  sys: bool = False, logviewer_port: int | None = None) -> dict[str, Any]:
+def topology_page(
+    info: Any,
+    topology: Any,
+    conf: Mapping[str, Any],
+    *,
+    now_secs: int,
+    window: str = ALL_TIME,
+    sys: bool = False,
+    logviewer_port: int | None = None,
+) -> dict[str, Any]:
     """``/api/v1/topology/<id>`` from nimbus's ``TopologyInfo``, the running topology (system components
     included) and its conf; log links go to the logviewers on ``logviewer_port``.
 
@@ -433,18 +536,32 @@ def topology_page(info: Any, topology: Any, conf: Mapping[str, Any], *, now_secs
     spouts = [c for c in shown if kinds[c] == "spout"]
     every_part = [p for parts in grouped.values() for p in parts]
     return {
-        "id": info.id, "encodedId": encoded(info.id), "name": info.name, "owner": info.owner, "user": None,
-        "status": info.status, "uptime": pretty_uptime(info.uptime_secs), "uptimeSeconds": info.uptime_secs,
-        "tasksTotal": _tasks(every_part), "executorsTotal": len(info.executors),
-        "workersTotal": len({(e.host, e.port) for e in info.executors}), "schedulerInfo": info.sched_status,
-        "msgTimeout": conf.get("topology.message.timeout.secs"), "window": window, "windowHint": window_hint(window),
+        "id": info.id,
+        "encodedId": encoded(info.id),
+        "name": info.name,
+        "owner": info.owner,
+        "user": None,
+        "status": info.status,
+        "uptime": pretty_uptime(info.uptime_secs),
+        "uptimeSeconds": info.uptime_secs,
+        "tasksTotal": _tasks(every_part),
+        "executorsTotal": len(info.executors),
+        "workersTotal": len({(e.host, e.port) for e in info.executors}),
+        "schedulerInfo": info.sched_status,
+        "msgTimeout": conf.get("topology.message.timeout.secs"),
+        "window": window,
+        "windowHint": window_hint(window),
         "topologyStats": [_topology_stats(info, kinds, w, sys) for w in WINDOWS],
-        "spouts": [_component_row(c, grouped.get(c, []), "spout", info, sys, now_secs, logviewer_port)
-                   for c in spouts],
-        "bolts": [_component_row(c, grouped.get(c, []), "bolt", info, sys, now_secs, logviewer_port) for c in shown
-                  if kinds[c] == "bolt"],
+        "spouts": [_component_row(c, grouped.get(c, []), "spout", info, sys, now_secs, logviewer_port) for c in spouts],
+        "bolts": [
+            _component_row(c, grouped.get(c, []), "bolt", info, sys, now_secs, logviewer_port)
+            for c in shown
+            if kinds[c] == "bolt"
+        ],
         "workers": _workers(info, logviewer_port),
-        "configuration": dict(conf), "debug": False, "samplingPct": DEFAULT_SAMPLING_PCT,
+        "configuration": dict(conf),
+        "debug": False,
+        "samplingPct": DEFAULT_SAMPLING_PCT,
         "schedulerDisplayResource": False,
     }
 
@@ -455,13 +572,22 @@ def _topology_stats(info: Any, kinds: Mapping[str, str], window: str, sys: bool)
     return {**_window_fields(window), **totals, "completeLatency": float_str(totals["completeLatency"])}
 
 
-def _component_row(component: str, parts: list[Executed], kind: str, info: Any, sys: bool, now_secs: int,
-                   logviewer_port: int | None) -> dict[str, Any]:
+def _component_row(
+    component: str, parts: list[Executed], kind: str, info: Any, sys: bool, now_secs: int, logviewer_port: int | None
+) -> dict[str, Any]:
     """A line of the topology page's spouts or bolts table."""
-    ids = ({"spoutId": component, "encodedSpoutId": encoded(component)} if kind == "spout"
-           else {"boltId": component, "encodedBoltId": encoded(component)})
-    return {**ids, "executors": len(parts), "tasks": _tasks(parts), **_stats_row(parts, kind == "spout", sys),
-            **_last_error(list((info.errors or {}).get(component, [])), info, now_secs, logviewer_port)}
+    ids = (
+        {"spoutId": component, "encodedSpoutId": encoded(component)}
+        if kind == "spout"
+        else {"boltId": component, "encodedBoltId": encoded(component)}
+    )
+    return {
+        **ids,
+        "executors": len(parts),
+        "tasks": _tasks(parts),
+        **_stats_row(parts, kind == "spout", sys),
+        **_last_error(list((info.errors or {}).get(component, [])), info, now_secs, logviewer_port),
+    }
 
 
 def _workers(info: Any, logviewer_port: int | None) -> list[dict[str, Any]]:
@@ -475,19 +601,36 @@ def _workers(info: Any, logviewer_port: int | None) -> list[dict[str, Any]]:
         for e in executors:
             per_component[e.component_id] = per_component.get(e.component_id, 0) + 1
         uptime = max(e.uptime_secs for e in executors)
-        result.append({"supervisorId": executors[0].supervisor_id or "", "host": host, "port": port,
-                       "topologyId": info.id, "topologyName": info.name,
-                       "executorsTotal": len(executors), "componentNumTasks": per_component,
-                       "uptime": pretty_uptime(uptime), "uptimeSeconds": uptime,
-                       "workerLogLink": worker_log_link(logviewer_port, host, port, info.id)})
+        result.append(
+            {
+                "supervisorId": executors[0].supervisor_id or "",
+                "host": host,
+                "port": port,
+                "topologyId": info.id,
+                "topologyName": info.name,
+                "executorsTotal": len(executors),
+                "componentNumTasks": per_component,
+                "uptime": pretty_uptime(uptime),
+                "uptimeSeconds": uptime,
+                "workerLogLink": worker_log_link(logviewer_port, host, port, info.id),
+            }
+        )
     return result
 
 
 # -- component page ---------------------------------------------------------------------------------
 
 
-def component_page(info: Any, topology: Any, component: str, *, now_secs: int, window: str = ALL_TIME,
-                   sys: bool = False, logviewer_port: int | None = None) -> dict[str, Any]:
+def component_page(
+    info: Any,
+    topology: Any,
+    component: str,
+    *,
+    now_secs: int,
+    window: str = ALL_TIME,
+    sys: bool = False,
+    logviewer_port: int | None = None,
+) -> dict[str, Any]:
     """``/api/v1/topology/<id>/component/<component>``: the component's stats in each window
     (``spoutSummary`` or ``boltStats``), and in the window asked for per stream (and per input for a bolt) and
     per executor, and its errors, oldest first.
@@ -496,27 +639,45 @@ def component_page(info: Any, topology: Any, component: str, *, now_secs: int, w
     """
     kinds = component_kinds(topology)
     if component not in kinds:
-        raise UnknownComponent(f"topology {info.id} has no component {component!r}; its components are "
-                               f"{', '.join(sorted(c for c in kinds if not is_system(c)))}")
+        raise UnknownComponent(
+            f"topology {info.id} has no component {component!r}; its components are "
+            f"{', '.join(sorted(c for c in kinds if not is_system(c)))}"
+        )
     kind = kinds[component]
     parts = executors_by_component(info, window).get(component, [])
     reported = _reported(parts)
     errors = sorted((info.errors or {}).get(component, []), key=lambda e: e.error_time_secs)
     page: dict[str, Any] = {
-        "id": component, "encodedId": encoded(component), "name": info.name, "topologyId": info.id,
-        "encodedTopologyId": encoded(info.id), "topologyStatus": info.status, "componentType": kind, "user": None,
-        "executors": len(parts), "tasks": _tasks(parts),
-        "window": window, "windowHint": window_hint(window), "debug": False, "samplingPct": DEFAULT_SAMPLING_PCT,
-        "profilingAndDebuggingCapable": False, "profileActionEnabled": False, "profilerActive": [],
+        "id": component,
+        "encodedId": encoded(component),
+        "name": info.name,
+        "topologyId": info.id,
+        "encodedTopologyId": encoded(info.id),
+        "topologyStatus": info.status,
+        "componentType": kind,
+        "user": None,
+        "executors": len(parts),
+        "tasks": _tasks(parts),
+        "window": window,
+        "windowHint": window_hint(window),
+        "debug": False,
+        "samplingPct": DEFAULT_SAMPLING_PCT,
+        "profilingAndDebuggingCapable": False,
+        "profileActionEnabled": False,
+        "profilerActive": [],
         "schedulerDisplayResource": False,
         "componentErrors": [_error(e, info, now_secs, logviewer_port, last=False) for e in errors],
-        "executorStats": [_executor_row(p, info, kind == "spout", sys, logviewer_port) for p in
-                          sorted(parts, key=lambda p: p.summary.executor_info.task_start)],
+        "executorStats": [
+            _executor_row(p, info, kind == "spout", sys, logviewer_port)
+            for p in sorted(parts, key=lambda p: p.summary.executor_info.task_start)
+        ],
         "outputStats": _output_stats(reported, kind == "spout", sys),
         "userMetrics": user_metrics(parts),
     }
-    summary = [{**_window_fields(w), **_stats_row(executors_by_component(info, w).get(component, []),
-                                                  kind == "spout", sys)} for w in WINDOWS]
+    summary = [
+        {**_window_fields(w), **_stats_row(executors_by_component(info, w).get(component, []), kind == "spout", sys)}
+        for w in WINDOWS
+    ]
     if kind == "spout":
         last_error = _last_error(errors, info, now_secs, None)["lastError"]
         page["spoutSummary"] = [{**row, "lastError": last_error} for row in summary]
@@ -537,51 +698,76 @@ def user_metrics(parts: Iterable[Executed]) -> list[dict[str, Any]]:
             continue
         values = [(name, "counter", v) for name, v in (stats.user_counters or {}).items()]
         values += [(name, "gauge", v) for name, v in (stats.user_gauges or {}).items()]
-        rows += [{"task": part.task, "host": e.host, "port": e.port, "name": name, "type": kind, "value": value}
-                 for name, kind, value in sorted(values)]
+        rows += [
+            {"task": part.task, "host": e.host, "port": e.port, "name": name, "type": kind, "value": value}
+            for name, kind, value in sorted(values)
+        ]
     return rows
 
 
 def _executor_row(part: Executed, info: Any, spout: bool, sys: bool, logviewer_port: int | None) -> dict[str, Any]:
     e = part.summary
     ident = f"[{e.executor_info.task_start}-{e.executor_info.task_end}]"
-    return {"id": ident, "encodedId": encoded(ident), "host": e.host, "port": e.port,
-            "uptime": pretty_uptime(e.uptime_secs), "uptimeSeconds": e.uptime_secs,
-            "workerLogLink": worker_log_link(logviewer_port, e.host, e.port, info.id),
-            **_stats_row([part], spout, sys)}
+    return {
+        "id": ident,
+        "encodedId": encoded(ident),
+        "host": e.host,
+        "port": e.port,
+        "uptime": pretty_uptime(e.uptime_secs),
+        "uptimeSeconds": e.uptime_secs,
+        "workerLogLink": worker_log_link(logviewer_port, e.host, e.port, info.id),
+        **_stats_row([part], spout, sys),
+    }
 
 
 def _output_stats(reported: list[_Counts], spout: bool, sys: bool) -> list[dict[str, Any]]:
     """One row per output stream: emitted and transferred; a spout's also what its trees did."""
-    streams = sorted({s for c in reported for s in (*c.emitted, *c.transferred, *(c.acked if spout else ()))
-                      if _shown(s, sys)})
+    streams = sorted(
+        {s for c in reported for s in (*c.emitted, *c.transferred, *(c.acked if spout else ())) if _shown(s, sys)}
+    )
     rows = []
     for stream in streams:
-        row: dict[str, Any] = {"stream": stream, "emitted": sum(c.emitted.get(stream, 0) for c in reported),
-                               "transferred": sum(c.transferred.get(stream, 0) for c in reported)}
+        row: dict[str, Any] = {
+            "stream": stream,
+            "emitted": sum(c.emitted.get(stream, 0) for c in reported),
+            "transferred": sum(c.transferred.get(stream, 0) for c in reported),
+        }
         if spout:
-            row.update({"acked": sum(c.acked.get(stream, 0) for c in reported),
-                        "failed": sum(c.failed.get(stream, 0) for c in reported),
-                        "completeLatency": float_str(_weighted((c.latency_ms.get(stream, 0.0),
-                                                                c.acked.get(stream, 0)) for c in reported))})
+            row.update(
+                {
+                    "acked": sum(c.acked.get(stream, 0) for c in reported),
+                    "failed": sum(c.failed.get(stream, 0) for c in reported),
+                    "completeLatency": float_str(
+                        _weighted((c.latency_ms.get(stream, 0.0), c.acked.get(stream, 0)) for c in reported)
+                    ),
+                }
+            )
         rows.append(row)
     return rows
 
 
 def _input_stats(reported: list[_Counts], sys: bool) -> list[dict[str, Any]]:
     """One row per input (component, stream) of a bolt."""
-    inputs = sorted({k for c in reported for k in (*c.executed, *c.acked, *c.failed)
-                     if isinstance(k, tuple) and _shown(k, sys)})  # a bolt's: keyed by (component, stream)
+    inputs = sorted(
+        {k for c in reported for k in (*c.executed, *c.acked, *c.failed) if isinstance(k, tuple) and _shown(k, sys)}
+    )  # a bolt's: keyed by (component, stream)
     rows = []
     for component, stream in inputs:
         key = (component, stream)
-        rows.append({
-            "component": component, "encodedComponentId": encoded(component), "stream": stream,
-            "executed": sum(c.executed.get(key, 0) for c in reported),
-            "acked": sum(c.acked.get(key, 0) for c in reported), "failed": sum(c.failed.get(key, 0) for c in reported),
-            "executeLatency": float_str(_weighted((c.latency_ms.get(key, 0.0), c.executed.get(key, 0))
-                                                  for c in reported)),
-            "processLatency": float_str(_weighted((c.process_ms.get(key, 0.0), c.acked.get(key, 0))
-                                                  for c in reported)),
-        })
+        rows.append(
+            {
+                "component": component,
+                "encodedComponentId": encoded(component),
+                "stream": stream,
+                "executed": sum(c.executed.get(key, 0) for c in reported),
+                "acked": sum(c.acked.get(key, 0) for c in reported),
+                "failed": sum(c.failed.get(key, 0) for c in reported),
+                "executeLatency": float_str(
+                    _weighted((c.latency_ms.get(key, 0.0), c.executed.get(key, 0)) for c in reported)
+                ),
+                "processLatency": float_str(
+                    _weighted((c.process_ms.get(key, 0.0), c.acked.get(key, 0)) for c in reported)
+                ),
+            }
+        )
     return rows

@@ -48,9 +48,9 @@ class TopologyParts:
 class NimbusSource:
     """The UI's questions to nimbus and its actions on topologies::
 
-        source = NimbusSource(conf)
-        source.cluster().topologies          # nimbus's ClusterSummary
-        source.operate("wc-1-1700000000", lambda nimbus, name: nimbus.deactivate(name))
+    source = NimbusSource(conf)
+    source.cluster().topologies          # nimbus's ClusterSummary
+    source.operate("wc-1-1700000000", lambda nimbus, name: nimbus.deactivate(name))
     """
 
     def __init__(self, conf: Mapping[str, Any]) -> None:
@@ -98,8 +98,9 @@ class NimbusSource:
             conf = {**cluster_conf, **json.loads(nimbus.getTopologyConf(topology_id))}
             return TopologyParts(info, nimbus.getTopology(topology_id), redact(conf), Authorizer(cluster_conf))
 
-    def operate(self, topology_id: str, call: Callable[[TClient, str], None], principal: str = "",
-                operation: str = "") -> None:
+    def operate(
+        self, topology_id: str, call: Callable[[TClient, str], None], principal: str = "", operation: str = ""
+    ) -> None:
         """Run ``call(nimbus, name)`` on the topology of that id: nimbus's actions take names, Storm's REST API
         ids. ``NotAliveException`` when no topology has that id; ``AuthorizationException`` when nimbus has an
         authorizer and its ACLs do not let the HTTP user ``principal`` do ``operation`` on it (the UI's own

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from squall.core.system_ids import ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM
 from squall.api.tuple import TupleBatch
+from squall.core.system_ids import ACK_ACK_STREAM, ACK_FAIL_STREAM, ACK_INIT_STREAM, ACK_RESET_TIMEOUT_STREAM
 from worker.executor.acking import ACK_FAIL_FIELDS
 from worker.executor.base import Executor
 from worker.tracking import AckerState, SpoutNews
@@ -31,7 +31,8 @@ class Acker(Executor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         conf = self.spec.conf
-        timeout = float(conf["topology.message.timeout.secs"]) if conf["topology.enable.message.timeouts"] else float("inf")
+        timeouts = conf["topology.enable.message.timeouts"]
+        timeout = float(conf["topology.message.timeout.secs"]) if timeouts else float("inf")
         self.state = AckerState(timeout)
         self._next_expiry = 0.0
 
@@ -65,7 +66,10 @@ class Acker(Executor):
         """One message per spout task and kind: the roots acked, failed and held this step."""
         outbox, component, task = self._outbox, self.component, self.task
         for spout_task, told in news.items():
-            for stream, roots in ((ACK_ACK_STREAM, told.acked), (ACK_FAIL_STREAM, told.failed),
-                                  (ACK_RESET_TIMEOUT_STREAM, told.reset)):
+            for stream, roots in (
+                (ACK_ACK_STREAM, told.acked),
+                (ACK_FAIL_STREAM, told.failed),
+                (ACK_RESET_TIMEOUT_STREAM, told.reset),
+            ):
                 if roots:
                     outbox.add(spout_task, TupleBatch([(roots,)], ACK_FAIL_FIELDS, component, stream, task))

@@ -32,8 +32,14 @@ class GroupingError(ValueError):
     """A subscription that cannot be routed (unknown fields, a custom grouper that cannot load)."""
 
 
-def make_grouper(grouping: Any, *, output_fields: Sequence[str], targets: Sequence[int],
-                 local: frozenset[int] = frozenset(), seed: int = 0) -> Grouper:
+def make_grouper(
+    grouping: Any,
+    *,
+    output_fields: Sequence[str],
+    targets: Sequence[int],
+    local: frozenset[int] = frozenset(),
+    seed: int = 0,
+) -> Grouper:
     """The grouper for one subscription; ``targets`` are the subscribing component's task ids.
 
     ``local`` are the target tasks living in this worker (for local-or-shuffle); ``seed`` (the source
@@ -141,6 +147,7 @@ def _fields(names: Sequence[str], output_fields: Sequence[str], tasks: list[int]
                     hit = cache[key] = choices[zlib.crc32(pack.pack(key)) % n]
                 return hit
             return choices[zlib.crc32(pack.pack(key)) % n]
+
         return route
     return lambda values: choices[zlib.crc32(pack.pack([values[i] for i in index])) % n]
 

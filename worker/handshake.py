@@ -92,7 +92,7 @@ class Greeting:
         self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=MAX_HELLO_BYTES)
         self._fed = 0
 
-    def feed(self, data: bytes) -> list[Any] | None:
+    def feed(self, data: bytes | memoryview) -> list[Any] | None:
         """The message once it is whole (None until then); :class:`WireError` if it is not a greeting."""
         try:
             self._unpacker.feed(data)
@@ -106,18 +106,22 @@ class Greeting:
         except (ValueError, msgpack.UnpackException) as exc:
             raise WireError(f"not a Squall worker handshake: {exc}") from None
         if not (type(message) is list and len(message) >= 3 and message[0] == HELLO):
-            raise WireError("not a Squall worker handshake: a worker connection opens with "
-                            f"[{HELLO!r}, version, topology id]")
+            raise WireError(
+                f"not a Squall worker handshake: a worker connection opens with [{HELLO!r}, version, topology id]"
+            )
         if message[1] != VERSION:
-            raise WireError(f"a peer speaking transfer version {message[1]!r}, this worker speaks {VERSION}: "
-                            "run one Squall release on every worker of a topology")
+            raise WireError(
+                f"a peer speaking transfer version {message[1]!r}, this worker speaks {VERSION}: "
+                "run one Squall release on every worker of a topology"
+            )
         if self._unpacker.tell() != self._fed:
             raise WireError("data sent before the handshake was answered")
         return message
 
 
-def connect(address: tuple[str, int], topology_id: str, secret: bytes | None, timeout: float,
-            socket_buffer: int | None = None) -> socket.socket:
+def connect(
+    address: tuple[str, int], topology_id: str, secret: bytes | None, timeout: float, socket_buffer: int | None = None
+) -> socket.socket:
     """A connection to the worker at ``address`` that accepted the caller's side of the handshake (within
     ``timeout`` seconds): OSError, or :class:`TransferRefused`, if not."""
     sock = socket.create_connection(address, timeout=timeout)
@@ -128,13 +132,15 @@ def connect(address: tuple[str, int], topology_id: str, secret: bytes | None, ti
         nonce = secrets.token_bytes(NONCE_BYTES) if secret is not None else None
         sock.sendall(hello(topology_id, nonce))
         reply = _handshake_reply(sock)
-        if secret is not None:
+        if secret is not None and nonce is not None:
             challenge, proof = (reply[3], reply[4]) if len(reply) >= 5 else (None, None)
-            nonces = (nonce, challenge)
-            if not (type(challenge) is bytes and type(proof) is bytes and hmac.compare_digest(
-                    proof, transfer_proof(secret, "receiver", topology_id, *nonces))):  # type: ignore[arg-type]
+            if not (
+                type(challenge) is bytes
+                and type(proof) is bytes
+                and hmac.compare_digest(proof, transfer_proof(secret, "receiver", topology_id, nonce, challenge))
+            ):
                 raise TransferRefused("the peer did not prove the topology's transfer secret")
-            sock.sendall(proof_message(transfer_proof(secret, "caller", topology_id, *nonces)))  # type: ignore[arg-type]
+            sock.sendall(proof_message(transfer_proof(secret, "caller", topology_id, nonce, challenge)))
             _handshake_reply(sock)
     except BaseException:
         sock.close()

@@ -131,12 +131,15 @@ class Placement:
         return frozenset(self.remote.values())
 
 
-def build_layout(topology_id: str, system: storm.StormTopology, tasks: TopologyTasks,
-                 conf: Mapping[str, Any]) -> TopologyLayout:
+def build_layout(
+    topology_id: str, system: storm.StormTopology, tasks: TopologyTasks, conf: Mapping[str, Any]
+) -> TopologyLayout:
     """The layout of a system topology (see :func:`squall.core.topology.system_topology`) with its task ids."""
     by_component = {cid: tuple(ids) for cid, ids in component_tasks(tasks).items()}
-    specs = {**{cid: (ComponentType.SPOUT, s.spout_object, s.common) for cid, s in system.spouts.items()},
-             **{cid: (ComponentType.BOLT, b.bolt_object, b.common) for cid, b in system.bolts.items()}}
+    specs = {
+        **{cid: (ComponentType.SPOUT, s.spout_object, s.common) for cid, s in system.spouts.items()},
+        **{cid: (ComponentType.BOLT, b.bolt_object, b.common) for cid, b in system.bolts.items()},
+    }
     unknown = sorted(set(by_component) - set(specs))
     if unknown:
         raise LayoutError(f"tasks of {unknown} belong to no component of the topology")
@@ -144,12 +147,14 @@ def build_layout(topology_id: str, system: storm.StormTopology, tasks: TopologyT
     subscribers: dict[tuple[str, str], list[Subscription]] = {}
     for cid, (kind, obj, common) in sorted(specs.items()):
         own = json.loads(common.json_conf or "{}")
-        streams = {sid: StreamSpec(Fields(info.output_fields), bool(info.direct))
-                   for sid, info in common.streams.items()}
+        streams = {
+            sid: StreamSpec(Fields(info.output_fields), bool(info.direct)) for sid, info in common.streams.items()
+        }
         components[cid] = ComponentSpec(cid, kind, obj, {**conf, **own}, streams)
         for source, grouping in common.inputs.items():
             subscribers.setdefault((source.componentId, source.streamId), []).append(
-                Subscription(cid, grouping, by_component.get(cid, ())))
+                Subscription(cid, grouping, by_component.get(cid, ()))
+            )
     return TopologyLayout(
         topology_id=topology_id,
         name=conf.get("topology.name") or topology_id,

@@ -61,9 +61,9 @@ from squall.core.zk.records import (
     TopologyStatus,
     TopologyTasks,
 )
+from worker.handshake import transfer_secret
 from worker.layout import Placement, TopologyLayout, build_layout, place
 from worker.runtime import WorkerRuntime
-from worker.handshake import transfer_secret
 
 log = structlog.get_logger(__name__)
 
@@ -72,8 +72,16 @@ ACTIVE_STATUSES = frozenset({TopologyStatus.ACTIVE, TopologyStatus.UPGRADING, To
 
 
 class Worker:
-    def __init__(self, conf: Mapping[str, Any], topology_id: str, supervisor_id: str, port: int,
-                 worker_id: str, host: str | None = None, code_version: int = 1) -> None:
+    def __init__(
+        self,
+        conf: Mapping[str, Any],
+        topology_id: str,
+        supervisor_id: str,
+        port: int,
+        worker_id: str,
+        host: str | None = None,
+        code_version: int = 1,
+    ) -> None:
         self.cluster_conf = dict(conf)
         self.topology_id = topology_id
         self.code_version = code_version
@@ -109,15 +117,24 @@ class Worker:
         try:
             layout, placement, assignment = self._read_layout(conf)
             if not placement.local:
-                log.error("this worker's slot is not in the assignment; exiting", supervisor=self.supervisor_id,
-                          port=self.port)
+                log.error(
+                    "this worker's slot is not in the assignment; exiting",
+                    supervisor=self.supervisor_id,
+                    port=self.port,
+                )
                 return 2
             self._assignment_ms = assignment.timestamp_ms
-            self.runtime = WorkerRuntime(layout, placement, conf, report_error=self._report_error,
-                                         report_beats=self._beats.offer, on_fatal=self._fatal,
-                                         listen=(self.cluster_conf["worker.transfer.bind.address"], self.port),
-                                         transfer_secret=transfer_secret(self._stored_conf()),
-                                         resources_dir=resources_dir(self._code))
+            self.runtime = WorkerRuntime(
+                layout,
+                placement,
+                conf,
+                report_error=self._report_error,
+                report_beats=self._beats.offer,
+                on_fatal=self._fatal,
+                listen=(self.cluster_conf["worker.transfer.bind.address"], self.port),
+                transfer_secret=transfer_secret(self._stored_conf()),
+                resources_dir=resources_dir(self._code),
+            )
             # Watch before any wait (tasks preparing, peers not listening yet): a reassignment that moves a
             # dead peer away must reach this worker at once, not at the next poll.
             self.zk.watch_data(paths.topology(self.topology_id), StormBase, self._on_status)
@@ -131,8 +148,9 @@ class Worker:
             # while ZooKeeper is away, and the supervisor must not take that for a hung worker (Storm's workers
             # beat locally through a ZooKeeper outage).
             heartbeat = self.clock.call_every(float(conf["worker.heartbeat.frequency.secs"]), self._local_heartbeat)
-            threading.Thread(target=self._poll_every, args=(float(conf["task.refresh.poll.secs"]),),
-                             name="refresh-poll", daemon=True).start()
+            threading.Thread(
+                target=self._poll_every, args=(float(conf["task.refresh.poll.secs"]),), name="refresh-poll", daemon=True
+            ).start()
             self._local_heartbeat()
             with self._follow_lock:
                 self._tasks_started = True
@@ -140,8 +158,10 @@ class Worker:
             unreachable = self.runtime.wait_for_peers(float(conf["supervisor.worker.start.timeout.secs"]), self.done)
             if not self.done.is_set():
                 if unreachable:
-                    log.warning("some workers of the topology are not reachable yet; activating anyway",
-                                unreachable=sorted(f"{host}:{port}" for host, port in unreachable))
+                    log.warning(
+                        "some workers of the topology are not reachable yet; activating anyway",
+                        unreachable=sorted(f"{host}:{port}" for host, port in unreachable),
+                    )
                 self._release_spouts()
                 log.info("worker running", tasks=sorted(self.runtime.placement.local), port=self.port)
             self.done.wait()
@@ -246,8 +266,13 @@ class Worker:
     def _local_heartbeat(self) -> None:
         runtime = self.runtime
         tasks = sorted(runtime.placement.local) if runtime else []
-        write_heartbeat(heartbeat_file(self.cluster_conf, self.worker_id), time.time(),
-                        topology_id=self.topology_id, port=self.port, tasks=tasks)
+        write_heartbeat(
+            heartbeat_file(self.cluster_conf, self.worker_id),
+            time.time(),
+            topology_id=self.topology_id,
+            port=self.port,
+            tasks=tasks,
+        )
 
     def _report_error(self, task: int, text: str) -> None:
         try:
@@ -270,8 +295,9 @@ class Worker:
 
     def _store_error(self, task: int, text: str) -> None:
         try:
-            record_task_error(self.zk, self.topology_id, task,
-                              TaskError(text, int(time.time()), host=self.host, port=self.port))
+            record_task_error(
+                self.zk, self.topology_id, task, TaskError(text, int(time.time()), host=self.host, port=self.port)
+            )
         except Exception:
             log.exception("could not store a task error in ZooKeeper", task=task)
 
@@ -283,15 +309,21 @@ class Worker:
             beats = self._beats.take()
             layout = self.runtime.layout if self.runtime else None
             if conf["supervisor.run.worker.as.user"]:
-                write_task_beats(task_beats_file(self.cluster_conf, self.worker_id),
-                                 [to_bytes(r) for r in beat_requests(self.topology_id, layout, beats)])
+                write_task_beats(
+                    task_beats_file(self.cluster_conf, self.worker_id),
+                    [to_bytes(r) for r in beat_requests(self.topology_id, layout, beats)],
+                )
                 continue
             try:
                 if client is None:
                     host, port = leader_address(conf, self.zk)
-                    client = open_client(host, port, int(conf["storm.thrift.socket.timeout.ms"]),
-                                         max_frame_bytes=int(conf["nimbus.thrift.client.max_buffer_size"]),
-                                         tls=client_context(conf))
+                    client = open_client(
+                        host,
+                        port,
+                        int(conf["storm.thrift.socket.timeout.ms"]),
+                        max_frame_bytes=int(conf["nimbus.thrift.client.max_buffer_size"]),
+                        tls=client_context(conf),
+                    )
                 for request in beat_requests(self.topology_id, layout, beats):
                     client.updateTaskHeartbeat(request)
             except storm.NotAliveException:
@@ -333,17 +365,22 @@ class _LatestOnly:
 BEATS_PER_REQUEST = 1000
 
 
-def beat_requests(topology_id: str, layout: TopologyLayout | None,
-                  beats: Mapping[int, TaskBeat]) -> list[Any]:
+def beat_requests(topology_id: str, layout: TopologyLayout | None, beats: Mapping[int, TaskBeat]) -> list[Any]:
     """The topology master's latest beats as updateTaskHeartbeat requests of at most :data:`BEATS_PER_REQUEST`
     tasks each (one request for all of a large topology's tasks was over nimbus's request cap, so nimbus
     refused every beat and judged every task dead)."""
     master = layout.component_tasks.get(TOPOLOGY_MASTER, (0,)) if layout else (0,)
     tasks = sorted(beats)
-    return [storm.TopologyTaskHbInfo(topologyId=topology_id, topologyMasterId=master[0],
-                                     taskHbs={task: _thrift_beat(beats[task], layout, task)
-                                              for task in tasks[start:start + BEATS_PER_REQUEST]})
-            for start in range(0, len(tasks), BEATS_PER_REQUEST)]
+    return [
+        storm.TopologyTaskHbInfo(
+            topologyId=topology_id,
+            topologyMasterId=master[0],
+            taskHbs={
+                task: _thrift_beat(beats[task], layout, task) for task in tasks[start : start + BEATS_PER_REQUEST]
+            },
+        )
+        for start in range(0, len(tasks), BEATS_PER_REQUEST)
+    ]
 
 
 def _thrift_beat(beat: TaskBeat, layout: TopologyLayout | None, task: int) -> Any:
@@ -363,11 +400,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--code-version", type=int, default=1, help="the topology code version to run")
     args = parser.parse_args(argv)
     conf = load_or_exit(args, warn=lambda _typo: None)  # the supervisor warned when it loaded this conf
-    configure_logging("worker", level=conf["squall.log.level"], fmt=conf["squall.log.format"],
-                      topology_id=args.topology_id, port=args.port, worker_id=args.worker_id,
-                      code_version=args.code_version)
-    worker = Worker(conf, args.topology_id, args.supervisor_id, args.port, args.worker_id,
-                    code_version=args.code_version)
+    configure_logging(
+        "worker",
+        level=conf["squall.log.level"],
+        fmt=conf["squall.log.format"],
+        topology_id=args.topology_id,
+        port=args.port,
+        worker_id=args.worker_id,
+        code_version=args.code_version,
+    )
+    worker = Worker(
+        conf, args.topology_id, args.supervisor_id, args.port, args.worker_id, code_version=args.code_version
+    )
     signal.signal(signal.SIGTERM, lambda *_: worker.done.set())
     signal.signal(signal.SIGINT, lambda *_: worker.done.set())
     try:

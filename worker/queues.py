@@ -115,9 +115,12 @@ class Routes:
     takes it. The runtime keeps the maps; :attr:`dropped` counts tuples sent to no task.
     """
 
-    def __init__(self, origins: Mapping[tuple[int, str], Origin | Refused],
-                 unrouted: Callable[[int, list[TupleBatch]], None] = lambda task, batches: None,
-                 refuse: Callable[[Refused, int, TupleBatch], None] = lambda refusal, target, batch: None) -> None:
+    def __init__(
+        self,
+        origins: Mapping[tuple[int, str], Origin | Refused],
+        unrouted: Callable[[int, list[TupleBatch]], None] = lambda task, batches: None,
+        refuse: Callable[[Refused, int, TupleBatch], None] = lambda refusal, target, batch: None,
+    ) -> None:
         self.inboxes: dict[int, Inbox] = {}
         #: Replaced whole (not cleared) when a refresh changes the routes: a flush reads it once.
         self.remote: dict[int, Send] = {}
@@ -137,8 +140,11 @@ class Routes:
             return
         width = batch.width
         if width is not None and width != len(origin.fields):
-            self._refuse(Refused("wrong width", f"rows {width} wide, the stream declares {len(origin.fields)} fields"),
-                         target, batch)
+            self._refuse(
+                Refused("wrong width", f"rows {width} wide, the stream declares {len(origin.fields)} fields"),
+                target,
+                batch,
+            )
             return
         inbox = self.inboxes.get(target)
         if inbox is None:  # a task that left this worker (a stale route at the sender; replayed by spouts)
@@ -204,8 +210,15 @@ class Pressure:
     every worker, as Storm 2's backpressure does. Only spouts wait on a peer; bolts never block and the receiver
     stops only for its own worker's queues, so a DAG cannot deadlock."""
 
-    def __init__(self, fill: Callable[[], float], *, enabled: bool, high: float, low: float,
-                 held: Callable[[], bool] = lambda: False) -> None:
+    def __init__(
+        self,
+        fill: Callable[[], float],
+        *,
+        enabled: bool,
+        high: float,
+        low: float,
+        held: Callable[[], bool] = lambda: False,
+    ) -> None:
         self._fill = fill
         self._held = held
         self.enabled = enabled

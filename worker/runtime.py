@@ -19,9 +19,9 @@ from typing import Any
 
 import structlog
 
-from squall.api.classcheck import resolve
-from squall.core.system_ids import ACKER, TOPOLOGY_MASTER
+from squall.api.classcheck import Kind, resolve
 from squall.api.tuple import TupleBatch
+from squall.core.system_ids import ACKER, TOPOLOGY_MASTER
 from squall.core.zk.records import ComponentType
 from worker.acker import Acker
 from worker.executor.base import Executor, ExecutorEnv
@@ -56,8 +56,9 @@ class TaskThread(threading.Thread):
     and every executor is stepped in the round after a call (activation, a new assignment or conf).
     """
 
-    def __init__(self, name: str, pressure: Pressure, routes: Routes,
-                 on_fatal: Callable[[BaseException], None]) -> None:
+    def __init__(
+        self, name: str, pressure: Pressure, routes: Routes, on_fatal: Callable[[BaseException], None]
+    ) -> None:
         super().__init__(name=name, daemon=True)
         self.wake = Wake()
         self.outbox = Outbox(routes, self.wake)
@@ -71,8 +72,18 @@ class TaskThread(threading.Thread):
         self._calls.append(fn)
         self.wake.set()
 
+    def call_each(self, fn: Callable[[Executor], object]) -> None:
+        """:meth:`call` ``fn`` on each executor this thread runs when the call comes."""
+
+        def each() -> None:
+            for executor in self.executors:
+                fn(executor)
+
+        self.call(each)
+
     def add(self, executor: Executor) -> None:
         """Start ``executor`` (open/prepare) on this thread, then step it with the others."""
+
         def start() -> None:
             try:
                 _check_user_class(executor)
@@ -82,6 +93,7 @@ class TaskThread(threading.Thread):
                 self._on_fatal(WorkerFailed(f"{executor.component} task {executor.task} did not start: {exc!r}"))
                 return
             self.executors.append(executor)
+
         self.call(start)
 
     def remove(self, task: int) -> None:
@@ -89,16 +101,19 @@ class TaskThread(threading.Thread):
             for executor in [e for e in self.executors if e.task == task]:
                 self.executors.remove(executor)
                 executor.close()
+
         self.call(close)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Close every executor on this thread, flush, and end the thread."""
+
         def close_all() -> None:
             for executor in self.executors:
                 executor.close()
             self.outbox.flush()
             self.executors = []
             self._stopping = True
+
         self.call(close_all)
         if self.is_alive():
             self.join(timeout)
@@ -150,7 +165,7 @@ def _check_user_class(executor: Executor) -> None:
     from what nimbus checked at submit."""
     if isinstance(executor, (SpoutExecutor, BoltExecutor)) and executor.spec.obj.python_object is not None:
         named = executor.spec.obj.python_object
-        kind = executor.spec.kind.value
+        kind: Kind = "spout" if executor.spec.kind is ComponentType.SPOUT else "bolt"
         resolve(named.module_name, named.class_name, kind, f"{kind} {executor.component!r}")
 
 
@@ -161,12 +176,19 @@ class WorkerRuntime:
     where shell components run (see :class:`~worker.executor.base.ExecutorEnv`).
     """
 
-    def __init__(self, layout: TopologyLayout, placement: Placement, conf: Mapping[str, Any], *,
-                 report_error: Callable[[int, str], None],
-                 report_beats: Callable[[dict[int, Any]], None] = lambda beats: None,
-                 on_fatal: Callable[[BaseException], None] | None = None,
-                 listen: tuple[str, int] | None = None, transfer_secret: bytes | None = None,
-                 resources_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        layout: TopologyLayout,
+        placement: Placement,
+        conf: Mapping[str, Any],
+        *,
+        report_error: Callable[[int, str], None],
+        report_beats: Callable[[dict[int, Any]], None] = lambda beats: None,
+        on_fatal: Callable[[BaseException], None] | None = None,
+        listen: tuple[str, int] | None = None,
+        transfer_secret: bytes | None = None,
+        resources_dir: Path | None = None,
+    ) -> None:
         self.layout = layout
         self._transfer_secret = transfer_secret  # the topology's; kept off self.conf, which tasks see
         self.placement = placement
@@ -179,11 +201,16 @@ class WorkerRuntime:
         self._flush_secs = float(conf["topology.batch.flush.interval.millis"]) / 1000
         self._send_capacity = int(conf["topology.transfer.buffer.size"]) * self._batch
         self._socket_buffer = int(conf["worker.transfer.socket.buffer.bytes"])
-        self.pressure = Pressure(self._fill, enabled=bool(conf["topology.backpressure.enable"]),
-                                 high=float(conf["topology.backpressure.water.mark.high"]),
-                                 low=float(conf["topology.backpressure.water.mark.low"]), held=self._peers_hold)
-        self.env = ExecutorEnv(layout.topology_id, report_error, self.pressure, self._fatal, report_beats,
-                               resources_dir)
+        self.pressure = Pressure(
+            self._fill,
+            enabled=bool(conf["topology.backpressure.enable"]),
+            high=float(conf["topology.backpressure.water.mark.high"]),
+            low=float(conf["topology.backpressure.water.mark.low"]),
+            held=self._peers_hold,
+        )
+        self.env = ExecutorEnv(
+            layout.topology_id, report_error, self.pressure, self._fatal, report_beats, resources_dir
+        )
         #: Who sends each (task, stream) of the topology: what a batch from another worker is checked against.
         self._origins = Origins(layout)
         #: Where each task's batches go: its inbox here, or the sender to its worker.
@@ -242,7 +269,7 @@ class WorkerRuntime:
             thread.add(executor)
         return started
 
-    def start(self) -> "WorkerRuntime":
+    def start(self) -> WorkerRuntime:
         """Open every task (each on its thread) and return once all have; spouts stay paused until
         :meth:`set_active`. If a task cannot start, :attr:`failure` says why."""
         self._add_tasks(self.placement.local)
@@ -259,15 +286,25 @@ class WorkerRuntime:
             # Listen only now: peers activate their spouts once every worker listens, so no tuple
             # waits (and times out) in the queue of a task still preparing (a Spark session: ~15 s).
             conf = self.conf
-            self.receiver = Receiver(self.routes.receive, self.layout.topology_id, *self._listen,
-                                     max_connections=int(conf["worker.transfer.max.connections"]),
-                                     handshake_timeout=float(conf["worker.transfer.handshake.timeout.secs"]),
-                                     idle_timeout=float(conf["worker.transfer.idle.timeout.secs"]),
-                                     secret=self._transfer_secret, on_fatal=self._fatal,
-                                     pressure=self.pressure,
-                                     socket_buffer=int(conf["worker.transfer.socket.buffer.bytes"])).start()
-        log.info("worker runtime started", topology_id=self.layout.topology_id, tasks=sorted(self.executors),
-                 threads=len(self.threads), port=self.receiver.port if self.receiver else None)
+            self.receiver = Receiver(
+                self.routes.receive,
+                self.layout.topology_id,
+                *self._listen,
+                max_connections=int(conf["worker.transfer.max.connections"]),
+                handshake_timeout=float(conf["worker.transfer.handshake.timeout.secs"]),
+                idle_timeout=float(conf["worker.transfer.idle.timeout.secs"]),
+                secret=self._transfer_secret,
+                on_fatal=self._fatal,
+                pressure=self.pressure,
+                socket_buffer=int(conf["worker.transfer.socket.buffer.bytes"]),
+            ).start()
+        log.info(
+            "worker runtime started",
+            topology_id=self.layout.topology_id,
+            tasks=sorted(self.executors),
+            threads=len(self.threads),
+            port=self.receiver.port if self.receiver else None,
+        )
         return self
 
     @property
@@ -287,8 +324,7 @@ class WorkerRuntime:
         deadline = time.monotonic() + timeout
         with self._peers_changed:
             while True:
-                waiting = frozenset(address for address in self.placement.peers
-                                    if not self._is_connected(address))
+                waiting = frozenset(address for address in self.placement.peers if not self._is_connected(address))
                 remaining = deadline - time.monotonic()
                 if not waiting or remaining <= 0 or stop.is_set():
                     return waiting
@@ -308,12 +344,12 @@ class WorkerRuntime:
         """Spouts run while the topology is active (active, upgrading, rollback) and pause otherwise."""
         self._active = active
         for thread in self.threads:
-            thread.call(lambda thread=thread: [e.set_active(active) for e in thread.executors])
+            thread.call_each(lambda e: e.set_active(active))
 
     def update_conf(self, conf: Mapping[str, Any]) -> None:
         """A new topology conf, given to every task on its own thread; the code stays what it is."""
         for thread in self.threads:
-            thread.call(lambda thread=thread: [e.update_conf(conf) for e in thread.executors])
+            thread.call_each(lambda e: e.update_conf(conf))
         log.info("worker conf updated", tasks=sorted(self.placement.local))
 
     def refresh(self, layout: TopologyLayout, placement: Placement) -> None:
@@ -328,7 +364,7 @@ class WorkerRuntime:
             self._queues = tuple(self.routes.inboxes.values())
             self.executors.pop(task, None)
         for thread in self.threads:
-            thread.call(lambda thread=thread: [e.refresh(layout, placement) for e in thread.executors])
+            thread.call_each(lambda e: e.refresh(layout, placement))
         for thread in self._add_tasks(placement.local - old):
             thread.start()
         if self._active:
@@ -340,8 +376,9 @@ class WorkerRuntime:
             # Not sent: its tasks now run elsewhere or nowhere. Reliable spouts replay the dropped tuples.
             dropped = sender.discard()
             self.routes.dropped += dropped
-            log.info("stopped sending to a worker that left the assignment", address=sender.address,
-                     dropped_tuples=dropped)
+            log.info(
+                "stopped sending to a worker that left the assignment", address=sender.address, dropped_tuples=dropped
+            )
         self._notify_peers_changed()
         log.info("worker refreshed", tasks=sorted(placement.local), remote_workers=len(placement.peers))
 
@@ -392,13 +429,17 @@ class WorkerRuntime:
         with self._senders_lock:
             sender = self.senders.get(address)
             if sender is None and address in self.placement.peers:
-                sender = self.senders[address] = Sender(address[0], address[1], self.layout.topology_id,
-                                                        batch_size=self._batch,
-                                                        flush_interval=self._flush_secs,
-                                                        max_pending=self._send_capacity,
-                                                        secret=self._transfer_secret,
-                                                        on_connected=self._notify_peers_changed,
-                                                        socket_buffer=self._socket_buffer)
+                sender = self.senders[address] = Sender(
+                    address[0],
+                    address[1],
+                    self.layout.topology_id,
+                    batch_size=self._batch,
+                    flush_interval=self._flush_secs,
+                    max_pending=self._send_capacity,
+                    secret=self._transfer_secret,
+                    on_connected=self._notify_peers_changed,
+                    socket_buffer=self._socket_buffer,
+                )
                 self._sending = tuple(self.senders.values())
             return sender
 
@@ -409,16 +450,21 @@ class WorkerRuntime:
         self.refused[reason] += len(batch)
         if self._refusal_log.allow(time.monotonic()):
             suppressed, self._refusal_log.suppressed = self._refusal_log.suppressed, 0
-            log.warning("refused tuples from another worker", reason=reason, detail=detail, source_task=batch.task,
-                        stream=batch.stream, target_task=target, tuples=len(batch),
-                        refused_so_far=sum(self.refused.values()), other_refusals_not_logged=suppressed)
+            log.warning(
+                "refused tuples from another worker",
+                reason=reason,
+                detail=detail,
+                source_task=batch.task,
+                stream=batch.stream,
+                target_task=target,
+                tuples=len(batch),
+                refused_so_far=sum(self.refused.values()),
+                other_refusals_not_logged=suppressed,
+            )
 
     def _peers_hold(self) -> bool:
         """Whether some peer's receiver holds this worker's connection (its worker is backpressured): spouts wait."""
-        for sender in self._sending:
-            if sender.throttled:
-                return True
-        return False
+        return any(sender.throttled for sender in self._sending)
 
     def _fill(self) -> float:
         """The fill ratio of the fullest receive queue or send backlog. Every round of every task thread asks

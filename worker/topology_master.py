@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from squall.core.system_ids import MASTER_HEARTBEAT_STREAM
 from squall.core.stats import task_stats
+from squall.core.system_ids import MASTER_HEARTBEAT_STREAM
 from squall.core.zk.records import TaskBeat
 from worker.executor.base import Executor
 

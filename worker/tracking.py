@@ -17,7 +17,7 @@ import random
 from collections import deque
 from itertools import islice, repeat, takewhile
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 _RNG = random.Random()
 
@@ -66,8 +66,8 @@ class AckerState:
         #: (time key, root → XOR): a tree lives in the bucket of its first sighting (or last reset) until done.
         self._buckets: deque[tuple[float, dict[int, int]]] = deque()
         self._spout: dict[int, int] = {}  # root → spout task, from the init
-        self._early: set[int] = set()     # roots acked or failed before their init (no spout task yet)
-        self._failed: set[int] = set()    # roots failed before their init
+        self._early: set[int] = set()  # roots acked or failed before their init (no spout task yet)
+        self._failed: set[int] = set()  # roots failed before their init
         self.news: dict[int, SpoutNews] = {}
 
     def __len__(self) -> int:
@@ -98,15 +98,16 @@ class AckerState:
         """Bolts acked: each value is the input's edge XOR the edges emitted anchored to it."""
         newest, spout, news = self._newest(now), self._spout, self.news
         if values == list(map(newest.get, roots)) and len(set(roots)) == len(roots):
-            tasks = list(map(spout.get, roots))  # the usual case: each ack ends its tree, all in C
-            if None not in tasks:
+            found = list(map(spout.get, roots))  # the usual case: each ack ends its tree, all in C
+            if None not in found:
+                tasks = cast("list[int]", found)
                 deque(map(newest.__delitem__, roots), maxlen=0)
                 deque(map(spout.__delitem__, roots), maxlen=0)
                 if len(set(tasks)) == 1:
                     self._news(tasks[0]).acked.extend(roots)
                 else:
-                    for root, task in zip(roots, tasks):
-                        self._news(task).acked.append(root)
+                    for root, owner in zip(roots, tasks):
+                        self._news(owner).acked.append(root)
                 return
         for root, value in zip(roots, values):
             bucket = newest if root in newest else self._find(root)
@@ -234,8 +235,12 @@ class AckerState:
         """Take the completions from :attr:`news` (resets stay for :meth:`take_news`)."""
         if not self.news:
             return _NOTHING
-        done = tuple(Completion(root, task, ok) for task, told in self.news.items()
-                     for ok, roots in ((True, told.acked), (False, told.failed)) for root in roots)
+        done = tuple(
+            Completion(root, task, ok)
+            for task, told in self.news.items()
+            for ok, roots in ((True, told.acked), (False, told.failed))
+            for root in roots
+        )
         self.news = {task: SpoutNews([], [], told.reset) for task, told in self.news.items() if told.reset}
         return done
 

@@ -22,11 +22,18 @@ from collections.abc import Callable
 import structlog
 
 from squall.api.tuple import ColumnBatch, TupleBatch
+from worker.handshake import NONCE_BYTES, Greeting, TransferRefused, answer, connect, transfer_proof
 from worker.queues import Pressure, Wake
 from worker.throttle import ErrorThrottle
-from worker.handshake import NONCE_BYTES, Greeting, TransferRefused, answer, connect, transfer_proof
 from worker.wire import (
-    MAX_MESSAGE_BYTES, MESSAGE_ROWS, THROTTLE_OFF, THROTTLE_ON, Decoder, WireError, encode, encode_each,
+    MAX_MESSAGE_BYTES,
+    MESSAGE_ROWS,
+    THROTTLE_OFF,
+    THROTTLE_ON,
+    Decoder,
+    WireError,
+    encode,
+    encode_each,
 )
 
 log = structlog.get_logger(__name__)
@@ -62,11 +69,22 @@ class Receiver:
         receiver.stop()
     """
 
-    def __init__(self, on_batch: OnBatch, topology_id: str, host: str = "0.0.0.0", port: int = 0, *,
-                 max_connections: int = 1024, handshake_timeout: float = 5.0, idle_timeout: float = 300.0,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES, secret: bytes | None = None,
-                 on_fatal: Callable[[BaseException], None] | None = None, pressure: Pressure | None = None,
-                 socket_buffer: int | None = None) -> None:
+    def __init__(
+        self,
+        on_batch: OnBatch,
+        topology_id: str,
+        host: str = "0.0.0.0",
+        port: int = 0,
+        *,
+        max_connections: int = 1024,
+        handshake_timeout: float = 5.0,
+        idle_timeout: float = 300.0,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        secret: bytes | None = None,
+        on_fatal: Callable[[BaseException], None] | None = None,
+        pressure: Pressure | None = None,
+        socket_buffer: int | None = None,
+    ) -> None:
         self._on_batch = on_batch
         self._pressure = pressure
         self._secret = secret
@@ -97,7 +115,7 @@ class Receiver:
         """Connections open right now (with and without their handshake)."""
         return len(self._peers)
 
-    def start(self) -> "Receiver":
+    def start(self) -> Receiver:
         self._selector.register(self._listener, selectors.EVENT_READ, _ACCEPT)
         self._selector.register(self._wake_read, selectors.EVENT_READ, _WAKE)
         self._thread.start()
@@ -157,11 +175,15 @@ class Receiver:
         waiting = [p for p in peers if p.decoder is None] or list(peers)
         victim = min(waiting, key=lambda p: p.active)
         self.counts["evicted"] += 1
-        self._note("closed a worker connection to make room", peer=victim.name,
-                   limit=self._max_connections, greeted=victim.decoder is not None)
+        self._note(
+            "closed a worker connection to make room",
+            peer=victim.name,
+            limit=self._max_connections,
+            greeted=victim.decoder is not None,
+        )
         self._close(victim)
 
-    def _read(self, peer: "_Peer") -> None:
+    def _read(self, peer: _Peer) -> None:
         try:
             size = peer.sock.recv_into(self._buffer)
         except (BlockingIOError, InterruptedError):
@@ -202,50 +224,61 @@ class Receiver:
             if peer.decoder is not None:
                 self._send_or_close(peer, status)
 
-    def _greet(self, peer: "_Peer", data: bytes) -> None:
+    def _greet(self, peer: _Peer, data: bytes | memoryview) -> None:
         message = peer.greeting.feed(data)
         if message is None:
             return
         if peer.nonces is not None:  # the caller's answer to our challenge
             proof = message[2]
+            # A challenge (the nonces) goes out only with a secret to check the answer by.
             expected = transfer_proof(self._secret, "caller", self.topology_id, *peer.nonces)  # type: ignore[arg-type]
             if not (type(proof) is bytes and hmac.compare_digest(proof, expected)):
-                self._refuse(peer, "the topology's transfer secret was not proven", "refused a worker connection "
-                             "that did not prove the topology's transfer secret")
+                self._refuse(
+                    peer,
+                    "the topology's transfer secret was not proven",
+                    "refused a worker connection that did not prove the topology's transfer secret",
+                )
                 return
             self._accept_peer(peer)
             return
         topology_id = message[2]
         if topology_id != self.topology_id:
-            self._refuse(peer, f"this worker does not serve topology {topology_id!r}",
-                         "refused a connection from a worker of another topology", topology_id=topology_id)
+            self._refuse(
+                peer,
+                f"this worker does not serve topology {topology_id!r}",
+                "refused a connection from a worker of another topology",
+                topology_id=topology_id,
+            )
             return
         if self._secret is None:
             self._accept_peer(peer)
             return
         caller_nonce = message[3] if len(message) > 3 else None
         if type(caller_nonce) is not bytes or len(caller_nonce) < NONCE_BYTES:
-            self._refuse(peer, "this topology's workers authenticate with its topology.transfer.secret and the "
-                         "caller offered no nonce",
-                         "refused a worker connection without authentication")
+            self._refuse(
+                peer,
+                "this topology's workers authenticate with its topology.transfer.secret and the "
+                "caller offered no nonce",
+                "refused a worker connection without authentication",
+            )
             return
         peer.nonces = (caller_nonce, secrets.token_bytes(NONCE_BYTES))
         peer.greeting = Greeting()
         own = transfer_proof(self._secret, "receiver", self.topology_id, *peer.nonces)
         self._send_or_close(peer, answer(None, peer.nonces[1], own))
 
-    def _accept_peer(self, peer: "_Peer") -> None:
+    def _accept_peer(self, peer: _Peer) -> None:
         if self._send_or_close(peer, answer(None)):
             peer.decoder = Decoder(self._max)
 
-    def _refuse(self, peer: "_Peer", reason: str, event: str, **details: object) -> None:
+    def _refuse(self, peer: _Peer, reason: str, event: str, **details: object) -> None:
         self.counts["refused"] += 1
         self._note(event, peer=peer.name, **details)
         with contextlib.suppress(OSError):
             peer.sock.send(answer(reason))
         self._close(peer)
 
-    def _send_or_close(self, peer: "_Peer", message: bytes) -> bool:
+    def _send_or_close(self, peer: _Peer, message: bytes) -> bool:
         try:
             peer.sock.send(message)  # a few bytes into an empty send buffer: never blocks
             return True
@@ -258,11 +291,12 @@ class Receiver:
             limit = self._idle_timeout if peer.decoder is not None else self._handshake_timeout
             if now - peer.active >= limit and not _has_data(peer.sock):
                 self.counts["timed_out"] += 1
-                self._note("closed an idle worker connection", peer=peer.name, greeted=peer.decoder is not None,
-                           secs=limit)
+                self._note(
+                    "closed an idle worker connection", peer=peer.name, greeted=peer.decoder is not None, secs=limit
+                )
                 self._close(peer)
 
-    def _close(self, peer: "_Peer") -> None:
+    def _close(self, peer: _Peer) -> None:
         if self._peers.pop(peer.sock, None) is not None:
             self._selector.unregister(peer.sock)
         peer.sock.close()
@@ -271,8 +305,9 @@ class Receiver:
         """Log a connection event, at most once per interval: a flood makes thousands."""
         if self._log_throttle.allow(time.monotonic()):
             suppressed, self._log_throttle.suppressed = self._log_throttle.suppressed, 0
-            log.warning(event, port=self.port, similar_events_not_logged=suppressed, counts=dict(self.counts),
-                        **details)
+            log.warning(
+                event, port=self.port, similar_events_not_logged=suppressed, counts=dict(self.counts), **details
+            )
 
 
 #: Selector keys of the listening socket and of the socket :meth:`Receiver.stop` wakes the thread with.
@@ -340,10 +375,21 @@ class Sender:
     #: Longest it sleeps while the peer holds this worker's spouts: how late it sees the peer let go.
     THROTTLED_IDLE_SECS = 0.005
 
-    def __init__(self, host: str, port: int, topology_id: str, *, batch_size: int = 100,
-                 flush_interval: float = 0.001, connect_timeout: float = 5.0, max_pending: int = 100_000,
-                 secret: bytes | None = None, max_message_bytes: int = MAX_MESSAGE_BYTES,
-                 on_connected: Callable[[], None] = lambda: None, socket_buffer: int | None = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        topology_id: str,
+        *,
+        batch_size: int = 100,
+        flush_interval: float = 0.001,
+        connect_timeout: float = 5.0,
+        max_pending: int = 100_000,
+        secret: bytes | None = None,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        on_connected: Callable[[], None] = lambda: None,
+        socket_buffer: int | None = None,
+    ) -> None:
         self.address = (host, port)
         self._secret = secret
         self.topology_id = topology_id
@@ -462,13 +508,14 @@ class Sender:
                 self._wake.wait(wait)
                 self._wake.clear()
 
-    def _connect(self) -> None:
+    def _connect(self) -> socket.socket:
         """Connect and handshake (within ``connect_timeout``); OSError, or :class:`TransferRefused`, if not."""
         sock = connect(self.address, self.topology_id, self._secret, self._connect_timeout, self._socket_buffer)
         self._sock = sock
         self.throttled = False  # a new connection: the peer says so again if it holds it
         self.connected.set()
         self._on_connected()
+        return sock
 
     def _send_all(self, sock: socket.socket, data: bytes) -> None:
         """``sendall``, taking in the peer's status while its socket is full: a peer that stops reading because its
@@ -476,7 +523,7 @@ class Sender:
         view = memoryview(data)
         while view:
             try:
-                view = view[sock.send(view, socket.MSG_DONTWAIT):]
+                view = view[sock.send(view, socket.MSG_DONTWAIT) :]
                 continue
             except (BlockingIOError, InterruptedError):
                 pass
@@ -510,9 +557,7 @@ class Sender:
         self._last_write = now
         for attempt in (1, 2):
             try:
-                if self._sock is None:
-                    self._connect()
-                self._send_all(self._sock, data)  # type: ignore[arg-type]
+                self._send_all(self._sock if self._sock is not None else self._connect(), data)
                 return
             except OSError as exc:
                 self.connected.clear()
@@ -522,8 +567,12 @@ class Sender:
                 if attempt == 2:
                     with self._lock:
                         self.dropped += sum(map(len, batch))
-                    log.warning("dropping a batch: remote worker unreachable", address=self.address,
-                                tuples=sum(map(len, batch)), error=str(exc))
+                    log.warning(
+                        "dropping a batch: remote worker unreachable",
+                        address=self.address,
+                        tuples=sum(map(len, batch)),
+                        error=str(exc),
+                    )
 
     def _encode(self, batches: list[tuple[int, TupleBatch]]) -> bytes:
         """The batches as wire messages of at most :data:`MESSAGE_ROWS` rows (``batch_size`` if larger); a row
@@ -544,8 +593,12 @@ class Sender:
                 if isinstance(message, WireError):
                     with self._lock:
                         self.dropped += 1
-                    log.error("dropping a tuple that cannot travel between workers", stream=batch.stream,
-                              source_task=batch.task, error=str(message))
+                    log.error(
+                        "dropping a tuple that cannot travel between workers",
+                        stream=batch.stream,
+                        source_task=batch.task,
+                        error=str(message),
+                    )
                 else:
                     good.append(message)
         return b"".join(good)
@@ -554,11 +607,18 @@ class Sender:
 def _mergeable(last: TupleBatch, batch: TupleBatch) -> bool:
     """Whether ``batch`` can be appended to ``last`` as it is: one source and stream, one form of tracking (untracked,
     one root per row, or root maps). A piece travels as it is: one edge for all its rows."""
-    return (last.task == batch.task and last.stream == batch.stream and last.piece is None and batch.piece is None
-            and (last.ids is None) == (batch.ids is None) and (last.roots is None) == (batch.roots is None))
+    return (
+        last.task == batch.task
+        and last.stream == batch.stream
+        and last.piece is None
+        and batch.piece is None
+        and (last.ids is None) == (batch.ids is None)
+        and (last.roots is None) == (batch.roots is None)
+    )
 
 
 def _merge(last: TupleBatch, batch: TupleBatch) -> None:
+    """Append ``batch`` to ``last``; :func:`_mergeable` checked that both have the same tracking columns."""
     last.rows.extend(batch.rows)
     if last.ids is not None:
         last.ids.extend(batch.ids)  # type: ignore[arg-type]
@@ -577,9 +637,16 @@ def _first_rows(batches: list[TupleBatch], n: int) -> list[TupleBatch]:
             break
         if len(batch) > n:
             ids, roots, anchors = batch.ids, batch.roots, batch.anchors
-            batch = TupleBatch(batch.rows[:n], batch.fields, batch.component, batch.stream, batch.task,
-                               None if ids is None else ids[:n], None if roots is None else roots[:n],
-                               None if anchors is None else anchors[:n])
+            batch = TupleBatch(
+                batch.rows[:n],
+                batch.fields,
+                batch.component,
+                batch.stream,
+                batch.task,
+                None if ids is None else ids[:n],
+                None if roots is None else roots[:n],
+                None if anchors is None else anchors[:n],
+            )
         kept.append(batch)
         n -= len(batch)
     return kept

@@ -83,8 +83,9 @@ def encode(target: int, batch: TupleBatch, max_rows: int = 0, max_bytes: int = M
     except IndexError:  # a row shorter than the first
         raise WireError("rows of one stream must have one width") from None
     except (TypeError, ValueError, OverflowError) as exc:
-        raise WireError("tuple values must be msgpack-serialisable (str, bytes, numbers within 64 bits, "
-                        f"lists, maps): {exc}") from None
+        raise WireError(
+            f"tuple values must be msgpack-serialisable (str, bytes, numbers within 64 bits, lists, maps): {exc}"
+        ) from None
 
 
 def encode_each(target: int, batch: TupleBatch, max_bytes: int = MAX_MESSAGE_BYTES) -> list[bytes | WireError]:
@@ -98,9 +99,16 @@ def encode_each(target: int, batch: TupleBatch, max_bytes: int = MAX_MESSAGE_BYT
     messages: list[bytes | WireError] = []
     for i in range(n):
         anchors = batch.anchors
-        row = TupleBatch([batch.rows[i]], batch.fields, batch.component, batch.stream, batch.task,
-                         None if ids is None else [ids[i]], None if roots is None else [roots[i]],
-                         None if anchors is None else [anchors[i]])
+        row = TupleBatch(
+            [batch.rows[i]],
+            batch.fields,
+            batch.component,
+            batch.stream,
+            batch.task,
+            None if ids is None else [ids[i]],
+            None if roots is None else [roots[i]],
+            None if anchors is None else [anchors[i]],
+        )
         try:
             messages.append(encode(target, row, 1, max_bytes))
         except WireError as exc:
@@ -113,8 +121,16 @@ class _Message:
 
     __slots__ = ("head", "rows", "tracking")
 
-    def __init__(self, target: int, source: int, stream: str, rows: list[Any], ids: list[int] | None,
-                 roots: list[int] | None, anchors: list[list[int]] | None) -> None:
+    def __init__(
+        self,
+        target: int,
+        source: int,
+        stream: str,
+        rows: list[Any],
+        ids: list[int] | None,
+        roots: list[int] | None,
+        anchors: list[list[int]] | None,
+    ) -> None:
         self.head = (VERSION, target, source, stream)
         self.rows = rows
         self.tracking = (ids, roots, anchors)
@@ -126,21 +142,24 @@ class _Message:
         if piece is not None:
             tracking: list[Any] = [piece[1], piece[0], None]
         else:
-            tracking = [None if column is None else column if whole else column[start:stop]
-                        for column in self.tracking]
-        data = _packer.pack([*self.head, stop - start, _columns_of(self.rows if whole else self.rows[start:stop]),
-                             *tracking])
+            tracking = [None if column is None else column if whole else column[start:stop] for column in self.tracking]
+        data = _packer.pack(
+            [*self.head, stop - start, _columns_of(self.rows if whole else self.rows[start:stop]), *tracking]
+        )
         if len(data) <= max_bytes:
             return data
         if stop - start == 1:
-            raise WireError(f"a tuple of {len(data):,} bytes is larger than a worker accepts in one message "
-                            f"({max_bytes:,} bytes): send large data by reference (a path, a key), not as a value")
+            raise WireError(
+                f"a tuple of {len(data):,} bytes is larger than a worker accepts in one message "
+                f"({max_bytes:,} bytes): send large data by reference (a path, a key), not as a value"
+            )
         middle = (start + stop) // 2
         if piece is None:
             return self.pack(start, middle, max_bytes, None) + self.pack(middle, stop, max_bytes, None)
         first, second = split_edge(piece[1], 2)
-        return self.pack(start, middle, max_bytes, (piece[0], first)) + self.pack(middle, stop, max_bytes,
-                                                                                  (piece[0], second))
+        return self.pack(start, middle, max_bytes, (piece[0], first)) + self.pack(
+            middle, stop, max_bytes, (piece[0], second)
+        )
 
 
 def _columns_of(rows: list[Any]) -> list[list[Any] | msgpack.ExtType]:
@@ -150,8 +169,12 @@ def _columns_of(rows: list[Any]) -> list[list[Any] | msgpack.ExtType]:
         return []
     first = rows[0]
     if len(rows) > 1 and rows[-1] == first and rows.count(first) == len(rows):  # every row alike: no columns to cut
-        return [msgpack.ExtType(REPEATED, _packer.pack(value)) if type(value) in _REPEATABLE
-                else list(map(itemgetter(i), rows)) for i, value in enumerate(first)]
+        return [
+            msgpack.ExtType(REPEATED, _packer.pack(value))
+            if type(value) in _REPEATABLE
+            else list(map(itemgetter(i), rows))
+            for i, value in enumerate(first)
+        ]
     return [_repeated(list(map(itemgetter(i), rows))) for i in range(len(first))]
 
 
@@ -169,8 +192,7 @@ def _repeated(column: list[Any]) -> list[Any] | msgpack.ExtType:
     tag; storm-perf's constant spout) that value once, as a :data:`REPEATED` extension, so neither side pays per
     row; else the list. Cheap to refuse: a column whose ends differ costs two comparisons."""
     first = column[0] if column else None
-    if (type(first) in _REPEATABLE and column[-1] == first and len(column) > 1
-            and column.count(first) == len(column)):
+    if type(first) in _REPEATABLE and column[-1] == first and len(column) > 1 and column.count(first) == len(column):
         return msgpack.ExtType(REPEATED, _packer.pack(first))
     return column
 
@@ -189,8 +211,9 @@ class Decoder:
 
     def __init__(self, max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
         # Lists stay lists (a bolt sees the list it was sent); a batch's rows become tuples when first read.
-        self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max_message_bytes, strict_map_key=False,
-                                          ext_hook=_Repeated.of)
+        self._unpacker = msgpack.Unpacker(
+            raw=False, max_buffer_size=max_message_bytes, strict_map_key=False, ext_hook=_Repeated.of
+        )
         self._max = max_message_bytes
         self._fed = 0
 
@@ -226,7 +249,7 @@ class _Repeated:
         self.value = value
 
     @classmethod
-    def of(cls, code: int, data: bytes) -> "_Repeated":
+    def of(cls, code: int, data: bytes) -> _Repeated:
         value = msgpack.unpackb(data, raw=False) if code == REPEATED else None
         if type(value) not in _REPEATABLE:
             raise WireError(f"malformed batch: extension {code} is no repeated str or bytes column")
@@ -237,17 +260,26 @@ def _batch(message: Any) -> tuple[int, ColumnBatch]:
     """A message's target and batch; :class:`WireError` if it is no batch."""
     if not (type(message) is list and len(message) == 9 and message[0] == VERSION):
         if type(message) is list and len(message) == 2 and message[0] == VERSION:
-            raise WireError("a batch in the entry-list format of an older Squall release: "
-                            "run one Squall release on every worker of a topology")
+            raise WireError(
+                "a batch in the entry-list format of an older Squall release: "
+                "run one Squall release on every worker of a topology"
+            )
         raise WireError(f"not a version-{VERSION} batch")
     _, target, source, stream, n, columns, ids, roots, anchors = message
     if type(columns) is list and type(n) is int and 0 < n <= MAX_ROWS and _Repeated in set(map(type, columns)):
         if n * sum(type(column) is _Repeated for column in columns) > MAX_ROWS:
             raise WireError("malformed batch: more repeated cells than a message may have")  # a few bytes, 8 MB each
         columns = [[column.value] * n if type(column) is _Repeated else column for column in columns]
-    if not (type(target) is int and type(source) is int and type(stream) is str
-            and type(n) is int and 0 <= n <= MAX_ROWS and type(columns) is list
-            and set(map(type, columns)) <= _LIST and all(len(column) == n for column in columns)):
+    if not (
+        type(target) is int
+        and type(source) is int
+        and type(stream) is str
+        and type(n) is int
+        and 0 <= n <= MAX_ROWS
+        and type(columns) is list
+        and set(map(type, columns)) <= _LIST
+        and all(len(column) == n for column in columns)
+    ):
         raise WireError("malformed batch: target, source, stream, row count or columns")
     if type(ids) is int:  # a piece: (root, edge) for every row
         if not (type(roots) is int and anchors is None and ids and roots and n):
@@ -258,12 +290,24 @@ def _batch(message: Any) -> tuple[int, ColumnBatch]:
     elif type(ids) is not list or len(ids) != n or not set(map(type, ids)) <= _INT:
         tracking_ok = False
     elif roots is not None:
-        tracking_ok = (anchors is None and type(roots) is list and len(roots) == n
-                       and set(map(type, roots)) <= _INT)
+        tracking_ok = anchors is None and type(roots) is list and len(roots) == n and set(map(type, roots)) <= _INT
     else:
-        tracking_ok = (type(anchors) is list and len(anchors) == n and set(map(type, anchors)) <= _LIST
-                       and all(len(a) % 2 == 0 and set(map(type, a)) <= _INT for a in anchors))
+        tracking_ok = (
+            type(anchors) is list
+            and len(anchors) == n
+            and set(map(type, anchors)) <= _LIST
+            and all(len(a) % 2 == 0 and set(map(type, a)) <= _INT for a in anchors)
+        )
     if not tracking_ok:
         raise WireError("malformed batch: ids, roots or anchors do not match the rows")
-    return target, ColumnBatch(columns, n, UNCHECKED, "", stream, source, ids, roots,
-                               None if anchors is None else [dict(zip(a[::2], a[1::2])) for a in anchors])
+    return target, ColumnBatch(
+        columns,
+        n,
+        UNCHECKED,
+        "",
+        stream,
+        source,
+        ids,
+        roots,
+        None if anchors is None else [dict(zip(a[::2], a[1::2])) for a in anchors],
+    )

@@ -44,13 +44,15 @@ class AckOut:
         stream, fields, extra = self._first
         for i, acker in enumerate(self.ackers):
             if self.roots[i]:
-                outbox.add(acker, TupleBatch([(self.roots[i], self.values[i], *extra)], fields, component, stream,
-                                             task))
+                outbox.add(
+                    acker, TupleBatch([(self.roots[i], self.values[i], *extra)], fields, component, stream, task)
+                )
                 self.roots[i], self.values[i] = [], []
             if self.fails[i]:
                 outbox.add(acker, TupleBatch([(self.fails[i],)], ACK_FAIL_FIELDS, component, ACK_FAIL_STREAM, task))
                 self.fails[i] = []
             if self.resets[i]:
-                outbox.add(acker, TupleBatch([(self.resets[i],)], ACK_FAIL_FIELDS, component,
-                                             ACK_RESET_TIMEOUT_STREAM, task))
+                outbox.add(
+                    acker, TupleBatch([(self.resets[i],)], ACK_FAIL_FIELDS, component, ACK_RESET_TIMEOUT_STREAM, task)
+                )
                 self.resets[i] = []

@@ -12,11 +12,11 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import structlog
 
-from squall.api.component import Component, TopologyContext, attach, emit_problem
+from squall.api.component import Collector, Component, TopologyContext, attach, emit_problem
 from squall.api.metrics import TaskMetrics
 from squall.api.tuple import Piece, TupleBatch
 from squall.core.system_ids import ACKER, MASTER_HEARTBEAT_STREAM, RESERVED_PREFIX
@@ -51,15 +51,24 @@ class ExecutorEnv:
 
 
 def component_context(layout: TopologyLayout, spec: ComponentSpec, task: int) -> TopologyContext:
-    return TopologyContext(topology_id=layout.topology_id, topology_name=layout.name, component_id=spec.id,
-                           task_id=task, component_tasks=layout.component_tasks, conf=spec.conf)
+    return TopologyContext(
+        topology_id=layout.topology_id,
+        topology_name=layout.name,
+        component_id=spec.id,
+        task_id=task,
+        component_tasks=layout.component_tasks,
+        conf=spec.conf,
+    )
 
 
 class Executor:
     """The part every task shares: outputs, heartbeats to the topology master, errors, the acker route."""
 
-    def __init__(self, task: int, layout: TopologyLayout, placement: Placement, outbox: Outbox,
-                 inbox: Inbox, env: ExecutorEnv) -> None:
+    _acks: AckOut  # set by refresh(), which flushes the previous one first
+
+    def __init__(
+        self, task: int, layout: TopologyLayout, placement: Placement, outbox: Outbox, inbox: Inbox, env: ExecutorEnv
+    ) -> None:
         self.task = task
         self.component = layout.task_component[task]
         self.spec = layout.components[self.component]
@@ -72,8 +81,9 @@ class Executor:
         conf = self.spec.conf
         self._beat_every = float(conf["task.heartbeat.frequency.secs"])
         self._next_beat = 0.0
-        self._throttle = ErrorThrottle(int(conf["topology.max.error.report.per.interval"]),
-                                       float(conf["topology.error.throttle.interval.secs"]))
+        self._throttle = ErrorThrottle(
+            int(conf["topology.max.error.report.per.interval"]), float(conf["topology.error.throttle.interval.secs"])
+        )
         self._exit_on_error = bool(conf["topology.worker.exit.on.error"])
         self._now = 0.0
         #: When its task thread next steps it even without input (``time.monotonic()``): set from what
@@ -95,8 +105,11 @@ class Executor:
             if stream in old:
                 out.carry_counts(old[stream])
         #: The user streams this component consumes, as ``component:stream`` (the keys of its input stats).
-        self._inputs = sorted(f"{source}:{stream}" for (source, stream), subs in layout.subscribers.items()
-                              if not stream.startswith(RESERVED_PREFIX) and any(s.component == self.component for s in subs))
+        self._inputs = sorted(
+            f"{source}:{stream}"
+            for (source, stream), subs in layout.subscribers.items()
+            if not stream.startswith(RESERVED_PREFIX) and any(s.component == self.component for s in subs)
+        )
         self._keyed_inputs = len(self._inputs) > 1
         #: Spouts count acks by stream only when they have several (else the totals are the stream's).
         self._keyed_outputs = len(self._outs) > 1
@@ -121,8 +134,10 @@ class Executor:
     @staticmethod
     def _check_direct(out: StreamOut, stream: str, direct_task: int) -> None:
         if direct_task not in out.direct_targets:
-            raise ValueError(f"emit on direct stream {stream!r} to task {direct_task}, which does not subscribe "
-                             f"to it with direct grouping (subscribed tasks: {sorted(out.direct_targets)})")
+            raise ValueError(
+                f"emit on direct stream {stream!r} to task {direct_task}, which does not subscribe "
+                f"to it with direct grouping (subscribed tasks: {sorted(out.direct_targets)})"
+            )
 
     def _check_rows(self, rows: list[tuple[Any, ...]], stream: str, direct_task: int | None) -> StreamOut:
         """The stream's output, once every row is checked as ``emit`` checks one (width, direct target)."""
@@ -139,8 +154,17 @@ class Executor:
 
     def _open(self, target: int, stream: str, out: StreamOut, form: int) -> TupleBatch:
         """A new batch of ``stream`` in ``form`` for ``target``, queued after what it got so far this round."""
-        batch = TupleBatch([], out.fields, self.component, stream, self.task, None if form == PLAIN else [],
-                           [] if form == ROOTS else None, [] if form == ANCHORS else None, out.keys[form])
+        batch = TupleBatch(
+            [],
+            out.fields,
+            self.component,
+            stream,
+            self.task,
+            None if form == PLAIN else [],
+            [] if form == ROOTS else None,
+            [] if form == ANCHORS else None,
+            out.keys[form],
+        )
         return self._outbox.add(target, batch)
 
     def _batch_for(self, target: int, stream: str, out: StreamOut, form: int) -> TupleBatch:
@@ -156,8 +180,9 @@ class Executor:
         for target, part in self._parts(rows, out, direct_task):
             self._batch_for(target, stream, out, PLAIN).rows.extend(part)
 
-    def _parts(self, rows: list[tuple[Any, ...]], out: StreamOut,
-               direct_task: int | None) -> Iterable[tuple[int, list[tuple[Any, ...]]]]:
+    def _parts(
+        self, rows: list[tuple[Any, ...]], out: StreamOut, direct_task: int | None
+    ) -> Iterable[tuple[int, list[tuple[Any, ...]]]]:
         """``rows`` by target task, in order within each: whole when the targets do not depend on the values."""
         targets = out.constant if direct_task is None else (direct_task,)
         if targets is not None:
@@ -165,7 +190,7 @@ class Executor:
         if out.split is not None:  # shuffle: consecutive rows to each target, as many as per-row calls give it
             parts, start = [], 0
             for (target,), size in out.split(len(rows)):
-                parts.append((target, rows[start:start + size]))
+                parts.append((target, rows[start : start + size]))
                 start += size
             return parts
         by_target: dict[int, list[tuple[Any, ...]]] = {}
@@ -179,15 +204,18 @@ class Executor:
                     part.append(values)
         return by_target.items()
 
-    def _emit_pieces(self, rows: list[tuple[Any, ...]], stream: str, out: StreamOut, direct_task: int | None,
-                     root: int) -> int:
+    def _emit_pieces(
+        self, rows: list[tuple[Any, ...]], stream: str, out: StreamOut, direct_task: int | None, root: int
+    ) -> int:
         """``rows`` in ``root``'s tree as one :class:`~squall.api.tuple.Piece` per target task (one batch, one random
         edge each, never extended by later emits); returns the XOR of the edges (0: sent nowhere)."""
         targets = out.constant if direct_task is None else (direct_task,)
         if targets is not None and len(targets) == 1 and rows:  # the usual case, without splitting: one piece
             edge = random_bits(64) or 1
-            self._outbox.add(targets[0], TupleBatch(rows, out.fields, self.component, stream, self.task,
-                                                    piece=Piece(root, edge, len(rows))))
+            self._outbox.add(
+                targets[0],
+                TupleBatch(rows, out.fields, self.component, stream, self.task, piece=Piece(root, edge, len(rows))),
+            )
             return edge
         parts, init = list(self._parts(rows, out, direct_task)), 0
         shared = len(parts) > 1 and parts[0][1] is parts[-1][1]  # every target gets ``rows`` itself: copies
@@ -196,8 +224,17 @@ class Executor:
             if part:
                 edge = random_bits(64) or 1
                 init ^= edge
-                add(target, TupleBatch(list(part) if shared else part, fields, component, stream, task,
-                                       piece=Piece(root, edge, len(part))))
+                add(
+                    target,
+                    TupleBatch(
+                        list(part) if shared else part,
+                        fields,
+                        component,
+                        stream,
+                        task,
+                        piece=Piece(root, edge, len(part)),
+                    ),
+                )
         return init
 
     # -- timers, heartbeats, errors --------------------------------------------------------------
@@ -210,8 +247,9 @@ class Executor:
         if out is not None:
             values = (self.task, int(now - self._started), stats_to_wire(self.task_stats()))
             for target in out.route(values):
-                self._outbox.add(target, TupleBatch([values], out.fields, self.component, MASTER_HEARTBEAT_STREAM,
-                                                    self.task))
+                self._outbox.add(
+                    target, TupleBatch([values], out.fields, self.component, MASTER_HEARTBEAT_STREAM, self.task)
+                )
 
     def task_stats(self) -> TaskStats:
         """This task's counters as the topology master reports them (see :func:`~worker.executor.stats.task_stats`)."""
@@ -238,8 +276,7 @@ class Executor:
         if self._throttle.suppressed:
             text += f"\n({self._throttle.suppressed} more errors of this task were not reported: throttled)"
             self._throttle.suppressed = 0
-        log.error("task error", topology_id=self.env.topology_id, component=self.component, task=self.task,
-                  error=text)
+        log.error("task error", topology_id=self.env.topology_id, component=self.component, task=self.task, error=text)
         self.env.report(self.task, text)
 
     def _user_code_failed(self, exc: BaseException, already_reported: bool = False) -> None:
@@ -254,7 +291,8 @@ class Executor:
         if not isinstance(component, base):
             raise TypeError(f"{self.component!r} is a {type(component).__name__}, not a squall {base.__name__}")
         context = component_context(self._layout, self.spec, self.task)
-        attach(component, self, context)
+        # Each executor implements the half of Collector its component calls (a spout's emits, a bolt's emits and acks).
+        attach(component, cast(Collector, self), context)
         self.user, self.metrics = component, context.metrics
         return component, context
 
@@ -289,8 +327,9 @@ def build_component(spec: ComponentSpec) -> Component:
     """``module.Class(*args, **kwargs)`` from a component's ``python_object`` (JSON arguments only)."""
     py = spec.obj.python_object
     if py is None:
-        raise ValueError(f"component {spec.id!r} is not a Python component (a shell component runs on "
-                         "worker.multilang's executors)")
+        raise ValueError(
+            f"component {spec.id!r} is not a Python component (a shell component runs on worker.multilang's executors)"
+        )
     cls = getattr(importlib.import_module(py.module_name), py.class_name)
     args = json.loads(py.args_json) if py.args_json else []
     kwargs = json.loads(py.kwargs_json) if py.kwargs_json else {}

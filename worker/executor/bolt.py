@@ -71,7 +71,7 @@ class BoltExecutor(Executor):
             self._keyed_inputs = True
 
     def start(self) -> None:
-        self.bolt, context = self._attach_user(Bolt)
+        self.bolt, context = self._attach_user(Bolt)  # type: ignore[type-abstract]  # isinstance against the base
         if type(self.bolt).execute_batch is not Bolt.execute_batch:
             self._execute_batch = self.bolt.execute_batch
         self.bolt.prepare(context.conf, context)
@@ -80,8 +80,9 @@ class BoltExecutor(Executor):
 
     # -- Collector -------------------------------------------------------------------------------
 
-    def emit(self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None,
-             msg_id: Any) -> Sequence[int]:
+    def emit(
+        self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None, msg_id: Any
+    ) -> Sequence[int]:
         out = self._outs.get(stream)
         if out is None or len(values) != out.width or direct_task is not None or out.direct:
             out, targets = self._targets(values, stream, direct_task)
@@ -166,14 +167,17 @@ class BoltExecutor(Executor):
         for anchor in lone:
             anchor._ack_val ^= lone_edges
 
-    def emit_each(self, rows: Sequence[tuple[Any, ...]], stream: str, inputs: TupleBatch,
-                  index: Sequence[int] | None) -> None:
+    def emit_each(
+        self, rows: Sequence[tuple[Any, ...]], stream: str, inputs: TupleBatch, index: Sequence[int] | None
+    ) -> None:
         """Row ``k`` anchored to ``inputs[index[k]]`` (``inputs[k]`` without ``index``), routed in bulk; no Tuple
         is made unless the inputs are tracked."""
         rows = rows if isinstance(rows, list) else list(rows)
         if index is None and len(rows) != len(inputs):
-            raise ValueError(f"emit_each of {len(rows)} rows for {len(inputs)} inputs: pass index=[input "
-                             "position of each row] when the rows are not one per input")
+            raise ValueError(
+                f"emit_each of {len(rows)} rows for {len(inputs)} inputs: pass index=[input "
+                "position of each row] when the rows are not one per input"
+            )
         if index is not None and len(index) != len(rows):
             raise ValueError(f"emit_each of {len(rows)} rows with {len(index)} index entries: give one per row")
         out = self._check_rows(rows, stream, None)
@@ -198,6 +202,7 @@ class BoltExecutor(Executor):
         last, route, constant = self._last, out.route, out.constant
         plain, tracked = out.keys[PLAIN], out.keys[ROOTS]
         roots = [inputs.roots[i] for i in positions]
+        batch: TupleBatch | None
         if constant is not None and len(constant) == 1 and 0 not in roots:  # one target, every input tracked
             edges = new_edges(len(rows))
             for i, edge in zip(positions, edges):
@@ -277,7 +282,7 @@ class BoltExecutor(Executor):
         self._now = now
         self._heartbeat(now)
         bolt = self.bolt
-        if now >= self._next_tick:
+        if now >= self._next_tick:  # never without a tick interval (then it is inf)
             self._next_tick = now + self._tick_every  # type: ignore[operator]
             started = time.perf_counter()
             self._execute(bolt, tick_tuple(self._tick_every))  # type: ignore[arg-type]
@@ -303,8 +308,9 @@ class BoltExecutor(Executor):
                 to_sample = self._sample_every
                 self._run_sampled(execute_batch, batch, started)
             rows = len(batch.rows) if batch.__class__ is TupleBatch else len(batch)  # as Inbox.take counts
-            self._count_executed(f"{batch.component}:{batch.stream}" if self._keyed_inputs else None, rows,
-                                 clock() - started)
+            self._count_executed(
+                f"{batch.component}:{batch.stream}" if self._keyed_inputs else None, rows, clock() - started
+            )
         self._batches_to_sample = to_sample
         self._acks.flush(self._outbox)  # the step's acks: one message per acker and kind for all its roots
         if len(batches) < self.BATCHES_PER_ROUND:  # the inbox is empty: wait for input or the next timer
@@ -342,8 +348,9 @@ class BoltExecutor(Executor):
                 acks.roots[root % n].append(root)
                 acks.values[root % n].append(tup._id ^ tup._ack_val)
 
-    def _run_sampled(self, execute_batch: Callable[[TupleBatch], None] | None, batch: TupleBatch,
-                     started: float) -> None:
+    def _run_sampled(
+        self, execute_batch: Callable[[TupleBatch], None] | None, batch: TupleBatch, started: float
+    ) -> None:
         """A batch whose process latency is sampled, from ``started``. Per tuple, its first row is timed to its
         ack, whenever that comes; a batch bolt's acks made by the end of the call each take the call's time (see
         :meth:`_run_batch`)."""
@@ -408,8 +415,8 @@ class BoltExecutor(Executor):
         if batch.piece is not None and self._n_ackers:
             self._settle_piece(batch, batch.piece, views, failed)
             return
-        if batch.tracked and self._n_ackers and not views and batch.roots is not None:
-            self._settle_columns(batch, failed)
+        if self._n_ackers and not views and batch.ids is not None and batch.roots is not None:
+            self._settle_columns(batch, batch.ids, batch.roots, failed)
             return
         if batch.tracked and self._n_ackers:
             settle = self.fail if failed else self.ack
@@ -421,8 +428,9 @@ class BoltExecutor(Executor):
                     settle(tup)
             return
         # Untracked rows: settling them only counts them.
-        rest = (len(batch.rows) if batch.__class__ is TupleBatch else len(batch)) - \
-            sum(1 for tup in views.values() if id(tup) in settled)
+        rest = (len(batch.rows) if batch.__class__ is TupleBatch else len(batch)) - sum(
+            1 for tup in views.values() if id(tup) in settled
+        )
         stats = self.stats
         if failed:
             stats.failed += rest
@@ -459,29 +467,29 @@ class BoltExecutor(Executor):
         if self._keyed_inputs:
             (stats.failed_by if failed else stats.acked_by)[f"{batch.component}:{batch.stream}"] += rows
 
-    def _settle_columns(self, batch: TupleBatch, failed: bool) -> None:
-        """Ack or fail every row of a batch no view was made of, from its columns: each tracked row has one
-        root, whose edge is its id, and what was anchored to it is in ``batch._xor``, so no Tuple is needed."""
-        rows, stats, n, acks, roots = len(batch), self.stats, self._n_ackers, self._acks, batch.roots
-        one = (roots[0] if roots and roots[0] and roots[0] == roots[-1] and roots.count(roots[0]) == rows  # type: ignore[index,union-attr]
-               else None)
+    def _settle_columns(self, batch: TupleBatch, ids: list[int], roots: list[int], failed: bool) -> None:
+        """Ack or fail every row of a batch no view was made of, from its columns (``batch.ids``, ``batch.roots``):
+        each tracked row has one root, whose edge is its id, and what was anchored to it is in ``batch._xor``, so
+        no Tuple is needed."""
+        rows, stats, n, acks = len(batch), self.stats, self._n_ackers, self._acks
+        one = roots[0] if roots and roots[0] and roots[0] == roots[-1] and roots.count(roots[0]) == rows else None
         if failed:
             stats.failed += rows
-            for root in (one,) if one else roots:  # type: ignore[union-attr]
+            for root in (one,) if one else roots:
                 if root:
                     acks.fails[root % n].append(root)
         else:
             stats.acked += rows
             anchored = batch._xor  # what was emitted anchored to each row (emit_each)
-            values = batch.ids if anchored is None else list(map(xor, batch.ids, anchored))  # type: ignore[arg-type]
+            values = ids if anchored is None else list(map(xor, ids, anchored))
             if one:  # one tree (a spout batch's): its rows' acks XOR into one
                 acks.roots[one % n].append(one)
                 acks.values[one % n].append(reduce(xor, values, 0))
-            elif n == 1 and 0 not in batch.ids:  # type: ignore[operator]
-                acks.roots[0].extend(batch.roots)  # type: ignore[arg-type]
+            elif n == 1 and 0 not in ids:
+                acks.roots[0].extend(roots)
                 acks.values[0].extend(values)
             else:
-                for root, value in zip(batch.roots, values):  # type: ignore[arg-type]
+                for root, value in zip(roots, values):
                     if root:
                         acks.roots[root % n].append(root)
                         acks.values[root % n].append(value)

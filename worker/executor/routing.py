@@ -39,12 +39,31 @@ class StreamOut:
     grouping, whose route counts them as it goes.
     """
 
-    __slots__ = ("fields", "width", "direct", "route", "constant", "split", "direct_targets", "fanout", "keys",
-                 "emitted", "_base_emitted", "_base_transferred")
+    __slots__ = (
+        "fields",
+        "width",
+        "direct",
+        "route",
+        "constant",
+        "split",
+        "direct_targets",
+        "fanout",
+        "keys",
+        "emitted",
+        "_base_emitted",
+        "_base_transferred",
+    )
 
-    def __init__(self, fields: Fields, direct: bool, route: Callable[[Sequence[Any]], Sequence[int]],
-                 direct_targets: frozenset[int], fanout: int | None, constant: tuple[int, ...] | None = None,
-                 split: Callable[[int], list[tuple[tuple[int], int]]] | None = None) -> None:
+    def __init__(
+        self,
+        fields: Fields,
+        direct: bool,
+        route: Callable[[Sequence[Any]], Sequence[int]],
+        direct_targets: frozenset[int],
+        fanout: int | None,
+        constant: tuple[int, ...] | None = None,
+        split: Callable[[int], list[tuple[tuple[int], int]]] | None = None,
+    ) -> None:
         self.fields = fields
         self.width = len(fields)
         self.direct = direct
@@ -63,6 +82,7 @@ class StreamOut:
             targets = route(values)
             self._base_transferred += len(targets)
             return targets
+
         return counted
 
     @property
@@ -86,13 +106,19 @@ def build_outputs(layout: TopologyLayout, placement: Placement, component: str, 
     outs = {}
     for stream, spec in layout.components[component].streams.items():
         subs = layout.subscribers.get((component, stream), ())
-        groupers = [make_grouper(s.grouping, output_fields=spec.fields, targets=s.tasks,
-                                 local=placement.local, seed=task)
-                    for s in subs if s.tasks and s.grouping.direct is None]
+        groupers = [
+            make_grouper(s.grouping, output_fields=spec.fields, targets=s.tasks, local=placement.local, seed=task)
+            for s in subs
+            if s.tasks and s.grouping.direct is None
+        ]
         direct = frozenset(t for s in subs if s.grouping.direct is not None for t in s.tasks)
         routed = [s for s in subs if s.tasks and s.grouping.direct is None]
-        fanout = None if any(s.grouping.custom_serialized is not None for s in routed) else \
-            sum(len(s.tasks) if s.grouping.all is not None else 1 for s in routed)
+        fanout = (
+            None
+            if any(s.grouping.custom_serialized is not None for s in routed)
+            else sum(len(s.tasks) if s.grouping.all is not None else 1 for s in routed)
+        )
+        route: Callable[[Sequence[Any]], Sequence[int]]
         if not groupers:
             route = _no_targets
         elif len(groupers) == 1:

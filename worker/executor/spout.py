@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from itertools import count, islice
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
@@ -77,7 +77,7 @@ class SpoutExecutor(Executor):
         self._on_fail: Callable[[Any], None] | None = None
 
     def start(self) -> None:
-        self.spout, context = self._attach_user(Spout)
+        self.spout, context = self._attach_user(Spout)  # type: ignore[type-abstract]  # isinstance against the base
         #: The spout's own ``next_batch`` if it has one (called once per burst), else None (``next_tuple`` in a loop).
         self._next_batch = self.spout.next_batch if type(self.spout).next_batch is not Spout.next_batch else None
         #: The spout's ``ack``/``fail``, or None where it keeps Spout's, which does nothing: no call per message.
@@ -100,8 +100,9 @@ class SpoutExecutor(Executor):
 
     # -- Collector -------------------------------------------------------------------------------
 
-    def emit(self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None,
-             msg_id: Any) -> Sequence[int]:
+    def emit(
+        self, values: tuple[Any, ...], stream: str, anchors: tuple[Tuple, ...], direct_task: int | None, msg_id: Any
+    ) -> Sequence[int]:
         out = self._outs.get(stream)
         if out is None or len(values) != out.width or direct_task is not None or out.direct:
             out, targets = self._targets(values, stream, direct_task)
@@ -138,8 +139,14 @@ class SpoutExecutor(Executor):
         self.pending.entries[root] = (msg_id, now, stream, now)  # SpoutPending.sent, without the call
         return targets
 
-    def emit_many(self, rows: list[tuple[Any, ...]], stream: str, direct_task: int | None,
-                  msg_ids: Sequence[Any] | None, msg_id: Any = None) -> None:
+    def emit_many(
+        self,
+        rows: list[tuple[Any, ...]],
+        stream: str,
+        direct_task: int | None,
+        msg_ids: Sequence[Any] | None,
+        msg_id: Any = None,
+    ) -> None:
         """``emit`` of every row, checked once and routed in bulk; ``msg_ids[i]`` (if given) is row i's, or
         ``msg_id`` is the whole batch's (one tree)."""
         out = self._check_rows(rows, stream, direct_task)
@@ -166,7 +173,8 @@ class SpoutExecutor(Executor):
         if msg_id is not None:
             self._emit_tree(rows, stream, out, direct_task, msg_id)
             return
-        now, owner, (target,) = self._now, self._root_owner, targets  # one target for every row: columns in C
+        # A tree per row with one target for every row (the per-row branch above took the rest): columns in C.
+        now, owner, (target,) = self._now, self._root_owner, cast("tuple[int]", targets)
         roots = list(islice(self._roots, len(rows)))
         edges = new_edges(len(rows))
         batch = self._batch_for(target, stream, out, ROOTS)
@@ -177,8 +185,9 @@ class SpoutExecutor(Executor):
         self._acks.values[owner].extend(edges)  # one edge per root: the init XOR is the edge
         self.pending.entries.update(zip(roots, [(row_id, now, stream, now) for row_id in msg_ids]))  # type: ignore[union-attr]
 
-    def _emit_tree(self, rows: list[tuple[Any, ...]], stream: str, out: StreamOut, direct_task: int | None,
-                   msg_id: Any) -> None:
+    def _emit_tree(
+        self, rows: list[tuple[Any, ...]], stream: str, out: StreamOut, direct_task: int | None, msg_id: Any
+    ) -> None:
         """``rows`` as one tuple tree: one root and one pending entry for the batch, and one edge per target task:
         the rows each target gets are one :class:`~squall.api.tuple.Piece` (one batch, one edge), so the init is the
         XOR of a few edges, and a bolt that settles the piece whole acks it with one value (``_settle_rest``)."""
@@ -284,7 +293,9 @@ class SpoutExecutor(Executor):
         acked, self._acked_at_emit = self._acked_at_emit, []
         self.stats.acked += len(acked)
         ack = self._on_ack
-        for msg_id in acked if ack is not None else ():
+        if ack is None:
+            return
+        for msg_id in acked:
             try:
                 ack(msg_id)
             except Exception as exc:
@@ -307,7 +318,7 @@ class SpoutExecutor(Executor):
                 if stream == ACK_ACK_STREAM:
                     every, before = self._sample_every, stats.acked
                     stats.acked += len(done)
-                    for _, started, out, _ in done[(-before - 1) % every::every]:  # every n-th ack's latency
+                    for _, started, out, _ in done[(-before - 1) % every :: every]:  # every n-th ack's latency
                         stats.latencies.append(now - started)
                         stats.latency_by[out] += now - started
                         stats.timed_by[out] += 1
