@@ -239,3 +239,63 @@ class Pressure:
             self.high = True
             self.relieved.clear()
         self.hold_spouts = self.high or self._held()
+
+
+def append_merged(pending: list[tuple[int, TupleBatch]], target: int, batches: list[TupleBatch]) -> None:
+    """Queue ``batches`` for ``target`` at the end of a sender's ``pending`` list, each appended to the batch before
+    it when that one is for the same target and :func:`_mergeable` (so a message carries many rows)."""
+    for batch in batches:
+        if pending:
+            last_target, last = pending[-1]
+            if last_target == target and _mergeable(last, batch):
+                _merge(last, batch)
+                continue
+        pending.append((target, batch))
+
+
+def _mergeable(last: TupleBatch, batch: TupleBatch) -> bool:
+    """Whether ``batch`` can be appended to ``last`` as it is: one source and stream, one form of tracking (untracked,
+    one root per row, or root maps). A piece travels as it is: one edge for all its rows."""
+    return (
+        last.task == batch.task
+        and last.stream == batch.stream
+        and last.piece is None
+        and batch.piece is None
+        and (last.ids is None) == (batch.ids is None)
+        and (last.roots is None) == (batch.roots is None)
+    )
+
+
+def _merge(last: TupleBatch, batch: TupleBatch) -> None:
+    """Append ``batch`` to ``last``; :func:`_mergeable` checked that both have the same tracking columns."""
+    last.rows.extend(batch.rows)
+    if last.ids is not None:
+        last.ids.extend(batch.ids)  # type: ignore[arg-type]
+        if last.roots is not None:
+            last.roots.extend(batch.roots)  # type: ignore[arg-type]
+        else:
+            last.anchors.extend(batch.anchors)  # type: ignore[arg-type,union-attr]
+
+
+def first_rows(batches: list[TupleBatch], n: int) -> list[TupleBatch]:
+    """The first ``n`` rows of ``batches`` (whole batches, then the start of the one that does not fit: a piece cut
+    short travels untracked, so its tree is replayed rather than completed without the rows left out)."""
+    kept: list[TupleBatch] = []
+    for batch in batches:
+        if n <= 0:
+            break
+        if len(batch) > n:
+            ids, roots, anchors = batch.ids, batch.roots, batch.anchors
+            batch = TupleBatch(
+                batch.rows[:n],
+                batch.fields,
+                batch.component,
+                batch.stream,
+                batch.task,
+                None if ids is None else ids[:n],
+                None if roots is None else roots[:n],
+                None if anchors is None else anchors[:n],
+            )
+        kept.append(batch)
+        n -= len(batch)
+    return kept

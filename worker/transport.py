@@ -23,7 +23,7 @@ import structlog
 
 from squall.api.tuple import ColumnBatch, TupleBatch
 from worker.handshake import NONCE_BYTES, Greeting, TransferRefused, answer, connect, transfer_proof
-from worker.queues import Pressure, Wake
+from worker.queues import Pressure, Wake, append_merged, first_rows
 from worker.throttle import ErrorThrottle
 from worker.wire import (
     MAX_MESSAGE_BYTES,
@@ -32,8 +32,7 @@ from worker.wire import (
     THROTTLE_ON,
     Decoder,
     WireError,
-    encode,
-    encode_each,
+    encode_batches,
 )
 
 log = structlog.get_logger(__name__)
@@ -432,19 +431,12 @@ class Sender:
                 return
             if before + rows > self._max_pending and not self.connected.is_set():
                 # A peer not reachable yet: keep the first max_pending rows, drop the rest, never grow without bound.
-                batches = _first_rows(batches, self._max_pending - before)
+                batches = first_rows(batches, self._max_pending - before)
                 self.dropped += rows - (kept := sum(map(len, batches)))
                 rows = kept
                 if not rows:
                     return
-            pending = self._pending
-            for batch in batches:
-                if pending:
-                    last_target, last = pending[-1]
-                    if last_target == target and _mergeable(last, batch):
-                        _merge(last, batch)
-                        continue
-                pending.append((target, batch))
+            append_merged(self._pending, target, batches)
             self._backlog = before + rows
             if not before or before < self._batch_size <= before + rows:  # start the flush clock, or ship now
                 self._wake.set()
@@ -576,80 +568,18 @@ class Sender:
 
     def _encode(self, batches: list[tuple[int, TupleBatch]]) -> bytes:
         """The batches as wire messages of at most :data:`MESSAGE_ROWS` rows (``batch_size`` if larger); a row
-        whose values msgpack cannot carry, or too large for one message, is dropped, not its batch."""
-        size, limit = max(self._batch_size, MESSAGE_ROWS), self._max_bytes
-        try:
-            return b"".join([encode(target, batch, size, limit) for target, batch in batches])
-        except WireError:
-            pass
-        good = []
-        for target, batch in batches:
-            try:
-                good.append(encode(target, batch, size, limit))
-                continue
-            except WireError:
-                pass
-            for message in encode_each(target, batch, limit):
-                if isinstance(message, WireError):
-                    with self._lock:
-                        self.dropped += 1
-                    log.error(
-                        "dropping a tuple that cannot travel between workers",
-                        stream=batch.stream,
-                        source_task=batch.task,
-                        error=str(message),
-                    )
-                else:
-                    good.append(message)
-        return b"".join(good)
-
-
-def _mergeable(last: TupleBatch, batch: TupleBatch) -> bool:
-    """Whether ``batch`` can be appended to ``last`` as it is: one source and stream, one form of tracking (untracked,
-    one root per row, or root maps). A piece travels as it is: one edge for all its rows."""
-    return (
-        last.task == batch.task
-        and last.stream == batch.stream
-        and last.piece is None
-        and batch.piece is None
-        and (last.ids is None) == (batch.ids is None)
-        and (last.roots is None) == (batch.roots is None)
-    )
-
-
-def _merge(last: TupleBatch, batch: TupleBatch) -> None:
-    """Append ``batch`` to ``last``; :func:`_mergeable` checked that both have the same tracking columns."""
-    last.rows.extend(batch.rows)
-    if last.ids is not None:
-        last.ids.extend(batch.ids)  # type: ignore[arg-type]
-        if last.roots is not None:
-            last.roots.extend(batch.roots)  # type: ignore[arg-type]
-        else:
-            last.anchors.extend(batch.anchors)  # type: ignore[arg-type,union-attr]
-
-
-def _first_rows(batches: list[TupleBatch], n: int) -> list[TupleBatch]:
-    """The first ``n`` rows of ``batches`` (whole batches, then the start of the one that does not fit: a piece cut
-    short travels untracked, so its tree is replayed rather than completed without the rows left out)."""
-    kept: list[TupleBatch] = []
-    for batch in batches:
-        if n <= 0:
-            break
-        if len(batch) > n:
-            ids, roots, anchors = batch.ids, batch.roots, batch.anchors
-            batch = TupleBatch(
-                batch.rows[:n],
-                batch.fields,
-                batch.component,
-                batch.stream,
-                batch.task,
-                None if ids is None else ids[:n],
-                None if roots is None else roots[:n],
-                None if anchors is None else anchors[:n],
+        that cannot travel is dropped (and logged), not its batch."""
+        data, refused = encode_batches(batches, max(self._batch_size, MESSAGE_ROWS), self._max_bytes)
+        for batch, error in refused:
+            with self._lock:
+                self.dropped += 1
+            log.error(
+                "dropping a tuple that cannot travel between workers",
+                stream=batch.stream,
+                source_task=batch.task,
+                error=str(error),
             )
-        kept.append(batch)
-        n -= len(batch)
-    return kept
+        return data
 
 
 def _hung_up(sock: socket.socket) -> bool:

@@ -88,6 +88,31 @@ def encode(target: int, batch: TupleBatch, max_rows: int = 0, max_bytes: int = M
         ) from None
 
 
+def encode_batches(
+    batches: list[tuple[int, TupleBatch]], max_rows: int = 0, max_bytes: int = MAX_MESSAGE_BYTES
+) -> tuple[bytes, list[tuple[TupleBatch, WireError]]]:
+    """Every ``(target, batch)`` as wire messages (:func:`encode`), and the rows left out with their errors: a row
+    whose values msgpack cannot carry, or too large for one message, stays behind, not its batch."""
+    try:
+        return b"".join([encode(target, batch, max_rows, max_bytes) for target, batch in batches]), []
+    except WireError:
+        pass
+    good: list[bytes] = []
+    refused: list[tuple[TupleBatch, WireError]] = []
+    for target, batch in batches:
+        try:
+            good.append(encode(target, batch, max_rows, max_bytes))
+            continue
+        except WireError:
+            pass
+        for message in encode_each(target, batch, max_bytes):
+            if isinstance(message, WireError):
+                refused.append((batch, message))
+            else:
+                good.append(message)
+    return b"".join(good), refused
+
+
 def encode_each(target: int, batch: TupleBatch, max_bytes: int = MAX_MESSAGE_BYTES) -> list[bytes | WireError]:
     """Every row of ``batch`` as a message of its own, or the :class:`WireError` it raises: to find the rows that
     cannot travel and send the rest. The rows of a piece get edges that XOR to its own, so its tree completes only
