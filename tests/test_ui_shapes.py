@@ -1,5 +1,5 @@
-"""Storm's UI JSON out of nimbus's Thrift structs (:mod:`ui.shapes`), and the REST API's request parsing
-(:mod:`ui.app`), on plain values: the live API is tested in test_ui.py."""
+"""Storm's UI JSON out of nimbus's Thrift structs (:mod:`ui.shapes`, its numbers added up by :mod:`ui.stats`), and
+the REST API's request parsing (:mod:`ui.app`), on plain values: the live API is tested in test_ui.py."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from squall.core.zk.records import TaskStats
 import ui.params
 from ui.params import BadRequest, rebalance_options, wait_secs
 import ui.shapes
+import ui.stats
 from ui.shapes import (
     UnknownComponent, cluster_summary, component_page, nimbus_summary, pretty_uptime,
     logviewer_port_of, supervisor_page, supervisor_summary, topology_page, topology_summary, worker_log_link,
@@ -311,7 +312,7 @@ def test_rebalance_bodies_and_wait_times() -> None:
         wait_secs("2147483648")
 
 
-@pytest.mark.parametrize("module", [ui.shapes, ui.params], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [ui.shapes, ui.stats, ui.params], ids=lambda m: m.__name__)
 def test_the_examples_in_the_docstrings_hold(module: Any) -> None:
     result = doctest.testmod(module)
     assert result.attempted and not result.failed

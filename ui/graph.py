@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from squall.core.names import is_system
-from ui.shapes import window_seconds
+from ui.stats import window_seconds
 
 NODE_WIDTH = 170
 NODE_HEIGHT = 52

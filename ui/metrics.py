@@ -3,7 +3,8 @@ from nimbus on every scrape.
 
 There is no polling thread and no state: a scrape asks nimbus what the REST API asks it (through
 :class:`ui.source.NimbusSource`, each wait bounded by ``ui.nimbus.timeout.secs``) and turns the answer into
-metric families with :mod:`ui.shapes`' own arithmetic, so ``/metrics`` and ``/api/v1/...`` never disagree.
+metric families with the REST API's own arithmetic (:mod:`ui.stats`), so ``/metrics`` and ``/api/v1/...``
+never disagree.
 While nimbus cannot be reached the scrape still answers, with ``squall_up 0`` alone.
 
 User metrics (:mod:`squall.api.metrics`) are ``squall_user_counter_total`` and ``squall_user_gauge``, labelled
@@ -39,11 +40,12 @@ from squall.core.stats import ALL_TIME
 from ui import shapes
 from ui.pages import Ask
 from ui.source import NimbusSource, NimbusUnreachable
+from ui.stats import REASON_STATS, executors_by_component, stats_numbers, topology_numbers
 
 log = structlog.get_logger(__name__)
 
 PREFIX = "squall"
-#: Counted stats: shapes' name → what the counter counts (tasks or components).
+#: Counted stats: :func:`ui.stats.stats_numbers`' name → what the counter counts (tasks or components).
 COUNTED = {
     "emitted": "tuples emitted on user streams",
     "transferred": "tuples sent to other tasks on user streams",
@@ -51,14 +53,14 @@ COUNTED = {
     "failed": "tuple trees failed or timed out (a spout) or inputs failed (a bolt)",
     "executed": "inputs executed (a bolt)",
 }
-#: Timed stats: shapes' name (milliseconds) → metric name (seconds) and what it is.
+#: Timed stats: its name (milliseconds) → metric name (seconds) and what it is.
 TIMED = {
     "completeLatency": ("complete_latency_seconds", "mean time from a spout's emit to its tree's ack"),
     "executeLatency": ("execute_latency_seconds", "mean time a bolt spends in execute"),
     "processLatency": ("process_latency_seconds", "mean time from a bolt's input to its ack"),
 }
-#: ``failedTimeout``... (shapes' names) → the ``reason`` label of ``*_failures_total``.
-REASONS = {name: reason for reason, name in shapes.REASON_STATS.items()}
+#: ``failedTimeout``... (:data:`ui.stats.REASON_STATS`' names) → the ``reason`` label of ``*_failures_total``.
+REASONS = {name: reason for reason, name in REASON_STATS.items()}
 FAILURES = (
     "tuples failed by reason: timeout (a spout's tree timed out), explicit (a bolt called fail; at a spout, "
     "a bolt failed the tree) or exception (a bolt's execute raised)"
@@ -92,7 +94,7 @@ class _Families:
         family.add_metric(list(values), value)
 
     def stats(self, level: str, labels: Sequence[str], values: Sequence[str], numbers: dict[str, float]) -> None:
-        """One task's or component's :func:`ui.shapes.stats_numbers` as counters and gauges."""
+        """One task's or component's :func:`ui.stats_numbers` as counters and gauges."""
         for stat, value in numbers.items():
             if stat in COUNTED:
                 self.add(
@@ -172,13 +174,13 @@ def families(cluster: Any, blacklist: Iterable[str], infos: Iterable[Any]) -> li
 
 
 def _topology(out: _Families, info: Any) -> None:
-    grouped = shapes.executors_by_component(info, ALL_TIME)
+    grouped = executors_by_component(info, ALL_TIME)
     kinds = {
         component: "spout" if any(p.counts.spout for p in parts if p.counts) else "bolt"
         for component, parts in grouped.items()
         if any(p.counts for p in parts)
     }
-    totals = shapes.topology_numbers(grouped, kinds, False)
+    totals = topology_numbers(grouped, kinds, False)
     for stat, value in totals.items():
         if stat in COUNTED:
             out.add(
@@ -211,9 +213,7 @@ def _topology(out: _Families, info: Any) -> None:
         if is_system(component):
             continue
         parts = grouped[component]
-        out.stats(
-            "component", COMPONENT_LABELS, (info.name, component), shapes.stats_numbers(parts, kind == "spout", False)
-        )
+        out.stats("component", COMPONENT_LABELS, (info.name, component), stats_numbers(parts, kind == "spout", False))
         for part in parts:
             if part.counts is not None:
                 e = part.summary
@@ -221,7 +221,7 @@ def _topology(out: _Families, info: Any) -> None:
                     "task",
                     TASK_LABELS,
                     (info.name, component, part.task, e.host, str(e.port)),
-                    shapes.stats_numbers([part], kind == "spout", False),
+                    stats_numbers([part], kind == "spout", False),
                 )
         for m in shapes.user_metrics(parts):
             labels = (info.name, component, m["task"], m["host"], str(m["port"]), m["name"])

@@ -1,20 +1,9 @@
 """Storm's UI REST API JSON, shaped from nimbus's Thrift structs: pure functions, no I/O.
 
 Field names and shapes are Storm 2.x's (its ``STORM-UI-REST-API.md`` and UI helpers), so tools written
-against Storm's UI (streamparse's ``sparse stats``, ``worker_uptime``, ``slot_usage``) read Squall's. How
-the numbers are made follows Storm too:
-
-* a component's emitted and transferred counts add up its executors' output streams, its acked, failed
-  and executed counts its spout streams or bolt inputs; latencies are averages weighted by what they time
-  (complete latency by acked trees, execute latency by executed tuples), printed as Storm prints them,
-  ``"%.3f"`` strings;
-* the topology's emitted and transferred add up every shown component, its acked, failed and complete
-  latency are the spouts' (a tree counts once, where it started);
-* a bolt's capacity is the share of the time its busiest executor spent executing
-  (executed × execute latency / time), the time being the window's length, at most the executor's uptime
-  (Storm's UI takes the 10-minute window for it; Squall the window asked for);
-* ``sys=False`` (Storm's ``sys=0``) leaves out system components (``__acker``) and system streams or
-  inputs (``__ack_ack``, ``__tick``).
+against Storm's UI (streamparse's ``sparse stats``, ``worker_uptime``, ``slot_usage``) read Squall's. The numbers
+are added up as Storm's UI adds them (:mod:`ui.stats`); latencies and capacity are printed as Storm prints them,
+``"%.3f"`` strings.
 
 Nimbus keeps Storm's four windows (:data:`WINDOWS`: the last 10 minutes, 3 hours, 1 day, and all time, made
 by :mod:`nimbus.windows`); ``topologyStats``, ``spoutSummary`` and ``boltStats`` list all four, as Storm's do,
@@ -30,7 +19,6 @@ worker) a link is ``""``, Storm's value for "no link".
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -39,15 +27,24 @@ from squall.core.local_state import daemon_log_name, worker_log_name
 from squall.core.names import is_system
 from squall.core.stats import ALL_TIME, WINDOWS
 from squall.core.zk.errors import error_summary
+from ui.stats import (
+    Counts,
+    Executed,
+    component_kinds,
+    executors_by_component,
+    is_shown,
+    reported_counts,
+    stats_numbers,
+    task_count,
+    topology_numbers,
+    weighted,
+)
 
 #: Storm's sampling percentage shown when topology debug is off.
 DEFAULT_SAMPLING_PCT = 10
 #: Storm cuts a component's last error to this many characters on the topology page.
 LAST_ERROR_CHARS = 200
 NO_LINK = ""
-
-#: A stats key: a spout's output stream, or a bolt's input as (component, stream).
-StatKey = str | tuple[str, str]
 
 
 class UnknownComponent(LookupError):
@@ -70,15 +67,6 @@ def pretty_uptime(secs: int) -> str:
         if secs > 0:
             parts.append(f"{secs}d")
     return " ".join(reversed(parts))
-
-
-def window_seconds(window: str, uptime_secs: int) -> float:
-    """How long a window's counts were gathered over: the window's length, at most the uptime.
-
-    >>> window_seconds(":all-time", 120), window_seconds("600", 120), window_seconds("600", 9000)
-    (120.0, 120.0, 600.0)
-    """
-    return float(uptime_secs if window == ALL_TIME else min(int(window), uptime_secs))
 
 
 def window_hint(window: str) -> str:
@@ -281,148 +269,11 @@ def topology_summary(cluster: Any) -> dict[str, Any]:
     }
 
 
-# -- stats ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Counts:
-    """One executor's counts in one window, system streams included (views filter them).
-
-    ``acked``, ``failed``, ``latency_ms`` are keyed by output stream for a spout (complete latency) and by
-    input ``(component, stream)`` for a bolt (execute latency); ``executed`` and ``process_ms`` are a bolt's.
-    """
-
-    spout: bool
-    emitted: Mapping[str, int]
-    transferred: Mapping[str, int]
-    acked: Mapping[StatKey, int]
-    failed: Mapping[StatKey, int]
-    executed: Mapping[StatKey, int]
-    latency_ms: Mapping[StatKey, float]
-    process_ms: Mapping[StatKey, float]
-    #: Failures by reason (:data:`squall.core.stats.FAIL_REASONS`); empty from an older worker.
-    failed_by_reason: Mapping[str, int]
-
-
-def _counts(stats: Any, window: str) -> _Counts | None:
-    """The counts of one ``ExecutorStats`` in ``window``; None before the executor's first stats."""
-    if stats is None or stats.specific is None:
-        return None
-
-    def pick(windows: Any, input_keys: bool = False) -> dict[Any, Any]:
-        values = (windows or {}).get(window) or {}
-        return {(k.componentId, k.streamId) if input_keys else k: v for k, v in values.items()}
-
-    emitted, transferred, reasons = pick(stats.emitted), pick(stats.transferred), pick(stats.failed_by_reason)
-    if stats.specific.spout is not None:
-        s = stats.specific.spout
-        return _Counts(
-            True, emitted, transferred, pick(s.acked), pick(s.failed), {}, pick(s.complete_ms_avg), {}, reasons
-        )
-    b = stats.specific.bolt
-    return _Counts(
-        False,
-        emitted,
-        transferred,
-        pick(b.acked, True),
-        pick(b.failed, True),
-        pick(b.executed, True),
-        pick(b.execute_ms_avg, True),
-        pick(b.process_ms_avg, True),
-        reasons,
-    )
-
-
-def _shown(key: StatKey, sys: bool) -> bool:
-    return sys or not any(is_system(part) for part in ((key,) if isinstance(key, str) else key))
-
-
-def _total(values: Mapping[Any, int], sys: bool) -> int:
-    return sum(n for key, n in values.items() if _shown(key, sys))
-
-
-def _weighted(pairs: Iterable[tuple[float, int]]) -> float:
-    """The average of latencies weighted by the counts they were measured over (0 when nothing was)."""
-    pairs = list(pairs)
-    weight = sum(w for _, w in pairs)
-    return sum(value * w for value, w in pairs) / weight if weight else 0.0
-
-
-def _latency(parts: Iterable[_Counts], latencies: str, weights: str, sys: bool) -> float:
-    return _weighted(
-        (latency, getattr(c, weights).get(key, 0))
-        for c in parts
-        for key, latency in getattr(c, latencies).items()
-        if _shown(key, sys)
-    )
-
-
-@dataclass(frozen=True)
-class Executed:
-    """An executor as nimbus reports it (its ``ExecutorSummary``: host, port, tasks, uptime) and its counts in
-    ``window`` (None before its first stats)."""
-
-    summary: Any
-    counts: _Counts | None
-    window: str = ALL_TIME
-
-    @property
-    def capacity(self) -> float:
-        """The share of the window (of its uptime, when younger) it spent executing (every input, ticks too:
-        they take its time)."""
-        c, seconds = self.counts, window_seconds(self.window, self.summary.uptime_secs)
-        if c is None or seconds <= 0:
-            return 0.0
-        return sum(n * c.latency_ms.get(key, 0.0) for key, n in c.executed.items()) / (seconds * 1000)
-
-    @property
-    def task(self) -> str:
-        """Its task id (``"3"``), or ``"3-4"`` for an executor of several tasks."""
-        info = self.summary.executor_info
-        return str(info.task_start) if info.task_start == info.task_end else f"{info.task_start}-{info.task_end}"
-
-
-def _reported(parts: Iterable[Executed]) -> list[_Counts]:
-    return [p.counts for p in parts if p.counts is not None]
-
-
-def _sum(reported: Iterable[_Counts], stat: str, sys: bool) -> int:
-    """One stat (``emitted``, ``acked``, ...) added up over executors and their shown streams or inputs."""
-    return sum(_total(getattr(c, stat), sys) for c in reported)
-
-
-def _tasks(parts: Iterable[Executed]) -> int:
-    return sum(p.summary.executor_info.task_end - p.summary.executor_info.task_start + 1 for p in parts)
+# -- stats as Storm's JSON writes them ------------------------------------------------------------
 
 
 #: The stats Storm prints as ``"%.3f"`` strings (milliseconds, or a share for capacity).
 FORMATTED_STATS = ("completeLatency", "executeLatency", "processLatency", "capacity")
-#: Squall's split of ``failed`` by reason (:data:`squall.core.stats.FAIL_REASONS`) → its JSON field. A spout's
-#: ``failedExplicit`` counts trees a bolt failed (by ``fail`` or an exception), a bolt's its own ``fail`` calls.
-REASON_STATS = {"timeout": "failedTimeout", "explicit": "failedExplicit", "exception": "failedException"}
-
-
-def stats_numbers(parts: list[Executed], spout: bool, sys: bool) -> dict[str, float]:
-    """The stats Storm shows for a group of one component's executors (one, or all of them), as numbers:
-    emitted, transferred, acked, failed; a spout's completeLatency; a bolt's executed, executeLatency,
-    processLatency (milliseconds) and capacity. The REST API and ``/metrics`` both read them here."""
-    reported = _reported(parts)
-    row: dict[str, float] = {stat: _sum(reported, stat, sys) for stat in ("emitted", "transferred", "acked", "failed")}
-    row.update(
-        {name: sum(c.failed_by_reason.get(reason, 0) for c in reported) for reason, name in REASON_STATS.items()}
-    )
-    if spout:
-        row["completeLatency"] = _latency(reported, "latency_ms", "acked", sys)
-    else:
-        row.update(
-            {
-                "executed": _sum(reported, "executed", sys),
-                "executeLatency": _latency(reported, "latency_ms", "executed", sys),
-                "processLatency": _latency(reported, "process_ms", "acked", sys),
-                "capacity": max((p.capacity for p in parts), default=0.0),
-            }
-        )
-    return row
 
 
 def _stats_row(parts: list[Executed], spout: bool, sys: bool) -> dict[str, Any]:
@@ -431,36 +282,6 @@ def _stats_row(parts: list[Executed], spout: bool, sys: bool) -> dict[str, Any]:
         stat: float_str(value) if stat in FORMATTED_STATS else value
         for stat, value in stats_numbers(parts, spout, sys).items()
     }
-
-
-def topology_numbers(grouped: Mapping[str, list[Executed]], kinds: Mapping[str, str], sys: bool) -> dict[str, float]:
-    """A topology's stats as numbers: emitted and transferred add up the shown components of ``kinds``
-    (component → ``"spout"`` or ``"bolt"``); acked, failed and complete latency are the spouts' (a tree counts
-    once, where it began)."""
-    shown = [c for c in kinds if sys or not is_system(c)]
-    counts = _reported(p for c in shown for p in grouped.get(c, []))
-    trees = stats_numbers([p for c in shown if kinds[c] == "spout" for p in grouped.get(c, [])], True, sys)
-    return {
-        "emitted": _sum(counts, "emitted", sys),
-        "transferred": _sum(counts, "transferred", sys),
-        "acked": trees["acked"],
-        "failed": trees["failed"],
-        "completeLatency": trees["completeLatency"],
-        **{name: trees[name] for name in REASON_STATS.values()},
-    }
-
-
-def component_kinds(topology: Any) -> dict[str, str]:
-    """Component id → ``"spout"`` or ``"bolt"``, system components included (nimbus's ``getTopology``)."""
-    return {**dict.fromkeys(topology.spouts, "spout"), **dict.fromkeys(topology.bolts, "bolt")}
-
-
-def executors_by_component(info: Any, window: str) -> dict[str, list[Executed]]:
-    """A ``TopologyInfo``'s executors with their counts in ``window``, by component id."""
-    grouped: dict[str, list[Executed]] = {}
-    for e in info.executors:
-        grouped.setdefault(e.component_id, []).append(Executed(e, _counts(e.stats, window), window))
-    return grouped
 
 
 def _error(error: Any, info: Any, now_secs: int, logviewer_port: int | None, *, last: bool) -> dict[str, Any]:
@@ -544,7 +365,7 @@ def topology_page(
         "status": info.status,
         "uptime": pretty_uptime(info.uptime_secs),
         "uptimeSeconds": info.uptime_secs,
-        "tasksTotal": _tasks(every_part),
+        "tasksTotal": task_count(every_part),
         "executorsTotal": len(info.executors),
         "workersTotal": len({(e.host, e.port) for e in info.executors}),
         "schedulerInfo": info.sched_status,
@@ -584,7 +405,7 @@ def _component_row(
     return {
         **ids,
         "executors": len(parts),
-        "tasks": _tasks(parts),
+        "tasks": task_count(parts),
         **_stats_row(parts, kind == "spout", sys),
         **_last_error(list((info.errors or {}).get(component, [])), info, now_secs, logviewer_port),
     }
@@ -645,7 +466,7 @@ def component_page(
         )
     kind = kinds[component]
     parts = executors_by_component(info, window).get(component, [])
-    reported = _reported(parts)
+    reported = reported_counts(parts)
     errors = sorted((info.errors or {}).get(component, []), key=lambda e: e.error_time_secs)
     page: dict[str, Any] = {
         "id": component,
@@ -657,7 +478,7 @@ def component_page(
         "componentType": kind,
         "user": None,
         "executors": len(parts),
-        "tasks": _tasks(parts),
+        "tasks": task_count(parts),
         "window": window,
         "windowHint": window_hint(window),
         "debug": False,
@@ -720,10 +541,10 @@ def _executor_row(part: Executed, info: Any, spout: bool, sys: bool, logviewer_p
     }
 
 
-def _output_stats(reported: list[_Counts], spout: bool, sys: bool) -> list[dict[str, Any]]:
+def _output_stats(reported: list[Counts], spout: bool, sys: bool) -> list[dict[str, Any]]:
     """One row per output stream: emitted and transferred; a spout's also what its trees did."""
     streams = sorted(
-        {s for c in reported for s in (*c.emitted, *c.transferred, *(c.acked if spout else ())) if _shown(s, sys)}
+        {s for c in reported for s in (*c.emitted, *c.transferred, *(c.acked if spout else ())) if is_shown(s, sys)}
     )
     rows = []
     for stream in streams:
@@ -738,7 +559,7 @@ def _output_stats(reported: list[_Counts], spout: bool, sys: bool) -> list[dict[
                     "acked": sum(c.acked.get(stream, 0) for c in reported),
                     "failed": sum(c.failed.get(stream, 0) for c in reported),
                     "completeLatency": float_str(
-                        _weighted((c.latency_ms.get(stream, 0.0), c.acked.get(stream, 0)) for c in reported)
+                        weighted((c.latency_ms.get(stream, 0.0), c.acked.get(stream, 0)) for c in reported)
                     ),
                 }
             )
@@ -746,10 +567,10 @@ def _output_stats(reported: list[_Counts], spout: bool, sys: bool) -> list[dict[
     return rows
 
 
-def _input_stats(reported: list[_Counts], sys: bool) -> list[dict[str, Any]]:
+def _input_stats(reported: list[Counts], sys: bool) -> list[dict[str, Any]]:
     """One row per input (component, stream) of a bolt."""
     inputs = sorted(
-        {k for c in reported for k in (*c.executed, *c.acked, *c.failed) if isinstance(k, tuple) and _shown(k, sys)}
+        {k for c in reported for k in (*c.executed, *c.acked, *c.failed) if isinstance(k, tuple) and is_shown(k, sys)}
     )  # a bolt's: keyed by (component, stream)
     rows = []
     for component, stream in inputs:
@@ -763,10 +584,10 @@ def _input_stats(reported: list[_Counts], sys: bool) -> list[dict[str, Any]]:
                 "acked": sum(c.acked.get(key, 0) for c in reported),
                 "failed": sum(c.failed.get(key, 0) for c in reported),
                 "executeLatency": float_str(
-                    _weighted((c.latency_ms.get(key, 0.0), c.executed.get(key, 0)) for c in reported)
+                    weighted((c.latency_ms.get(key, 0.0), c.executed.get(key, 0)) for c in reported)
                 ),
                 "processLatency": float_str(
-                    _weighted((c.process_ms.get(key, 0.0), c.acked.get(key, 0)) for c in reported)
+                    weighted((c.process_ms.get(key, 0.0), c.acked.get(key, 0)) for c in reported)
                 ),
             }
         )
