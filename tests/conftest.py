@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -22,6 +23,11 @@ import pytest
 from squall.core.zk.client import ZkClient
 from squall.dev.zookeeper import LocalZooKeeper, free_port, is_serving
 from support import chroot_conf, wait_until
+
+# A suite started in the background by a non-interactive shell inherits SIGINT ignored, and so would every process
+# a test starts: the tests of Ctrl-C (storm dev-cluster, storm dev-zookeeper, storm local) need it delivered.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _docker_engine_answers() -> bool:
