@@ -121,7 +121,7 @@ def test_a_backlog_travels_in_messages_of_many_rows_each(sink: Sink) -> None:
     port = free_port()
     sender = Sender("127.0.0.1", port, TOPOLOGY, batch_size=100)
     for i in range(0, 5 * MESSAGE_ROWS, 100):
-        sender.send(7, [batch(3, "default", [(f"word-{j}", j) for j in range(i, i + 100)])])
+        sender.queue.put(7, [batch(3, "default", [(f"word-{j}", j) for j in range(i, i + 100)])])
     receiver = Receiver(sink, TOPOLOGY, "127.0.0.1", port).start()
     try:
         wait_until(lambda: len(sink.entries) == 5 * MESSAGE_ROWS, what="the backlog")
@@ -142,7 +142,7 @@ def test_no_message_is_larger_than_a_worker_accepts_and_a_tuple_too_large_for_on
         rows = [("x" * 200, i) for i in range(60)]
         rows[30] = ("x" * 5000, 30)
         with capture_logs() as logs:
-            sender.send(7, [batch(3, "default", rows)])
+            sender.queue.put(7, [batch(3, "default", rows)])
             wait_until(lambda: len(sink.entries) == 59, what="every tuple but the big one")
         assert [e.values[1] for e in sink.entries] == [i for i in range(60) if i != 30]
         assert sink.batches >= 3 and receiver.counts["bad_data"] == 0 and sender.dropped == 1
@@ -321,7 +321,7 @@ def test_a_sender_keeps_batches_of_any_tracking_form_in_order(receiver: Receiver
     sent = [Tuple((i,), f, "numbers", "default", 3, 41 if i % 3 else 0, forms[i % 3]) for i in range(300)]
     sender = Sender("127.0.0.1", receiver.port, TOPOLOGY, batch_size=100)
     for tup in sent:
-        sender.send(7, batches_of_tuples([tup]))
+        sender.queue.put(7, batches_of_tuples([tup]))
     sender.close()
     wait_until(lambda: len(sink.entries) == 300, what="all tuples")
     assert [(e.values, e.tuple_id, dict(map(tuple, e.anchors))) for e in sink.entries] == \
@@ -380,15 +380,15 @@ def test_a_sender_that_cannot_reach_its_peer_queues_a_bounded_backlog_and_discar
     sender = Sender("127.0.0.1", free_port(), TOPOLOGY, max_pending=10)  # nobody listens there
     for i in range(25):
         send(sender, [entry(i)])
-    assert (sender.backlog, sender.dropped) == (10, 15), "at most max_pending wait for the peer, the rest drop"
-    assert sender.discard() == 10 and sender.backlog == 0
+    assert (sender.queue.backlog, sender.dropped) == (10, 15), "at most max_pending wait for the peer, the rest drop"
+    assert sender.discard() == 10 and sender.queue.backlog == 0
     send(sender, [entry(99)])
     assert sender.dropped == 26, "a discarded sender takes nothing more"
     whole = Sender("127.0.0.1", free_port(), TOPOLOGY, max_pending=10)
     try:
-        whole.send(1, [batch(1, "s", [(i,) for i in range(4)])])
-        whole.send(2, [batch(1, "s", [(i,) for i in range(21)])])
-        assert (whole.backlog, whole.dropped) == (10, 15), "a run larger than the room left is cut, not let through"
+        whole.queue.put(1, [batch(1, "s", [(i,) for i in range(4)])])
+        whole.queue.put(2, [batch(1, "s", [(i,) for i in range(21)])])
+        assert (whole.queue.backlog, whole.dropped) == (10, 15), "a run larger than the room left is cut"
     finally:
         whole.discard()
 
@@ -437,13 +437,13 @@ def test_the_peer_wait_and_the_routes_follow_a_reassignment_away_from_a_dead_wor
         held = wait_until(lambda: runtime.senders.get(dead), 10, "the wait to try the dead slot")
         runtime.set_active(True)
         capacity = 10 * int(conf["topology.transfer.batch.size"])
-        wait_until(lambda: held.backlog >= capacity // 2, 10, "tuples queued for the dead slot")
-        assert held.backlog <= capacity and waiter.is_alive(), "a bounded queue, and the wait goes on"
+        wait_until(lambda: held.queue.backlog >= capacity // 2, 10, "tuples queued for the dead slot")
+        assert held.queue.backlog <= capacity and waiter.is_alive(), "a bounded queue, and the wait goes on"
 
         runtime.refresh(layout, Placement(others, {sink_task: live}))
         waiter.join(30)  # ends in milliseconds; room for a loaded machine
         assert unreachable == [frozenset()], "the wait ended once the current peer listened"
-        assert dead not in runtime.senders and held.backlog == 0 and runtime.dropped >= capacity // 2
+        assert dead not in runtime.senders and held.queue.backlog == 0 and runtime.dropped >= capacity // 2
         wait_until(lambda: sink.entries, 30, "tuples routed to where the sink runs now")
         assert {e.target_task for e in sink.entries} == {sink_task}
     finally:

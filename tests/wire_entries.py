@@ -56,7 +56,7 @@ def batches_of_tuples(tuples: Sequence[Tuple]) -> list[TupleBatch]:
 
 def send(sender: Sender, entries: Iterable[Entry]) -> None:
     for target, tuples in batches_of(entries):
-        sender.send(target, [tuples])
+        sender.queue.put(target, [tuples])
 
 
 def encode_entries(entries: Iterable[Entry]) -> bytes:

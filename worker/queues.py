@@ -1,7 +1,7 @@
 """The hand-over points between a worker's threads: the event a task thread sleeps on (:class:`Wake`), an
 executor's receive queue (:class:`Inbox`), what a task thread emitted in one round (:class:`Outbox`), where a
-task's batches go (:class:`Routes`: its inbox, or the sender to its worker) and the worker-wide backpressure
-switch (:class:`Pressure`).
+task's batches go (:class:`Routes`: its inbox, or the send queue to its worker), what waits for another worker's
+sender thread (:class:`SendQueue`) and the worker-wide backpressure switch (:class:`Pressure`).
 
 Every tuple crosses threads here, a batch at a time: an emit appends its row to the
 :class:`~squall.api.tuple.TupleBatch` its target task gets at the end of the round, and the target's task thread
@@ -103,14 +103,10 @@ class Inbox:
         return batch
 
 
-#: ``send(task, batches)``: a sender's queue for a task of another worker (:meth:`worker.transport.Sender.send`).
-Send = Callable[[int, list[TupleBatch]], None]
-
-
 class Routes:
     """Where a batch for a task goes from this worker's threads, both ways: the task's :class:`Inbox` when it runs
-    here, else the queue of the sender to its worker (:attr:`remote`, filled by ``unrouted(task, batches)`` the first
-    time a task is sent to: it opens the sender, or drops the batches); a batch another worker sent is checked
+    here, else the :class:`SendQueue` to its worker (:attr:`remote`, filled by ``unrouted(task, batches)`` the first
+    time a task is sent to: it opens the worker's sender, or drops the batches); a batch another worker sent is checked
     against the topology (``origins``, a :class:`~worker.layout.Origins`) by :meth:`receive` before its task's inbox
     takes it. The runtime keeps the maps; :attr:`dropped` counts tuples sent to no task.
     """
@@ -123,7 +119,7 @@ class Routes:
     ) -> None:
         self.inboxes: dict[int, Inbox] = {}
         #: Replaced whole (not cleared) when a refresh changes the routes: a flush reads it once.
-        self.remote: dict[int, Send] = {}
+        self.remote: dict[int, SendQueue] = {}
         self.origins = origins
         self.unrouted = unrouted
         self._refuse = refuse
@@ -159,8 +155,8 @@ class Outbox:
 
     An emit extends the batch its target got last this round when that batch has the emit's key (same
     task, stream and form: :attr:`StreamOut.keys`), else opens a new one, so each target receives rows in
-    emit order. A target of this worker gets the batches themselves; another worker's, its sender (see
-    :class:`Routes`). ``wake`` is the owning thread's event: a task of that same thread is not woken by it
+    emit order. A target of this worker gets the batches in its inbox; another worker's, in that worker's send
+    queue (see :class:`Routes`). ``wake`` is the owning thread's event: a task of that same thread is not woken by it
     (see :meth:`Inbox.put`).
     """
 
@@ -194,8 +190,8 @@ class Outbox:
                     own = True
                 else:
                     inbox.put(batch)
-            elif (send := remote.get(task)) is not None:
-                send(task, batch)
+            elif (queue := remote.get(task)) is not None:
+                queue.put(task, batch)
             else:
                 routes.unrouted(task, batch)
         return own
@@ -241,9 +237,82 @@ class Pressure:
         self.hold_spouts = self.high or self._held()
 
 
-def append_merged(pending: list[tuple[int, TupleBatch]], target: int, batches: list[TupleBatch]) -> None:
-    """Queue ``batches`` for ``target`` at the end of a sender's ``pending`` list, each appended to the batch before
-    it when that one is for the same target and :func:`_mergeable` (so a message carries many rows)."""
+class SendQueue:
+    """Tuple batches for the tasks of one other worker, from the task threads that put them to the sender thread that
+    takes them whole (:class:`worker.transport.Sender`). A batch put right after one for the same target, of the same
+    source, stream and form of tracking, is appended to it, so a message carries many rows. Until ``connected`` is
+    set it holds at most ``capacity`` tuples and drops the rest (a peer not reachable yet must not grow it without
+    bound); once closed it takes nothing. :attr:`dropped` counts the tuples given up on here or by the sender: their
+    spouts replay them after the message timeout, as in Storm.
+
+        queue = SendQueue(capacity=100_000, batch_size=100, connected=threading.Event())
+        queue.put(target_task, [batch])     # a task thread, at the end of its round (the queue owns the batch now)
+        batches, closing = queue.take()     # the sender thread, when queue.wake is set or its flush interval passed
+    """
+
+    def __init__(self, capacity: int, batch_size: int, connected: threading.Event) -> None:
+        #: Tuples queued and not yet taken.
+        self.backlog = 0
+        self.dropped = 0
+        self.closed = False
+        #: Set when the sender thread has something to do: a first batch, a full one, close.
+        self.wake = Wake()
+        self._connected = connected
+        self._capacity = capacity
+        self._batch_size = batch_size
+        self._pending: list[tuple[int, TupleBatch]] = []
+        self._lock = threading.Lock()  # a plain lock: taken once per task thread's flush
+
+    def put(self, target: int, batches: list[TupleBatch]) -> None:
+        """Queue ``batches`` for the peer's ``target`` task; the sender thread is woken by the first tuple and by the
+        one that fills a batch."""
+        rows = sum(map(len, batches))
+        with self._lock:
+            before = self.backlog
+            if self.closed:
+                self.dropped += rows
+                return
+            if before + rows > self._capacity and not self._connected.is_set():
+                batches = _first_rows(batches, self._capacity - before)
+                self.dropped += rows - (kept := sum(map(len, batches)))
+                rows = kept
+                if not rows:
+                    return
+            _append_merged(self._pending, target, batches)
+            self.backlog = before + rows
+            if not before or before < self._batch_size <= before + rows:  # start the flush clock, or ship now
+                self.wake.set()
+
+    def take(self) -> tuple[list[tuple[int, TupleBatch]], bool]:
+        """Everything queued, as ``(target, batch)`` in order, and whether the queue is closed."""
+        with self._lock:
+            batches, self._pending, self.backlog = self._pending, [], 0
+            return batches, self.closed
+
+    def close(self) -> None:
+        """Take nothing more; what is queued is still taken."""
+        with self._lock:
+            self.closed = True
+            self.wake.set()
+
+    def discard(self) -> int:
+        """Close and drop what is queued; how many tuples that dropped."""
+        with self._lock:
+            dropped, self._pending, self.backlog = self.backlog, [], 0
+            self.dropped += dropped
+            self.closed = True
+            self.wake.set()
+        return dropped
+
+    def count_dropped(self, tuples: int) -> None:
+        """Tuples taken from the queue that the sender could not deliver."""
+        with self._lock:
+            self.dropped += tuples
+
+
+def _append_merged(pending: list[tuple[int, TupleBatch]], target: int, batches: list[TupleBatch]) -> None:
+    """Queue ``batches`` for ``target`` at the end of ``pending``, each appended to the batch before it when that one
+    is for the same target and :func:`_mergeable`."""
     for batch in batches:
         if pending:
             last_target, last = pending[-1]
@@ -277,7 +346,7 @@ def _merge(last: TupleBatch, batch: TupleBatch) -> None:
             last.anchors.extend(batch.anchors)  # type: ignore[arg-type,union-attr]
 
 
-def first_rows(batches: list[TupleBatch], n: int) -> list[TupleBatch]:
+def _first_rows(batches: list[TupleBatch], n: int) -> list[TupleBatch]:
     """The first ``n`` rows of ``batches`` (whole batches, then the start of the one that does not fit: a piece cut
     short travels untracked, so its tree is replayed rather than completed without the rows left out)."""
     kept: list[TupleBatch] = []

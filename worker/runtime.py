@@ -420,8 +420,8 @@ class WorkerRuntime:
         if sender is None:
             self.routes.dropped += sum(map(len, batches))
             return
-        self.routes.remote[task] = sender.send
-        sender.send(task, batches)
+        self.routes.remote[task] = sender.queue
+        sender.queue.put(task, batches)
 
     def _open_sender(self, address: Address) -> Sender | None:
         """The sender to ``address``, opened now if needed; None if it is not a peer of the current placement
@@ -475,6 +475,6 @@ class WorkerRuntime:
                 queued = inbox.size
         backlog = 0
         for sender in self._sending:
-            if sender.backlog > backlog:
-                backlog = sender.backlog
+            if sender.queue.backlog > backlog:
+                backlog = sender.queue.backlog
         return max(queued / self._capacity, backlog / self._send_capacity)

@@ -23,7 +23,7 @@ import structlog
 
 from squall.api.tuple import ColumnBatch, TupleBatch
 from worker.handshake import NONCE_BYTES, Greeting, TransferRefused, answer, connect, transfer_proof
-from worker.queues import Pressure, Wake, append_merged, first_rows
+from worker.queues import Pressure, SendQueue
 from worker.throttle import ErrorThrottle
 from worker.wire import (
     MAX_MESSAGE_BYTES,
@@ -346,21 +346,21 @@ def _has_data(sock: socket.socket) -> bool:
 
 
 class Sender:
-    """Queues tuple batches for the tasks of one remote worker and writes them on one connection, consecutive
-    batches of one (target, source, stream) and form merged, as messages of up to :data:`~worker.wire.MESSAGE_ROWS`
-    rows and ``max_message_bytes`` bytes (see :mod:`worker.wire`).
+    """Writes the tuple batches of one :class:`~worker.queues.SendQueue` (for the tasks of one remote worker) on one
+    connection, as messages of up to :data:`~worker.wire.MESSAGE_ROWS` rows and ``max_message_bytes`` bytes (see
+    :mod:`worker.wire`): when ``batch_size`` tuples are queued, or ``flush_interval`` after the first.
 
     It connects as soon as it is created, retrying until the peer listens and accepts the handshake
     for ``topology_id`` (:attr:`connected` tells when it has, and ``on_connected`` is called; a peer of
     another topology leaves the reason in :attr:`refusal`), so a worker can hold its spouts until every
     peer is reachable; with a ``secret`` it proves the topology's transfer secret and wants the peer to prove it
-    too (see :mod:`worker.handshake`). Until then it queues at most ``max_pending`` tuples and drops the rest; a broken
+    too (see :mod:`worker.handshake`). Until then its queue holds at most ``max_pending`` tuples; a broken
     connection is re-opened on the next batch, and a batch that cannot be delivered is dropped, as is a
     tuple msgpack cannot carry or too large for one message. A dropped tuple is replayed by its spout
     after the message timeout, as in Storm; :attr:`dropped` counts them.
 
         sender = Sender("10.0.0.7", 6701, "words-1-1700000000", batch_size=100)
-        sender.send(target_task, [batch])     # a TupleBatch for a task of the peer worker
+        sender.queue.put(target_task, [batch])     # a TupleBatch for a task of the peer worker
         sender.close()      # flush what is queued, then close
         sender.discard()    # or: the peer left the assignment, drop what is queued and stop now
     """
@@ -393,9 +393,10 @@ class Sender:
         self._secret = secret
         self.topology_id = topology_id
         self.connected = threading.Event()
+        #: What the worker's task threads put batches for the peer's tasks in.
+        self.queue = SendQueue(max_pending, batch_size, self.connected)
         #: Why the peer last refused the handshake (it serves another topology, say); None if it never did.
         self.refusal: str | None = None
-        self.dropped = 0
         #: The peer's receiver holds this connection (its worker is backpressured): this worker's spouts wait.
         self.throttled = False
         self._last_write = 0.0
@@ -403,89 +404,54 @@ class Sender:
         self._batch_size = batch_size
         self._flush_interval = flush_interval
         self._connect_timeout = connect_timeout
-        self._max_pending = max_pending
         self._max_bytes = max_message_bytes
         self._socket_buffer = socket_buffer
-        self._pending: list[tuple[int, TupleBatch]] = []
-        self._backlog = 0
-        self._lock = threading.Lock()  # guards the queue; a plain lock: taken once per task thread flush
-        self._wake = Wake()  # set when the sender thread has something to do: a first batch, a full one, close
         self._sock: socket.socket | None = None
-        self._closed = False
         self._thread = threading.Thread(target=self._run, name=f"transfer-send-{host}:{port}", daemon=True)
         self._thread.start()
 
     @property
-    def backlog(self) -> int:
-        """Tuples queued and not yet written."""
-        return self._backlog
-
-    def send(self, target: int, batches: list[TupleBatch]) -> None:
-        """Queue ``batches`` for the peer's ``target`` task (the sender owns them from now on: it may extend them);
-        shipped in messages of many rows."""
-        rows = sum(map(len, batches))
-        with self._lock:
-            before = self._backlog
-            if self._closed:
-                self.dropped += rows
-                return
-            if before + rows > self._max_pending and not self.connected.is_set():
-                # A peer not reachable yet: keep the first max_pending rows, drop the rest, never grow without bound.
-                batches = first_rows(batches, self._max_pending - before)
-                self.dropped += rows - (kept := sum(map(len, batches)))
-                rows = kept
-                if not rows:
-                    return
-            append_merged(self._pending, target, batches)
-            self._backlog = before + rows
-            if not before or before < self._batch_size <= before + rows:  # start the flush clock, or ship now
-                self._wake.set()
+    def dropped(self) -> int:
+        """Tuples given up on: queued while the peer was unreachable and over the bound, undeliverable, or too big."""
+        return self.queue.dropped
 
     def close(self, timeout: float = 5.0) -> None:
         """Flush what is queued, then close."""
-        with self._lock:
-            self._closed = True
-            self._wake.set()
+        self.queue.close()
         self._thread.join(timeout)
 
     def discard(self) -> int:
-        """Stop now without sending what is queued (the peer left the assignment); how many entries that dropped.
+        """Stop now without sending what is queued (the peer left the assignment); how many tuples that dropped.
 
         It does not wait for the sender thread, which may still be trying to reach the peer: it ends on its own.
         """
-        with self._lock:
-            dropped, self._pending, self._backlog = self._backlog, [], 0
-            self.dropped += dropped
-            self._closed = True
-            self._wake.set()
-        return dropped
+        return self.queue.discard()
 
     def _run(self) -> None:
         self._reach_peer()
-        wake = self._wake
+        queue = self.queue
+        wake = queue.wake
         while True:
             wake.clear()  # before looking: a batch queued from now on sets it again
             self._read_status()
-            with self._lock:
-                backlog, closing = self._backlog, self._closed
+            backlog, closing = queue.backlog, queue.closed
             if not backlog and not closing:
                 wake.wait(self.THROTTLED_IDLE_SECS if self.throttled else self.IDLE_SECS)
                 continue
             if backlog < self._batch_size and not closing:
                 wake.wait(self._flush_interval)  # let a batch fill up, briefly (a full one or close ends it)
-            with self._lock:
-                batch, self._pending, self._backlog = self._pending, [], 0
-                closing = self._closed
-            if batch:
-                self._write(batch)
-            if closing and not self._pending:
+            batches, closing = queue.take()
+            if batches:
+                self._write(batches)
+            if closing and not queue.backlog:
                 if self._sock is not None:
                     self._sock.close()
                 return
 
     def _reach_peer(self) -> None:
         next_try = 0.0
-        while not self._closed:
+        queue = self.queue
+        while not queue.closed:
             try:
                 self._connect()
                 return
@@ -496,9 +462,9 @@ class Sender:
             except OSError:
                 pass
             next_try = time.monotonic() + self.RETRY_SECS
-            while not self._closed and (wait := next_try - time.monotonic()) > 0:
-                self._wake.wait(wait)
-                self._wake.clear()
+            while not queue.closed and (wait := next_try - time.monotonic()) > 0:
+                queue.wake.wait(wait)
+                queue.wake.clear()
 
     def _connect(self) -> socket.socket:
         """Connect and handshake (within ``connect_timeout``); OSError, or :class:`TransferRefused`, if not."""
@@ -557,8 +523,7 @@ class Sender:
                     self._sock.close()
                 self._sock = None
                 if attempt == 2:
-                    with self._lock:
-                        self.dropped += sum(map(len, batch))
+                    self.queue.count_dropped(sum(map(len, batch)))
                     log.warning(
                         "dropping a batch: remote worker unreachable",
                         address=self.address,
@@ -571,8 +536,7 @@ class Sender:
         that cannot travel is dropped (and logged), not its batch."""
         data, refused = encode_batches(batches, max(self._batch_size, MESSAGE_ROWS), self._max_bytes)
         for batch, error in refused:
-            with self._lock:
-                self.dropped += 1
+            self.queue.count_dropped(1)
             log.error(
                 "dropping a tuple that cannot travel between workers",
                 stream=batch.stream,
