@@ -26,7 +26,7 @@ from test_readme import shell_lines
 #: Every module the optional stacks bring (their top-level names), whichever extra.
 OPTIONAL = sorted(module for _, modules in EXTRAS.values() for module in modules)
 
-#: The top-level packages ``pip install squall`` installs (the design card's folders; docs/internals.md says why
+#: The top-level packages ``pip install squall`` installs (the design card's folders; docs/internals/index.md says why
 #: they stay top-level names).
 TOP_LEVEL = ["idl", "logviewer", "nimbus", "squall", "supervisor", "ui", "worker"]
 
@@ -257,7 +257,7 @@ def test_the_web_daemons_without_the_ui_extra_say_so_in_one_line(installed: Inst
 
 @pytest.mark.slow
 def test_supervisord_beside_squall_shares_the_supervisor_package_and_both_run(installed: Installed) -> None:
-    """The top-level name ``supervisor`` is also supervisord's (docs/internals.md: why Squall keeps it). Installed
+    """The top-level name ``supervisor`` is also supervisord's (docs/internals/index.md: why Squall keeps it). Installed
     into one environment, their modules share one directory (their file names differ but ``__init__.py``, which
     the last install writes): both still run, and so does Squall's after supervisord is uninstalled. (Last in
     this file: it changes the shared environment.)"""
