@@ -20,8 +20,7 @@ from pathlib import Path
 import pytest
 
 from squall.core.extras import EXTRAS, MissingExtra, extra_for, missing_modules, require
-from support import REPO
-from test_readme import shell_lines
+from support import REPO, shell_lines
 
 #: Every module the optional stacks bring (their top-level names), whichever extra.
 OPTIONAL = sorted(module for _, modules in EXTRAS.values() for module in modules)
@@ -178,7 +177,7 @@ def test_pip_install_of_the_checkout_installs_no_optional_stack(installed: Insta
 
 @pytest.mark.slow
 def test_the_readme_s_word_count_runs_with_storm_local(installed: Installed) -> None:
-    lines = shell_lines((REPO / "README.md").read_text(), "Operating a cluster")
+    lines = shell_lines(REPO / "README.md")
     line = next(line for line in lines if line.startswith("storm local examples/wordcount.py"))
     assert line == "storm local examples/wordcount.py --local-ttl 10"
     result = installed.run(line)
