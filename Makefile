@@ -2,6 +2,7 @@
 # Each first installs the Debian packages that are missing (deploy/install-system-deps.sh names them and why
 # before it installs; SQUALL_NO_INSTALL=1 only lists them), then the virtualenv with the extras it needs:
 # the demo the UI (squall[ui]), the pipeline Spark too (squall[spark,ui]), the tests everything (squall[test]).
+# `make docs` builds the documentation site (squall[docs]: mkdocs) into site/.
 VENV ?= .venv
 PYTHON ?= python3
 
