@@ -2,10 +2,11 @@
 # Each first installs the Debian packages that are missing (deploy/install-system-deps.sh names them and why
 # before it installs; SQUALL_NO_INSTALL=1 only lists them), then the virtualenv with the extras it needs:
 # the demo the UI (squall[ui]), the pipeline Spark too (squall[spark,ui]), the tests everything (squall[test]).
+# `make docs` builds the documentation site (squall[docs]: mkdocs) into site/.
 VENV ?= .venv
 PYTHON ?= python3
 
-.PHONY: test demo pipeline setup system-deps clean
+.PHONY: test demo pipeline docs setup system-deps clean
 
 test: setup
 	@bash deploy/install-system-deps.sh --for-tests
@@ -19,6 +20,10 @@ pipeline: system-deps $(VENV)/.installed-spark,ui
 
 setup: system-deps $(VENV)/.installed-test
 
+# The documentation site (mkdocs.yml) into site/; --strict: a warning or a dead link fails, as in CI.
+docs: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 system-deps:
 	@bash deploy/install-system-deps.sh
 
@@ -30,4 +35,4 @@ $(VENV)/.installed-%: pyproject.toml
 	touch $@
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache storm-local
+	rm -rf $(VENV) build *.egg-info .pytest_cache storm-local site

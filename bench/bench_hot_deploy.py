@@ -11,7 +11,7 @@ recording elsewhere. The bench polls both sinks' record files every 5 ms and rep
 
     python bench/bench_hot_deploy.py [--rounds 5] [--workers 2]
 
-Not a test: numbers depend on the machine. README's Performance section records them.
+Not a test: numbers depend on the machine. docs/performance.md records them.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ its result against the plain-Python answer before its numbers count.
                                 [--master local[2]] [--batch 5000]
 
 ``--sizes ''`` or ``--starts 0`` or ``--rounds 0`` skips that part. Not a test: numbers depend on the
-machine. README's Performance section records them.
+machine. docs/performance.md records them.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ and ``--supervisors`` supervisors as processes, default timings — runs ``--rou
 
     python bench/bench_startup.py [--rounds 5] [--workers 3] [--supervisors 2]
 
-Not a test: numbers depend on the machine. README's Performance section records them.
+Not a test: numbers depend on the machine. docs/performance.md records them.
 """
 
 from __future__ import annotations

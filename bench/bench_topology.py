@@ -16,8 +16,9 @@ medians are the ones to compare, as wall-clock moves with whatever else the mach
     python bench/bench_topology.py --peers                # also Bytewax and PySpark on the same workloads
     python bench/bench_topology.py --only const-null --ackers 1 --rate 80000 --workers 1
     python bench/bench_topology.py --config const-null --config wordcount,ackers=1,max-pending=1000 --load 0.1
+    python bench/bench_topology.py --peers --config const-null --config const-null,api=batch --svg peers.svg
 
-Not a test: numbers depend on the machine. README's Performance section records them.
+Not a test: numbers depend on the machine. docs/performance.md records today's; bench/JOURNAL.md the dated runs.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import peers
 from cpu import Run, Summary, calls_per_cpu_sec, paced_floor
 from examples import perf
+from plot import bar_chart_svg
 from squall import Topology
 from squall.core.config.keys import KEY_BY_NAME
 from squall.core.config.loading import parse_override
@@ -462,6 +464,7 @@ def main() -> None:
         metavar="F",
         help="then rerun each const configuration at F x its capacity (per CPU-s x workers): cores used, latency",
     )
+    parser.add_argument("--svg", metavar="FILE", help="also draw the per-CPU-s medians as a bar chart (bench/plot.py)")
     args = parser.parse_args()
     if args.worker:
         spec, index, ports = args.worker
@@ -506,6 +509,11 @@ def main() -> None:
             "| Squall / peer wall |\n|---|---|---:|---:|---:|---:|"
         )
         print("\n".join(ratio_rows(jobs, results)))
+    if args.svg:
+        bars = [(job.label, Summary.of([m.run for m in runs]).per_cpu_sec) for job, runs in zip(jobs, results)]
+        unit = f"tuples per CPU-second, median of {args.repeat} interleaved rounds"
+        with open(args.svg, "w") as out:
+            out.write(bar_chart_svg(bars, "Throughput per CPU-second", unit))
     if args.load:
         loaded = [
             replace(job.config, rate=round(args.load * capacity(job.config, runs)))

@@ -13,7 +13,7 @@ text beside it.
 
     python bench/soak.py [--minutes 30] [--kill-every 180] [--workers 3] [--out soak]
 
-Not a test: numbers depend on the machine. README's Performance section records a run.
+Not a test: numbers depend on the machine. docs/performance.md records a run.
 """
 
 from __future__ import annotations

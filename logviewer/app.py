@@ -23,7 +23,7 @@ Errors are Storm's error JSON: 400 for a bad parameter, 403 for a name outside t
 asked of a worker log's route or the other way round, or a reader who may not read it, 404 for a file that is
 not there. A daemon log is only ever a plain name directly in the directory (no path, no symlink to elsewhere).
 
-Who may read what (README "Security"): over HTTPS (``logviewer.https.*``) a reader is its client certificate's
+Who may read what (docs/operations/security.md): over HTTPS (``logviewer.https.*``) a reader is its client certificate's
 common name. With ``nimbus.authorizer`` on, an anonymous reader is refused everything, and a worker's log is
 readable only by its topology's owner, ``topology.users``/``groups``, ``logs.users``/``groups`` (as the
 supervisor wrote them, :func:`squall.core.local_state.write_log_acl`), ``nimbus.admins`` and the operators

@@ -116,7 +116,7 @@ class Nimbus:
             raise ConfigError(
                 "nimbus.authorizer is set but nimbus.thrift.tls.port is not: without client "
                 "certificates every caller is anonymous and may do nothing but read; set "
-                "nimbus.thrift.tls.port (see the README's Security section)"
+                "nimbus.thrift.tls.port (see docs/operations/security.md)"
             )
         serving = {
             "max_frame_bytes": conf["nimbus.thrift.max_buffer_size"],

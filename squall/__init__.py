@@ -4,7 +4,7 @@ What a topology author needs is importable from here::
 
     from squall import Bolt, LocalTopology, Spout, Topology
 
-The package is laid out by audience (see docs/internals.md): :mod:`squall.api` (what topology authors
+The package is laid out by audience (see docs/internals/index.md): :mod:`squall.api` (what topology authors
 write against), :mod:`squall.core` (what every process shares), :mod:`squall.cli` (the ``storm``
 command), :mod:`squall.dev` (local mode, the dev cluster, dev ZooKeeper, Spark Connect) and
 :mod:`squall.compat` (streamparse projects). The names below load on first use, so a daemon importing

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,6 +32,54 @@ from worker.runtime import WorkerRuntime
 T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parent.parent
+
+#: The documentation a test runs: every Python and shell block of these pages (a directory: its pages) is executed
+#: by tests/test_docs.py (Python) or tests/test_readme.py (shell), unless the page marks it ``<!-- not run: WHY -->``.
+RUN_DOCS = ("README.md", "docs/getting-started", "docs/guide")
+#: The pages whose shell lines, in this order, are tests/test_readme.py's session against a dev cluster.
+SESSION_PAGES = ("docs/getting-started/install.md", "docs/getting-started/dev-cluster.md")
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    """A fenced code block of a Markdown page: its language (``python``, ``sh``...), its code, and why it is not run
+    when the line before it says so (``<!-- not run: WHY -->``)."""
+
+    page: str
+    lang: str
+    code: str
+    not_run: str | None
+
+
+_FENCE = re.compile(r"(?:^<!-- not run: (?P<why>.+?) -->\n)?^```(?P<lang>[\w-]*)\n(?P<code>.*?)^```$", re.M | re.S)
+
+
+def run_doc_pages() -> list[Path]:
+    """The pages of :data:`RUN_DOCS`, in a stable order."""
+    found: list[Path] = []
+    for name in RUN_DOCS:
+        path = REPO / name
+        found += sorted(path.glob("*.md")) if path.is_dir() else [path]
+    return found
+
+
+def code_blocks(page: Path) -> list[CodeBlock]:
+    """The page's fenced code blocks, in order."""
+    name = str(page.relative_to(REPO))
+    return [CodeBlock(name, m["lang"], m["code"], m["why"]) for m in _FENCE.finditer(page.read_text())]
+
+
+def shell_lines(page: Path) -> list[str]:
+    """The command lines of the page's ``sh`` blocks that are run: comment-only lines dropped, a trailing
+    ``  # comment`` stripped (no documented command has a ``#`` of its own)."""
+    lines = []
+    for block in code_blocks(page):
+        if block.lang == "sh" and block.not_run is None:
+            for line in block.code.splitlines():
+                command = re.sub(r"\s+#.*$", "", line).strip()
+                if command and not command.startswith("#"):
+                    lines.append(command)
+    return lines
 
 
 def storm_on_path(bin_dir: Path) -> dict[str, str]:

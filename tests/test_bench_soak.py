@@ -1,4 +1,4 @@
-"""bench/soak.py's command line and report (the soak itself is long: it is run by hand, README records one)."""
+"""bench/soak.py's command line and report (the soak itself is long: it is run by hand, docs/performance.md records one)."""
 
 from __future__ import annotations
 

@@ -121,7 +121,7 @@ def test_blacklist_keeps_new_workers_off_a_host_and_list_name_shows_one_topology
 
 def test_a_gray_upgrade_started_by_storm_jar_says_so_and_how_to_go_on(
         cluster: ProcessCluster, wordcount: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """README's ``storm jar examples/wordcount.py 10 --name wc2 -c topology.upgrade=true -c
+    """The dev cluster page's ``storm jar examples/wordcount.py 10 --name wc2 -c topology.upgrade=true -c
     topology.upgrade.worker.num=1``: not "Finished submitting", but which upgrade began and the next commands."""
     code, _, err = storm(cluster, capsys, "-c", "topology.workers=1", "jar", WORDCOUNT, "--name", "canary")
     assert code == 0, err

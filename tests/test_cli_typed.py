@@ -219,7 +219,7 @@ def test_a_conf_value_of_a_mistyped_key_names_the_known_one(capsys: pytest.Captu
 
 
 def test_the_pipeline_report_of_a_mistyped_out_dir_says_so(shell: dict[str, str]) -> None:
-    """``python -m examples.weblogs report OUT_DIR`` (the README's Quick start) with a typo: not '0 windows'."""
+    """``python -m examples.weblogs report OUT_DIR`` (docs/getting-started/install.md) with a typo: not '0 windows'."""
     done = typed(shell, f"{sys.executable} -m examples.weblogs report weblogs-ot")  # the virtualenv's python
     assert (done.returncode, done.stdout, done.stderr.strip()) == (
         1, "", "weblogs-ot: no such directory (the OUT_DIR given to storm jar examples/weblogs.py)")

@@ -1,6 +1,7 @@
 """The API teaches itself: ``help()``/``pydoc`` work on every public name a topology author touches, every
-public class and method says what it is for, and every class shows a short example. The README's
-"Writing components" section runs as written."""
+public class and method says what it is for, and every class shows a short example. The documentation's Python
+runs as written: every block of the README, Getting started and the Guide (tests/test_readme.py runs their shell
+lines), unless its page says why not."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 import squall
-from support import REPO, wait_until
+from support import REPO, SESSION_PAGES, CodeBlock, code_blocks, run_doc_pages, shell_lines, wait_until
 from squall.dev.local import LocalTopology
 
 
@@ -112,32 +113,64 @@ def test_help_shows_each_public_class_with_its_docstrings_and_an_example(name: s
 
 
 # ------------------------------------------------------------------------------------------------
-# The README's "Writing components" section
+# The documentation's code: every Python block of the README, Getting started and the Guide runs here, every shell
+# block in tests/test_readme.py's session, unless its page marks it not run and says why
 # ------------------------------------------------------------------------------------------------
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+#: The Guide's pages whose Python blocks are, in this order, the module ``parity.py`` they describe.
+PARITY_PAGES = ("docs/guide/reliability.md", "docs/guide/groupings.md", "docs/guide/testing.md", "docs/guide/batches.md")
+RUN_LANGS = ("python", "sh")
 
 
-def readme_section(title: str) -> str:
-    """The README's ``## title`` section, up to the next ``## `` heading."""
-    text = README.read_text()
-    start = text.index(f"\n## {title}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start:] if end == -1 else text[start:end]
+def doc_blocks() -> list[CodeBlock]:
+    return [block for page in run_doc_pages() for block in code_blocks(page)]
 
 
-def python_blocks(markdown: str) -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```", markdown, flags=re.S | re.M)
+def test_every_python_and_shell_block_of_the_runnable_docs_is_run_or_says_why_not() -> None:
+    """A block is run by a test below or by tests/test_readme.py, or its page says why not: a new block is run by
+    default, and one a test would miss fails here. A shell line of another page (the README's, say) runs in the
+    session as the same line. A fence without a language could hide code, so none has one."""
+    blocks = doc_blocks()
+    assert {"README.md", "docs/getting-started/dev-cluster.md", "docs/guide/batches.md"} <= {b.page for b in blocks}
+    assert [b.page for b in blocks if not b.lang] == [], "every fence names its language (python, sh, yaml, json...)"
+    assert [b.page for b in blocks if b.not_run is not None and b.lang not in RUN_LANGS] == [], "only code is marked"
+    session = {line for page in SESSION_PAGES for line in shell_lines(REPO / page)}
+    elsewhere = {line: page for page in run_doc_pages() if str(page.relative_to(REPO)) not in SESSION_PAGES
+                 for line in shell_lines(page)}
+    assert "storm local examples/wordcount.py --local-ttl 10" in elsewhere, "the README and Getting started show it"
+    assert {line: page for line, page in elsewhere.items() if line not in session} == {}, (
+        "a shell line outside the session's pages is run as one of the session's lines: add it to the dev "
+        "cluster's session or mark its block not run"
+    )
 
 
-def test_writing_components_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The section's Python blocks, in order, are the module ``parity.py`` it describes: importing it runs
-    the component tests it shows; its topology then processes every number in local mode, and runs with
-    the section's ``storm local`` line."""
-    section = readme_section("Writing components")
-    blocks = python_blocks(section)
-    assert len(blocks) >= 5 and "parity.py" in section
-    (tmp_path / "parity.py").write_text("\n\n".join(blocks))
+def page_modules() -> list[str]:
+    """The pages whose Python blocks run as one module each (the parity pages run together, below)."""
+    return [page for page in dict.fromkeys(b.page for b in doc_blocks() if b.lang == "python" and not b.not_run)
+            if page not in PARITY_PAGES]
+
+
+def python_code(page: str) -> str:
+    return "\n\n".join(b.code for b in code_blocks(REPO / page) if b.lang == "python" and b.not_run is None)
+
+
+@pytest.mark.parametrize("page", page_modules())
+def test_each_page_s_python_blocks_run_as_written(page: str, tmp_path: Path) -> None:
+    """The page's Python blocks, in order, as one module imported in a fresh interpreter from a scratch directory
+    (imported, as a worker imports a topology's modules), with the checkout importable (``examples`` too)."""
+    (tmp_path / "page.py").write_text(python_code(page))
+    done = subprocess.run([sys.executable, "-c", "import page"], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"})
+    assert done.returncode == 0, f"{page}:\n{done.stderr}"
+
+
+def test_the_guide_s_parity_module_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Python blocks of the reliability, groupings, testing and batch pages, in order, are the module
+    ``parity.py`` they describe: importing it runs the component tests they show; its topology then processes
+    every number in local mode, and runs with the ``storm local`` line the batch page gives."""
+    pages = "\n".join((REPO / page).read_text() for page in PARITY_PAGES)
+    assert "parity.py" in pages
+    (tmp_path / "parity.py").write_text("\n\n".join(python_code(page) for page in PARITY_PAGES))
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         parity = importlib.import_module("parity")   # runs every block, the asserts of the testing block too
@@ -146,8 +179,8 @@ def test_writing_components_runs_as_written(tmp_path: Path, monkeypatch: pytest.
             wait_until(lambda: all(not s.todo and not s.in_flight for s in spouts), 60, "every number acked")
     finally:
         sys.modules.pop("parity", None)
-    command = re.search(r"`storm (local parity\.py [^`]*)`", section)
-    assert command, "the section says how to run the module with storm local"
+    command = re.search(r"`storm (local parity\.py [^`]*)`", pages)
+    assert command, "the pages say how to run the module with storm local"
     done = subprocess.run([sys.executable, "-m", "squall.cli", *command.group(1).split(), "--local-ttl", "1"],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(REPO)})

@@ -20,13 +20,12 @@ from pathlib import Path
 import pytest
 
 from squall.core.extras import EXTRAS, MissingExtra, extra_for, missing_modules, require
-from support import REPO
-from test_readme import shell_lines
+from support import REPO, shell_lines
 
 #: Every module the optional stacks bring (their top-level names), whichever extra.
 OPTIONAL = sorted(module for _, modules in EXTRAS.values() for module in modules)
 
-#: The top-level packages ``pip install squall`` installs (the design card's folders; docs/internals.md says why
+#: The top-level packages ``pip install squall`` installs (the design card's folders; docs/internals/index.md says why
 #: they stay top-level names).
 TOP_LEVEL = ["idl", "logviewer", "nimbus", "squall", "supervisor", "ui", "worker"]
 
@@ -178,7 +177,7 @@ def test_pip_install_of_the_checkout_installs_no_optional_stack(installed: Insta
 
 @pytest.mark.slow
 def test_the_readme_s_word_count_runs_with_storm_local(installed: Installed) -> None:
-    lines = shell_lines((REPO / "README.md").read_text(), "Operating a cluster")
+    lines = shell_lines(REPO / "README.md")
     line = next(line for line in lines if line.startswith("storm local examples/wordcount.py"))
     assert line == "storm local examples/wordcount.py --local-ttl 10"
     result = installed.run(line)
@@ -257,7 +256,7 @@ def test_the_web_daemons_without_the_ui_extra_say_so_in_one_line(installed: Inst
 
 @pytest.mark.slow
 def test_supervisord_beside_squall_shares_the_supervisor_package_and_both_run(installed: Installed) -> None:
-    """The top-level name ``supervisor`` is also supervisord's (docs/internals.md: why Squall keeps it). Installed
+    """The top-level name ``supervisor`` is also supervisord's (docs/internals/index.md: why Squall keeps it). Installed
     into one environment, their modules share one directory (their file names differ but ``__init__.py``, which
     the last install writes): both still run, and so does Squall's after supervisord is uninstalled. (Last in
     this file: it changes the shared environment.)"""

@@ -1,12 +1,14 @@
-"""Every shell line of the README's "Quick start" and "Operating a cluster" sections runs as written.
+"""Every shell line of the Install and dev cluster pages (and so of the README, whose lines are theirs) runs as
+written.
 
-The lines are read from README.md itself (the ``sh`` blocks of those sections, comments stripped), so a line
-added to the README is run here by default, and one that drifts from the CLI fails here. They run as a user
-types them — ``bash -c LINE`` with ``storm`` on PATH — in a scratch directory holding a copy of examples/,
-against the dev cluster the Operating section's first line starts (in the background: it holds the
-foreground), with the default config (``$STORM_CONF_DIR/storm.yaml`` moves the ports only if another process
-holds the default ones). The section's ``storm dev-cluster stop`` runs last, and then no process of the
-cluster may be left and no port it used held.
+The lines are read from the pages themselves (their ``sh`` blocks, comments stripped: support.shell_lines), so a
+line added to them is run here by default, and one that drifts from the CLI fails here; tests/test_docs.py checks
+that every shell line of the README is one of them and that no other page of Getting started or the Guide has a
+shell block it does not mark as not run. They run as a user types them — ``bash -c LINE`` with ``storm`` on PATH —
+in a scratch directory holding a copy of examples/, against the dev cluster the session's first line starts (in
+the background: it holds the foreground), with the default config (``$STORM_CONF_DIR/storm.yaml`` moves the ports
+only if another process holds the default ones). The session's ``storm dev-cluster stop`` runs last, and then no
+process of the cluster may be left and no port it used held.
 
 A line that nimbus refuses for the cluster's state of the moment (the next gray-upgrade batch before the last
 one is done: a typed ``storm VERB: ...Exception: ...`` line, exit 1) is tried again until it passes, as an
@@ -26,10 +28,8 @@ import psutil
 import pytest
 
 from squall.dev.zookeeper import port_is_free
-from support import REPO, dev_cluster_env, wait_until
+from support import REPO, SESSION_PAGES, dev_cluster_env, shell_lines, wait_until
 from squall.core.worker_records import running
-
-SECTIONS = ("Quick start", "Operating a cluster")
 
 #: Lines that cannot run in a test as written, and why. Any other line — a new one included — is run.
 NOT_RUN = {
@@ -48,23 +48,14 @@ NOT_YET = re.compile(r"^storm [\w-]+: (\w+Exception|nimbus error): ")
 SETTLE_SECS = 120
 
 
-def shell_lines(markdown: str, section: str) -> list[str]:
-    """The command lines of the ``sh`` blocks under ``## section``: comment-only lines dropped, a trailing
-    ``  # comment`` stripped (no README command has a ``#`` of its own)."""
-    body = markdown.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
-    lines = []
-    for block in re.findall(r"^```sh\n(.*?)^```", body, flags=re.M | re.S):
-        for line in block.splitlines():
-            command = re.sub(r"\s+#.*$", "", line).strip()
-            if command and not command.startswith("#"):
-                lines.append(command)
-    return lines
+def session_lines() -> list[str]:
+    return [line for page in SESSION_PAGES for line in shell_lines(REPO / page)]
 
 
-def test_the_readme_s_lines_are_found_and_the_skip_list_is_current() -> None:
-    lines = [line for section in SECTIONS for line in shell_lines((REPO / "README.md").read_text(), section)]
+def test_the_session_s_lines_are_found_and_the_skip_list_is_current() -> None:
+    lines = session_lines()
     assert START in lines and lines[-1] == STOP, "the session starts a dev cluster and ends stopping it"
-    assert [line for line in NOT_RUN if line not in lines] == [], "a skipped line no longer in the README"
+    assert [line for line in NOT_RUN if line not in lines] == [], "a skipped line no longer in the pages"
     assert "storm jar examples/wordcount.py" in lines and "make demo" in lines
 
 
@@ -87,20 +78,19 @@ def run_line(line: str, cwd: Path, env: dict[str, str]) -> None:
             return
         said = [text for text in done.stderr.splitlines() if not text.startswith("{")]  # JSON lines: logs
         if not (done.returncode == 1 and said and NOT_YET.match(said[-1])) or time.monotonic() > deadline:
-            pytest.fail(f"README line failed: {line}\nexit {done.returncode}\nstdout:\n{done.stdout}\n"
+            pytest.fail(f"documented line failed: {line}\nexit {done.returncode}\nstdout:\n{done.stdout}\n"
                         f"stderr:\n{done.stderr}")
         time.sleep(1)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_every_line_of_quick_start_and_operating_runs_as_written(tmp_path: Path) -> None:
+def test_every_line_of_install_and_the_dev_cluster_runs_as_written(tmp_path: Path) -> None:
     env, ports = dev_cluster_env(tmp_path)
     here = tmp_path / "checkout"
     shutil.copytree(REPO / "examples", here / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     root = here / "storm-local"
-    markdown = (REPO / "README.md").read_text()
-    lines = [line for section in SECTIONS for line in shell_lines(markdown, section) if line not in NOT_RUN]
+    lines = [line for line in session_lines() if line not in NOT_RUN]
     out = tmp_path / "dev-cluster.out"
     cluster: subprocess.Popen[bytes] | None = None
     try:
@@ -112,7 +102,7 @@ def test_every_line_of_quick_start_and_operating_runs_as_written(tmp_path: Path)
                 wait_until(lambda: "Ctrl-C" in out.read_text() or cluster.poll() is not None, 90, "the dev cluster")
                 assert cluster.poll() is None, out.read_text()
             else:
-                assert cluster is not None, f"{line!r} comes before {START!r} in the README"
+                assert cluster is not None, f"{line!r} comes before {START!r} in the session"
                 run_line(line, here, env)
         assert cluster is not None and cluster.wait(30) == 0, out.read_text()
         assert running_under(root) == [], "the dev cluster's processes are all gone"

@@ -171,7 +171,7 @@ class AckedRate:
 @pytest.mark.slow
 def test_the_word_count_without_a_pending_cap_rides_out_a_rebalance_at_full_speed(
         zk_conf: dict[str, Any], tmp_path: Path) -> None:
-    """The README's word count, no ``topology.max.spout.pending`` (Storm's default), as fast as it goes on 2
+    """The documentation's word count, no ``topology.max.spout.pending`` (Storm's default), as fast as it goes on 2
     workers; ``storm rebalance wc -w 0 -n 3 -e count=8`` while it runs. Nimbus reassigns no worker as dead in the
     2 minutes after, and the acked rate is back to at least half of what it was within 60 s and still there over
     the last 30 s: backpressure paces the spout at what the topology acks instead of every tree timing out. Rates

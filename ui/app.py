@@ -2,7 +2,7 @@
 :mod:`ui.source` (nimbus) to :mod:`ui.shapes` (Storm's JSON), and the HTML pages (:mod:`ui.pages`) made
 from the same JSON.
 
-Who may see and do what (README "Security"): over HTTPS (``ui.https.*``) a request's user is its client
+Who may see and do what (docs/operations/security.md): over HTTPS (``ui.https.*``) a request's user is its client
 certificate's common name; with ``nimbus.authorizer`` on, a request without one is refused (403), a topology's
 pages and REST GETs are for whoever nimbus's ACLs let read it (its owner, ``topology.users``/``groups``,
 ``nimbus.admins``) and its actions for whoever they let do them, else 403 naming the user and the operation.

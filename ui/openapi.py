@@ -290,7 +290,7 @@ def _error(description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": ref("Error")}}}
 
 
-#: With nimbus.authorizer on (README "Security"): what is refused, and to whom.
+#: With nimbus.authorizer on (docs/operations/security.md): what is refused, and to whom.
 FORBIDDEN = _error(
     "nimbus.authorizer is on and the request has no client certificate, comes from another "
     "site's page, or its user may not do this to the topology (the message names both)"
