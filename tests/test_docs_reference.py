@@ -56,6 +56,14 @@ def undocumented_cli(parser: argparse.ArgumentParser) -> list[str]:
     return problems
 
 
+def test_rst_habits_of_docstrings_become_markdown():
+    assert hook.rst_to_markdown(
+        "Read :class:`~squall.api.tuple.TupleBatch` with ``rows``, see :mod:`worker.wire` "
+        "and :func:`the proof <transfer_proof>`::"
+    ) == "Read `TupleBatch` with `rows`, see `worker.wire` and `the proof`:"
+    assert hook.plain("a <dir> /**/ [-w N] `keep <this> *`") == "a &lt;dir&gt; /\\*\\*/ \\[-w N] `keep <this> *`"
+
+
 def test_every_storm_verb_and_option_is_on_the_cli_page_with_its_help():
     assert undocumented_cli(hook.storm_parser()) == []
     verbs = {verb.name for verb in hook.storm_verbs()}
@@ -120,7 +128,8 @@ def test_every_thrift_method_and_type_is_on_the_thrift_page():
         assert f"#### {method}\n" in page
     for name in _thrift_names(storm) - {"Nimbus"}:
         assert f"### {name}\n" in page
-    assert "| 100 | `list<string> partial_key` | **Squall.** " in page
+    assert "| 100 | `list<string> partial_key` | Squall addition " in page
+    assert "| 100 | `optional ExecutorStats stats` | Squall: " in page
 
 
 def test_the_thrift_page_names_squalls_additions_as_storms_idl_lacks_them():
@@ -183,6 +192,9 @@ def test_the_reference_pages_build_in_strict_mode(tmp_path):
     (tmp_path / "mkdocs.yml").write_text(
         f"""site_name: reference
 strict: true
+validation:
+  links:
+    anchors: warn
 theme:
   name: material
 hooks:
@@ -202,6 +214,7 @@ plugins:
           paths: [{ROOT}]
           options:
             docstring_style: sphinx
+            extensions: ["{ROOT / "docs" / "hooks" / "reference.py"}:SphinxRoles"]
             show_root_heading: true
             show_source: false
             members_order: source
@@ -226,7 +239,9 @@ nav:
     site = tmp_path / "site" / "reference"
     assert "storm rebalance" in (site / "cli" / "index.html").read_text()
     assert "topology.message.timeout.secs" in (site / "configuration" / "index.html").read_text()
-    assert 'id="squall.api.component.Bolt"' in (site / "api" / "index.html").read_text()
+    api = (site / "api" / "index.html").read_text()
+    assert 'id="squall.api.component.Bolt"' in api
+    assert ":class:" not in api and ":func:" not in api  # Sphinx roles became Markdown
     assert "/api/v1/topology/{id}/rebalance/{wait_time}" in (site / "rest-api" / "index.html").read_text()
     assert "beginCodeDownload" in (site / "thrift" / "index.html").read_text()
     assert "MAX_MESSAGE_BYTES" in (site / "wire" / "index.html").read_text()

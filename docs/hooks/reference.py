@@ -6,6 +6,7 @@ configuration, REST, Thrift and wire references cannot drift from the parser, th
 document, the IDL and the wire modules: they are made from them on every build. An unknown marker fails the build.
 
 The generators are plain functions of the code (no mkdocs needed), which tests/test_docs_reference.py calls too.
+:class:`SphinxRoles` does for the API page's docstrings what :func:`rst_to_markdown` does for the wire page's.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from griffe import Extension, Object
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,6 +70,14 @@ def rst_to_markdown(text: str) -> str:
     text = re.sub(r":[a-z]+:`([^`]*)`", r"`\1`", text)
     text = re.sub(r"``([^`]+)``", r"`\1`", text)
     return re.sub(r"(\S)::$", r"\1:", text, flags=re.MULTILINE)
+
+
+class SphinxRoles(Extension):
+    """A griffe extension (mkdocstrings' ``extensions``) giving the API page's docstrings :func:`rst_to_markdown`."""
+
+    def on_instance(self, *, obj: Object, **_: Any) -> None:
+        if obj.docstring is not None:
+            obj.docstring.value = rst_to_markdown(obj.docstring.value)
 
 
 # --- the storm command ----------------------------------------------------------------------------------------
@@ -172,7 +183,7 @@ def cli_markdown(parser: argparse.ArgumentParser | None = None) -> str:
     parts += [
         "\n## Storm's habits Squall refuses\n",
         "Each is refused before anything runs, with exit status 2 and this line:\n",
-        table(["command or option", "what to do instead"], [(code(n), plain(why)) for n, why in NO_SUCH_VERB.items()]),
+        table(["command", "what to do instead"], [(code(n), plain(why)) for n, why in NO_SUCH_VERB.items()]),
         "",
         table(["option", "what to do instead"], [(code(n), plain(why)) for n, why in NO_SUCH_OPTION.items()]),
     ]
@@ -421,6 +432,12 @@ def _methods(body: str) -> Iterator[tuple[str, str]]:
             comments = []
 
 
+def _field_note(field: Field) -> str:
+    """A field's comment, marked as Squall's when its id says so (ids from 100) and the comment does not."""
+    mark = field.id >= 100 and not field.note.startswith("Squall")
+    return ("**Squall.** " if mark else "") + plain(field.note)
+
+
 def thrift_markdown() -> str:
     declarations = thrift_declarations()
     methods = [d for d in declarations if d.kind == "method"]
@@ -441,7 +458,7 @@ def thrift_markdown() -> str:
         if decl.kind == "enum":
             parts.append(table(["value", "name"], [(f.id, code(f.text)) for f in decl.fields]))
         elif decl.fields:
-            rows = [(f.id, code(f.text), ("**Squall.** " if f.id >= 100 else "") + plain(f.note)) for f in decl.fields]
+            rows = [(f.id, code(f.text), _field_note(f)) for f in decl.fields]
             parts.append(table(["id", "field", "notes"], rows))
         parts.append("")
     return "\n".join(parts)
