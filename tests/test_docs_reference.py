@@ -64,6 +64,14 @@ def test_rst_habits_of_docstrings_become_markdown():
     assert hook.plain("a <dir> /**/ [-w N] `keep <this> *`") == "a &lt;dir&gt; /\\*\\*/ \\[-w N] `keep <this> *`"
 
 
+def test_a_marker_names_its_generated_part_and_an_unknown_one_fails():
+    page = "# CLI\n\nProse.\n\n<!-- reference: cli -->\n\nMore prose.\n"
+    rendered = hook.render(page)
+    assert rendered.startswith("# CLI\n\nProse.\n\n## Options of every command") and rendered.endswith("More prose.\n")
+    with pytest.raises(ValueError, match="unknown reference marker 'clii'"):
+        hook.render("<!-- reference: clii -->")
+
+
 def test_every_storm_verb_and_option_is_on_the_cli_page_with_its_help():
     assert undocumented_cli(hook.storm_parser()) == []
     verbs = {verb.name for verb in hook.storm_verbs()}
