@@ -40,6 +40,7 @@ import msgpack
 
 from squall.api.tuple import ColumnBatch, Fields, Piece, TupleBatch, split_edge
 
+#: The format's version, the first element of every message (and of the handshake): one Squall release per topology.
 VERSION = 1
 #: What a receiver writes back after the handshake: its worker is backpressured (hold your spouts), or no longer.
 THROTTLE_ON, THROTTLE_OFF = b"\x01", b"\x00"

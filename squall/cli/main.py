@@ -159,10 +159,18 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         if name == "local":
             sub.add_argument("rest", nargs=argparse.REMAINDER, help="FILE|PROJECT [--local-ttl N] [--topology NAME]")
         elif name == "spark-connect":
-            sub.add_argument("--port", type=positive, default=DEFAULT_PORT, help=f"(default {DEFAULT_PORT})")
+            sub.add_argument(
+                "--port", type=positive, default=DEFAULT_PORT, help=f"the port it serves on (default {DEFAULT_PORT})"
+            )
             sub.add_argument("--master", default="local[*]", help="where its jobs run (default local[*])")
         elif name == "dev-cluster":
-            sub.add_argument("action", nargs="?", choices=["start", "stop"], default="start")
+            sub.add_argument(
+                "action",
+                nargs="?",
+                choices=["start", "stop"],
+                default="start",
+                help="stop: stop the dev cluster running from this storm.local.dir",
+            )
             sub.add_argument(
                 "--supervisors",
                 type=positive,
@@ -178,7 +186,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     runs.update(operator_commands(commands))
     runs["help"] = _help(parser, commands)
     commands.add_parser("help", help="this help, or a command's: storm help COMMAND").add_argument(
-        "verb", nargs="?", metavar="COMMAND"
+        "verb", nargs="?", metavar="COMMAND", help="the command to explain (default: list the commands)"
     )
     habits.add_refused_verbs(commands)
     return parser, runs

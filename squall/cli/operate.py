@@ -317,6 +317,11 @@ def _tree(zk: ZkClient, path: str, depth: int) -> None:
         _tree(zk, f"{path.rstrip('/')}/{child}", depth + 1)
 
 
+#: The help of the NAME most commands take, and of a config KEY.
+TOPOLOGY_NAME = "the topology's name (as storm list shows it)"
+CONFIG_KEY = "a config key, e.g. topology.workers"
+
+
 def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     """Register the operator commands on ``storm``'s sub-parsers; returns name → run function."""
     runs: dict[str, Any] = {}
@@ -370,7 +375,7 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     p.add_argument("name", nargs="?", metavar="NAME", help="show only this topology")
     p.add_argument("--json", action="store_true", help="print JSON instead of Storm's table")
     p = command("kill", kill, "kill topologies (removed after the wait)")
-    p.add_argument("names", nargs="+", metavar="NAME")
+    p.add_argument("names", nargs="+", metavar="NAME", help="the topologies to kill")
     p.add_argument(
         "-w",
         "--wait-time-secs",
@@ -378,12 +383,18 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
         type=non_negative,
         help="seconds before removal (default: the topology's message timeout)",
     )
-    command("activate", activate, "activate a topology (spouts run)").add_argument("name")
-    command("deactivate", deactivate, "deactivate a topology (spouts pause)").add_argument("name")
+    command("activate", activate, "activate a topology (spouts run)").add_argument("name", help=TOPOLOGY_NAME)
+    command("deactivate", deactivate, "deactivate a topology (spouts pause)").add_argument("name", help=TOPOLOGY_NAME)
     p = command("rebalance", rebalance, "re-place a topology, optionally with new worker and task counts")
-    p.add_argument("name")
-    p.add_argument("-w", "--wait-time-secs", dest="wait", type=non_negative)
-    p.add_argument("-n", "--num-workers", dest="workers", type=positive)
+    p.add_argument("name", help=TOPOLOGY_NAME)
+    p.add_argument(
+        "-w",
+        "--wait-time-secs",
+        dest="wait",
+        type=non_negative,
+        help="seconds before re-placing it (default: the topology's message timeout)",
+    )
+    p.add_argument("-n", "--num-workers", dest="workers", type=positive, help="new topology.workers")
     p.add_argument(
         "-e",
         "--executor",
@@ -403,12 +414,16 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
         metavar="SECS|CONF.yaml",
         help="JStorm's form: the wait (as -w) and a YAML file of conf overrides (as -t)",
     )
-    command("get-errors", get_errors, "latest error of each component, as JSON").add_argument("name")
-    command("localconfvalue", localconfvalue, "a config value as this machine sees it").add_argument("key")
-    command("remoteconfvalue", remoteconfvalue, "a config value as nimbus sees it").add_argument("key")
+    command("get-errors", get_errors, "latest error of each component, as JSON").add_argument(
+        "name", help=TOPOLOGY_NAME
+    )
+    command("localconfvalue", localconfvalue, "a config value as this machine sees it").add_argument(
+        "key", help=CONFIG_KEY
+    )
+    command("remoteconfvalue", remoteconfvalue, "a config value as nimbus sees it").add_argument("key", help=CONFIG_KEY)
     command("version", version, "print the Storm version Squall is compatible with, then Squall's")
     p = command("gray_upgrade", gray_upgrade, "upgrade the next batch of workers of a gray upgrade (JStorm)")
-    p.add_argument("name")
+    p.add_argument("name", help=TOPOLOGY_NAME)
     p.add_argument(
         "-n",
         "--num-workers",
@@ -427,13 +442,15 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     )
     command(
         "complete_upgrade", complete_upgrade, "upgrade every remaining worker of a gray upgrade in one batch"
-    ).add_argument("name")
-    command("rollback", rollback, "put the old code back on every upgraded worker (JStorm)").add_argument("name")
+    ).add_argument("name", help=TOPOLOGY_NAME)
+    command("rollback", rollback, "put the old code back on every upgraded worker (JStorm)").add_argument(
+        "name", help=TOPOLOGY_NAME
+    )
     p = command("restart", restart, "kill and resubmit a topology from its stored code, with a new id (JStorm)")
-    p.add_argument("name")
+    p.add_argument("name", help=TOPOLOGY_NAME)
     p.add_argument("conf", nargs="?", metavar="CONF.yaml", help="config to merge into the topology's")
     p = command("update_topology", update_topology, "give a running topology new code and/or conf (JStorm)")
-    p.add_argument("name")
+    p.add_argument("name", help=TOPOLOGY_NAME)
     p.add_argument(
         "--jar",
         "-jar",
@@ -443,7 +460,7 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     p.add_argument("--include", action="append", default=[], metavar="PATH", help="more code (repeatable)")
     p.add_argument("--conf", "-conf", metavar="CONF.yaml", help="config to merge into the topology's")
     p = command("set_log_level", set_log_level, "change logger levels in a running topology's workers (Storm)")
-    p.add_argument("name", metavar="NAME")
+    p.add_argument("name", metavar="NAME", help=TOPOLOGY_NAME)
     p.add_argument(
         "-l",
         dest="set",
@@ -463,7 +480,9 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
     )
     command("kill_workers", kill_workers, "kill this host's workers (storm.local.dir); their supervisor restarts them")
     p = command("blacklist", blacklist, "keep new workers off hosts (JStorm): add HOST..., remove HOST..., list")
-    p.add_argument("action", choices=["add", "remove", "list"])
+    p.add_argument(
+        "action", choices=["add", "remove", "list"], help="add or remove hosts, or list the blacklisted ones"
+    )
     p.add_argument("hosts", nargs="*", metavar="HOST", help="as its supervisor registers it (storm.local.hostname)")
     monitor.add_arguments(
         command(
@@ -486,5 +505,5 @@ def add_arguments(commands: argparse._SubParsersAction) -> dict[str, Any]:
         metavar="{ls,get,tree,rm}",
         help="JStorm's read and list are get and ls",
     )
-    p.add_argument("path", nargs="?", default="/")
+    p.add_argument("path", nargs="?", default="/", help="a node under storm.zookeeper.root (default: the root)")
     return runs
