@@ -127,8 +127,8 @@ def run(tuples: int, batch_size: int) -> Run:
     batch = spout_batch(batch_size, tracked=True)
     assert batch.ids is not None and batch.roots is not None, "a tracked batch"
     start = Sample.take()
-    for _ in range(tuples // batch_size):  # what a task thread hands a sender (which may extend it: a fresh one)
-        sender.send(
+    for _ in range(tuples // batch_size):  # what a task thread hands a send queue (which may extend it: a fresh one)
+        sender.queue.put(
             2, [TupleBatch(list(batch.rows), FIELDS, "spout", "default", 1, list(batch.ids), list(batch.roots))]
         )
     done.wait(120)
