@@ -25,6 +25,8 @@ if TYPE_CHECKING:  # what __getattr__ below loads on first use, spelled out for 
     from squall.api.component import Bolt as Bolt, Spout as Spout, TopologyContext as TopologyContext
     from squall.api.dsl import Topology as Topology, TopologyError as TopologyError
     from squall.api.spark import SparkBolt as SparkBolt
+    from squall.api.state.keyvalue import KeyValueState as KeyValueState
+    from squall.api.stateful import StatefulBolt as StatefulBolt
     from squall.api.submitter import submit_topology as submit_topology
     from squall.api.testing import run_bolt as run_bolt, run_spout as run_spout
     from squall.api.tuple import Fields as Fields, Tuple as Tuple, TupleBatch as TupleBatch, tick_tuple as tick_tuple
@@ -53,6 +55,8 @@ _HOMES = {
     "run_bolt": "squall.api.testing",
     "run_spout": "squall.api.testing",
     "SparkBolt": "squall.api.spark",
+    "StatefulBolt": "squall.api.stateful",
+    "KeyValueState": "squall.api.state.keyvalue",
     "submit_topology": "squall.api.submitter",
     "build_package": "squall.core.package",
     "load_config": "squall.core.config.loading",

@@ -32,10 +32,11 @@ from typing import TYPE_CHECKING, Any
 
 from squall.api.classcheck import is_grouping_class
 from squall.api.component import Bolt, Component, Outputs, Spout, Stream, parse_outputs
+from squall.api.stateful import StatefulBolt
 from squall.core.config.validation import ConfigError, validate_conf
 from squall.core.extras import require
 from squall.core.names import id_problem
-from squall.core.system_ids import DEFAULT_STREAM, RESERVED_PREFIX
+from squall.core.system_ids import DEFAULT_STREAM, RESERVED_PREFIX, STATEFUL_KEY
 
 __all__ = ["BoltRef", "ComponentRef", "SpoutRef", "Topology", "TopologyError"]
 
@@ -251,15 +252,23 @@ class Topology:
         tasks; ``conf`` adds to (and wins over) ``cls.component_conf``. Subscribe it with the returned ref::
 
             t.bolt("count", Count, parallelism=4, conf={"topology.tick.tuple.freq.secs": 5}).fields(split, "word")
-        """
+
+        A :class:`~squall.api.stateful.StatefulBolt` is marked stateful in its conf (``squall.stateful``), which
+        gives the topology its checkpoint spout."""
         obj = _python(f"bolt {id!r}", cls, Bolt, args, kwargs or {})
+        component_conf = {**cls.component_conf, **(conf or {})}
+        stateful = issubclass(cls, StatefulBolt)
+        if component_conf.get(STATEFUL_KEY) and not stateful:
+            raise TopologyError(
+                f"bolt {id!r}: {cls.__qualname__} is not a StatefulBolt, so its conf cannot set {STATEFUL_KEY}"
+            )
         self._declare(
             id,
             "bolt",
             obj,
             cls.outputs if outputs is None else outputs,
             parallelism,
-            {**cls.component_conf, **(conf or {})},
+            {**component_conf, STATEFUL_KEY: True} if stateful else component_conf,
         )
         return BoltRef(self, id)
 
