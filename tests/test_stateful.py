@@ -36,9 +36,11 @@ def all_acked(local: LocalTopology, count: int) -> None:
 
 def test_a_topology_with_a_stateful_bolt_gets_the_checkpoint_spout_and_its_stream() -> None:
     layout, conf = compile_topology(stateful_count("wc", 10))
-    assert layout.component_tasks == {"numbers": (1,), "count": (2, 3), CHECKPOINT_SPOUT: (4,), ACKER: (5,),
-                                      TOPOLOGY_MASTER: (6,)}, "user tasks first, as without state"
+    assert layout.component_tasks == {CHECKPOINT_SPOUT: (1,), "numbers": (2,), "count": (3, 4), ACKER: (5,),
+                                      TOPOLOGY_MASTER: (6,)}, "the checkpoint spout's task is 1, as in Storm"
     assert layout.fields(CHECKPOINT_SPOUT, CHECKPOINT_STREAM) == ("txid", "action")
+    wider, _ = compile_topology(stateful_count("wc", 10, counters=5))
+    assert wider.component_tasks[CHECKPOINT_SPOUT] == (1,), "so its state's namespace stays $checkpointspout-1"
     (subscription,) = layout.subscribers[(CHECKPOINT_SPOUT, CHECKPOINT_STREAM)]
     assert subscription.component == "count" and subscription.grouping.all is not None
     assert json.loads(json.dumps(layout.components["count"].conf))["squall.stateful"] is True
@@ -90,7 +92,7 @@ def test_sqlite_state_is_recovered_when_the_topology_starts_again(tmp_path: Path
             all_acked(local, 1000)
             assert counts(local) == {f"k{i}": 100 * run for i in range(10)}
     assert sorted(p.name for p in (tmp_path / "state" / "wc").glob("*.sqlite3")) == [
-        "$checkpointspout-4.sqlite3", "count-2.sqlite3", "count-3.sqlite3"]
+        "$checkpointspout-1.sqlite3", "count-3.sqlite3", "count-4.sqlite3"]
 
 
 @pytest.mark.parametrize(("conf", "message"), [

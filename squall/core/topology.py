@@ -67,7 +67,6 @@ _ACKER_CLASS = ("worker.acker", "Acker")
 _TOPOLOGY_MASTER_CLASS = ("worker.topology_master", "TopologyMaster")  # executors built in, by component id
 _CHECKPOINT_SPOUT_CLASS = ("worker.checkpointspout", "CheckpointSpout")  # a spout class, run as any spout
 _SYSTEM_BOLTS = (ACKER, TOPOLOGY_MASTER)  # task-id order after the user bolts
-_SYSTEM_SPOUTS = (CHECKPOINT_SPOUT,)  # task-id order after the user bolts, before the system bolts
 #: Storm's floor of topology.state.checkpoint.interval.ms (CheckpointSpout).
 MIN_CHECKPOINT_INTERVAL_MS = 100
 
@@ -462,8 +461,9 @@ def _stream(fields: list[str], direct: bool = False) -> storm.StreamInfo:
 
 
 def make_tasks(system: storm.StormTopology) -> TopologyTasks:
-    """Contiguous task ids from 1: spouts, user bolts (each sorted by id), ``$checkpointspout``, ``__acker``,
-    ``__topology_master``.
+    """Contiguous task ids from 1: spouts, user bolts (each sorted by id), ``__acker``, ``__topology_master``.
+    ``$checkpointspout`` sorts first (as in Storm), so its task is 1 whatever the parallelism of the others, and
+    the namespace of its state (``$checkpointspout-1``) stays the same when a topology is submitted again.
 
     Sorted rather than in dict order so the same topology gets the same ids whatever order the
     client built its maps in; a block of ``parallelism_hint`` ids per component.
@@ -476,12 +476,10 @@ def rescale_tasks(old: TopologyTasks, system: storm.StormTopology) -> TopologyTa
     new task count, so running tasks keep their identity and state; tasks beyond it go away; new tasks
     get ids above every id in use (in :func:`make_tasks` order), so no running task's id changes meaning.
     """
-    user_spouts = sorted(s for s in system.spouts if s not in _SYSTEM_SPOUTS)
     user_bolts = sorted(b for b in system.bolts if b not in _SYSTEM_BOLTS)
     order = [
-        *((cid, ComponentType.SPOUT, system.spouts[cid].common) for cid in user_spouts),
+        *((cid, ComponentType.SPOUT, system.spouts[cid].common) for cid in sorted(system.spouts)),
         *((cid, ComponentType.BOLT, system.bolts[cid].common) for cid in user_bolts),
-        *((cid, ComponentType.SPOUT, system.spouts[cid].common) for cid in _SYSTEM_SPOUTS if cid in system.spouts),
         *((cid, ComponentType.BOLT, system.bolts[cid].common) for cid in _SYSTEM_BOLTS if cid in system.bolts),
     ]
     had: dict[str, list[int]] = {}
