@@ -25,6 +25,9 @@ from typing import Any, TypeVar
 import msgpack
 
 from squall.api.component import Bolt, Component, Spout, Stream, TopologyContext, attach, deliver, emit_problem
+from squall.api.state.keyvalue import KeyValueState
+from squall.api.state.memory import MemoryStore
+from squall.api.stateful import StatefulBolt
 from squall.api.tuple import Fields, Tuple, TupleBatch
 from squall.core.system_ids import DEFAULT_STREAM
 
@@ -255,13 +258,16 @@ def run_bolt(
     Plain value sequences become tuples with ``fields`` from ``component``/``stream`` and ids 1, 2, ...
     The default context's conf is ``cls.component_conf`` with ``conf`` over it, as a worker gives it (a given
     ``context`` brings its own). ``cleanup`` is not called (Storm does not promise it); call
-    ``run.bolt.cleanup()`` to test it.
+    ``run.bolt.cleanup()`` to test it. A :class:`~squall.api.stateful.StatefulBolt` gets ``init_state`` with an
+    empty in-memory state after ``prepare``, as its first checkpoint gives it; read it as ``run.bolt.state``.
     """
     bolt = _build(cls, args, kwargs)
     run = BoltRun(bolt, fields, component, stream)
     context = context or make_context(cls.__name__, conf={**cls.component_conf, **(conf or {})})
     attach(bolt, run, context)
     bolt.prepare(context.conf, context)
+    if isinstance(bolt, StatefulBolt):
+        bolt.init_state(KeyValueState(f"{context.component_id}-{context.task_id}", MemoryStore()))
     if cls.execute_batch is not Bolt.execute_batch:
         return run.execute_batch(inputs)
     return run.execute(inputs)
