@@ -66,8 +66,9 @@ def test_a_stateful_word_count_counts_every_input_exactly_once_without_failures(
         assert local.errors == []
 
 
-def test_a_failed_checkpoint_rolls_every_task_back_and_the_replays_restore_exact_counts() -> None:
-    with LocalTopology(stateful_count("wc", 3000, fail_prepares=1), FAST) as local:
+@pytest.mark.parametrize("batches", [False, True], ids=["execute", "execute_batch"])
+def test_a_failed_checkpoint_rolls_every_task_back_and_the_replays_restore_exact_counts(batches: bool) -> None:
+    with LocalTopology(stateful_count("wc", 3000, fail_prepares=1, batches=batches), FAST) as local:
         all_acked(local, 3000)
         assert counts(local) == {f"k{i}": 300 for i in range(10)}, "no input lost, none counted twice"
         assert local.component("numbers").failed, "the inputs whose changes were rolled back were failed, and replayed"

@@ -668,6 +668,19 @@ class StatefulCount(StatefulBolt):
         self.hooks.append(("pre_rollback", None))
 
 
+class StatefulBatchCount(StatefulCount):
+    """A StatefulCount taking its inputs a batch at a time (``execute_batch``, auto-acked when it returns)."""
+
+    def execute_batch(self, batch: TupleBatch) -> None:
+        rows = []
+        for key, _ in batch.values:
+            self.executed += 1
+            count = self.state.get(key, 0) + 1
+            self.state.put(key, count)
+            rows.append((key, count))
+        self.emit_each(rows, inputs=batch)
+
+
 class UnanchoredCount(StatefulCount):
     """A StatefulCount that acks by hand and emits unanchored: what a stateful bolt may not do."""
 
@@ -679,10 +692,13 @@ class UnanchoredCount(StatefulCount):
 
 
 def stateful_count(name: str, count: int, *, keys: int = 10, counters: int = 2, fail_prepares: int = 0,
-                   record_dir: str | None = None, conf: dict[str, Any] | None = None) -> Topology:
-    """``numbers`` (reliable Numbers, ``count`` over ``keys`` keys) → ``count`` (StatefulCount, fields grouping on
-    the key, ``counters`` tasks): a stateful word count whose every key ends at ``count // keys``."""
+                   batches: bool = False, record_dir: str | None = None,
+                   conf: dict[str, Any] | None = None) -> Topology:
+    """``numbers`` (reliable Numbers, ``count`` over ``keys`` keys) → ``count`` (StatefulCount, or StatefulBatchCount
+    with ``batches``; fields grouping on the key, ``counters`` tasks): a stateful word count whose every key ends at
+    ``count // keys``."""
     t = Topology(name, conf or {})
     numbers = t.spout("numbers", Numbers, args=[count, keys], kwargs={"record_dir": record_dir})
-    t.bolt("count", StatefulCount, args=[fail_prepares], parallelism=counters).fields(numbers, "key")
+    counter = StatefulBatchCount if batches else StatefulCount
+    t.bolt("count", counter, args=[fail_prepares], parallelism=counters).fields(numbers, "key")
     return t
