@@ -137,14 +137,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """In pytest-xdist's workers (``--dist loadfile``: a file's tests on one worker, so a module-scoped cluster
-    starts once), the files handed out longest first, so the short ones fill the end of the run: those with slow
-    tests, then those on ZooKeeper (clusters, processes), then the rest, each in its order."""
+    starts once), the files handed out longest first, so the short ones fill the end of the run: by how many slow
+    tests they hold, then how many use ZooKeeper (clusters, processes), the rest in their order."""
     if not hasattr(config, "workerinput"):
         return
-    weights: dict[Path, tuple[bool, bool]] = {}
+    weights: dict[Path, list[int]] = {}
     for item in items:
-        weight = (item.get_closest_marker("slow") is not None, "zk_address" in getattr(item, "fixturenames", ()))
-        weights[item.path] = max(weights.get(item.path, weight), weight)
+        weight = weights.setdefault(item.path, [0, 0])
+        weight[0] += item.get_closest_marker("slow") is not None
+        weight[1] += "zk_address" in getattr(item, "fixturenames", ())
     items.sort(key=lambda item: weights[item.path], reverse=True)  # stable: a file's tests keep their order
 
 
