@@ -11,7 +11,7 @@ import pytest
 
 from squall import Count, Duration, LocalTopology, Topology, TopologyError, TupleWindow, WindowedBolt
 from squall.api.component import Bolt, Stream, attach
-from squall.api.testing import Recorder, make_context, make_tuple
+from squall.api.testing import Recorder, make_context, make_tuple, run_bolt
 from squall.api.tuple import Tuple, TupleBatch
 from squall.api.windowing import WindowError, with_window
 from squall.api.windowmanager import Activation, Expired, Late, WindowManager
@@ -322,6 +322,14 @@ def test_counts_and_durations_refuse_what_storm_refuses() -> None:
 
 class ClassWindow(Sums):
     component_conf = WindowedBolt.with_tumbling_window(Count(5))
+
+
+def test_run_bolt_runs_a_windowed_bolt_as_a_worker_does() -> None:
+    run = run_bolt(ClassWindow, [(n,) for n in range(1, 11)], fields=["n"])
+    assert run.values() == [(15, 5), (40, 5)]
+    assert [t.values for t in run.acked] == [(n,) for n in range(1, 6)]  # the second window has not expired
+    late = run_bolt(Sums, conf=with_window(Count(5), timestamp_field="ts", late_stream="late"))
+    assert "late" in late.streams  # declared for the bolt, as the DSL declares it
 
 
 def _topology(**window: Any) -> Topology:

@@ -32,12 +32,20 @@ from typing import TYPE_CHECKING, Any
 
 from squall.api.classcheck import is_grouping_class
 from squall.api.component import Bolt, Component, Outputs, Spout, Stream, parse_outputs
-from squall.api.windowing import Count, Duration, WindowedBolt, with_tumbling_window, with_window
+from squall.api.windowing import (
+    Count,
+    Duration,
+    WindowedBolt,
+    WindowError,
+    with_late_stream,
+    with_tumbling_window,
+    with_window,
+)
 from squall.core.config.validation import ConfigError, validate_conf
 from squall.core.extras import require
 from squall.core.names import id_problem
 from squall.core.system_ids import DEFAULT_STREAM, RESERVED_PREFIX
-from squall.core.windowconf import LATE_TUPLE_FIELD, LATE_TUPLE_STREAM, WINDOW_KEYS, window_of
+from squall.core.windowconf import LATE_TUPLE_STREAM, WINDOW_KEYS, window_of
 
 __all__ = ["BoltRef", "ComponentRef", "SpoutRef", "Topology", "TopologyError"]
 
@@ -389,7 +397,7 @@ class Topology:
             _check_id(f"stream id {stream!r} of {label}", stream)
         component_conf = _check_conf(f"{label} conf", conf or {})
         if kind == "bolt":
-            streams = _with_late_stream(streams, component_conf)
+            streams = _with_late_stream(label, streams, component_conf)
         self._components[cid] = _Declared(kind, obj, streams, parallelism, component_conf, windowed)
         if kind == "bolt":
             self._inputs[cid] = []
@@ -401,7 +409,8 @@ class Topology:
             raise TopologyError(f"bolt {cid!r} is not a WindowedBolt: only windowed bolts take a window")
         conf = {k: v for k, v in declared.conf.items() if k not in WINDOW_KEYS}
         conf = _check_conf(f"bolt {cid!r} conf", {**conf, **window})
-        self._components[cid] = replace(declared, conf=conf, streams=_with_late_stream(declared.streams, conf))
+        streams = _with_late_stream(f"bolt {cid!r}", declared.streams, conf)
+        self._components[cid] = replace(declared, conf=conf, streams=streams)
 
     def _subscribe(self, cid: str, source: ComponentRef, stream: str, grouping: storm.Grouping) -> None:
         label = f"bolt {cid!r}"
@@ -555,20 +564,14 @@ def _check_conf(what: str, conf: Mapping[str, Any]) -> dict[str, Any]:
     return detached
 
 
-def _with_late_stream(streams: Mapping[str, Stream], conf: Mapping[str, Any]) -> Mapping[str, Stream]:
-    """``streams`` with the late-tuple stream a windowed bolt's conf names (one field, ``late_tuple``), which
-    the bolt emits on itself, as Storm's executor declares it."""
+def _with_late_stream(label: str, streams: Mapping[str, Stream], conf: Mapping[str, Any]) -> Mapping[str, Stream]:
     late = conf.get(LATE_TUPLE_STREAM)
-    if late is None:
-        return streams
-    _check_id(f"late tuple stream id {late!r}", late)
-    declared = streams.get(late)
-    if declared is not None and tuple(declared.fields) != (LATE_TUPLE_FIELD,):
-        raise TopologyError(
-            f"late tuple stream {late!r} is declared with fields {list(declared.fields)}: it carries one field, "
-            f"{LATE_TUPLE_FIELD!r}; leave it out of outputs (it is declared for you) or name another stream"
-        )
-    return {**streams, late: Stream([LATE_TUPLE_FIELD])}
+    if late is not None:
+        _check_id(f"late tuple stream id {late!r} of {label}", late)
+    try:
+        return with_late_stream(streams, conf)
+    except WindowError as exc:
+        raise TopologyError(f"{label}: {exc}") from None
 
 
 def _check_id(what: str, ident: str) -> None:

@@ -17,20 +17,31 @@ worker's batches, timers from the worker's step, expired inputs acked, emits anc
 
 from __future__ import annotations
 
+import time
 from abc import abstractmethod
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import structlog
 
-from squall.api.component import Bolt
+from squall.api.component import Bolt, Stream
 from squall.api.tuple import Tuple, TupleBatch
 from squall.api.windowmanager import Activation, Decision, Expired, WindowManager
 from squall.core import windowconf as keys
 from squall.core.system_ids import DEFAULT_STREAM
 
-__all__ = ["Count", "Duration", "TupleWindow", "WindowError", "WindowedBolt", "with_tumbling_window", "with_window"]
+__all__ = [
+    "Count",
+    "Duration",
+    "TupleWindow",
+    "WindowError",
+    "WindowedBolt",
+    "wall_ms",
+    "with_late_stream",
+    "with_tumbling_window",
+    "with_window",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -145,6 +156,29 @@ def with_tumbling_window(length: Count | Duration, **event_time: Any) -> dict[st
         component_conf = WindowedBolt.with_tumbling_window(Count(100))
     """
     return with_window(length, length, **event_time)
+
+
+def with_late_stream(streams: Mapping[str, Stream], conf: Mapping[str, Any]) -> Mapping[str, Stream]:
+    """``streams`` (a bolt's outputs) with the late-tuple stream its conf names, one field ``late_tuple``: the bolt
+    emits on it itself, so its declaration adds it, as Storm's executor declares it::
+
+        with_late_stream(Average.streams, conf)   # {"default": ..., "late": Stream(["late_tuple"])}
+    """
+    late = conf.get(keys.LATE_TUPLE_STREAM)
+    if late is None:
+        return streams
+    declared = streams.get(late)
+    if declared is not None and tuple(declared.fields) != (keys.LATE_TUPLE_FIELD,):
+        raise WindowError(
+            f"late tuple stream {late!r} is declared with fields {list(declared.fields)}: it carries one field, "
+            f"{keys.LATE_TUPLE_FIELD!r}; leave it out of outputs (it is declared for you) or name another stream"
+        )
+    return {**streams, late: Stream([keys.LATE_TUPLE_FIELD])}
+
+
+def wall_ms() -> int:
+    """Wall time in ms: a windowed bolt's processing time, as Storm's ``System.currentTimeMillis``."""
+    return int(time.time() * 1000)
 
 
 class TupleWindow:

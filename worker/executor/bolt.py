@@ -17,7 +17,7 @@ import structlog
 
 from squall.api.component import Bolt, deliver, deliver_each
 from squall.api.tuple import Piece, Tuple, TupleBatch, tick_tuple
-from squall.api.windowing import WindowedBolt
+from squall.api.windowing import WindowedBolt, wall_ms
 from squall.core.system_ids import SYSTEM_COMPONENT, TICK_STREAM
 from worker.executor.base import Executor
 from worker.executor.routing import ANCHORS, PLAIN, ROOTS, new_edges, random_bits
@@ -28,11 +28,6 @@ log = structlog.get_logger(__name__)
 
 #: The input stats key of tick tuples.
 TICK_INPUT = f"{SYSTEM_COMPONENT}:{TICK_STREAM}"
-
-
-def _wall_ms() -> int:
-    """Wall time in ms: a windowed bolt's processing time, as Storm's ``System.currentTimeMillis``."""
-    return int(time.time() * 1000)
 
 
 class BoltExecutor(Executor):
@@ -85,7 +80,7 @@ class BoltExecutor(Executor):
             self._execute_batch = self.bolt.execute_batch
         self.bolt.prepare(context.conf, context)
         if isinstance(self.bolt, WindowedBolt):  # its window's timers replace ticks
-            self.bolt.open_window([key for key in self._inputs if key != TICK_INPUT], _wall_ms)
+            self.bolt.open_window([key for key in self._inputs if key != TICK_INPUT], wall_ms)
             self._advance_window(time.monotonic())
         elif self._tick_every:
             self._next_tick = time.monotonic() + self._tick_every
@@ -334,7 +329,7 @@ class BoltExecutor(Executor):
     def _advance_window(self, now: float) -> None:
         """A windowed bolt's due timers, and when (on the step's monotonic clock) its next one is."""
         due = self.bolt.advance()  # type: ignore[attr-defined]  # only windowed bolts get here
-        self._next_window = float("inf") if due is None else now + max(0, due - _wall_ms()) / 1000
+        self._next_window = float("inf") if due is None else now + max(0, due - wall_ms()) / 1000
 
     def _count_executed(self, key: str | None, rows: int, elapsed: float) -> None:
         """``rows`` inputs executed in ``elapsed`` seconds, also under their input ``key`` (``component:stream``)
