@@ -5,11 +5,12 @@ through local mode."""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
 
-from squall import Count, Duration, LocalTopology, Topology, TopologyError, TupleWindow, WindowedBolt
+from squall import Count, Duration, LocalTopology, Spout, Topology, TopologyError, TupleWindow, WindowedBolt
 from squall.api.component import Bolt, Stream, attach
 from squall.api.testing import Recorder, make_context, make_tuple, run_bolt
 from squall.api.tuple import Tuple, TupleBatch
@@ -20,7 +21,7 @@ from squall.core.thrift import from_bytes, storm, to_bytes
 from squall.core.topology import validate_topology
 from squall.core.windowconf import WindowConf, window_of
 from support import wait_until
-from topologies import Numbers
+from topologies import GATES, Numbers, Recorder as Seen
 
 T0 = 1_700_000_000_000  # ms
 
@@ -486,3 +487,48 @@ def test_a_tumbling_duration_window_in_local_mode_windows_every_tuple_once_and_a
         spout, sink = local.component("numbers"), local.component("sink")
         wait_until(lambda: len(spout.acked) == 200, 30, "every tuple acked as its window expired")
         assert sum(sink.sizes) == 200 and spout.failed == []
+
+
+class Stamped(Spout):
+    """Emits ``(n, ts)`` for n = 0..9 at ts 10 s + n s, then, once the ``late`` gate opens, one tuple stamped 1 ms:
+    older than any watermark by then."""
+
+    outputs = ["n", "ts"]
+
+    def open(self, conf: Any, context: Any) -> None:
+        self.todo = [(n, 10_000 + 1000 * n) for n in range(10)]
+        self.acked: list[int] = []
+        self.late_sent = False
+
+    def next_tuple(self) -> None:
+        if self.todo:
+            n, ts = self.todo.pop(0)
+            self.emit([n, ts], msg_id=n)
+        elif GATES["late"].is_set() and not self.late_sent:
+            self.late_sent = True
+            self.emit([99, 1], msg_id=99)
+
+    def ack(self, msg_id: int) -> None:
+        self.acked.append(msg_id)
+
+
+def test_an_event_time_window_in_local_mode_sends_a_late_tuple_down_its_late_stream() -> None:
+    GATES["late"] = threading.Event()
+    t = Topology("stamped")
+    stamped = t.spout("stamped", Stamped)
+    sums = t.bolt("sums", Sums).shuffle(stamped).with_tumbling_window(
+        Duration.seconds(2), timestamp_field="ts", watermark_interval=Duration(20), late_stream="late"
+    )
+    t.bolt("windows", Seen).shuffle(sums)
+    t.bolt("late", Seen).shuffle(sums, stream="late")
+    with LocalTopology(t, FAST) as local:
+        spout, windows, late = local.component("stamped"), local.component("windows"), local.component("late")
+        # The watermark reaches 19 s: the windows ending at 10, 12, ... 18 s are evaluated, in event time.
+        wait_until(lambda: len(windows.seen) == 5, 30, "the windows up to the watermark")
+        assert [values for _, _, values in windows.seen] == [(0, 1), (3, 2), (7, 2), (11, 2), (15, 2)]
+        GATES["late"].set()
+        wait_until(lambda: late.seen, 30, "the late tuple on the late stream")
+        assert late.seen == [("sums", "late", ([99, 1],))]
+        # Acked: the late tuple at once, and what left the window; 7 and 8 are in the last window evaluated, 9 in
+        # none yet (at 19 s): they leave with windows a later watermark closes.
+        wait_until(lambda: sorted(spout.acked) == [0, 1, 2, 3, 4, 5, 6, 99], 30, "the late and the expired acked")

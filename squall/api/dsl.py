@@ -181,28 +181,14 @@ class BoltRef(ComponentRef):
         return self._subscribe(source, stream, _storm().Grouping(custom_serialized=spec.encode()))
 
     def with_window(
-        self,
-        length: Count | Duration,
-        slide: Count | Duration | None = None,
-        *,
-        timestamp_field: str | None = None,
-        lag: Duration | None = None,
-        watermark_interval: Duration | None = None,
-        late_stream: str | None = None,
+        self, length: Count | Duration, slide: Count | Duration | None = None, **event_time: Any
     ) -> BoltRef:
-        """Set a windowed bolt's window (the keys :meth:`WindowedBolt.with_window` writes, over the class's)::
+        """Set a windowed bolt's window: the keys :meth:`WindowedBolt.with_window` writes (``timestamp_field``,
+        ``lag``, ``watermark_interval``, ``late_stream`` too), over the class's::
 
         t.bolt("avg", Average).shuffle(readings).with_window(Duration.seconds(10), Duration.seconds(1))
         """
-        conf = with_window(
-            length,
-            slide,
-            timestamp_field=timestamp_field,
-            lag=lag,
-            watermark_interval=watermark_interval,
-            late_stream=late_stream,
-        )
-        self.topology._set_window(self.id, conf)
+        self.topology._set_window(self.id, with_window(length, slide, **event_time))
         return self
 
     def with_tumbling_window(self, length: Count | Duration, **event_time: Any) -> BoltRef:
