@@ -114,6 +114,15 @@ def test_a_count_window_expires_between_evaluations_every_hundred_inputs() -> No
     assert expired == list(range(90))  # at the 100th input: all but the last 10
 
 
+def test_new_tuples_are_told_from_the_last_windows_after_many_expired_between() -> None:
+    """Tuples expired and freed between two evaluations never make a new tuple look like one of the last
+    window's (object ids are reused once an object is freed)."""
+    for slide in range(180, 230):
+        manager = _manager(Count(1), Count(slide))
+        windows = _windows([d for n in range(slide * 4) for d in manager.add(n, T0 + n)])
+        assert all(window == new for window, new, _ in windows), slide
+
+
 # -- the window core, event time ---------------------------------------------------------------------
 
 

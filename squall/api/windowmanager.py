@@ -83,7 +83,7 @@ class _Context:
 
 
 class _Event(Generic[T]):
-    """An input in the queue; identity tells the previous window's events from new ones."""
+    """An input in the queue; identity (no ``__eq__``) tells the previous window's events from new ones."""
 
     __slots__ = ("ts", "value")
 
@@ -200,7 +200,7 @@ class WindowManager(Generic[T]):
         self.window, self.event_time = window, event_time
         self._queue: deque[_Event[T]] = deque()
         self._expired: list[T] = []
-        self._previous: set[int] = set()
+        self._previous: set[_Event[T]] = set()  # the last window's events, held: ids of freed ones are reused
         self._since_scan = 0
         self._out: list[Decision[T]] = []
         self._eviction: _Eviction
@@ -311,8 +311,7 @@ class WindowManager(Generic[T]):
         """Evaluate the window (Storm's ``onTrigger``): expire, then an activation unless it is empty."""
         window = self._scan(now, full=True)
         expired, self._expired = self._expired, []
-        previous = self._previous
-        self._previous = {id(event) for event in window}
+        previous, self._previous = self._previous, set(window)
         self._triggered = 0  # the count trigger starts again
         if not window:
             return False
@@ -322,7 +321,7 @@ class WindowManager(Generic[T]):
         self._out.append(
             Activation(
                 [e.value for e in window],
-                [e.value for e in window if id(e) not in previous],
+                [e.value for e in window if e not in previous],
                 expired,
                 end,
                 None if length is None else end - length,
