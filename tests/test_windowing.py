@@ -231,6 +231,27 @@ def test_a_windowed_bolt_acks_inputs_as_they_expire_and_anchors_emits_to_the_win
     assert recorder.failed == []
 
 
+class Newest(WindowedBolt):
+    """Explicit anchoring: each emit names its anchors."""
+
+    outputs = ["n"]
+    anchor_to_window = False
+
+    def execute(self, window: TupleWindow) -> None:
+        self.emit([len(window)])  # unanchored
+        newest = window.get()[-1]
+        self.emit([newest["n"]], anchors=newest)
+
+
+def test_explicit_anchoring_anchors_only_what_an_emit_names() -> None:
+    clock = SimulatedClock()
+    bolt, recorder = _bolt(Newest, with_window(Count(3), Count(3)), clock)
+    _feed(bolt, (1,), (2,), (3,))
+    unanchored, anchored = recorder.emitted
+    assert (unanchored.values, unanchored.anchors) == ((3,), ())
+    assert (anchored.values, [a.values for a in anchored.anchors]) == ((3,), [(3,)])
+
+
 def test_a_duration_window_runs_on_the_bolts_timer() -> None:
     clock = SimulatedClock()
     bolt, recorder = _bolt(Sums, with_window(Duration.seconds(2), Duration.seconds(1)), clock)

@@ -245,6 +245,10 @@ class WindowedBolt(Bolt):
     """
 
     auto_ack: ClassVar[bool] = False  # inputs are acked as they leave the window
+    #: Anchor every emit of ``execute`` to every tuple of the window (Storm's way). A large window then makes
+    #: large tuple trees, each emit an edge per tuple for the ackers; False anchors only what an emit names with
+    #: ``anchors=`` (explicit anchoring, as Storm's JoinBolt does).
+    anchor_to_window: ClassVar[bool] = True
     with_window = staticmethod(with_window)
     with_tumbling_window = staticmethod(with_tumbling_window)
 
@@ -284,7 +288,8 @@ class WindowedBolt(Bolt):
         anchors: Tuple | Iterable[Tuple] | None = None,
         direct_task: int | None = None,
     ) -> Sequence[int]:
-        """Emit one tuple, by default (``anchors=None``) anchored to every tuple of the window being evaluated."""
+        """Emit one tuple, by default (``anchors=None``) anchored to every tuple of the window being evaluated
+        (to none when ``anchor_to_window`` is False)."""
         return super().emit(
             values, stream, anchors=self._window_tuples if anchors is None else anchors, direct_task=direct_task
         )
@@ -368,7 +373,7 @@ class WindowedBolt(Bolt):
     def _evaluate(self, activation: Activation[Tuple]) -> None:
         """The user's ``execute`` on one window, its emits anchored to the window's tuples. An exception is
         reported and fails the tuples of the window (each once: a failed tuple is not acked when it expires)."""
-        self._window_tuples = tuple(activation.values)
+        self._window_tuples = tuple(activation.values) if self.anchor_to_window else ()
         try:
             self.execute(
                 TupleWindow(
