@@ -337,8 +337,15 @@ def test_counts_and_durations_refuse_what_storm_refuses() -> None:
     for bad in (0, -1, 1.5, True):
         with pytest.raises(WindowError):
             Count(bad)  # type: ignore[arg-type]
+    for bad in (-1, 1.5, True):
         with pytest.raises(WindowError):
             Duration(bad)  # type: ignore[arg-type]
+    assert with_window(Count(5), lag=Duration(0))["topology.bolts.tuple.timestamp.max.lag.ms"] == 0  # no lag
+    for zero in ({"length": Duration(0)}, {"length": Count(5), "slide": Duration(0)}):
+        with pytest.raises(WindowError, match="longer than 0 ms"):
+            with_window(**zero)
+    with pytest.raises(WindowError, match="watermark interval"):
+        with_window(Count(5), watermark_interval=Duration(0))
     with pytest.raises(WindowError):
         Duration.days(30)  # past Storm's int ms
     assert (Duration.seconds(1.5), Duration.minutes(1), Duration.hours(1)) == (

@@ -79,8 +79,8 @@ class Duration:
     ms: int
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.ms, int) and not isinstance(self.ms, bool) and 0 < self.ms <= _MAX_MS):
-            raise WindowError(f"Duration must be a whole number of ms in 1..{_MAX_MS}, got {self.ms!r}")
+        if not (isinstance(self.ms, int) and not isinstance(self.ms, bool) and 0 <= self.ms <= _MAX_MS):
+            raise WindowError(f"Duration must be a whole number of ms in 0..{_MAX_MS}, got {self.ms!r}")
 
     @classmethod
     def of(cls, ms: int) -> Duration:
@@ -132,14 +132,16 @@ def with_window(
     ):
         if isinstance(value, Count):
             conf[count_key] = value.value
-        elif isinstance(value, Duration):
+        elif isinstance(value, Duration) and value.ms > 0:
             conf[ms_key] = value.ms
+        elif isinstance(value, Duration):
+            raise WindowError(f"the window {what} must be longer than 0 ms")
         elif value is not None or what == "length":
             raise WindowError(f"the window {what} must be a Count or a Duration, got {value!r}")
     for key, given in ((keys.MAX_LAG_MS, lag), (keys.WATERMARK_INTERVAL_MS, watermark_interval)):
         if given is not None:
-            if not isinstance(given, Duration):
-                raise WindowError(f"{key} takes a Duration, got {given!r}")
+            if not isinstance(given, Duration) or (key == keys.WATERMARK_INTERVAL_MS and given.ms == 0):
+                raise WindowError(f"{key} takes a Duration (a watermark interval > 0 ms), got {given!r}")
             conf[key] = given.ms
     if late_stream is not None and timestamp_field is None:
         raise WindowError("a late tuple stream needs event time: give timestamp_field as well")
