@@ -28,6 +28,12 @@ if TYPE_CHECKING:  # what __getattr__ below loads on first use, spelled out for 
     from squall.api.submitter import submit_topology as submit_topology
     from squall.api.testing import run_bolt as run_bolt, run_spout as run_spout
     from squall.api.tuple import Fields as Fields, Tuple as Tuple, TupleBatch as TupleBatch, tick_tuple as tick_tuple
+    from squall.api.windowing import (
+        Count as Count,
+        Duration as Duration,
+        TupleWindow as TupleWindow,
+        WindowedBolt as WindowedBolt,
+    )
     from squall.core.config.loading import load_config as load_config
     from squall.core.nimbus_client import nimbus_client as nimbus_client
     from squall.core.package import build_package as build_package
@@ -48,6 +54,10 @@ _HOMES = {
     "TupleBatch": "squall.api.tuple",
     "Fields": "squall.api.tuple",
     "tick_tuple": "squall.api.tuple",
+    "WindowedBolt": "squall.api.windowing",
+    "TupleWindow": "squall.api.windowing",
+    "Count": "squall.api.windowing",
+    "Duration": "squall.api.windowing",
     "Topology": "squall.api.dsl",
     "TopologyError": "squall.api.dsl",
     "run_bolt": "squall.api.testing",

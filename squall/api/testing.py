@@ -26,6 +26,7 @@ import msgpack
 
 from squall.api.component import Bolt, Component, Spout, Stream, TopologyContext, attach, deliver, emit_problem
 from squall.api.tuple import Fields, Tuple, TupleBatch
+from squall.api.windowing import WindowedBolt, wall_ms, with_late_stream
 from squall.core.system_ids import DEFAULT_STREAM
 
 __all__ = ["BoltRun", "Emit", "Recorder", "SpoutRun", "make_context", "make_tuple", "run_bolt", "run_spout"]
@@ -188,8 +189,15 @@ class BoltRun(Recorder):
     assert run.bolt.counts["cat"] == 2      # the bolt object itself
     """
 
-    def __init__(self, bolt: Bolt, fields: Sequence[str], component: str, stream: str) -> None:
-        super().__init__(type(bolt).streams)
+    def __init__(
+        self,
+        bolt: Bolt,
+        fields: Sequence[str],
+        component: str,
+        stream: str,
+        streams: Mapping[str, Stream] | None = None,
+    ) -> None:
+        super().__init__(type(bolt).streams if streams is None else streams)
         self.bolt = bolt
         self.inputs: list[Tuple] = []
         self._fields, self._component, self._stream = fields, component, stream
@@ -256,12 +264,18 @@ def run_bolt(
     The default context's conf is ``cls.component_conf`` with ``conf`` over it, as a worker gives it (a given
     ``context`` brings its own). ``cleanup`` is not called (Storm does not promise it); call
     ``run.bolt.cleanup()`` to test it.
+
+    A :class:`~squall.api.windowing.WindowedBolt` gets its window as in a worker (its late-tuple stream declared,
+    its window opened on the wall clock): count windows are evaluated as inputs arrive, and
+    ``run.bolt.advance()`` runs the timers that are due (duration slides, watermarks).
     """
     bolt = _build(cls, args, kwargs)
-    run = BoltRun(bolt, fields, component, stream)
     context = context or make_context(cls.__name__, conf={**cls.component_conf, **(conf or {})})
+    run = BoltRun(bolt, fields, component, stream, with_late_stream(cls.streams, context.conf))
     attach(bolt, run, context)
     bolt.prepare(context.conf, context)
+    if isinstance(bolt, WindowedBolt):  # as the worker opens it; its timers run on run.bolt.advance()
+        bolt.open_window([f"{component}:{stream}"], wall_ms)
     if cls.execute_batch is not Bolt.execute_batch:
         return run.execute_batch(inputs)
     return run.execute(inputs)
