@@ -108,7 +108,7 @@ def test_the_pyproject_extras_install_what_squall_core_extras_names() -> None:
         listed = " ".join(project["optional-dependencies"][extra]).replace("-", "_")
         assert [module for module in modules if module in required] == [], f"{extra}'s stack is not a main dependency"
         assert [module for module in modules if module not in listed] == [], f"squall[{extra}] installs them"
-    assert "squall[spark,ui]" in project["optional-dependencies"]["test"], "the tests need every stack"
+    assert "squall[spark,ui,kafka]" in project["optional-dependencies"]["test"], "the tests need every stack"
 
 
 # ------------------------------------------------------------------------------------------------
