@@ -70,7 +70,7 @@ def loaded_modules(code: str) -> set[str]:
 
 
 def test_importing_the_api_loads_no_optional_stack() -> None:
-    loaded = loaded_modules("import squall; from squall import Spout, Bolt, Topology, LocalTopology, SparkBolt")
+    loaded = loaded_modules("import squall; from squall import Spout, Bolt, Topology, LocalTopology, SparkBolt, KafkaSpout")
     assert "squall" in loaded and "worker" in loaded  # local mode runs the worker runtime
     assert sorted(loaded & set(OPTIONAL)) == []
 

@@ -1,0 +1,214 @@
+"""The Kafka spout: storm-kafka-client's ``KafkaSpout`` on confluent-kafka (librdkafka's consumer).
+
+    topology.spout("events", KafkaSpout, args=["broker:9092", ["events"]],
+                   kwargs={"props": {"group.id": "weblogs"}}, parallelism=2)
+
+Each task reads its share of the topics' partitions (round robin over the sorted partitions, refreshed every
+``partition_refresh_period_ms`` so new partitions are picked up): Storm's manual assignment, no consumer-group
+rebalancing. Records are read in batches and emitted with one ``emit_many`` per batch, each row a reliable tuple
+whose message id is ``(topic, partition, offset)``. At least once: an offset is committed only once its tuple and
+every tuple before it in its partition is done (:mod:`squall.api.kafka.offsets`); commits go to the group
+``props["group.id"]`` every ``offset_commit_period_ms``, when the spout is deactivated or closed, and when a
+partition moves to another task, each carrying which topology and task wrote it. A failed or timed-out tuple is
+read again and re-emitted after an exponential backoff (``retry``: Storm's defaults).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from squall.api.component import Spout, TopologyContext
+from squall.api.kafka.offsets import PartitionOffsets
+from squall.api.kafka.options import (
+    BEGINNING,
+    SpoutOptions,
+    commit_metadata,
+    committed_by,
+    round_robin,
+    start_offset,
+)
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, Message
+
+__all__ = ["KafkaSpout"]
+
+#: How long a call to the broker that the spout must wait for (metadata, committed offsets, a commit) may take.
+BROKER_TIMEOUT_SECS = 10.0
+
+
+class KafkaSpout(Spout):
+    """Reads topics of a Kafka cluster; the default translator emits ``topic, partition, offset, key, value``.
+
+    ``bootstrap_servers`` and ``topics`` are Storm's ``KafkaSpoutConfig.builder(...)`` arguments; ``props`` any
+    consumer property (``group.id`` is required; ``enable.auto.commit`` is refused); the keywords are Storm's
+    setters: ``first_poll_offset_strategy`` (``UNCOMMITTED_EARLIEST``, ``EARLIEST``, ``LATEST``,
+    ``UNCOMMITTED_LATEST``), ``offset_commit_period_ms`` (30,000), ``partition_refresh_period_ms`` (2,000) and
+    ``retry`` (``initial_delay_ms`` 0, ``delay_period_ms`` 2, ``max_delay_ms`` 10,000, ``max_retries`` unlimited).
+
+    Subclass it and override :meth:`translate` (and ``outputs``) to emit other values; a record it returns None
+    for is skipped (and counts as done).
+    """
+
+    outputs = ["topic", "partition", "offset", "key", "value"]
+    needs_extra = "kafka"
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topics: str | list[str],
+        props: dict[str, Any] | None = None,
+        *,
+        first_poll_offset_strategy: str = "UNCOMMITTED_EARLIEST",
+        offset_commit_period_ms: int = 30_000,
+        partition_refresh_period_ms: int = 2_000,
+        retry: dict[str, Any] | None = None,
+    ) -> None:
+        self.options = SpoutOptions.of(
+            bootstrap_servers, topics, props, first_poll_offset_strategy, offset_commit_period_ms,
+            partition_refresh_period_ms, retry,
+        )  # fmt: skip
+        self.partitions: dict[tuple[str, int], PartitionOffsets] = {}
+
+    def translate(self, message: Message) -> Sequence[Any] | None:
+        """The values of a record's tuple (Storm's ``RecordTranslator``), or None to skip the record."""
+        return (message.topic(), message.partition(), message.offset(), message.key(), message.value())
+
+    def open(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
+        from confluent_kafka import Consumer
+
+        self.context = context
+        self.consumer: Consumer = Consumer(dict(self.options.consumer))
+        self.metadata = commit_metadata(context.topology_id, context.task_id, threading.current_thread().name)
+        now = time.monotonic()
+        self.refresh_at, self.commit_at = now, now + self.options.commit_period_secs
+
+    def next_tuple(self) -> None:
+        self.next_batch(1)
+
+    def next_batch(self, max_rows: int) -> None:
+        now = time.monotonic()
+        if now >= self.refresh_at:
+            self.refresh_at = now + self.options.refresh_period_secs
+            self.refresh()
+        if now >= self.commit_at:
+            self.commit_at = now + self.options.commit_period_secs
+            self.commit(list(self.partitions))
+        self.seek_retries(now)
+        rows: list[Sequence[Any]] = []
+        ids: list[tuple[str, int, int]] = []
+        for message in self.consumer.consume(max_rows, 0):
+            if message.error():
+                self.log.warning("kafka consumer error", error=str(message.error()))
+                continue
+            # a record without an error has all three
+            topic, partition, offset = (
+                cast(str, message.topic()),
+                cast(int, message.partition()),
+                cast(int, message.offset()),
+            )
+            offsets = self.partitions.get((topic, partition))
+            if offsets is None or not offsets.polled(offset, now):
+                continue
+            values = self.translate(message)
+            if values is None:
+                offsets.done(offset)
+                continue
+            rows.append(values)
+            ids.append((topic, partition, offset))
+        if rows:
+            self.emit_many(rows, msg_ids=ids)
+
+    def ack(self, msg_id: tuple[str, int, int]) -> None:
+        topic, partition, offset = msg_id
+        if (offsets := self.partitions.get((topic, partition))) is not None:
+            offsets.done(offset)
+
+    def fail(self, msg_id: tuple[str, int, int]) -> None:
+        topic, partition, offset = msg_id
+        if (offsets := self.partitions.get((topic, partition))) is not None:
+            offsets.failed(offset, time.monotonic())
+
+    def deactivate(self) -> None:
+        self.commit(list(self.partitions))
+
+    def close(self) -> None:
+        if hasattr(self, "consumer"):
+            self.commit(list(self.partitions))
+            self.consumer.close()
+
+    # -- the consumer's adapter ---------------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Take this task's share of the topics' partitions now: new ones start where the first-poll strategy
+        says, those gone to other tasks are committed and dropped."""
+        from confluent_kafka import KafkaException
+
+        try:
+            topics = self.consumer.list_topics(timeout=BROKER_TIMEOUT_SECS).topics
+        except KafkaException as exc:
+            self.log.warning("kafka metadata not available", error=str(exc))
+            return
+        found = [(name, partition) for name in self.options.topics if name in topics
+                 for partition in topics[name].partitions]  # fmt: skip
+        mine = round_robin(found, self.context.task_index, len(self.context.tasks))
+        revoked = [key for key in self.partitions if key not in mine]
+        added = [key for key in mine if key not in self.partitions]
+        if revoked:
+            self.commit(revoked)
+            self.consumer.incremental_unassign([self._partition(key) for key in revoked])
+            for key in revoked:
+                del self.partitions[key]
+        if added:
+            self.consumer.incremental_assign([self._start(key) for key in added])
+            self.log.info("kafka partitions assigned", added=added, revoked=revoked)
+
+    def _start(self, key: tuple[str, int]) -> Any:
+        """Where ``key``'s reading starts, with its offsets' state made, as the consumer's TopicPartition."""
+        from confluent_kafka import OFFSET_BEGINNING, OFFSET_END
+
+        (found,) = self.consumer.committed([self._partition(key)], timeout=BROKER_TIMEOUT_SECS)
+        committed = found.offset if found.offset >= 0 else None
+        by_this_topology = committed_by(found.metadata) == self.context.topology_id
+        start = start_offset(self.options.first_poll, committed, by_this_topology)
+        if isinstance(start, int):
+            self.partitions[key] = PartitionOffsets(start, self.options.retry, committed=committed)
+            return self._partition(key, start)
+        self.partitions[key] = PartitionOffsets(None, self.options.retry)
+        return self._partition(key, OFFSET_BEGINNING if start == BEGINNING else OFFSET_END)
+
+    def seek_retries(self, now: float) -> None:
+        """Read partitions again from their retries that are due."""
+        for key, offsets in self.partitions.items():
+            if offsets.waiting and (offset := offsets.seek(now)) is not None:
+                self.consumer.seek(self._partition(key, offset))
+
+    def commit(self, keys: list[tuple[str, int]]) -> None:
+        """Commit each partition's committable offset, synchronously (Storm's ``commitSync``), with the metadata
+        naming this topology and task."""
+        from confluent_kafka import KafkaException
+
+        due = {key: offset for key in keys if (offset := self.partitions[key].committable()) is not None}
+        if not due:
+            return
+        try:
+            self.consumer.commit(
+                offsets=[self._partition(key, offset, self.metadata) for key, offset in due.items()],
+                asynchronous=False,
+            )
+        except KafkaException as exc:  # the broker is away: the next period commits as far again
+            self.log.warning("kafka commit failed", error=str(exc))
+            return
+        for key, offset in due.items():
+            self.partitions[key].commit(offset)
+
+    @staticmethod
+    def _partition(key: tuple[str, int], offset: int | None = None, metadata: str | None = None) -> Any:
+        from confluent_kafka import TopicPartition
+
+        if offset is None:
+            return TopicPartition(*key)
+        return TopicPartition(*key, offset, metadata=metadata) if metadata else TopicPartition(*key, offset)

@@ -1,0 +1,169 @@
+"""The Kafka spout against a real broker (the session's, tests/conftest.py): every record reaches the topology,
+commits follow the acks to the end of each partition, a restarted topology resumes from its commits, the
+first-poll strategies, retries with backoff."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from squall.api.component import Bolt
+from squall.api.dsl import Topology
+from squall.api.kafka.options import KafkaConfigError
+from squall.api.kafka.spout import KafkaSpout
+from squall.api.tuple import Tuple
+from squall.dev.local import LocalTopology
+from support import wait_until
+from topologies import Recorder
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+PARTITIONS = 3
+FAST = {"topology.message.timeout.secs": 30}
+
+
+def new_topic(address: str) -> str:
+    name = f"events-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": address})  # kept until the futures are done: they need its handle
+    for future in admin.create_topics([NewTopic(name, PARTITIONS, 1)]).values():
+        future.result(30)
+    return name
+
+
+def produce(address: str, topic: str, values: range, *, batch_per_record: bool = False) -> None:
+    """Records ``value i`` keyed ``i`` into partition i % 3; one record per batch on request (the broker's end
+    offsets are only right then: docs of squall.dev.kafka)."""
+    producer = Producer({"bootstrap.servers": address, "linger.ms": 0})
+    for i in values:
+        producer.produce(topic, key=str(i).encode(), value=f"value {i}".encode(), partition=i % PARTITIONS)
+        if batch_per_record:
+            producer.flush(30)
+    assert producer.flush(30) == 0
+
+
+def committed(address: str, group: str, topic: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": address, "group.id": group, "enable.auto.commit": False})
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
+    finally:
+        consumer.close()
+    return {tp.partition: tp.offset for tp in found}
+
+
+def ends(values: range) -> dict[int, int]:
+    """Each partition's offset after its last record, for records ``values`` produced into an empty topic."""
+    counts = Counter(i % PARTITIONS for i in values)
+    return {p: counts[p] for p in range(PARTITIONS)}
+
+
+def kafka_topology(name: str, address: str, topic: str, group: str, sink: type[Bolt] = Recorder,
+                   **options: Any) -> Topology:
+    topology = Topology(name)
+    spout = topology.spout("kafka", KafkaSpout, args=[address, [topic], {"group.id": group}],
+                           kwargs={"offset_commit_period_ms": 100, "partition_refresh_period_ms": 200, **options},
+                           parallelism=2)
+    topology.bolt("sink", sink).shuffle(spout)
+    return topology
+
+
+def seen(local: LocalTopology) -> list[tuple[Any, ...]]:
+    return [values for _, _, values in local.component("sink").seen]
+
+
+def test_every_record_reaches_the_topology_and_commits_reach_the_end(kafka_address: str) -> None:
+    topic, group = new_topic(kafka_address), f"group-{uuid.uuid4().hex[:8]}"
+    produce(kafka_address, topic, range(300))
+    with LocalTopology(kafka_topology("reader", kafka_address, topic, group), FAST) as local:
+        wait_until(lambda: len(seen(local)) >= 300, 60, "every record")
+        wait_until(lambda: committed(kafka_address, group, topic) == ends(range(300)), 30, "commits at the end")
+        spouts = [local.component("kafka", i) for i in range(2)]
+        assert sorted(len(spout.partitions) for spout in spouts) == [1, 2]  # round robin over 3 partitions
+    records = seen(local)
+    assert len(records) == 300
+    assert sorted((int(key), value) for _, _, _, key, value in records) == [
+        (i, f"value {i}".encode()) for i in range(300)
+    ]
+    assert {(t, p, o) for t, p, o, _, _ in records} == {
+        (topic, p, o) for p, end in ends(range(300)).items() for o in range(end)
+    }
+
+
+def test_a_restarted_topology_resumes_from_its_commits_and_earliest_reads_again(kafka_address: str) -> None:
+    topic, group = new_topic(kafka_address), f"group-{uuid.uuid4().hex[:8]}"
+    produce(kafka_address, topic, range(60))
+    with LocalTopology(kafka_topology("resumer", kafka_address, topic, group), FAST) as local:
+        wait_until(lambda: len(seen(local)) >= 60, 60, "the first records")
+        wait_until(lambda: committed(kafka_address, group, topic) == ends(range(60)), 30, "commits at the end")
+    produce(kafka_address, topic, range(60, 90))
+    with LocalTopology(kafka_topology("resumer", kafka_address, topic, group), FAST) as local:
+        wait_until(lambda: len(seen(local)) >= 30, 60, "the records produced while it was down")
+        wait_until(lambda: committed(kafka_address, group, topic) == ends(range(90)), 30, "commits at the end")
+    assert sorted(int(key) for _, _, _, key, _ in seen(local)) == list(range(60, 90))  # nothing read twice
+    earliest = kafka_topology("rereader", kafka_address, topic, group, first_poll_offset_strategy="EARLIEST")
+    with LocalTopology(earliest, FAST) as local:
+        wait_until(lambda: len(seen(local)) >= 90, 60, "every record again")
+    assert sorted(int(key) for _, _, _, key, _ in seen(local)) == list(range(90))
+
+
+def test_latest_skips_what_was_there(kafka_address: str) -> None:
+    topic, group = new_topic(kafka_address), f"group-{uuid.uuid4().hex[:8]}"
+    produce(kafka_address, topic, range(30), batch_per_record=True)
+    latest = kafka_topology("latest", kafka_address, topic, group, first_poll_offset_strategy="LATEST")
+    with LocalTopology(latest, FAST) as local:
+        wait_until(lambda: all(local.component("kafka", i).partitions for i in range(2)), 30, "partitions assigned")
+        produced = 30
+
+        def read_all_partitions() -> bool:  # the consumers find the end asynchronously: produce until they read
+            nonlocal produced
+            produce(kafka_address, topic, range(produced, produced + PARTITIONS), batch_per_record=True)
+            produced += PARTITIONS
+            return {p for _, p, _, _, _ in seen(local)} == set(range(PARTITIONS))
+
+        wait_until(read_all_partitions, 60, "a record read from every partition")
+    assert all(int(key) >= 30 for _, _, _, key, _ in seen(local))
+
+
+class FailTwice(Bolt):
+    """Fails key 7's tuple twice, then acks it; acks every other tuple. Records when each key arrived."""
+
+    auto_ack = False
+
+    def __init__(self) -> None:
+        self.arrivals: list[tuple[int, float]] = []
+
+    def execute(self, tup: Tuple) -> None:
+        key = int(tup["key"])
+        self.arrivals.append((key, time.monotonic()))
+        if key == 7 and sum(1 for k, _ in self.arrivals if k == 7) <= 2:
+            self.fail(tup)
+        else:
+            self.ack(tup)
+
+
+def test_a_failed_tuple_is_retried_with_exponential_backoff(kafka_address: str) -> None:
+    topic, group = new_topic(kafka_address), f"group-{uuid.uuid4().hex[:8]}"
+    produce(kafka_address, topic, range(30))
+    topology = kafka_topology("retrier", kafka_address, topic, group, sink=FailTwice,
+                              retry={"initial_delay_ms": 0, "delay_period_ms": 300})
+    with LocalTopology(topology, FAST) as local:
+        sink = local.component("sink")
+        wait_until(lambda: sum(1 for key, _ in sink.arrivals if key == 7) >= 3, 30, "key 7 read three times")
+        wait_until(lambda: committed(kafka_address, group, topic) == ends(range(30)), 30, "commits at the end")
+    arrivals = list(sink.arrivals)
+    sevens = [at for key, at in arrivals if key == 7]
+    assert len(sevens) == 3
+    assert sevens[2] - sevens[1] >= 0.6  # the second retry waits delay_period * 2
+    assert sorted(key for key, _ in arrivals if key != 7) == [k for k in range(30) if k != 7]  # no other re-read
+
+
+def test_enable_auto_commit_is_refused_in_one_line() -> None:
+    with pytest.raises(KafkaConfigError) as raised:
+        KafkaSpout("localhost:9092", ["events"], {"group.id": "g", "enable.auto.commit": "true"})
+    assert str(raised.value).startswith("enable.auto.commit is not allowed")
+    assert "\n" not in str(raised.value)
