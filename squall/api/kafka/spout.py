@@ -182,9 +182,14 @@ class KafkaSpout(Spout):
 
     def seek_retries(self, now: float) -> None:
         """Read partitions again from their retries that are due."""
+        from confluent_kafka import KafkaException
+
         for key, offsets in self.partitions.items():
             if offsets.waiting and (offset := offsets.seek(now)) is not None:
-                self.consumer.seek(self._partition(key, offset))
+                try:
+                    self.consumer.seek(self._partition(key, offset))
+                except KafkaException as exc:  # not fetching yet: the next record read moves past, and it is sought
+                    self.log.warning("kafka seek failed", partition=key, offset=offset, error=str(exc))
 
     def commit(self, keys: list[tuple[str, int]]) -> None:
         """Commit each partition's committable offset, synchronously (Storm's ``commitSync``), with the metadata
