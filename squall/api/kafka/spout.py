@@ -50,7 +50,17 @@ class KafkaSpout(Spout):
     ``retry`` (``initial_delay_ms`` 0, ``delay_period_ms`` 2, ``max_delay_ms`` 10,000, ``max_retries`` unlimited).
 
     Subclass it and override :meth:`translate` (and ``outputs``) to emit other values; a record it returns None
-    for is skipped (and counts as done).
+    for is skipped (and counts as done)::
+
+        class Clicks(KafkaSpout):
+            outputs = ["user", "page"]
+
+            def translate(self, message):
+                click = json.loads(message.value())
+                return (click["user"], click["page"]) if click.get("page") else None
+
+        topology.spout("clicks", Clicks, args=["broker:9092", ["clicks"], {"group.id": "clicks"}],
+                       kwargs={"first_poll_offset_strategy": "EARLIEST"}, parallelism=3)
     """
 
     outputs = ["topic", "partition", "offset", "key", "value"]
@@ -80,7 +90,6 @@ class KafkaSpout(Spout):
     def open(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
         from confluent_kafka import Consumer
 
-        self.context = context
         self.consumer: Consumer = Consumer(dict(self.options.consumer))
         self.metadata = commit_metadata(context.topology_id, context.task_id, threading.current_thread().name)
         now = time.monotonic()
@@ -93,11 +102,11 @@ class KafkaSpout(Spout):
         now = time.monotonic()
         if now >= self.refresh_at:
             self.refresh_at = now + self.options.refresh_period_secs
-            self.refresh()
+            self._refresh()
         if now >= self.commit_at:
             self.commit_at = now + self.options.commit_period_secs
-            self.commit(list(self.partitions))
-        self.seek_retries(now)
+            self._commit(list(self.partitions))
+        self._seek_retries(now)
         rows: list[Sequence[Any]] = []
         ids: list[tuple[str, int, int]] = []
         for message in self.consumer.consume(max_rows, 0):
@@ -133,16 +142,16 @@ class KafkaSpout(Spout):
             offsets.failed(offset, time.monotonic())
 
     def deactivate(self) -> None:
-        self.commit(list(self.partitions))
+        self._commit(list(self.partitions))
 
     def close(self) -> None:
         if hasattr(self, "consumer"):
-            self.commit(list(self.partitions))
+            self._commit(list(self.partitions))
             self.consumer.close()
 
     # -- the consumer's adapter ---------------------------------------------------------------------------------
 
-    def refresh(self) -> None:
+    def _refresh(self) -> None:
         """Take this task's share of the topics' partitions now: new ones start where the first-poll strategy
         says, those gone to other tasks are committed and dropped."""
         from confluent_kafka import KafkaException
@@ -158,7 +167,7 @@ class KafkaSpout(Spout):
         revoked = [key for key in self.partitions if key not in mine]
         added = [key for key in mine if key not in self.partitions]
         if revoked:
-            self.commit(revoked)
+            self._commit(revoked)
             self.consumer.incremental_unassign([self._partition(key) for key in revoked])
             for key in revoked:
                 del self.partitions[key]
@@ -180,7 +189,7 @@ class KafkaSpout(Spout):
         self.partitions[key] = PartitionOffsets(None, self.options.retry)
         return self._partition(key, OFFSET_BEGINNING if start == BEGINNING else OFFSET_END)
 
-    def seek_retries(self, now: float) -> None:
+    def _seek_retries(self, now: float) -> None:
         """Read partitions again from their retries that are due."""
         from confluent_kafka import KafkaException
 
@@ -191,7 +200,7 @@ class KafkaSpout(Spout):
                 except KafkaException as exc:  # not fetching yet: the next record read moves past, and it is sought
                     self.log.warning("kafka seek failed", partition=key, offset=offset, error=str(exc))
 
-    def commit(self, keys: list[tuple[str, int]]) -> None:
+    def _commit(self, keys: list[tuple[str, int]]) -> None:
         """Commit each partition's committable offset, synchronously (Storm's ``commitSync``), with the metadata
         naming this topology and task."""
         from confluent_kafka import KafkaException
