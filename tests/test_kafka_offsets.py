@@ -109,6 +109,29 @@ def test_an_offset_is_given_up_after_max_retries_and_committed_as_done() -> None
     assert offsets.committable() == 2
 
 
+def test_a_partition_read_max_uncommitted_offsets_past_its_commit_is_full_until_commits_catch_up() -> None:
+    offsets = PartitionOffsets(None, RetryPolicy())
+    assert not offsets.full(3)  # nothing read
+    read(offsets, 100, 101)
+    assert not offsets.full(3)
+    read(offsets, 102)
+    assert offsets.full(3)  # counted from where reading started, before any commit
+    offsets.done(100)
+    offsets.commit(offsets.committable() or 0)
+    assert not offsets.full(3)  # the commit moved to 101
+    resumed = PartitionOffsets(50, RetryPolicy(), committed=50)
+    read(resumed, 50, 51)
+    assert resumed.full(2) and not resumed.full(3)
+
+
+def test_a_retry_is_due_once_its_backoff_passed() -> None:
+    offsets = PartitionOffsets(0, RetryPolicy(initial_delay_secs=1.0))
+    read(offsets, 0)
+    assert not offsets.due(0.0)
+    offsets.failed(0, 0.0)
+    assert not offsets.due(0.9) and offsets.due(1.0)
+
+
 def test_where_a_partition_starts() -> None:
     for strategy in Strategy:  # a commit this topology wrote is always resumed from
         assert start_offset(strategy, 42, by_this_topology=True) == 42
@@ -149,6 +172,7 @@ def options(**changes: object) -> SpoutOptions:
         "first_poll_offset_strategy": "UNCOMMITTED_EARLIEST",
         "offset_commit_period_ms": 30_000,
         "partition_refresh_period_ms": 2_000,
+        "max_uncommitted_offsets": 10_000_000,
         "retry": None,
         **changes,
     }
@@ -162,7 +186,7 @@ def test_options_in_storm_s_names_and_defaults() -> None:
     assert checked.consumer == {"auto.offset.reset": "earliest", "group.id": "readers", "fetch.min.bytes": 1000,
                                 "bootstrap.servers": "localhost:9092", "enable.auto.commit": False,
                                 "enable.auto.offset.store": False}
-    assert (checked.commit_period_secs, checked.refresh_period_secs) == (30.0, 2.0)
+    assert (checked.commit_period_secs, checked.refresh_period_secs, checked.max_uncommitted) == (30.0, 2.0, 10**7)
     assert checked.retry == RetryPolicy(delay_period_secs=0.005, max_retries=3)
     assert checked.first_poll is Strategy.UNCOMMITTED_EARLIEST
 
@@ -174,6 +198,7 @@ def test_options_in_storm_s_names_and_defaults() -> None:
     ({"first_poll_offset_strategy": "NEWEST"}, "first_poll_offset_strategy must be one of EARLIEST, LATEST"),
     ({"offset_commit_period_ms": 0}, "offset_commit_period_ms must be a positive number"),
     ({"retry": {"max_delay": 5}}, "unknown retry option 'max_delay'"),
+    ({"max_uncommitted_offsets": 0}, "max_uncommitted_offsets must be a positive integer"),
 ])  # fmt: skip
 def test_options_that_cannot_work_are_refused_in_one_line(changes: dict[str, object], told: str) -> None:
     with pytest.raises(KafkaConfigError) as raised:

@@ -167,6 +167,45 @@ def test_a_failed_tuple_is_retried_with_exponential_backoff(kafka_address: str) 
     assert sorted(key for key, _ in arrivals if key != 7) == [k for k in range(30) if k != 7]  # no other re-read
 
 
+class HoldUntilReleased(Bolt):
+    """Acks nothing until ``release`` is set, then everything held, on its next tick."""
+
+    auto_ack = False
+    component_conf = {"topology.tick.tuple.freq.secs": 0.05}
+
+    def __init__(self) -> None:
+        self.held: list[Tuple] = []
+        self.seen: list[tuple[str, str, tuple[Any, ...]]] = []
+        self.release = False
+
+    def execute(self, tup: Tuple) -> None:
+        if not tup.is_tick:
+            self.held.append(tup)
+            self.seen.append((tup.component, tup.stream, tup.values))
+        if self.release:
+            for held in self.held:
+                self.ack(held)
+            self.held = []
+        if tup.is_tick:
+            self.ack(tup)
+
+
+def test_a_partition_max_uncommitted_offsets_past_its_commit_is_paused_until_commits_catch_up(
+        kafka_address: str) -> None:
+    topic, group = new_topic(kafka_address), f"group-{uuid.uuid4().hex[:8]}"
+    produce(kafka_address, topic, range(60))
+    topology = kafka_topology("pauser", kafka_address, topic, group, sink=HoldUntilReleased,
+                              max_uncommitted_offsets=5)
+    with LocalTopology(topology, FAST) as local:
+        spouts = [local.component("kafka", i) for i in range(2)]
+        wait_until(lambda: sum(len(spout.paused) for spout in spouts) == PARTITIONS, 30, "every partition paused")
+        assert Counter(p for _, p, _, _, _ in seen(local)) == {p: 5 for p in range(PARTITIONS)}
+        local.component("sink").release = True
+        wait_until(lambda: len(seen(local)) >= 60, 60, "every record, as commits catch up")
+        wait_until(lambda: committed(kafka_address, group, topic) == ends(range(60)), 30, "commits at the end")
+    assert sorted(int(key) for _, _, _, key, _ in seen(local)) == list(range(60))
+
+
 def test_enable_auto_commit_is_refused_in_one_line() -> None:
     with pytest.raises(KafkaConfigError) as raised:
         KafkaSpout("localhost:9092", ["events"], {"group.id": "g", "enable.auto.commit": "true"})

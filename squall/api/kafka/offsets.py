@@ -9,7 +9,8 @@ read, so they hold nothing up. This is storm-kafka-client's "highest contiguous 
 A failed (or timed-out) offset waits for its retry, with exponential backoff (:class:`RetryPolicy`); the spout
 re-reads the partition from the lowest due offset (Storm seeks back too: the values are not kept in memory), and
 :meth:`PartitionOffsets.polled` tells which re-read records to emit again: those due for a retry, not those in
-flight, waiting or done.
+flight, waiting or done. A partition read ``max.uncommitted.offsets`` past its last commit is :meth:`full
+<PartitionOffsets.full>`: the spout reads nothing new from it until commits catch up (retries still go on).
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ class PartitionOffsets:
         self.fetched: int | None = start
         #: The offset after the last record read: below ``fetched`` while re-reading for a retry.
         self.position: int | None = start
+        #: Where reading started: what counts as uncommitted before the first commit.
+        self.start = start
         #: The last offset committed (None: nothing committed by this spout yet).
         self.committed = committed
         self.in_flight: set[int] = set()
@@ -66,6 +69,8 @@ class PartitionOffsets:
         """A record was read at ``offset``: True if it is to be emitted (new, or due for its retry); it is then
         in flight. False for a re-read record that is in flight, waiting or done."""
         self.position = offset + 1
+        if self.start is None:
+            self.start = offset
         if self.fetched is None or offset >= self.fetched:
             self.fetched = offset + 1
             self.in_flight.add(offset)
@@ -94,6 +99,16 @@ class PartitionOffsets:
         self.failures[offset] = failures
         self.waiting[offset] = now + self.policy.delay(failures)
         return True
+
+    def full(self, limit: int) -> bool:
+        """``limit`` offsets or more were read past the last commit (Storm's ``max.uncommitted.offsets``): read
+        nothing new until commits catch up."""
+        base = self.committed if self.committed is not None else self.start
+        return self.fetched is not None and base is not None and self.fetched - base >= limit
+
+    def due(self, now: float) -> bool:
+        """A retry is due at ``now``."""
+        return any(at <= now for at in self.waiting.values())
 
     def seek(self, now: float) -> int | None:
         """Where to re-read from for the retries due at ``now``, when that is behind the read position (the

@@ -57,6 +57,7 @@ class SpoutOptions:
     first_poll: FirstPollOffsetStrategy
     commit_period_secs: float
     refresh_period_secs: float
+    max_uncommitted: int
     retry: RetryPolicy
 
     @classmethod
@@ -68,6 +69,7 @@ class SpoutOptions:
         first_poll_offset_strategy: str,
         offset_commit_period_ms: int,
         partition_refresh_period_ms: int,
+        max_uncommitted_offsets: int,
         retry: Mapping[str, Any] | None,
     ) -> SpoutOptions:
         """The options of :class:`~squall.api.kafka.spout.KafkaSpout`'s arguments, or :class:`KafkaConfigError`."""
@@ -94,6 +96,10 @@ class SpoutOptions:
                             ("partition_refresh_period_ms", partition_refresh_period_ms)):  # fmt: skip
             if not isinstance(value, int | float) or value <= 0:
                 raise KafkaConfigError(f"{name} must be a positive number of milliseconds, got {value!r}")
+        if not isinstance(max_uncommitted_offsets, int) or max_uncommitted_offsets <= 0:
+            raise KafkaConfigError(
+                f"max_uncommitted_offsets must be a positive integer, got {max_uncommitted_offsets!r}"
+            )
         return cls(
             bootstrap_servers=bootstrap_servers,
             topics=names,
@@ -107,6 +113,7 @@ class SpoutOptions:
             first_poll=first_poll,
             commit_period_secs=offset_commit_period_ms / 1000,
             refresh_period_secs=partition_refresh_period_ms / 1000,
+            max_uncommitted=max_uncommitted_offsets,
             retry=retry_policy(retry or {}),
         )
 

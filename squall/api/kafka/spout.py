@@ -46,8 +46,10 @@ class KafkaSpout(Spout):
     ``bootstrap_servers`` and ``topics`` are Storm's ``KafkaSpoutConfig.builder(...)`` arguments; ``props`` any
     consumer property (``group.id`` is required; ``enable.auto.commit`` is refused); the keywords are Storm's
     setters: ``first_poll_offset_strategy`` (``UNCOMMITTED_EARLIEST``, ``EARLIEST``, ``LATEST``,
-    ``UNCOMMITTED_LATEST``), ``offset_commit_period_ms`` (30,000), ``partition_refresh_period_ms`` (2,000) and
-    ``retry`` (``initial_delay_ms`` 0, ``delay_period_ms`` 2, ``max_delay_ms`` 10,000, ``max_retries`` unlimited).
+    ``UNCOMMITTED_LATEST``), ``offset_commit_period_ms`` (30,000), ``partition_refresh_period_ms`` (2,000),
+    ``max_uncommitted_offsets`` (10,000,000 per partition: a partition read that far past its last commit is paused)
+    and ``retry`` (``initial_delay_ms`` 0, ``delay_period_ms`` 2, ``max_delay_ms`` 10,000, ``max_retries``
+    unlimited).
 
     Subclass it and override :meth:`translate` (and ``outputs``) to emit other values; a record it returns None
     for is skipped (and counts as done)::
@@ -75,13 +77,16 @@ class KafkaSpout(Spout):
         first_poll_offset_strategy: str = "UNCOMMITTED_EARLIEST",
         offset_commit_period_ms: int = 30_000,
         partition_refresh_period_ms: int = 2_000,
+        max_uncommitted_offsets: int = 10_000_000,
         retry: dict[str, Any] | None = None,
     ) -> None:
         self.options = SpoutOptions.of(
             bootstrap_servers, topics, props, first_poll_offset_strategy, offset_commit_period_ms,
-            partition_refresh_period_ms, retry,
+            partition_refresh_period_ms, max_uncommitted_offsets, retry,
         )  # fmt: skip
         self.partitions: dict[tuple[str, int], PartitionOffsets] = {}
+        #: Partitions paused because they are full (``max_uncommitted_offsets``).
+        self.paused: set[tuple[str, int]] = set()
 
     def translate(self, message: Message) -> Sequence[Any] | None:
         """The values of a record's tuple (Storm's ``RecordTranslator``), or None to skip the record."""
@@ -107,27 +112,30 @@ class KafkaSpout(Spout):
             self.commit_at = now + self.options.commit_period_secs
             self._commit(list(self.partitions))
         self._seek_retries(now)
+        self._resume(now)
+        limit = self.options.max_uncommitted
         rows: list[Sequence[Any]] = []
         ids: list[tuple[str, int, int]] = []
         for message in self.consumer.consume(max_rows, 0):
             if message.error():
                 self.log.warning("kafka consumer error", error=str(message.error()))
                 continue
-            # a record without an error has all three
-            topic, partition, offset = (
-                cast(str, message.topic()),
-                cast(int, message.partition()),
-                cast(int, message.offset()),
-            )
-            offsets = self.partitions.get((topic, partition))
-            if offsets is None or not offsets.polled(offset, now):
+            key = cast("tuple[str, int]", (message.topic(), message.partition()))  # a record has both, and an offset
+            offset = cast(int, message.offset())
+            offsets = self.partitions.get(key)
+            if offsets is None or key in self.paused:
+                continue
+            if offsets.fetched is not None and offset >= offsets.fetched and offsets.full(limit):
+                self._pause(key, offset)
+                continue
+            if not offsets.polled(offset, now):
                 continue
             values = self.translate(message)
             if values is None:
                 offsets.done(offset)
                 continue
             rows.append(values)
-            ids.append((topic, partition, offset))
+            ids.append((*key, offset))
         if rows:
             self.emit_many(rows, msg_ids=ids)
 
@@ -168,6 +176,9 @@ class KafkaSpout(Spout):
         added = [key for key in mine if key not in self.partitions]
         if revoked:
             self._commit(revoked)
+            if held := [self._partition(key) for key in revoked if key in self.paused]:
+                self.consumer.resume(held)  # a partition assigned again later starts unpaused
+                self.paused.difference_update(revoked)
             self.consumer.incremental_unassign([self._partition(key) for key in revoked])
             for key in revoked:
                 del self.partitions[key]
@@ -199,6 +210,27 @@ class KafkaSpout(Spout):
                     self.consumer.seek(self._partition(key, offset))
                 except KafkaException as exc:  # not fetching yet: the next record read moves past, and it is sought
                     self.log.warning("kafka seek failed", partition=key, offset=offset, error=str(exc))
+
+    def _pause(self, key: tuple[str, int], offset: int) -> None:
+        """Read nothing more of ``key`` (full) until :meth:`_resume`; the record at ``offset`` is read again then."""
+        from confluent_kafka import KafkaException
+
+        try:
+            self.consumer.pause([self._partition(key)])
+            self.consumer.seek(self._partition(key, offset))
+        except KafkaException as exc:  # left unpaused: the next record read of it tries again
+            self.log.warning("kafka pause failed", partition=key, error=str(exc))
+            return
+        self.partitions[key].position = offset
+        self.paused.add(key)
+
+    def _resume(self, now: float) -> None:
+        """Read again the paused partitions whose commits caught up, or that have a retry due."""
+        limit = self.options.max_uncommitted
+        ready = [key for key in self.paused if not self.partitions[key].full(limit) or self.partitions[key].due(now)]
+        if ready:
+            self.consumer.resume([self._partition(key) for key in ready])
+            self.paused.difference_update(ready)
 
     def _commit(self, keys: list[tuple[str, int]]) -> None:
         """Commit each partition's committable offset, synchronously (Storm's ``commitSync``), with the metadata
