@@ -12,6 +12,7 @@ from squall.api.kafka.options import (
     END,
     FirstPollOffsetStrategy as Strategy,
     KafkaConfigError,
+    ProcessingGuarantee,
     SpoutOptions,
     commit_metadata,
     committed_by,
@@ -124,6 +125,15 @@ def test_a_partition_read_max_uncommitted_offsets_past_its_commit_is_full_until_
     assert resumed.full(2) and not resumed.full(3)
 
 
+def test_a_batch_rewound_is_read_again_as_new() -> None:
+    offsets = PartitionOffsets(0, RetryPolicy(), committed=0)
+    for offset in read(offsets, 0, 1, 2):  # at most once: done as soon as read
+        offsets.done(offset)
+    offsets.rewind(0)  # its commit failed: not emitted
+    assert offsets.committable() is None
+    assert read(offsets, 0, 1, 2) == [0, 1, 2]
+
+
 def test_a_retry_is_due_once_its_backoff_passed() -> None:
     offsets = PartitionOffsets(0, RetryPolicy(initial_delay_secs=1.0))
     read(offsets, 0)
@@ -170,6 +180,7 @@ def options(**changes: object) -> SpoutOptions:
         "topics": ["events"],
         "props": {"group.id": "readers"},
         "first_poll_offset_strategy": "UNCOMMITTED_EARLIEST",
+        "processing_guarantee": "AT_LEAST_ONCE",
         "offset_commit_period_ms": 30_000,
         "partition_refresh_period_ms": 2_000,
         "max_uncommitted_offsets": 10_000_000,
@@ -189,6 +200,11 @@ def test_options_in_storm_s_names_and_defaults() -> None:
     assert (checked.commit_period_secs, checked.refresh_period_secs, checked.max_uncommitted) == (30.0, 2.0, 10**7)
     assert checked.retry == RetryPolicy(delay_period_secs=0.005, max_retries=3)
     assert checked.first_poll is Strategy.UNCOMMITTED_EARLIEST
+    assert checked.guarantee is ProcessingGuarantee.AT_LEAST_ONCE
+    for guarantee in ("AT_MOST_ONCE", "NO_GUARANTEE"):  # Storm's default reset without tracking: the end
+        assert options(processing_guarantee=guarantee).consumer["auto.offset.reset"] == "latest"
+    assert options(props={"group.id": "g", "auto.offset.reset": "earliest"},
+                   processing_guarantee="NO_GUARANTEE").consumer["auto.offset.reset"] == "earliest"
 
 
 @pytest.mark.parametrize(("changes", "told"), [
@@ -196,6 +212,7 @@ def test_options_in_storm_s_names_and_defaults() -> None:
     ({"props": {}}, "needs a consumer group for its commits: set props['group.id']"),
     ({"topics": []}, "topics must be a topic name or a list of them"),
     ({"first_poll_offset_strategy": "NEWEST"}, "first_poll_offset_strategy must be one of EARLIEST, LATEST"),
+    ({"processing_guarantee": "EXACTLY_ONCE"}, "processing_guarantee must be one of AT_LEAST_ONCE, AT_MOST_ONCE"),
     ({"offset_commit_period_ms": 0}, "offset_commit_period_ms must be a positive number"),
     ({"retry": {"max_delay": 5}}, "unknown retry option 'max_delay'"),
     ({"max_uncommitted_offsets": 0}, "max_uncommitted_offsets must be a positive integer"),

@@ -206,6 +206,22 @@ def test_a_partition_max_uncommitted_offsets_past_its_commit_is_paused_until_com
     assert sorted(int(key) for _, _, _, key, _ in seen(local)) == list(range(60))
 
 
+@pytest.mark.parametrize("guarantee", ["AT_MOST_ONCE", "NO_GUARANTEE"])
+def test_untracked_guarantees_emit_each_record_once_and_commit_without_acks(kafka_address: str,
+                                                                           guarantee: str) -> None:
+    topic, group = new_topic(kafka_address), f"group-{uuid.uuid4().hex[:8]}"
+    produce(kafka_address, topic, range(30))
+    topology = kafka_topology("untracked", kafka_address, topic, group, sink=FailTwice,
+                              processing_guarantee=guarantee, first_poll_offset_strategy="EARLIEST")
+    with LocalTopology(topology, FAST) as local:
+        sink = local.component("sink")
+        wait_until(lambda: len(sink.arrivals) >= 30, 30, "every record")
+        if guarantee == "AT_MOST_ONCE":  # committed before it was emitted
+            assert committed(kafka_address, group, topic) == ends(range(30))
+        wait_until(lambda: committed(kafka_address, group, topic) == ends(range(30)), 30, "commits at the end")
+    assert sorted(key for key, _ in sink.arrivals) == list(range(30))  # key 7 failed, and was not read again
+
+
 def test_enable_auto_commit_is_refused_in_one_line() -> None:
     with pytest.raises(KafkaConfigError) as raised:
         KafkaSpout("localhost:9092", ["events"], {"group.id": "g", "enable.auto.commit": "true"})

@@ -121,6 +121,10 @@ class PartitionOffsets:
         self.position = min(due)
         return self.position
 
+    def rewind(self, offset: int) -> None:
+        """Nothing from ``offset`` on was emitted after all (nothing is in flight): it is read again as new."""
+        self.fetched = self.position = offset
+
     def committable(self) -> int | None:
         """The offset to commit now (the next to read after a restart), if it is past the last commit."""
         if self.fetched is None:

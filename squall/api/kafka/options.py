@@ -21,6 +21,7 @@ __all__ = [
     "END",
     "FirstPollOffsetStrategy",
     "KafkaConfigError",
+    "ProcessingGuarantee",
     "SpoutOptions",
     "commit_metadata",
     "committed_by",
@@ -47,6 +48,24 @@ class FirstPollOffsetStrategy(str, Enum):
     UNCOMMITTED_LATEST = "UNCOMMITTED_LATEST"
 
 
+class ProcessingGuarantee(str, Enum):
+    """What the spout promises (Storm's ``ProcessingGuarantee``). ``AT_LEAST_ONCE``: every record is a reliable
+    tuple, its offset committed once it and those before it are acked, failures retried. ``AT_MOST_ONCE``: each
+    batch read is committed before it is emitted, untracked: a record is never emitted twice, and may be lost.
+    ``NO_GUARANTEE``: untracked, committed asynchronously every commit period: zero, one or more times."""
+
+    AT_LEAST_ONCE = "AT_LEAST_ONCE"
+    AT_MOST_ONCE = "AT_MOST_ONCE"
+    NO_GUARANTEE = "NO_GUARANTEE"
+
+
+def _choice(name: str, kind: type[Enum], value: Any) -> Any:
+    try:
+        return kind(value)
+    except ValueError:
+        raise KafkaConfigError(f"{name} must be one of {', '.join(m.value for m in kind)}, got {value!r}") from None
+
+
 @dataclass(frozen=True)
 class SpoutOptions:
     """The checked options (:func:`SpoutOptions.of`); times in seconds."""
@@ -55,6 +74,7 @@ class SpoutOptions:
     topics: tuple[str, ...]
     consumer: Mapping[str, Any]
     first_poll: FirstPollOffsetStrategy
+    guarantee: ProcessingGuarantee
     commit_period_secs: float
     refresh_period_secs: float
     max_uncommitted: int
@@ -67,6 +87,7 @@ class SpoutOptions:
         topics: str | Sequence[str],
         props: Mapping[str, Any] | None,
         first_poll_offset_strategy: str,
+        processing_guarantee: str,
         offset_commit_period_ms: int,
         partition_refresh_period_ms: int,
         max_uncommitted_offsets: int,
@@ -86,12 +107,8 @@ class SpoutOptions:
         names = (topics,) if isinstance(topics, str) else tuple(topics)
         if not names or not all(isinstance(name, str) and name for name in names):
             raise KafkaConfigError(f"topics must be a topic name or a list of them, got {topics!r}")
-        try:
-            first_poll = FirstPollOffsetStrategy(first_poll_offset_strategy)
-        except ValueError:
-            known = ", ".join(strategy.value for strategy in FirstPollOffsetStrategy)
-            raise KafkaConfigError(f"first_poll_offset_strategy must be one of {known}, got "
-                                   f"{first_poll_offset_strategy!r}") from None  # fmt: skip
+        first_poll = _choice("first_poll_offset_strategy", FirstPollOffsetStrategy, first_poll_offset_strategy)
+        guarantee = _choice("processing_guarantee", ProcessingGuarantee, processing_guarantee)
         for name, value in (("offset_commit_period_ms", offset_commit_period_ms),
                             ("partition_refresh_period_ms", partition_refresh_period_ms)):  # fmt: skip
             if not isinstance(value, int | float) or value <= 0:
@@ -104,13 +121,14 @@ class SpoutOptions:
             bootstrap_servers=bootstrap_servers,
             topics=names,
             consumer={
-                "auto.offset.reset": "earliest",
+                "auto.offset.reset": "earliest" if guarantee is ProcessingGuarantee.AT_LEAST_ONCE else "latest",
                 **props,
                 "bootstrap.servers": bootstrap_servers,
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
             },
             first_poll=first_poll,
+            guarantee=guarantee,
             commit_period_secs=offset_commit_period_ms / 1000,
             refresh_period_secs=partition_refresh_period_ms / 1000,
             max_uncommitted=max_uncommitted_offsets,

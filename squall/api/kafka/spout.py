@@ -10,7 +10,8 @@ whose message id is ``(topic, partition, offset)``. At least once: an offset is 
 every tuple before it in its partition is done (:mod:`squall.api.kafka.offsets`); commits go to the group
 ``props["group.id"]`` every ``offset_commit_period_ms``, when the spout is deactivated or closed, and when a
 partition moves to another task, each carrying which topology and task wrote it. A failed or timed-out tuple is
-read again and re-emitted after an exponential backoff (``retry``: Storm's defaults).
+read again and re-emitted after an exponential backoff (``retry``: Storm's defaults). ``AT_MOST_ONCE`` and
+``NO_GUARANTEE`` emit untracked tuples instead (:class:`~squall.api.kafka.options.ProcessingGuarantee`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from squall.api.component import Spout, TopologyContext
 from squall.api.kafka.offsets import PartitionOffsets
 from squall.api.kafka.options import (
     BEGINNING,
+    ProcessingGuarantee,
     SpoutOptions,
     commit_metadata,
     committed_by,
@@ -46,7 +48,8 @@ class KafkaSpout(Spout):
     ``bootstrap_servers`` and ``topics`` are Storm's ``KafkaSpoutConfig.builder(...)`` arguments; ``props`` any
     consumer property (``group.id`` is required; ``enable.auto.commit`` is refused); the keywords are Storm's
     setters: ``first_poll_offset_strategy`` (``UNCOMMITTED_EARLIEST``, ``EARLIEST``, ``LATEST``,
-    ``UNCOMMITTED_LATEST``), ``offset_commit_period_ms`` (30,000), ``partition_refresh_period_ms`` (2,000),
+    ``UNCOMMITTED_LATEST``), ``processing_guarantee`` (``AT_LEAST_ONCE``, ``AT_MOST_ONCE``, ``NO_GUARANTEE``),
+    ``offset_commit_period_ms`` (30,000), ``partition_refresh_period_ms`` (2,000),
     ``max_uncommitted_offsets`` (10,000,000 per partition: a partition read that far past its last commit is paused)
     and ``retry`` (``initial_delay_ms`` 0, ``delay_period_ms`` 2, ``max_delay_ms`` 10,000, ``max_retries``
     unlimited).
@@ -75,13 +78,14 @@ class KafkaSpout(Spout):
         props: dict[str, Any] | None = None,
         *,
         first_poll_offset_strategy: str = "UNCOMMITTED_EARLIEST",
+        processing_guarantee: str = "AT_LEAST_ONCE",
         offset_commit_period_ms: int = 30_000,
         partition_refresh_period_ms: int = 2_000,
         max_uncommitted_offsets: int = 10_000_000,
         retry: dict[str, Any] | None = None,
     ) -> None:
         self.options = SpoutOptions.of(
-            bootstrap_servers, topics, props, first_poll_offset_strategy, offset_commit_period_ms,
+            bootstrap_servers, topics, props, first_poll_offset_strategy, processing_guarantee, offset_commit_period_ms,
             partition_refresh_period_ms, max_uncommitted_offsets, retry,
         )  # fmt: skip
         self.partitions: dict[tuple[str, int], PartitionOffsets] = {}
@@ -113,9 +117,11 @@ class KafkaSpout(Spout):
             self._commit(list(self.partitions))
         self._seek_retries(now)
         self._resume(now)
-        limit = self.options.max_uncommitted
+        limit, guarantee = self.options.max_uncommitted, self.options.guarantee
+        tracked = guarantee is ProcessingGuarantee.AT_LEAST_ONCE
         rows: list[Sequence[Any]] = []
         ids: list[tuple[str, int, int]] = []
+        first: dict[tuple[str, int], int] = {}  # each partition's first offset read in this batch
         for message in self.consumer.consume(max_rows, 0):
             if message.error():
                 self.log.warning("kafka consumer error", error=str(message.error()))
@@ -130,14 +136,25 @@ class KafkaSpout(Spout):
                 continue
             if not offsets.polled(offset, now):
                 continue
+            if not tracked:
+                offsets.done(offset)
+                first.setdefault(key, offset)
             values = self.translate(message)
             if values is None:
                 offsets.done(offset)
                 continue
             rows.append(values)
             ids.append((*key, offset))
-        if rows:
-            self.emit_many(rows, msg_ids=ids)
+        if tracked:
+            if rows:
+                self.emit_many(rows, msg_ids=ids)
+        elif guarantee is ProcessingGuarantee.NO_GUARANTEE or self._commit(list(first)):
+            if rows:
+                self.emit_many(rows)
+        else:  # at most once, and the commit failed: emit nothing, read the batch again later
+            for key, offset in first.items():
+                self.partitions[key].rewind(offset)
+                self._seek(key, offset)
 
     def ack(self, msg_id: tuple[str, int, int]) -> None:
         topic, partition, offset = msg_id
@@ -202,14 +219,17 @@ class KafkaSpout(Spout):
 
     def _seek_retries(self, now: float) -> None:
         """Read partitions again from their retries that are due."""
-        from confluent_kafka import KafkaException
-
         for key, offsets in self.partitions.items():
             if offsets.waiting and (offset := offsets.seek(now)) is not None:
-                try:
-                    self.consumer.seek(self._partition(key, offset))
-                except KafkaException as exc:  # not fetching yet: the next record read moves past, and it is sought
-                    self.log.warning("kafka seek failed", partition=key, offset=offset, error=str(exc))
+                self._seek(key, offset)
+
+    def _seek(self, key: tuple[str, int], offset: int) -> None:
+        from confluent_kafka import KafkaException
+
+        try:
+            self.consumer.seek(self._partition(key, offset))
+        except KafkaException as exc:  # not fetching yet: the next record read moves past, and it is sought
+            self.log.warning("kafka seek failed", partition=key, offset=offset, error=str(exc))
 
     def _pause(self, key: tuple[str, int], offset: int) -> None:
         """Read nothing more of ``key`` (full) until :meth:`_resume`; the record at ``offset`` is read again then."""
@@ -232,24 +252,31 @@ class KafkaSpout(Spout):
             self.consumer.resume([self._partition(key) for key in ready])
             self.paused.difference_update(ready)
 
-    def _commit(self, keys: list[tuple[str, int]]) -> None:
-        """Commit each partition's committable offset, synchronously (Storm's ``commitSync``), with the metadata
-        naming this topology and task."""
+    def _commit(self, keys: list[tuple[str, int]]) -> bool:
+        """Commit each partition's committable offset with the metadata naming this topology and task:
+        synchronously (Storm's ``commitSync``), but for ``NO_GUARANTEE``. False if the commit failed."""
         from confluent_kafka import KafkaException
 
         due = {key: offset for key in keys if (offset := self.partitions[key].committable()) is not None}
         if not due:
-            return
+            return True
+        offsets = [self._partition(key, offset, self.metadata) for key, offset in due.items()]
         try:
-            self.consumer.commit(
-                offsets=[self._partition(key, offset, self.metadata) for key, offset in due.items()],
-                asynchronous=False,
-            )
+            if self.options.guarantee is ProcessingGuarantee.NO_GUARANTEE:
+                self.consumer.commit(offsets=offsets, asynchronous=True)
+                failed = []
+            else:
+                failed = [tp for tp in self.consumer.commit(offsets=offsets, asynchronous=False) if tp.error]
         except KafkaException as exc:  # the broker is away: the next period commits as far again
             self.log.warning("kafka commit failed", error=str(exc))
-            return
+            return False
+        errors = {(tp.topic, tp.partition): str(tp.error) for tp in failed}
+        if errors:
+            self.log.warning("kafka commit failed", errors=errors)
         for key, offset in due.items():
-            self.partitions[key].commit(offset)
+            if key not in errors:
+                self.partitions[key].commit(offset)
+        return not errors
 
     @staticmethod
     def _partition(key: tuple[str, int], offset: int | None = None, metadata: str | None = None) -> Any:
