@@ -183,14 +183,16 @@ class KafkaSpout(Spout):
 
         try:
             topics = self.consumer.list_topics(timeout=BROKER_TIMEOUT_SECS).topics
-        except KafkaException as exc:
-            self.log.warning("kafka metadata not available", error=str(exc))
+            found = [(name, partition) for name in self.options.topics if name in topics
+                     for partition in topics[name].partitions]  # fmt: skip
+            mine = round_robin(found, self.context.task_index, len(self.context.tasks))
+            added = [key for key in mine if key not in self.partitions]
+            partitions = [self._partition(key) for key in added]
+            commits = self.consumer.committed(partitions, timeout=BROKER_TIMEOUT_SECS) if added else []
+        except KafkaException as exc:  # the broker is away: the next refresh tries again
+            self.log.warning("kafka partitions not refreshed", error=str(exc))
             return
-        found = [(name, partition) for name in self.options.topics if name in topics
-                 for partition in topics[name].partitions]  # fmt: skip
-        mine = round_robin(found, self.context.task_index, len(self.context.tasks))
         revoked = [key for key in self.partitions if key not in mine]
-        added = [key for key in mine if key not in self.partitions]
         if revoked:
             self._commit(revoked)
             if held := [self._partition(key) for key in revoked if key in self.paused]:
@@ -200,14 +202,15 @@ class KafkaSpout(Spout):
             for key in revoked:
                 del self.partitions[key]
         if added:
-            self.consumer.incremental_assign([self._start(key) for key in added])
+            self.consumer.incremental_assign([self._start(key, found) for key, found in zip(added, commits)])
+        if added or revoked:
             self.log.info("kafka partitions assigned", added=added, revoked=revoked)
 
-    def _start(self, key: tuple[str, int]) -> Any:
-        """Where ``key``'s reading starts, with its offsets' state made, as the consumer's TopicPartition."""
+    def _start(self, key: tuple[str, int], found: Any) -> Any:
+        """Where ``key``'s reading starts, given the group's commit (``found``), with its offsets' state made, as
+        the consumer's TopicPartition."""
         from confluent_kafka import OFFSET_BEGINNING, OFFSET_END
 
-        (found,) = self.consumer.committed([self._partition(key)], timeout=BROKER_TIMEOUT_SECS)
         committed = found.offset if found.offset >= 0 else None
         by_this_topology = committed_by(found.metadata) == self.context.topology_id
         start = start_offset(self.options.first_poll, committed, by_this_topology)
