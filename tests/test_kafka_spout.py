@@ -1,6 +1,7 @@
 """The Kafka spout against a real broker (the session's, tests/conftest.py): every record reaches the topology,
 commits follow the acks to the end of each partition, a restarted topology resumes from its commits, the
-first-poll strategies, retries with backoff."""
+first-poll strategies, retries with backoff, pausing at max_uncommitted_offsets, the untracked guarantees; the
+rule about a commit this topology wrote, on librdkafka's mock cluster."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from squall.api.component import Bolt
 from squall.api.dsl import Topology
@@ -24,12 +27,8 @@ from squall.dev.local import LocalTopology
 from support import wait_until
 from topologies import Recorder
 
-confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-
 PARTITIONS = 3
-FAST = {"topology.message.timeout.secs": 30}
+FAST = {"topology.message.timeout.secs": 30}  # no tree times out while a loaded machine runs the test
 
 
 def new_topic(address: str) -> str:
