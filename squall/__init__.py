@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what __getattr__ below loads on first use, spelled out for type checkers and IDEs
     from squall.api.component import Bolt as Bolt, Spout as Spout, TopologyContext as TopologyContext
     from squall.api.dsl import Topology as Topology, TopologyError as TopologyError
+    from squall.api.kafka.spout import KafkaSpout as KafkaSpout
     from squall.api.spark import SparkBolt as SparkBolt
     from squall.api.submitter import submit_topology as submit_topology
     from squall.api.testing import run_bolt as run_bolt, run_spout as run_spout
@@ -63,6 +64,7 @@ _HOMES = {
     "run_bolt": "squall.api.testing",
     "run_spout": "squall.api.testing",
     "SparkBolt": "squall.api.spark",
+    "KafkaSpout": "squall.api.kafka.spout",
     "submit_topology": "squall.api.submitter",
     "build_package": "squall.core.package",
     "load_config": "squall.core.config.loading",
