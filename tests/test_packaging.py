@@ -70,7 +70,7 @@ def loaded_modules(code: str) -> set[str]:
 
 
 def test_importing_the_api_loads_no_optional_stack() -> None:
-    loaded = loaded_modules("import squall; from squall import Spout, Bolt, Topology, LocalTopology, SparkBolt")
+    loaded = loaded_modules("import squall; from squall import Spout, Bolt, Topology, LocalTopology, SparkBolt, KafkaSpout")
     assert "squall" in loaded and "worker" in loaded  # local mode runs the worker runtime
     assert sorted(loaded & set(OPTIONAL)) == []
 
@@ -108,7 +108,7 @@ def test_the_pyproject_extras_install_what_squall_core_extras_names() -> None:
         listed = " ".join(project["optional-dependencies"][extra]).replace("-", "_")
         assert [module for module in modules if module in required] == [], f"{extra}'s stack is not a main dependency"
         assert [module for module in modules if module not in listed] == [], f"squall[{extra}] installs them"
-    assert "squall[spark,ui]" in project["optional-dependencies"]["test"], "the tests need every stack"
+    assert "squall[spark,ui,kafka]" in project["optional-dependencies"]["test"], "the tests need every stack"
 
 
 # ------------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import pytest
 
 from squall.api.component import Bolt
 from squall.api.dsl import Topology, TopologyError
+from squall.api.windowing import WindowedBolt
 from squall.core.system_ids import ACKER, CHECKPOINT_SPOUT, CHECKPOINT_STREAM, TOPOLOGY_MASTER
 from squall.core.thrift import storm
 from squall.dev.local import LocalTopology, compile_topology
@@ -117,6 +118,9 @@ def test_only_a_stateful_bolt_is_marked_stateful() -> None:
     numbers = t.spout("numbers", Numbers, args=[10])
     with pytest.raises(TopologyError, match="Forward is not a StatefulBolt, so its conf cannot set squall.stateful"):
         t.bolt("forward", Forward, conf={"squall.stateful": True}).shuffle(numbers)
+    both = type("WindowedCount", (StatefulCount, WindowedBolt), {"execute": StatefulCount.execute})
+    with pytest.raises(TopologyError, match="is both a StatefulBolt and a WindowedBolt"):
+        t.bolt("both", both).shuffle(numbers)
     topology, _ = stateful_count("wc", 10).build()
     assert json.loads(topology.bolts["count"].common.json_conf)["squall.stateful"] is True
     assert issubclass(StatefulCount, Bolt)

@@ -27,16 +27,26 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from squall.api.classcheck import is_grouping_class
 from squall.api.component import Bolt, Component, Outputs, Spout, Stream, parse_outputs
 from squall.api.stateful import StatefulBolt
+from squall.api.windowing import (
+    Count,
+    Duration,
+    WindowedBolt,
+    WindowError,
+    with_late_stream,
+    with_tumbling_window,
+    with_window,
+)
 from squall.core.config.validation import ConfigError, validate_conf
 from squall.core.extras import require
 from squall.core.names import id_problem
 from squall.core.system_ids import DEFAULT_STREAM, RESERVED_PREFIX, STATEFUL_KEY
+from squall.core.windowconf import LATE_TUPLE_STREAM, WINDOW_KEYS, window_of
 
 __all__ = ["BoltRef", "ComponentRef", "SpoutRef", "Topology", "TopologyError"]
 
@@ -82,6 +92,7 @@ class _Declared:
     streams: Mapping[str, Stream]
     parallelism: int
     conf: Mapping[str, Any]
+    windowed: bool = False  # a WindowedBolt: needs a window, may take one
 
 
 @dataclass(frozen=True)
@@ -170,6 +181,25 @@ class BoltRef(ComponentRef):
         _check_args(label, grouper, args, {})
         return self._subscribe(source, stream, _storm().Grouping(custom_serialized=spec.encode()))
 
+    def with_window(
+        self, length: Count | Duration, slide: Count | Duration | None = None, **event_time: Any
+    ) -> BoltRef:
+        """Set a windowed bolt's window: the keys :meth:`WindowedBolt.with_window` writes (``timestamp_field``,
+        ``lag``, ``watermark_interval``, ``late_stream`` too), over the class's::
+
+        t.bolt("avg", Average).shuffle(readings).with_window(Duration.seconds(10), Duration.seconds(1))
+        """
+        self.topology._set_window(self.id, with_window(length, slide, **event_time))
+        return self
+
+    def with_tumbling_window(self, length: Count | Duration, **event_time: Any) -> BoltRef:
+        """Set a windowed bolt's window to tumble: slide = length (:meth:`WindowedBolt.with_tumbling_window`)::
+
+        t.bolt("per-minute", Totals).fields(sales, "shop").with_tumbling_window(Duration.minutes(1))
+        """
+        self.topology._set_window(self.id, with_tumbling_window(length, **event_time))
+        return self
+
     def _subscribe(self, source: ComponentRef, stream: str, grouping: storm.Grouping) -> BoltRef:
         self.topology._subscribe(self.id, source, stream, grouping)
         return self
@@ -255,6 +285,11 @@ class Topology:
 
         A :class:`~squall.api.stateful.StatefulBolt` is marked stateful in its conf (``squall.stateful``), which
         gives the topology its checkpoint spout."""
+        if isinstance(cls, type) and issubclass(cls, StatefulBolt) and issubclass(cls, WindowedBolt):
+            raise TopologyError(
+                f"bolt {id!r}: {cls.__qualname__} is both a StatefulBolt and a WindowedBolt; Squall does not run "
+                "stateful windowed bolts (Storm's IStatefulWindowedBolt): keep the window and the state in two bolts"
+            )
         obj = _python(f"bolt {id!r}", cls, Bolt, args, kwargs or {})
         component_conf = {**cls.component_conf, **(conf or {})}
         stateful = issubclass(cls, StatefulBolt)
@@ -269,6 +304,7 @@ class Topology:
             cls.outputs if outputs is None else outputs,
             parallelism,
             {**component_conf, STATEFUL_KEY: True} if stateful else component_conf,
+            windowed=issubclass(cls, WindowedBolt),
         )
         return BoltRef(self, id)
 
@@ -312,6 +348,12 @@ class Topology:
             raise TopologyError(
                 f"bolt {idle[0]!r} subscribes to nothing: give it an input with a grouping method, e.g. .shuffle(spout)"
             )
+        unset = sorted(cid for cid, d in self._components.items() if d.windowed and window_of(d.conf) is None)
+        if unset:
+            raise TopologyError(
+                f"windowed bolt {unset[0]!r} has no window: give it one with .with_window(...) or "
+                ".with_tumbling_window(...), or on its class (component_conf = WindowedBolt.with_window(...))"
+            )
         for key, kind in (("topology.spout.parallelism", "spout"), ("topology.bolt.parallelism", "bolt")):
             unknown = sorted(set(self._conf.get(key) or {}) - {c for c, k in kinds.items() if k == kind})
             if unknown:
@@ -335,6 +377,8 @@ class Topology:
         outputs: Outputs,
         parallelism: int,
         conf: Mapping[str, Any] | None,
+        *,
+        windowed: bool = False,
     ) -> None:
         label = f"{kind} {cid!r}"
         _check_id(f"{kind} id {cid!r}", cid)
@@ -352,9 +396,21 @@ class Topology:
         for stream in streams:
             _check_id(f"stream id {stream!r} of {label}", stream)
         component_conf = _check_conf(f"{label} conf", conf or {})
-        self._components[cid] = _Declared(kind, obj, streams, parallelism, component_conf)
+        if kind == "bolt":
+            streams = _with_late_stream(label, streams, component_conf)
+        self._components[cid] = _Declared(kind, obj, streams, parallelism, component_conf, windowed)
         if kind == "bolt":
             self._inputs[cid] = []
+
+    def _set_window(self, cid: str, window: Mapping[str, Any]) -> None:
+        """A bolt's window keys replaced by ``window``'s (a window is set whole), its late stream declared."""
+        declared = self._components[cid]
+        if not declared.windowed:
+            raise TopologyError(f"bolt {cid!r} is not a WindowedBolt: only windowed bolts take a window")
+        conf = {k: v for k, v in declared.conf.items() if k not in WINDOW_KEYS}
+        conf = _check_conf(f"bolt {cid!r} conf", {**conf, **window})
+        streams = _with_late_stream(f"bolt {cid!r}", declared.streams, conf)
+        self._components[cid] = replace(declared, conf=conf, streams=streams)
 
     def _subscribe(self, cid: str, source: ComponentRef, stream: str, grouping: storm.Grouping) -> None:
         label = f"bolt {cid!r}"
@@ -506,6 +562,16 @@ def _check_conf(what: str, conf: Mapping[str, Any]) -> dict[str, Any]:
     except ConfigError as exc:
         raise TopologyError("; ".join(exc.problems)) from None
     return detached
+
+
+def _with_late_stream(label: str, streams: Mapping[str, Stream], conf: Mapping[str, Any]) -> Mapping[str, Stream]:
+    late = conf.get(LATE_TUPLE_STREAM)
+    if late is not None:
+        _check_id(f"late tuple stream id {late!r} of {label}", late)
+    try:
+        return with_late_stream(streams, conf)
+    except WindowError as exc:
+        raise TopologyError(f"{label}: {exc}") from None
 
 
 def _check_id(what: str, ident: str) -> None:

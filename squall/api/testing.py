@@ -29,6 +29,7 @@ from squall.api.state.keyvalue import KeyValueState
 from squall.api.state.memory import MemoryStore
 from squall.api.stateful import StatefulBolt
 from squall.api.tuple import Fields, Tuple, TupleBatch
+from squall.api.windowing import WindowedBolt, wall_ms, with_late_stream
 from squall.core.system_ids import DEFAULT_STREAM
 
 __all__ = ["BoltRun", "Emit", "Recorder", "SpoutRun", "make_context", "make_tuple", "run_bolt", "run_spout"]
@@ -191,8 +192,15 @@ class BoltRun(Recorder):
     assert run.bolt.counts["cat"] == 2      # the bolt object itself
     """
 
-    def __init__(self, bolt: Bolt, fields: Sequence[str], component: str, stream: str) -> None:
-        super().__init__(type(bolt).streams)
+    def __init__(
+        self,
+        bolt: Bolt,
+        fields: Sequence[str],
+        component: str,
+        stream: str,
+        streams: Mapping[str, Stream] | None = None,
+    ) -> None:
+        super().__init__(type(bolt).streams if streams is None else streams)
         self.bolt = bolt
         self.inputs: list[Tuple] = []
         self._fields, self._component, self._stream = fields, component, stream
@@ -258,14 +266,21 @@ def run_bolt(
     Plain value sequences become tuples with ``fields`` from ``component``/``stream`` and ids 1, 2, ...
     The default context's conf is ``cls.component_conf`` with ``conf`` over it, as a worker gives it (a given
     ``context`` brings its own). ``cleanup`` is not called (Storm does not promise it); call
-    ``run.bolt.cleanup()`` to test it. A :class:`~squall.api.stateful.StatefulBolt` gets ``init_state`` with an
-    empty in-memory state after ``prepare``, as its first checkpoint gives it; read it as ``run.bolt.state``.
+    ``run.bolt.cleanup()`` to test it.
+
+    A :class:`~squall.api.windowing.WindowedBolt` gets its window as in a worker (its late-tuple stream declared,
+    its window opened on the wall clock): count windows are evaluated as inputs arrive, and
+    ``run.bolt.advance()`` runs the timers that are due (duration slides, watermarks). A
+    :class:`~squall.api.stateful.StatefulBolt` gets ``init_state`` with an empty in-memory state after ``prepare``,
+    as its first checkpoint gives it; read it as ``run.bolt.state``.
     """
     bolt = _build(cls, args, kwargs)
-    run = BoltRun(bolt, fields, component, stream)
     context = context or make_context(cls.__name__, conf={**cls.component_conf, **(conf or {})})
+    run = BoltRun(bolt, fields, component, stream, with_late_stream(cls.streams, context.conf))
     attach(bolt, run, context)
     bolt.prepare(context.conf, context)
+    if isinstance(bolt, WindowedBolt):  # as the worker opens it; its timers run on run.bolt.advance()
+        bolt.open_window([f"{component}:{stream}"], wall_ms)
     if isinstance(bolt, StatefulBolt):
         bolt.init_state(KeyValueState(f"{context.component_id}-{context.task_id}", MemoryStore()))
     if cls.execute_batch is not Bolt.execute_batch:

@@ -1,11 +1,12 @@
 """The optional stacks of the ``squall`` package, and the one line naming the extra to install when one is missing.
 
-``pip install squall`` gives the API, the core, the daemons (nimbus, supervisor, worker) and local mode. Two
+``pip install squall`` gives the API, the core, the daemons (nimbus, supervisor, worker) and local mode. Three
 stacks are extras, installed only where they run:
 
 * ``squall[spark]``: Spark bolts and ``storm spark-connect`` (pyspark with Spark Connect, pyarrow, pandas:
   several hundred MB, and a JVM to run them);
-* ``squall[ui]``: ``storm ui`` and ``storm logviewer`` (starlette, uvicorn, jinja2, prometheus_client).
+* ``squall[ui]``: ``storm ui`` and ``storm logviewer`` (starlette, uvicorn, jinja2, prometheus_client);
+* ``squall[kafka]``: the Kafka spout (confluent-kafka, librdkafka's client).
 
 Only the stacks' own modules import them at module level (``ui``, ``logviewer`` and :mod:`squall.core.httpd`,
 the web stack's adapter); Spark is imported inside the functions that run a Spark job. Whatever starts
@@ -26,6 +27,7 @@ __all__ = ["EXTRAS", "MissingExtra", "extra_for", "missing_modules", "require"]
 EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "spark": ("Spark", ("pyspark", "pyarrow", "pandas")),
     "ui": ("the web stack", ("starlette", "uvicorn", "jinja2", "prometheus_client")),
+    "kafka": ("the Kafka client", ("confluent_kafka",)),
 }
 
 

@@ -38,6 +38,7 @@ from squall.core.system_ids import (
     TOPOLOGY_MASTER,
 )
 from squall.core.thrift import storm
+from squall.core.windowconf import window_of, window_problem
 from squall.core.zk.records import ComponentType, TaskInfo, TopologyTasks
 
 __all__ = [
@@ -126,6 +127,7 @@ def validate_topology(name: str, topology: storm.StormTopology, conf: Mapping[st
     _check_groupings(topology)
     _check_conf(topology, conf)
     _check_stateful(topology, conf)
+    _check_windows(topology, conf)
 
 
 def _members(topology: storm.StormTopology) -> list[tuple[str, str, Any]]:
@@ -330,6 +332,17 @@ def stateful_bolts(topology: storm.StormTopology) -> list[str]:
 def _conf(conf: Mapping[str, Any], key: str) -> Any:
     """``conf[key]``, or the key's default when the conf leaves it out."""
     return conf[key] if key in conf else KEY_BY_NAME[key].default
+
+
+def _check_windows(topology: storm.StormTopology, conf: Mapping[str, Any]) -> None:
+    """Each windowed bolt's window fits its message timeout and spout pending cap (Storm's rule, which Storm
+    checks only when the bolt starts): its component conf over the topology's, as the bolt sees it."""
+    for cid in sorted(topology.bolts):
+        component_conf = json.loads(topology.bolts[cid].common.json_conf or "{}")
+        effective = {**conf, **component_conf}
+        window = window_of(effective)
+        if window is not None and (problem := window_problem(window, effective)):
+            raise _invalid(f"bolt {quote(cid)}: {problem}")
 
 
 def _check_conf_types(conf: Mapping[str, Any], source: str) -> None:

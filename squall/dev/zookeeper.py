@@ -43,6 +43,20 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
+def stop_child(process: subprocess.Popen[bytes], grace: float) -> bool:
+    """SIGTERM a child we started, SIGKILL it after ``grace`` seconds; False if it had already exited. By its pid,
+    never by name."""
+    if process.poll() is not None:
+        return False
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    return True
+
+
 def four_letter(host: str, port: int, command: str, timeout: float = 1.0) -> str:
     """Send a ZooKeeper four-letter command (``ruok``, ``srvr``…) and return the reply."""
     with socket.create_connection((host, port), timeout=timeout) as s:
@@ -143,15 +157,8 @@ class LocalZooKeeper:
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM our pid, SIGKILL after ``grace`` seconds; never matches processes by name."""
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(grace)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.info("zookeeper stopped", address=self.connect_string, pid=process.pid)
+        if process is not None and stop_child(process, grace):
+            log.info("zookeeper stopped", address=self.connect_string, pid=process.pid)
 
     def __enter__(self) -> LocalZooKeeper:
         return self.start()

@@ -1,6 +1,6 @@
 """The bolt executor: the bolt over its receive queue a few batches a round, in its delivery forms
 (``execute_batch`` per batch; ``execute`` per row, counted, auto-acked in bulk or per tuple), acks and fails to the
-ackers, anchored emits, tick tuples, and process latency sampled at next to no cost.
+ackers, anchored emits, tick tuples and window timers, and process latency sampled at next to no cost.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import structlog
 from squall.api.component import Bolt, deliver, deliver_each
 from squall.api.stateful import StatefulBolt
 from squall.api.tuple import Piece, Tuple, TupleBatch, tick_tuple
+from squall.api.windowing import WindowedBolt, wall_ms
 from squall.core.system_ids import SYSTEM_COMPONENT, TICK_STREAM
 from worker.executor.base import Executor
 from worker.executor.routing import ANCHORS, PLAIN, ROOTS, new_edges, random_bits
@@ -33,7 +34,8 @@ TICK_INPUT = f"{SYSTEM_COMPONENT}:{TICK_STREAM}"
 class BoltExecutor(Executor):
     """Runs the bolt over its receive queue, a few batches per round: ``execute_batch`` once per batch when
     the bolt defines one, else ``execute`` per tuple in one loop (:func:`squall.api.component.deliver_each`);
-    sends tick tuples when ``topology.tick.tuple.freq.secs`` is set for the component.
+    sends tick tuples when ``topology.tick.tuple.freq.secs`` is set for the component, or runs a windowed bolt's
+    window timers (:class:`squall.api.windowing.WindowedBolt`) instead.
 
     Process latency (Storm's: from the start of an input's execute to its ack, sampled at
     ``topology.stats.sample.rate``) costs the hot path next to nothing: every n-th batch is sampled, a local
@@ -64,6 +66,8 @@ class BoltExecutor(Executor):
         self._timed: dict[int, tuple[Tuple, float]] = {}
         self._sample_every = sample_period(self.spec.conf["topology.stats.sample.rate"])
         self._batches_to_sample = 1
+        #: A windowed bolt's timers (its slide or its watermark): when the next is due, on the step's clock.
+        self._next_window = float("inf")
 
     def refresh(self, layout: TopologyLayout, placement: Placement) -> None:
         """Routes as every executor; ticks, when the bolt has them, are an input stream of their own (Storm
@@ -83,7 +87,10 @@ class BoltExecutor(Executor):
         if type(self.bolt).execute_batch is not Bolt.execute_batch:
             self._execute_batch = self.bolt.execute_batch
         self.bolt.prepare(context.conf, context)
-        if self._tick_every:
+        if isinstance(self.bolt, WindowedBolt):  # its window's timers replace ticks
+            self.bolt.open_window([key for key in self._inputs if key != TICK_INPUT], wall_ms)
+            self._advance_window(time.monotonic())
+        elif self._tick_every:
             self._next_tick = time.monotonic() + self._tick_every
 
     # -- Collector -------------------------------------------------------------------------------
@@ -295,6 +302,8 @@ class BoltExecutor(Executor):
             started = time.perf_counter()
             self._execute(bolt, tick_tuple(self._tick_every))  # type: ignore[arg-type]
             self._count_executed(TICK_INPUT, 1, time.perf_counter() - started)  # Storm's: an input of its own
+        if now >= self._next_window:
+            self._advance_window(now)
         clock, execute_batch = time.perf_counter, self._execute_batch
         to_sample = self._batches_to_sample  # a local: the batches not sampled cost a decrement each
         batches = self.inbox.take_some(self.BATCHES_PER_ROUND)
@@ -322,8 +331,13 @@ class BoltExecutor(Executor):
         self._batches_to_sample = to_sample
         self._acks.flush(self._outbox)  # the step's acks: one message per acker and kind for all its roots
         if len(batches) < self.BATCHES_PER_ROUND:  # the inbox is empty: wait for input or the next timer
-            return max(0.0, min(self._next_beat, self._next_tick) - now)
+            return max(0.0, min(self._next_beat, self._next_tick, self._next_window) - now)
         return 0.0
+
+    def _advance_window(self, now: float) -> None:
+        """A windowed bolt's due timers, and when (on the step's monotonic clock) its next one is."""
+        due = self.bolt.advance()  # type: ignore[attr-defined]  # only windowed bolts get here
+        self._next_window = float("inf") if due is None else now + max(0, due - wall_ms()) / 1000
 
     def _count_executed(self, key: str | None, rows: int, elapsed: float) -> None:
         """``rows`` inputs executed in ``elapsed`` seconds, also under their input ``key`` (``component:stream``)
