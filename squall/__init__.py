@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # what __getattr__ below loads on first use, spelled out for 
     from squall.api.dsl import Topology as Topology, TopologyError as TopologyError
     from squall.api.kafka.spout import KafkaSpout as KafkaSpout
     from squall.api.spark import SparkBolt as SparkBolt
+    from squall.api.state.keyvalue import KeyValueState as KeyValueState
+    from squall.api.stateful import StatefulBolt as StatefulBolt
     from squall.api.submitter import submit_topology as submit_topology
     from squall.api.testing import run_bolt as run_bolt, run_spout as run_spout
     from squall.api.tuple import Fields as Fields, Tuple as Tuple, TupleBatch as TupleBatch, tick_tuple as tick_tuple
@@ -65,6 +67,8 @@ _HOMES = {
     "run_spout": "squall.api.testing",
     "SparkBolt": "squall.api.spark",
     "KafkaSpout": "squall.api.kafka.spout",
+    "StatefulBolt": "squall.api.stateful",
+    "KeyValueState": "squall.api.state.keyvalue",
     "submit_topology": "squall.api.submitter",
     "build_package": "squall.core.package",
     "load_config": "squall.core.config.loading",

@@ -187,6 +187,17 @@ def test_the_guide_s_parity_module_runs_as_written(tmp_path: Path, monkeypatch: 
     assert done.returncode == 0, done.stderr
 
 
+def test_the_state_page_s_word_count_counts_on_across_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state page's Python blocks as a module: importing it runs its run_bolt check; its own check then runs
+    the topology twice over one storm.local.dir, the second run counting on from the first's SQLite files."""
+    (tmp_path / "statepage.py").write_text(python_code("docs/guide/state.md"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        importlib.import_module("statepage").counts_on_across_runs()
+    finally:
+        sys.modules.pop("statepage", None)
+
+
 def test_the_import_paths_the_readme_once_taught_still_work() -> None:
     """Each old path is the module at its new home (one module object), and importing it adds no module of its own."""
     code = ("import importlib, squall.api.dsl, squall.api.tuple, squall.core.config, squall.dev.local\n"

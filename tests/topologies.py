@@ -17,6 +17,7 @@ from typing import Any
 from squall.api.component import Bolt, Spout, Stream
 from squall.api.dsl import Topology
 from squall.api.spark import SparkBolt
+from squall.api.stateful import StatefulBolt
 from squall.api.tuple import Tuple, TupleBatch
 
 #: Gates a test opens to let held tuples through (in-process only), by name.
@@ -630,3 +631,74 @@ class RowByRow(Bolt):
                 self.twice.discard(n)
                 self.ack(tup)
             self.acked.append(n)
+
+
+class StatefulCount(StatefulBolt):
+    """Counts each key in its state and emits ``(key, count)``, anchored; keeps the hooks it saw as ``hooks``
+    (``(name, txid)``). Once it counted something, its first task's first ``fail_prepares`` pre_prepare calls
+    raise, so those checkpoints roll back."""
+
+    outputs = ["key", "count"]
+
+    def __init__(self, fail_prepares: int = 0) -> None:
+        self.fail_prepares = fail_prepares
+        self.hooks: list[tuple[str, int | None]] = []
+        self.executed = 0
+
+    def init_state(self, state: Any) -> None:
+        super().init_state(state)
+        self.hooks.append(("init_state", None))
+
+    def execute(self, tup: Tuple) -> None:
+        self.executed += 1
+        count = self.state.get(tup["key"], 0) + 1
+        self.state.put(tup["key"], count)
+        self.emit([tup["key"], count])
+
+    def pre_prepare(self, txid: int) -> None:
+        self.hooks.append(("pre_prepare", txid))
+        if self.fail_prepares and self.executed and self.context.task_index == 0:
+            self.fail_prepares -= 1
+            raise RuntimeError(f"pre_prepare of txid {txid} failed on purpose")
+
+    def pre_commit(self, txid: int) -> None:
+        self.hooks.append(("pre_commit", txid))
+
+    def pre_rollback(self) -> None:
+        self.hooks.append(("pre_rollback", None))
+
+
+class StatefulBatchCount(StatefulCount):
+    """A StatefulCount taking its inputs a batch at a time (``execute_batch``, auto-acked when it returns)."""
+
+    def execute_batch(self, batch: TupleBatch) -> None:
+        rows = []
+        for key, _ in batch.values:
+            self.executed += 1
+            count = self.state.get(key, 0) + 1
+            self.state.put(key, count)
+            rows.append((key, count))
+        self.emit_each(rows, inputs=batch)
+
+
+class UnanchoredCount(StatefulCount):
+    """A StatefulCount that acks by hand and emits unanchored: what a stateful bolt may not do."""
+
+    auto_ack = False
+
+    def execute(self, tup: Tuple) -> None:
+        self.emit([tup["key"], 1])
+        self.ack(tup)
+
+
+def stateful_count(name: str, count: int, *, keys: int = 10, counters: int = 2, fail_prepares: int = 0,
+                   batches: bool = False, record_dir: str | None = None,
+                   conf: dict[str, Any] | None = None) -> Topology:
+    """``numbers`` (reliable Numbers, ``count`` over ``keys`` keys) → ``count`` (StatefulCount, or StatefulBatchCount
+    with ``batches``; fields grouping on the key, ``counters`` tasks): a stateful word count whose every key ends at
+    ``count // keys``."""
+    t = Topology(name, conf or {})
+    numbers = t.spout("numbers", Numbers, args=[count, keys], kwargs={"record_dir": record_dir})
+    counter = StatefulBatchCount if batches else StatefulCount
+    t.bolt("count", counter, args=[fail_prepares], parallelism=counters).fields(numbers, "key")
+    return t

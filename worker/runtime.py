@@ -21,12 +21,13 @@ import structlog
 
 from squall.api.classcheck import Kind, resolve
 from squall.api.tuple import TupleBatch
-from squall.core.system_ids import ACKER, TOPOLOGY_MASTER
+from squall.core.system_ids import ACKER, CHECKPOINT_SPOUT, CHECKPOINT_STREAM, TOPOLOGY_MASTER
 from squall.core.zk.records import ComponentType
 from worker.acker import Acker
 from worker.executor.base import Executor, ExecutorEnv
 from worker.executor.bolt import BoltExecutor
 from worker.executor.spout import SpoutExecutor
+from worker.executor.stateful import StatefulBoltExecutor
 from worker.layout import Address, Origins, Placement, Refused, TopologyLayout
 from worker.multilang.bolt import ShellBoltExecutor
 from worker.multilang.spout import ShellSpoutExecutor
@@ -249,7 +250,10 @@ class WorkerRuntime:
         spec = self.layout.components[component]
         if spec.obj.shell is not None:
             return ShellSpoutExecutor if spec.kind is ComponentType.SPOUT else ShellBoltExecutor
-        return SpoutExecutor if spec.kind is ComponentType.SPOUT else BoltExecutor
+        if spec.kind is ComponentType.SPOUT:
+            return SpoutExecutor
+        checkpointed = self.layout.subscribers.get((CHECKPOINT_SPOUT, CHECKPOINT_STREAM), ())
+        return StatefulBoltExecutor if any(s.component == component for s in checkpointed) else BoltExecutor
 
     def _add_tasks(self, tasks: Iterable[int]) -> list[TaskThread]:
         started = []

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from squall.api.classcheck import is_grouping_class
 from squall.api.component import Bolt, Component, Outputs, Spout, Stream, parse_outputs
+from squall.api.stateful import StatefulBolt
 from squall.api.windowing import (
     Count,
     Duration,
@@ -44,7 +45,7 @@ from squall.api.windowing import (
 from squall.core.config.validation import ConfigError, validate_conf
 from squall.core.extras import require
 from squall.core.names import id_problem
-from squall.core.system_ids import DEFAULT_STREAM, RESERVED_PREFIX
+from squall.core.system_ids import DEFAULT_STREAM, RESERVED_PREFIX, STATEFUL_KEY
 from squall.core.windowconf import LATE_TUPLE_STREAM, WINDOW_KEYS, window_of
 
 __all__ = ["BoltRef", "ComponentRef", "SpoutRef", "Topology", "TopologyError"]
@@ -281,15 +282,28 @@ class Topology:
         tasks; ``conf`` adds to (and wins over) ``cls.component_conf``. Subscribe it with the returned ref::
 
             t.bolt("count", Count, parallelism=4, conf={"topology.tick.tuple.freq.secs": 5}).fields(split, "word")
-        """
+
+        A :class:`~squall.api.stateful.StatefulBolt` is marked stateful in its conf (``squall.stateful``), which
+        gives the topology its checkpoint spout."""
+        if isinstance(cls, type) and issubclass(cls, StatefulBolt) and issubclass(cls, WindowedBolt):
+            raise TopologyError(
+                f"bolt {id!r}: {cls.__qualname__} is both a StatefulBolt and a WindowedBolt; Squall does not run "
+                "stateful windowed bolts (Storm's IStatefulWindowedBolt): keep the window and the state in two bolts"
+            )
         obj = _python(f"bolt {id!r}", cls, Bolt, args, kwargs or {})
+        component_conf = {**cls.component_conf, **(conf or {})}
+        stateful = issubclass(cls, StatefulBolt)
+        if component_conf.get(STATEFUL_KEY) and not stateful:
+            raise TopologyError(
+                f"bolt {id!r}: {cls.__qualname__} is not a StatefulBolt, so its conf cannot set {STATEFUL_KEY}"
+            )
         self._declare(
             id,
             "bolt",
             obj,
             cls.outputs if outputs is None else outputs,
             parallelism,
-            {**cls.component_conf, **(conf or {})},
+            {**component_conf, STATEFUL_KEY: True} if stateful else component_conf,
             windowed=issubclass(cls, WindowedBolt),
         )
         return BoltRef(self, id)

@@ -25,6 +25,9 @@ from typing import Any, TypeVar
 import msgpack
 
 from squall.api.component import Bolt, Component, Spout, Stream, TopologyContext, attach, deliver, emit_problem
+from squall.api.state.keyvalue import KeyValueState
+from squall.api.state.memory import MemoryStore
+from squall.api.stateful import StatefulBolt
 from squall.api.tuple import Fields, Tuple, TupleBatch
 from squall.api.windowing import WindowedBolt, wall_ms, with_late_stream
 from squall.core.system_ids import DEFAULT_STREAM
@@ -267,7 +270,9 @@ def run_bolt(
 
     A :class:`~squall.api.windowing.WindowedBolt` gets its window as in a worker (its late-tuple stream declared,
     its window opened on the wall clock): count windows are evaluated as inputs arrive, and
-    ``run.bolt.advance()`` runs the timers that are due (duration slides, watermarks).
+    ``run.bolt.advance()`` runs the timers that are due (duration slides, watermarks). A
+    :class:`~squall.api.stateful.StatefulBolt` gets ``init_state`` with an empty in-memory state after ``prepare``,
+    as its first checkpoint gives it; read it as ``run.bolt.state``.
     """
     bolt = _build(cls, args, kwargs)
     context = context or make_context(cls.__name__, conf={**cls.component_conf, **(conf or {})})
@@ -276,6 +281,8 @@ def run_bolt(
     bolt.prepare(context.conf, context)
     if isinstance(bolt, WindowedBolt):  # as the worker opens it; its timers run on run.bolt.advance()
         bolt.open_window([f"{component}:{stream}"], wall_ms)
+    if isinstance(bolt, StatefulBolt):
+        bolt.init_state(KeyValueState(f"{context.component_id}-{context.task_id}", MemoryStore()))
     if cls.execute_batch is not Bolt.execute_batch:
         return run.execute_batch(inputs)
     return run.execute(inputs)

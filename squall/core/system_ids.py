@@ -2,7 +2,8 @@
 
 Ids starting with :data:`RESERVED_PREFIX` are the system's; a user's component or stream may not use it
 (:mod:`squall.core.names` checks). The values are Storm's where Storm has the same thing, so Storm tools
-reading a topology see the names they know.
+reading a topology see the names they know: Storm's checkpoint ids start with ``$``, a character no user id
+may contain.
 """
 
 from __future__ import annotations
@@ -35,3 +36,12 @@ TICK_STREAM = "__tick"
 
 #: The pseudo-stream of the heartbeat tuples a shell bolt's subprocess answers (Storm's multilang ``__heartbeat``).
 SHELL_HEARTBEAT_STREAM = "__heartbeat"
+
+#: The checkpoint spout a topology with stateful bolts gets (Storm's CheckpointSpout ids), and its stream: each
+#: tuple is one step of the checkpoint protocol, ``(txid, action)``, sent to every task of every stateful bolt.
+CHECKPOINT_SPOUT = "$checkpointspout"
+CHECKPOINT_STREAM = "$checkpoint"
+CHECKPOINT_FIELDS = ("txid", "action")
+#: The component-conf key that makes a bolt stateful (the DSL sets it for a StatefulBolt): what tells
+#: :func:`squall.core.topology.system_topology` to add the checkpoint spout and subscribe the bolt to it.
+STATEFUL_KEY = "squall.stateful"

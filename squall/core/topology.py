@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from squall.core.config.keys import KEY_BY_NAME
 from squall.core.config.validation import ConfigError, validate_conf
 from squall.core.names import MAX_ID_LENGTH, id_problem, quote
 from squall.core.system_ids import (
@@ -28,8 +29,12 @@ from squall.core.system_ids import (
     ACK_INIT_STREAM,
     ACK_RESET_TIMEOUT_STREAM,
     ACKER,
+    CHECKPOINT_FIELDS,
+    CHECKPOINT_SPOUT,
+    CHECKPOINT_STREAM,
     MASTER_HEARTBEAT_STREAM,
     RESERVED_PREFIX,
+    STATEFUL_KEY,
     TOPOLOGY_MASTER,
 )
 from squall.core.thrift import storm
@@ -42,6 +47,7 @@ __all__ = [
     "make_tasks",
     "rescale_tasks",
     "name_of",
+    "stateful_bolts",
     "normalize",
     "system_topology",
     "topology_id",
@@ -60,7 +66,10 @@ _HEARTBEAT_FIELDS = ["task-id", "uptime-secs", "stats"]
 
 _ACKER_CLASS = ("worker.acker", "Acker")
 _TOPOLOGY_MASTER_CLASS = ("worker.topology_master", "TopologyMaster")  # executors built in, by component id
+_CHECKPOINT_SPOUT_CLASS = ("worker.checkpointspout", "CheckpointSpout")  # a spout class, run as any spout
 _SYSTEM_BOLTS = (ACKER, TOPOLOGY_MASTER)  # task-id order after the user bolts
+#: Storm's floor of topology.state.checkpoint.interval.ms (CheckpointSpout).
+MIN_CHECKPOINT_INTERVAL_MS = 100
 
 # (kind used in messages, StormTopology field, implementation field of its specs)
 _KINDS = (
@@ -117,6 +126,7 @@ def validate_topology(name: str, topology: storm.StormTopology, conf: Mapping[st
         _check_component(kind, cid, spec)
     _check_groupings(topology)
     _check_conf(topology, conf)
+    _check_stateful(topology, conf)
     _check_windows(topology, conf)
 
 
@@ -279,6 +289,51 @@ def _check_conf(topology: storm.StormTopology, conf: Mapping[str, Any]) -> None:
             raise _invalid(f"{key} gives {quote(low[0])} {overrides[low[0]]}: parallelism must be >= 1")
 
 
+def _check_stateful(topology: storm.StormTopology, conf: Mapping[str, Any]) -> None:
+    """A stateful bolt acks its inputs once their state commits, and the checkpoint spout learns that every
+    stateful task took a step from the acker: so it needs a Python bolt, ackers, and a checkpoint interval
+    shorter than the message timeout (else every held input times out and replays)."""
+    stateful = stateful_bolts(topology)
+    if not stateful:
+        return
+    for cid in stateful:
+        if topology.bolts[cid].bolt_object.python_object is None:
+            raise _invalid(f"bolt {quote(cid)} is stateful but not a Python bolt: only a StatefulBolt can keep state")
+    first = quote(stateful[0])
+    if _ackers(conf) == 0:
+        raise _invalid(
+            f"bolt {first} is stateful, and topology.acker.executors is 0: checkpoints and the acks a stateful "
+            "bolt holds until its state commits need ackers; set it to 1 or more (or leave it unset)"
+        )
+    interval = max(MIN_CHECKPOINT_INTERVAL_MS, _conf(conf, "topology.state.checkpoint.interval.ms"))
+    timeout_secs = _conf(conf, "topology.message.timeout.secs")
+    if _conf(conf, "topology.enable.message.timeouts") and interval >= timeout_secs * 1000:
+        raise _invalid(
+            f"bolt {first} is stateful, and topology.state.checkpoint.interval.ms ({interval}) is not below "
+            f"topology.message.timeout.secs ({timeout_secs} s): inputs held until their state commits would time "
+            "out and replay; shorten the interval or lengthen the timeout"
+        )
+    provider_conf = conf.get("topology.state.provider.config")
+    if isinstance(provider_conf, str) and not isinstance(
+        _json_value("topology.state.provider.config", provider_conf), dict
+    ):
+        raise _invalid("topology.state.provider.config must be a JSON object (a map of the provider's settings)")
+
+
+def stateful_bolts(topology: storm.StormTopology) -> list[str]:
+    """The ids of the bolts whose component conf marks them stateful (``squall.stateful``), sorted."""
+    return [
+        cid
+        for cid in sorted(topology.bolts)
+        if json.loads(topology.bolts[cid].common.json_conf or "{}").get(STATEFUL_KEY)
+    ]
+
+
+def _conf(conf: Mapping[str, Any], key: str) -> Any:
+    """``conf[key]``, or the key's default when the conf leaves it out."""
+    return conf[key] if key in conf else KEY_BY_NAME[key].default
+
+
 def _check_windows(topology: storm.StormTopology, conf: Mapping[str, Any]) -> None:
     """Each windowed bolt's window fits its message timeout and spout pending cap (Storm's rule, which Storm
     checks only when the bolt starts): its component conf over the topology's, as the bolt sees it."""
@@ -333,14 +388,27 @@ def normalize(
 
 
 def system_topology(normalized: storm.StormTopology, conf: Mapping[str, Any]) -> storm.StormTopology:
-    """The normalized topology plus ``__acker`` and ``__topology_master`` and the streams they use.
+    """The normalized topology plus ``__acker`` and ``__topology_master`` and the streams they use; with
+    stateful bolts also ``$checkpointspout``, whose ``$checkpoint`` stream every stateful bolt subscribes to
+    (all grouping).
 
     With ``topology.acker.executors`` = 0 there is no acker and no ack streams. Every component,
     system ones included, emits ``__master_task_heartbeat`` to the topology master (all grouping),
     because every task's liveness is judged from its heartbeats.
+
+    Storm routes ``$checkpoint`` through every bolt of a stateful topology, each forwarding it once it came
+    from all its inputs; here it goes from the spout straight to the stateful bolts. Storm does not align
+    inputs on it either, so the guarantee is the same (at least once), and the other bolts never see it.
     """
     system = copy.deepcopy(normalized)
     ackers = _ackers(conf)
+    stateful = stateful_bolts(system)
+    if stateful:
+        system.spouts[CHECKPOINT_SPOUT] = _checkpoint_spout()
+        for cid in stateful:
+            system.bolts[cid].common.inputs[storm.GlobalStreamId(CHECKPOINT_SPOUT, CHECKPOINT_STREAM)] = storm.Grouping(
+                all=storm.NullStruct()
+            )
     spouts, bolts = sorted(system.spouts), sorted(system.bolts)
     for cid in spouts:
         streams = system.spouts[cid].common.streams
@@ -376,12 +444,24 @@ def system_topology(normalized: storm.StormTopology, conf: Mapping[str, Any]) ->
 
 def _system_bolt(cls: tuple[str, str], inputs: dict[Any, Any], streams: dict[str, Any], tasks: int) -> storm.Bolt:
     streams = {**streams, MASTER_HEARTBEAT_STREAM: _stream(_HEARTBEAT_FIELDS)}
-    common = storm.ComponentCommon(
+    return storm.Bolt(bolt_object=_system_object(cls), common=_system_common(inputs, streams, tasks))
+
+
+def _checkpoint_spout() -> storm.SpoutSpec:
+    """``$checkpointspout``: one task; the heartbeat and ack streams are added as to every spout."""
+    streams = {CHECKPOINT_STREAM: _stream(list(CHECKPOINT_FIELDS))}
+    return storm.SpoutSpec(spout_object=_system_object(_CHECKPOINT_SPOUT_CLASS), common=_system_common({}, streams, 1))
+
+
+def _system_common(inputs: dict[Any, Any], streams: dict[str, Any], tasks: int) -> storm.ComponentCommon:
+    return storm.ComponentCommon(
         inputs=inputs, streams=streams, parallelism_hint=tasks, json_conf=json.dumps({"topology.tasks": tasks})
     )
+
+
+def _system_object(cls: tuple[str, str]) -> storm.ComponentObject:
     module, class_name = cls
-    obj = storm.ComponentObject(python_object=storm.PythonComponent(module_name=module, class_name=class_name))
-    return storm.Bolt(bolt_object=obj, common=common)
+    return storm.ComponentObject(python_object=storm.PythonComponent(module_name=module, class_name=class_name))
 
 
 def _stream(fields: list[str], direct: bool = False) -> storm.StreamInfo:
@@ -395,6 +475,8 @@ def _stream(fields: list[str], direct: bool = False) -> storm.StreamInfo:
 
 def make_tasks(system: storm.StormTopology) -> TopologyTasks:
     """Contiguous task ids from 1: spouts, user bolts (each sorted by id), ``__acker``, ``__topology_master``.
+    ``$checkpointspout`` sorts first (as in Storm), so its task is 1 whatever the parallelism of the others, and
+    the namespace of its state (``$checkpointspout-1``) stays the same when a topology is submitted again.
 
     Sorted rather than in dict order so the same topology gets the same ids whatever order the
     client built its maps in; a block of ``parallelism_hint`` ids per component.

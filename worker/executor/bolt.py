@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 
 from squall.api.component import Bolt, deliver, deliver_each
+from squall.api.stateful import StatefulBolt
 from squall.api.tuple import Piece, Tuple, TupleBatch, tick_tuple
 from squall.api.windowing import WindowedBolt, wall_ms
 from squall.core.system_ids import SYSTEM_COMPONENT, TICK_STREAM
@@ -48,6 +49,8 @@ class BoltExecutor(Executor):
     #: Most inputs timed to their ack at once: none is sampled while this many wait (a bolt that never acks
     #: some inputs cannot grow it).
     MAX_TIMED = 64
+    #: The class the component must be an instance of.
+    BOLT_CLASS: type[Bolt] = Bolt  # type: ignore[type-abstract]  # isinstance against the base
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -75,7 +78,12 @@ class BoltExecutor(Executor):
             self._keyed_inputs = True
 
     def start(self) -> None:
-        self.bolt, context = self._attach_user(Bolt)  # type: ignore[type-abstract]  # isinstance against the base
+        self.bolt, context = self._attach_user(self.BOLT_CLASS)
+        if isinstance(self.bolt, StatefulBolt) and self.BOLT_CLASS is Bolt:
+            raise TypeError(
+                f"bolt {self.component!r} is a StatefulBolt, but its component is not marked stateful "
+                "(squall.stateful): declare it with Topology.bolt, which marks it"
+            )
         if type(self.bolt).execute_batch is not Bolt.execute_batch:
             self._execute_batch = self.bolt.execute_batch
         self.bolt.prepare(context.conf, context)
@@ -433,13 +441,7 @@ class BoltExecutor(Executor):
             self._settle_columns(batch, batch.ids, batch.roots, failed)
             return
         if batch.tracked and self._n_ackers:
-            settle = self.fail if failed else self.ack
-            for i in range(len(batch)):
-                tup = views.get(i)
-                if tup is None:
-                    settle(batch[i])
-                elif id(tup) not in settled:
-                    settle(tup)
+            self._settle_each(batch, views, failed)
             return
         # Untracked rows: settling them only counts them.
         rest = (len(batch.rows) if batch.__class__ is TupleBatch else len(batch)) - sum(
@@ -452,6 +454,16 @@ class BoltExecutor(Executor):
             stats.acked += rest
         if self._keyed_inputs:
             (stats.failed_by if failed else stats.acked_by)[f"{batch.component}:{batch.stream}"] += rest
+
+    def _settle_each(self, batch: TupleBatch, views: dict[int, Tuple], failed: bool) -> None:
+        """:meth:`ack` (or :meth:`fail`) of each row of ``batch`` the bolt did not settle, a call per row."""
+        settle, settled = self.fail if failed else self.ack, self._settled
+        for i in range(len(batch)):
+            tup = views.get(i)
+            if tup is None:
+                settle(batch[i])
+            elif id(tup) not in settled:
+                settle(tup)
 
     def _settle_piece(self, batch: TupleBatch, piece: Piece, views: dict[int, Tuple], failed: bool) -> None:
         """Ack or fail the rows of a piece batch the bolt did not settle, in O(1) plus its views: one ack (the

@@ -420,6 +420,24 @@ KEYS: tuple[Key, ...] = (
         doc="Receive-queue fill ratio that releases throttled senders (JStorm yaml 0.2)."),
     Key("topology.stats.sample.rate", default=0.05, origin="storm", **_FRACTION,
         doc="Fraction of tuples sampled for per-task statistics."),
+    # State and checkpointing ----------------------------------------------------------------------------
+    Key("topology.state.provider", "str", "memory", origin="storm",
+        choices=("memory", "sqlite", "org.apache.storm.state.InMemoryKeyValueStateProvider"),
+        doc="Where stateful bolts keep their state (and the checkpoint spout its transaction): 'memory' (Storm's "
+            "default, also spelled org.apache.storm.state.InMemoryKeyValueStateProvider; lost when a worker "
+            "restarts, for tests) or 'sqlite' (a file per task under <storm.local.dir>/state/<topology name> on the "
+            "worker's host: survives a worker restart on that host, not a move to another host)."),
+    Key("topology.state.provider.config", "map|json", None, origin="storm", nullable=True,
+        doc="The provider's settings, a map or (as Storm writes it) a JSON string of one: for 'sqlite', "
+            "{\"directory\": path} puts the task files there instead (shared by the supervisors of one host, say); "
+            "'memory' takes none."),
+    Key("topology.state.checkpoint.interval.ms", "int", 1000, origin="storm", minimum=1,
+        doc="How often the checkpoint spout starts a checkpoint (prepare, then commit, of every stateful bolt's "
+            "state); below 100 counts as 100 (Storm's floor). It must stay below topology.message.timeout.secs: a "
+            "stateful bolt acks its inputs once their state is committed."),
+    Key("squall.stateful", "bool", False, origin="squall",
+        doc="Component conf, set by the DSL for a StatefulBolt: the bolt gets the $checkpoint stream and its "
+            "state; a topology with one gets the $checkpointspout."),
     # Spark -------------------------------------------------------------------------------------------
     Key("spark.master", "str", None, origin="spark", nullable=True,
         doc="Spark master for workers hosting Spark bolts; null means local[N] inside the worker, N = this "

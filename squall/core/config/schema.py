@@ -50,6 +50,8 @@ TYPES: Mapping[str, tuple[str, Any]] = MappingProxyType(
             "map of str to int",
             lambda v: isinstance(v, Mapping) and all(isinstance(k, str) and _is_int(x) for k, x in v.items()),
         ),
+        # Storm writes some maps as a JSON string (topology.state.provider.config); Python callers pass the map.
+        "map|json": ("map, or a JSON object as a string", lambda v: isinstance(v, (Mapping, str))),
     }
 )
 """The value kinds a key can declare."""
