@@ -35,8 +35,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 #: The documentation a test runs: every Python and shell block of these pages (a directory: its pages) is executed
 #: by tests/test_docs.py (Python) or tests/test_readme.py (shell), unless the page gives it to another test with
-#: ``<!-- run by tests/test_x.py -->`` on the line before it (a block that needs that test's cluster or server)
-#: or marks it ``<!-- not run: WHY -->``.
+#: ``<!-- run by tests/test_x.py -->`` on the line before it (a block that needs that test's cluster or server).
+#: README.md may mark a block ``<!-- not run: WHY -->``; Getting started and the Guide may not.
 RUN_DOCS = ("README.md", "docs/getting-started", "docs/guide")
 #: The pages whose shell lines, in this order, are tests/test_readme.py's session against a dev cluster.
 SESSION_PAGES = ("docs/getting-started/install.md", "docs/getting-started/dev-cluster.md")

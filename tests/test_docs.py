@@ -1,7 +1,8 @@
 """The API teaches itself: ``help()``/``pydoc`` work on every public name a topology author touches, every
 public class and method says what it is for, and every class shows a short example. The documentation's Python
 runs as written: every block of the README, Getting started and the Guide (tests/test_readme.py runs their shell
-lines, and a block needing another test's cluster or server is run by that test), unless its page says why not."""
+lines, and a block needing another test's cluster or server is run by that test), and only the README may say why
+one is not run."""
 
 from __future__ import annotations
 
@@ -114,13 +115,15 @@ def test_help_shows_each_public_class_with_its_docstrings_and_an_example(name: s
 
 # ------------------------------------------------------------------------------------------------
 # The documentation's code: every Python block of the README, Getting started and the Guide runs here, every shell
-# block in tests/test_readme.py's session, unless its page gives it to another test (run by) or marks it not run
-# and says why
+# block in tests/test_readme.py's session, unless its page gives it to another test (run by) or, in the README
+# only, marks it not run and says why
 # ------------------------------------------------------------------------------------------------
 
 #: The Guide's pages whose Python blocks are, in this order, the module ``parity.py`` they describe.
 PARITY_PAGES = ("docs/guide/reliability.md", "docs/guide/groupings.md", "docs/guide/testing.md", "docs/guide/batches.md")
 RUN_LANGS = ("python", "sh")
+#: The pages every code block of which a test runs: none may be marked not run.
+ALL_RUN = ("docs/getting-started/", "docs/guide/")
 
 
 def doc_blocks() -> list[CodeBlock]:
@@ -128,8 +131,8 @@ def doc_blocks() -> list[CodeBlock]:
 
 
 def test_every_python_and_shell_block_of_the_runnable_docs_is_run_or_says_why_not() -> None:
-    """A block is run by a test below, by tests/test_readme.py or by the test its page gives it to, or its page
-    says why not: a new block is run by default, and one a test would miss fails here. A shell line of
+    """A block is run by a test below, by tests/test_readme.py or by the test its page gives it to, or, in the README
+    only, its page says why not: a new block is run by default, and one a test would miss fails here. A shell line of
     another page (the README's, say) runs in the session as the same line. A fence without a language could hide
     code, so none has one."""
     blocks = doc_blocks()
@@ -137,6 +140,10 @@ def test_every_python_and_shell_block_of_the_runnable_docs_is_run_or_says_why_no
     assert [b.page for b in blocks if not b.lang] == [], "every fence names its language (python, sh, yaml, json...)"
     assert [b.page for b in blocks if not b.run_by_default and b.lang not in RUN_LANGS] == [], \
         "only code is marked"
+    assert [b.page for b in blocks if b.not_run is not None and b.page.startswith(ALL_RUN)] == [], (
+        "every block of Getting started and the Guide runs: give it to the test that has what it needs with "
+        "<!-- run by tests/test_x.py --> instead of marking it not run"
+    )
     session = {line for page in SESSION_PAGES for line in shell_lines(REPO / page)}
     elsewhere = {line: page for page in run_doc_pages() if str(page.relative_to(REPO)) not in SESSION_PAGES
                  for line in shell_lines(page)}
