@@ -6,6 +6,7 @@ them when the test fails)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from squall.core.zk import paths
 from squall.core.zk.records import Assignment, StormBase
 from squall.dev.cluster import DevCluster
 from squall.dev.zookeeper import free_port
-from support import chroot_conf, wait_until
+from support import chroot_conf, storm_on_path, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -72,6 +73,16 @@ class ProcessCluster(DevCluster):
         """What a ``storm`` client needs to reach this cluster: nimbus by seed, ZooKeeper by root."""
         return {"nimbus.seeds": [f"127.0.0.1:{self.nimbus_ports['nimbus']}"], "squall.log.format": "json",
                 **{k: self.conf[k] for k in ("storm.zookeeper.servers", "storm.zookeeper.port", "storm.zookeeper.root")}}
+
+    def user_shell(self, home: Path) -> dict[str, str]:
+        """The environment of a user's shell for this cluster, for documented lines run with ``bash -c``: this
+        checkout's ``storm`` on PATH, then the virtualenv's commands (``pip``, ``sparse``: it is activated), and
+        the cluster in ``$STORM_CONF_DIR/storm.yaml`` (made under ``home``)."""
+        env = storm_on_path(home / "bin")
+        env["PATH"] = f"{home / 'bin'}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+        (home / "conf").mkdir(exist_ok=True)
+        (home / "conf" / "storm.yaml").write_text(json.dumps(self.client_conf()))  # JSON is YAML
+        return {**env, "STORM_CONF_DIR": str(home / "conf")}
 
     def cli(self, *argv: str, conf: dict[str, Any] | None = None) -> int:
         """``storm ARGV`` against this cluster, in this process (``conf``: what to set beside the client conf)."""

@@ -34,7 +34,9 @@ T = TypeVar("T")
 REPO = Path(__file__).resolve().parent.parent
 
 #: The documentation a test runs: every Python and shell block of these pages (a directory: its pages) is executed
-#: by tests/test_docs.py (Python) or tests/test_readme.py (shell), unless the page marks it ``<!-- not run: WHY -->``.
+#: by tests/test_docs.py (Python) or tests/test_readme.py (shell), unless the page gives it to another test with
+#: ``<!-- run by tests/test_x.py -->`` on the line before it (a block that needs that test's cluster or server).
+#: README.md may mark a block ``<!-- not run: WHY -->``; Getting started and the Guide may not.
 RUN_DOCS = ("README.md", "docs/getting-started", "docs/guide")
 #: The pages whose shell lines, in this order, are tests/test_readme.py's session against a dev cluster.
 SESSION_PAGES = ("docs/getting-started/install.md", "docs/getting-started/dev-cluster.md")
@@ -42,16 +44,24 @@ SESSION_PAGES = ("docs/getting-started/install.md", "docs/getting-started/dev-cl
 
 @dataclass(frozen=True)
 class CodeBlock:
-    """A fenced code block of a Markdown page: its language (``python``, ``sh``...), its code, and why it is not run
-    when the line before it says so (``<!-- not run: WHY -->``)."""
+    """A fenced code block of a Markdown page: its language (``python``, ``sh``...), its code, why it is not run
+    when the line before it says so (``<!-- not run: WHY -->``), and the test file that runs it when that line
+    names one (``<!-- run by tests/test_x.py -->``) instead of tests/test_docs.py or tests/test_readme.py."""
 
     page: str
     lang: str
     code: str
     not_run: str | None
+    run_by: str | None = None
+
+    @property
+    def run_by_default(self) -> bool:
+        """Whether tests/test_docs.py (Python) or tests/test_readme.py's session (shell) runs it."""
+        return self.not_run is None and self.run_by is None
 
 
-_FENCE = re.compile(r"(?:^<!-- not run: (?P<why>.+?) -->\n)?^```(?P<lang>[\w-]*)\n(?P<code>.*?)^```$", re.M | re.S)
+_FENCE = re.compile(r"(?:^<!-- (?:not run: (?P<why>.+?)|run by (?P<by>\S+)) -->\n)?"
+                    r"^```(?P<lang>[\w-]*)\n(?P<code>.*?)^```$", re.M | re.S)
 
 
 def run_doc_pages() -> list[Path]:
@@ -66,20 +76,28 @@ def run_doc_pages() -> list[Path]:
 def code_blocks(page: Path) -> list[CodeBlock]:
     """The page's fenced code blocks, in order."""
     name = str(page.relative_to(REPO))
-    return [CodeBlock(name, m["lang"], m["code"], m["why"]) for m in _FENCE.finditer(page.read_text())]
+    return [CodeBlock(name, m["lang"], m["code"], m["why"], m["by"]) for m in _FENCE.finditer(page.read_text())]
+
+
+def blocks_run_by(test_file: str, page: str) -> list[CodeBlock]:
+    """The blocks of ``page`` (relative to the checkout) that it gives to ``test_file`` (``__file__`` of the test)."""
+    test = str(Path(test_file).resolve().relative_to(REPO))
+    blocks = [block for block in code_blocks(REPO / page) if block.run_by == test]
+    assert blocks, f"{page} gives no block to {test} (<!-- run by {test} -->)"
+    return blocks
+
+
+def command_lines(code: str) -> list[str]:
+    """The command lines of a shell block: comment-only lines dropped, a trailing ``  # comment`` stripped (no
+    documented command has a ``#`` of its own)."""
+    lines = [re.sub(r"\s+#.*$", "", line).strip() for line in code.splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
 
 
 def shell_lines(page: Path) -> list[str]:
-    """The command lines of the page's ``sh`` blocks that are run: comment-only lines dropped, a trailing
-    ``  # comment`` stripped (no documented command has a ``#`` of its own)."""
-    lines = []
-    for block in code_blocks(page):
-        if block.lang == "sh" and block.not_run is None:
-            for line in block.code.splitlines():
-                command = re.sub(r"\s+#.*$", "", line).strip()
-                if command and not command.startswith("#"):
-                    lines.append(command)
-    return lines
+    """The command lines of the page's ``sh`` blocks that tests/test_readme.py's session runs."""
+    return [line for block in code_blocks(page) if block.lang == "sh" and block.run_by_default
+            for line in command_lines(block.code)]
 
 
 def storm_on_path(bin_dir: Path) -> dict[str, str]:

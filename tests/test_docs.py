@@ -1,7 +1,8 @@
 """The API teaches itself: ``help()``/``pydoc`` work on every public name a topology author touches, every
 public class and method says what it is for, and every class shows a short example. The documentation's Python
 runs as written: every block of the README, Getting started and the Guide (tests/test_readme.py runs their shell
-lines), unless its page says why not."""
+lines, and a block needing another test's cluster or server is run by that test), and only the README may say why
+one is not run."""
 
 from __future__ import annotations
 
@@ -114,12 +115,15 @@ def test_help_shows_each_public_class_with_its_docstrings_and_an_example(name: s
 
 # ------------------------------------------------------------------------------------------------
 # The documentation's code: every Python block of the README, Getting started and the Guide runs here, every shell
-# block in tests/test_readme.py's session, unless its page marks it not run and says why
+# block in tests/test_readme.py's session, unless its page gives it to another test (run by) or, in the README
+# only, marks it not run and says why
 # ------------------------------------------------------------------------------------------------
 
 #: The Guide's pages whose Python blocks are, in this order, the module ``parity.py`` they describe.
 PARITY_PAGES = ("docs/guide/reliability.md", "docs/guide/groupings.md", "docs/guide/testing.md", "docs/guide/batches.md")
 RUN_LANGS = ("python", "sh")
+#: The pages every code block of which a test runs: none may be marked not run.
+ALL_RUN = ("docs/getting-started/", "docs/guide/")
 
 
 def doc_blocks() -> list[CodeBlock]:
@@ -127,31 +131,47 @@ def doc_blocks() -> list[CodeBlock]:
 
 
 def test_every_python_and_shell_block_of_the_runnable_docs_is_run_or_says_why_not() -> None:
-    """A block is run by a test below or by tests/test_readme.py, or its page says why not: a new block is run by
-    default, and one a test would miss fails here. A shell line of another page (the README's, say) runs in the
-    session as the same line. A fence without a language could hide code, so none has one."""
+    """A block is run by a test below, by tests/test_readme.py or by the test its page gives it to, or, in the README
+    only, its page says why not: a new block is run by default, and one a test would miss fails here. A shell line of
+    another page (the README's, say) runs in the session as the same line. A fence without a language could hide
+    code, so none has one."""
     blocks = doc_blocks()
     assert {"README.md", "docs/getting-started/dev-cluster.md", "docs/guide/batches.md"} <= {b.page for b in blocks}
     assert [b.page for b in blocks if not b.lang] == [], "every fence names its language (python, sh, yaml, json...)"
-    assert [b.page for b in blocks if b.not_run is not None and b.lang not in RUN_LANGS] == [], "only code is marked"
+    assert [b.page for b in blocks if not b.run_by_default and b.lang not in RUN_LANGS] == [], \
+        "only code is marked"
+    assert [b.page for b in blocks if b.not_run is not None and b.page.startswith(ALL_RUN)] == [], (
+        "every block of Getting started and the Guide runs: give it to the test that has what it needs with "
+        "<!-- run by tests/test_x.py --> instead of marking it not run"
+    )
     session = {line for page in SESSION_PAGES for line in shell_lines(REPO / page)}
     elsewhere = {line: page for page in run_doc_pages() if str(page.relative_to(REPO)) not in SESSION_PAGES
                  for line in shell_lines(page)}
     assert "storm local examples/wordcount.py --local-ttl 10" in elsewhere, "the README and Getting started show it"
     assert {line: page for line, page in elsewhere.items() if line not in session} == {}, (
         "a shell line outside the session's pages is run as one of the session's lines: add it to the dev "
-        "cluster's session or mark its block not run"
+        "cluster's session or give its block to the test that runs it"
     )
+
+
+def test_a_block_given_to_another_test_is_read_from_its_page_by_that_test() -> None:
+    """``<!-- run by tests/test_x.py -->`` names a test file that exists and reads the page's blocks
+    (support.blocks_run_by), so the block it runs is the page's, not a copy."""
+    given = {(b.page, b.run_by) for b in doc_blocks() if b.run_by is not None}
+    assert {"docs/getting-started/first-topology.md", "docs/guide/spark.md"} <= {page for page, _ in given}
+    for page, test in given:
+        source = (REPO / test).read_text() if (REPO / test).is_file() else ""
+        assert "blocks_run_by(" in source and f'"{page}"' in source, f"{test} does not run {page}'s block"
 
 
 def page_modules() -> list[str]:
     """The pages whose Python blocks run as one module each (the parity pages run together, below)."""
-    return [page for page in dict.fromkeys(b.page for b in doc_blocks() if b.lang == "python" and not b.not_run)
+    return [page for page in dict.fromkeys(b.page for b in doc_blocks() if b.lang == "python" and b.run_by_default)
             if page not in PARITY_PAGES]
 
 
 def python_code(page: str) -> str:
-    return "\n\n".join(b.code for b in code_blocks(REPO / page) if b.lang == "python" and b.not_run is None)
+    return "\n\n".join(b.code for b in code_blocks(REPO / page) if b.lang == "python" and b.run_by_default)
 
 
 @pytest.mark.parametrize("page", page_modules())

@@ -14,12 +14,19 @@ A line that nimbus refuses for the cluster's state of the moment (the next gray-
 one is done: a typed ``storm VERB: ...Exception: ...`` line, exit 1) is tried again until it passes, as an
 operator would; any other failure — a usage error, a refused habit, a traceback — fails at once. Lines that
 cannot run in a test are listed in :data:`NOT_RUN` with the reason.
+
+Before that last line, the session submits the word count from Python as First topology shows it: that page's
+Python blocks saved as ``wordcount.py``, the block it gives this test as ``submit.py``, run with ``python submit.py``
+(the session's own ``wordcount`` killed first, as a user frees the name); ``storm list wordcount`` then shows the id
+it printed running, and after ``storm kill wordcount`` it shows it killed.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+import sys
 import subprocess
 import time
 from pathlib import Path
@@ -28,7 +35,7 @@ import psutil
 import pytest
 
 from squall.dev.zookeeper import port_is_free
-from support import REPO, SESSION_PAGES, dev_cluster_env, shell_lines, wait_until
+from support import REPO, SESSION_PAGES, blocks_run_by, code_blocks, dev_cluster_env, shell_lines, wait_until
 from squall.core.worker_records import running
 
 #: Lines that cannot run in a test as written, and why. Any other line — a new one included — is run.
@@ -83,6 +90,38 @@ def run_line(line: str, cwd: Path, env: dict[str, str]) -> None:
         time.sleep(1)
 
 
+FIRST_TOPOLOGY = "docs/getting-started/first-topology.md"
+
+
+def listed(name: str, cwd: Path, env: dict[str, str]) -> dict[str, object] | None:
+    """``storm list NAME --json``'s row, or None when no topology of that name is running (exit 1)."""
+    done = subprocess.run(["bash", "-c", f"storm list {name} --json"], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode in (0, 1), done.stderr
+    return json.loads(done.stdout)[0] if done.returncode == 0 else None
+
+
+def submit_from_python(here: Path, env: dict[str, str]) -> None:
+    """First topology's submission from Python, as that page says to run it (see the module doc)."""
+    earlier = [b.code for b in code_blocks(REPO / FIRST_TOPOLOGY) if b.lang == "python" and b.run_by_default]
+    [submit] = blocks_run_by(__file__, FIRST_TOPOLOGY)
+    (here / "wordcount.py").write_text("\n\n".join(earlier))
+    (here / "submit.py").write_text(submit.code)
+    run_line("storm kill wordcount -w 1", here, env)
+    wait_until(lambda: listed("wordcount", here, env) is None, 60, "the session's wordcount gone")
+    done = subprocess.run([sys.executable, "submit.py"], cwd=here, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    topology_id = done.stdout.split()[-1]
+
+    def running_ok() -> dict[str, object] | None:
+        row = listed("wordcount", here, env)
+        return row if row is not None and row["health"] == "ok" else None
+    row = wait_until(running_ok, 90, "the submitted wordcount running with its workers")
+    assert (row["id"], row["status"], row["num_workers"]) == (topology_id, "ACTIVE", 2)
+    run_line("storm kill wordcount", here, env)
+    assert listed("wordcount", here, env)["status"] == "KILLED", "until its kill wait is over, then removed"
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_every_line_of_install_and_the_dev_cluster_runs_as_written(tmp_path: Path) -> None:
@@ -103,6 +142,8 @@ def test_every_line_of_install_and_the_dev_cluster_runs_as_written(tmp_path: Pat
                 assert cluster.poll() is None, out.read_text()
             else:
                 assert cluster is not None, f"{line!r} comes before {START!r} in the session"
+                if line == STOP:
+                    submit_from_python(here, env)
                 run_line(line, here, env)
         assert cluster is not None and cluster.wait(30) == 0, out.read_text()
         assert running_under(root) == [], "the dev cluster's processes are all gone"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -19,9 +18,9 @@ from processcluster import ProcessCluster
 from squall.core.worker_records import running
 from squall.core.zk import paths
 from squall.core.zk.records import TopologyTasks
-from squall.dev.sparkconnect import serving
-from squall.dev.zookeeper import free_port
-from support import REPO, log_events, wait_until
+from squall.dev.sparkconnect import DEFAULT_PORT, serving
+from squall.dev.zookeeper import free_port, port_is_free
+from support import blocks_run_by, command_lines, log_events, storm_on_path, wait_until
 
 LINES = 4000
 
@@ -93,12 +92,20 @@ def test_weblogs_pipeline_runs_end_to_end_and_only_the_spark_worker_starts_a_jvm
 
 @pytest.fixture(scope="module")
 def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Spark Connect server, started as a user would (``storm spark-connect``), stopped by its pid."""
-    port, log = free_port(), tmp_path_factory.mktemp("spark-connect") / "server.log"
+    """A Spark Connect server, started by the Spark page's line as a user types it (``storm spark-connect``; on a
+    free port instead of the default if another process holds that), stopped by its pid."""
+    here = tmp_path_factory.mktemp("spark-connect")
+    [block] = blocks_run_by(__file__, "docs/guide/spark.md")
+    [line] = command_lines(block.code)
+    port, typed = DEFAULT_PORT, f"--port {DEFAULT_PORT}"
+    assert typed in line, line
+    if not port_is_free("127.0.0.1", port):
+        port = free_port()
+        line = line.replace(typed, f"--port {port}")
+    log = here / "server.log"
     with open(log, "wb") as out:
-        server = subprocess.Popen([sys.executable, "-m", "squall.cli", "-c", "spark.log.level=WARN", "spark-connect",
-                                   "--port", str(port), "--master", "local[1]"], cwd=REPO, stdout=out,
-                                  stderr=subprocess.STDOUT)
+        server = subprocess.Popen(["bash", "-c", f"exec {line}"], cwd=here, env=storm_on_path(here / "bin"),
+                                  stdout=out, stderr=subprocess.STDOUT)
     try:
         wait_until(lambda: serving(port) or server.poll() is not None, 180, "the Spark Connect server's port")
         assert server.poll() is None, log.read_text()[-3000:]

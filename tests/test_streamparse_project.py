@@ -35,7 +35,7 @@ from squall.core.nimbus_client import nimbus_client
 from squall.core.thrift import from_bytes, storm
 from squall.dev.zookeeper import free_port
 from supervisor.code import download_code
-from support import storm_on_path, wait_until
+from support import blocks_run_by, command_lines, storm_on_path, wait_until
 
 BIN = Path(sys.executable).parent
 #: streamparse refuses to run as root unless told that lein may (it never runs lein here).
@@ -474,34 +474,53 @@ def test_the_quickstart_word_count_runs_in_storm_local_with_exact_counts(project
         wait_until(lambda: counts(out) == EXPECTED or local.poll() is not None, 180, f"the counts to reach {EXPECTED}")
         assert counts(out) == EXPECTED, local.stderr.read().decode() if local.poll() is not None else counts(out)
     finally:
-        if local.poll() is None:
-            os.killpg(local.pid, signal.SIGTERM)
-        local.wait(30)
+        stop_group(local)
 
 
-@pytest.mark.slow  # a process cluster, two topologies, an environment built with venv and pip: ~40 s
+@pytest.mark.slow  # a process cluster, two topologies, an environment built with venv and pip, storm local: ~40 s
 def test_the_unmodified_quickstart_counts_words_under_a_supervisor_started_as_a_service(
         zk_conf: dict[str, Any], project: Path, tmp_path: Path) -> None:
     """A service manager starts the supervisor by the absolute path of the virtualenv's ``storm``, with a PATH that
-    holds no virtualenv. The project as ``sparse quickstart`` made it, submitted with ``storm jar DIR``, counts words
-    (its bolt logs ``counted [N] words`` to the worker log): its workers find ``streamparse_run`` in the environment
-    built from its virtualenvs/wordcount.txt, where pip found streamparse installed on the host. So does the same
-    project as topology ``plain``, which has no virtualenv spec: its workers run on the supervisor's Python."""
+    holds no virtualenv. The streamparse page's quickstart lines, run as typed in a user's shell (the virtualenv
+    active, the cluster in its storm.yaml), make the project with ``sparse quickstart`` and submit it with
+    ``storm jar wordcount -e prod``: it counts words (its bolt logs ``counted [N] words`` to the worker log), its
+    workers finding ``streamparse_run`` in the environment built from its virtualenvs/wordcount.txt, where pip found
+    streamparse installed on the host; then ``storm local wordcount`` counts words too. So does the same project as
+    topology ``plain``, which has no virtualenv spec: its workers run on the supervisor's Python."""
     plain = Path(shutil.copytree(project, tmp_path / "plain"))
     (plain / "topologies" / "wordcount.py").rename(plain / "topologies" / "plain.py")
+    user = tmp_path / "user"
+    user.mkdir()
+    [block] = blocks_run_by(__file__, "docs/guide/streamparse.md")
     with ExitStack() as stack:
-        cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack)
+        # Storm's shell subprocess timeout (30 s), not the test clusters' 5 s: storm local's word count shares the
+        # machine while the workers start theirs, and a starting subprocess must not be killed for being slow
+        cluster = ProcessCluster(zk_conf, tmp_path / "cluster", stack, **{"topology.subprocess.timeout.secs": 30})
         cluster.start_nimbus()
         cluster.start_supervisor_as_a_service("sup", [free_port() for _ in range(2)])
         cluster.wait_supervisors(1)
-        assert cluster.cli("jar", str(project)) == 0
+        with open(tmp_path / "quickstart.out", "wb") as out:  # storm local runs on while the cluster's counts come
+            lines = subprocess.Popen(["bash", "-ec", "\n".join(command_lines(block.code))], cwd=user,
+                                     env=cluster.user_shell(tmp_path / "shell"), stdout=out,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        stack.callback(stop_group, lines)
         assert cluster.cli("jar", str(plain)) == 0
         logs = log_dir(cluster.daemon_conf("sup"))
         for name in ("wordcount", "plain"):
-            wait_until(lambda: re.search(r"counted \[|not on the worker's PATH", worker_logs(logs, name)), 180,
+            wait_until(lambda: re.search(r"counted \[|not on the worker's PATH", worker_logs(logs, name)), 300,
                        f"{name}'s word count bolt to log its counts")
             assert re.search(r"counted \[[0-9,]+\] words", worker_logs(logs, name)), worker_logs(logs, name)[-3000:]
             assert cluster.cli("kill", name, "-w", "1") == 0
+        shown = (tmp_path / "quickstart.out").read_text
+        assert lines.wait(120) == 0, shown()[-3000:]
+        assert re.search(r"counted \[[0-9,]+\] words", shown()), shown()[-3000:]
+
+
+def stop_group(process: subprocess.Popen[bytes]) -> None:
+    """Stop ``process``, started in a session of its own, and every process it started, if it still runs."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+    process.wait(30)
 
 
 def worker_logs(logs: Path, topology: str) -> str:

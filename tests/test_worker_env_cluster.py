@@ -1,6 +1,7 @@
 """Per-topology environments on a process cluster (``storm nimbus`` + ``storm supervisor``, real ZooKeeper): a topology
 importing a package no host has installed runs once its supervisor has built its environment from the wheels in
-its package, offline; a bad requirement is a task error naming it, which ``storm get-errors`` shows."""
+its package, offline (shipped as the Dependencies page's lines do it); a bad requirement is a task error naming it,
+which ``storm get-errors`` shows."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from squall.api.dsl import Topology
 from squall.api.submitter import submit_topology
 from squall.core.package import build_package
 from squall.core.zk import paths
-from support import filed_errors, wait_until
+from support import blocks_run_by, command_lines, filed_errors, wait_until
 from topologies import read_records
 from wheels import make_wheel
 
@@ -63,6 +64,37 @@ def _developer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     return importlib.import_module("uses_dep")
 
 
+#: The developer's topology file ``wc.py``: the module above, then a topology of its spout writing to ``records``.
+WC_TOPOLOGY = """
+
+from squall import Topology
+
+topology = Topology("good", conf={{"topology.workers": 1}})
+topology.spout("dep", DepReport, args=[{records!r}])
+"""
+
+
+def _submit_offline(cluster: ProcessCluster, tmp_path: Path, records: Path) -> str:
+    """The Dependencies page's offline lines, run as typed in the developer's project (``wc.py`` and a
+    ``requirements.txt``) with the developer's virtualenv active: pip makes the wheels from the developer's
+    index (here a directory of wheels, so no network), ``storm jar`` ships them. The id of the topology."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "wc.py").write_text(USES_DEP + WC_TOPOLOGY.format(records=str(records)))
+    (project / "requirements.txt").write_text("squall_test_dep==1.0\n")
+    index = tmp_path / "index"
+    make_wheel(index, "squall_test_dep", "1.0", {"squall_test_dep/__init__.py": "VALUE = 'the wheel'\n"})
+    env = {**cluster.user_shell(tmp_path / "shell"), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(index)}
+    env["PYTHONPATH"] += f":{tmp_path / 'dev'}"  # the developer's squall_test_dep, which storm jar imports
+    [block] = blocks_run_by(__file__, "docs/guide/dependencies.md")
+    for line in command_lines(block.code):
+        done = subprocess.run(["bash", "-c", line], cwd=project, env=env, capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, f"{line}\n{done.stdout}{done.stderr}"
+    assert [path.name for path in (project / "wheels").iterdir()] == ["squall_test_dep-1.0-py3-none-any.whl"]
+    with cluster.client() as client:
+        return str(client.getTopologyId("good"))
+
+
 def _package(folder: Path, requirements: str, wheels: dict[str, str]) -> Path:
     """A package of ``uses_dep`` with ``requirements`` and a squall_test_dep wheel per version → VALUE."""
     folder.mkdir()
@@ -92,7 +124,7 @@ def test_a_topology_runs_on_wheels_it_ships_and_a_bad_requirement_is_a_task_erro
             "supervisor.worker.env.build.timeout.secs": 120})
         cluster.start("sup")
 
-        good = submit(cluster, "good", "squall_test_dep==1.0\n")
+        good = _submit_offline(cluster, tmp_path, records)
         [report] = wait_until(lambda: read_records(records, "dep"), 90, "the spout importing squall_test_dep")
         assert report["value"] == "the wheel"
         venv = Path(report["venv"])
