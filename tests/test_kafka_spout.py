@@ -5,11 +5,13 @@ rule about a commit this topology wrote, on librdkafka's mock cluster."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +26,7 @@ from squall.api.testing import SpoutRun, make_context, run_spout
 from squall.api.tuple import Tuple
 from squall.core.extras import EXTRAS, MissingExtra
 from squall.dev.local import LocalTopology
-from support import wait_until
+from support import blocks_run_by, wait_until
 from topologies import Recorder
 
 PARTITIONS = 3
@@ -276,3 +278,56 @@ def test_declaring_the_spout_without_the_kafka_client_names_the_extra(monkeypatc
         Topology("reader").spout("kafka", KafkaSpout, args=["localhost:9092", "events", {"group.id": "g"}])
     assert str(raised.value) == ("spout 'kafka' (KafkaSpout) needs the Kafka client (no_such_kafka_client not "
                                  "installed): pip install 'squall[kafka]'")
+
+
+#: The user's own bolt the Guide's Kafka page imports (``from myapp.bolts import Count``): it counts by key.
+MYAPP_BOLTS = """
+from collections import Counter
+
+from squall import Bolt
+
+
+class Count(Bolt):
+    counts: Counter = Counter()  # one process (local mode): the test reads it
+
+    def execute(self, tup):
+        Count.counts[tup["key"]] += 1
+"""
+
+
+def test_the_guide_s_kafka_blocks_read_a_topic_as_written(kafka_address: str, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Guide's Kafka page as written, on the session's broker in place of its ``broker:9092``: its topology
+    counts every record of ``clicks`` by key, and its translating spout emits ``(user, page)`` and skips a click
+    without a page."""
+    topology_block, clicks_block = (block.code for block in blocks_run_by(__file__, "docs/guide/kafka.md"))
+    (tmp_path / "myapp").mkdir()
+    (tmp_path / "myapp" / "__init__.py").write_text("")
+    (tmp_path / "myapp" / "bolts.py").write_text(MYAPP_BOLTS)
+    (tmp_path / "clicks_page.py").write_text(clicks_block)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    admin = AdminClient({"bootstrap.servers": kafka_address})
+    for future in admin.create_topics([NewTopic("clicks", PARTITIONS, 1)]).values():
+        future.result(30)
+    produce(kafka_address, "clicks", range(30))
+    page: dict[str, Any] = {}
+    exec(compile(topology_block.replace("broker:9092", kafka_address), "docs/guide/kafka.md", "exec"), page)
+    from myapp.bolts import Count  # type: ignore[import-not-found]
+
+    with LocalTopology(page["topology"], FAST):
+        wait_until(lambda: sum(Count.counts.values()) >= 30, 60, "every click counted")
+    assert Count.counts == {str(i).encode(): 1 for i in range(30)}
+
+    from clicks_page import Clicks  # type: ignore[import-not-found]
+
+    topic = new_topic(kafka_address)
+    producer = Producer({"bootstrap.servers": kafka_address, "linger.ms": 0})
+    for click in ({"user": "ann", "page": "/a"}, {"user": "bob"}, {"user": "cy", "page": "/c"}):
+        producer.produce(topic, value=json.dumps(click).encode(), partition=0)
+    assert producer.flush(30) == 0
+    translated = Topology("translated")
+    spout = translated.spout("clicks", Clicks, args=[kafka_address, [topic], {"group.id": f"g-{uuid.uuid4().hex}"}])
+    translated.bolt("sink", Recorder).shuffle(spout)
+    with LocalTopology(translated, FAST) as local:
+        wait_until(lambda: len(seen(local)) >= 2, 60, "the clicks with a page")  # bob's, between them, skipped
+    assert sorted(seen(local)) == [("ann", "/a"), ("cy", "/c")]
