@@ -132,23 +132,29 @@ def shared_address(directory: Path, what: str) -> str:
     return wait_until(written, 120, f"the session's {what}, started by the xdist controller")
 
 
-class DevClusterFilesTogether:
-    """Under ``--dist loadfile``, the files whose tests run ``storm dev-cluster`` on the default ports (when free:
-    :func:`support.dev_cluster_env`) on one worker: two at once on two workers could both find them free."""
+def starts_daemons(path: str) -> bool:
+    """Whether a test file's tests run nimbus, supervisors and workers as processes (``tests/test_*_cluster.py``,
+    and the files that run the documentation's sessions against them)."""
+    name = Path(path).name
+    return name.endswith("_cluster.py") or name in {"test_readme.py", "test_streamparse_project.py",
+                                                     "test_nimbus_process.py"}
 
-    FILES = frozenset({"tests/test_cli_cluster.py", "tests/test_readme.py"})
+
+class ProcessClustersOneAtATime:
+    """Under ``--dist loadfile``, every file whose tests start daemons as processes (:func:`starts_daemons`) on one
+    worker, one test at a time, while the other workers run the rest: two clusters at once on a 2-core machine
+    starve each other's heartbeats, and the files that run ``storm dev-cluster`` on its default ports (when free:
+    :func:`support.dev_cluster_env`) could both find them free."""
 
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         if config.getvalue("dist") != "loadfile":
             return None
         from xdist.scheduler import LoadFileScheduling
 
-        files = self.FILES
-
         class Scheduling(LoadFileScheduling):
             def _split_scope(self, nodeid: str) -> str:
                 scope = super()._split_scope(nodeid)
-                return "storm dev-cluster" if scope in files else scope
+                return "process clusters" if starts_daemons(scope) else scope
 
         return Scheduling(config, log)
 
@@ -158,20 +164,21 @@ def pytest_configure(config: pytest.Config) -> None:
     if distributing and not config.option.collectonly:
         for key in SERVICES:
             config.pluginmanager.register(SharedService(key), key)
-        config.pluginmanager.register(DevClusterFilesTogether(), "squall-dev-cluster-files")
+        config.pluginmanager.register(ProcessClustersOneAtATime(), "squall-process-clusters")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """In pytest-xdist's workers (``--dist loadfile``: a file's tests on one worker, so a module-scoped cluster
-    starts once), the files handed out longest first, so the short ones fill the end of the run: by how many slow
-    tests they hold, then how many use ZooKeeper (clusters, processes), the rest in their order."""
+    starts once), the longest work handed out first, so the short files fill the end of the run: the process
+    clusters (:class:`ProcessClustersOneAtATime`), then the files by how many slow tests they hold, then by how many
+    use ZooKeeper, the rest in their order."""
     if not hasattr(config, "workerinput"):
         return
     weights: dict[Path, list[int]] = {}
     for item in items:
-        weight = weights.setdefault(item.path, [0, 0])
-        weight[0] += item.get_closest_marker("slow") is not None
-        weight[1] += "zk_address" in getattr(item, "fixturenames", ())
+        weight = weights.setdefault(item.path, [starts_daemons(str(item.path)), 0, 0])
+        weight[1] += item.get_closest_marker("slow") is not None
+        weight[2] += "zk_address" in getattr(item, "fixturenames", ())
     items.sort(key=lambda item: weights[item.path], reverse=True)  # stable: a file's tests keep their order
 
 

@@ -111,6 +111,17 @@ def test_the_pyproject_extras_install_what_squall_core_extras_names() -> None:
     assert "squall[spark,ui,kafka]" in project["optional-dependencies"]["test"], "the tests need every stack"
 
 
+def test_every_package_of_the_checkout_is_installed() -> None:
+    """setuptools installs the packages pyproject.toml lists: a new subpackage left out of the list is missing from
+    every installed Squall (its import fails there, while a checkout runs fine)."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    roots = {name.split(".")[0] for name in listed} - {"idl"}
+    found = {".".join(init.parent.relative_to(REPO).parts) for root in roots for init in (REPO / root).rglob("__init__.py")}
+    assert found - listed == set(), "add them to [tool.setuptools] packages"
+
+
 # ------------------------------------------------------------------------------------------------
 # Slow: a fresh virtualenv with `pip install .`
 # ------------------------------------------------------------------------------------------------
