@@ -8,11 +8,10 @@ PYTHON ?= python3
 
 .PHONY: test demo pipeline docs setup system-deps clean
 
-# Three pytest-xdist workers (most tests wait on real processes, sockets and timers rather than a core): a file's
-# tests on one worker (a module's cluster starts once), the fault scenarios one at a time (tests/conftest.py).
+# Every core: a file's tests on one pytest-xdist worker (a module's cluster starts once), the longest files first.
 test: setup
 	@bash deploy/install-system-deps.sh --for-tests
-	$(VENV)/bin/pytest -n 3 --dist loadfile --no-loadscope-reorder
+	$(VENV)/bin/pytest -n auto --dist loadfile --no-loadscope-reorder
 
 demo: system-deps $(VENV)/.installed-ui
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash deploy/demo.sh wordcount

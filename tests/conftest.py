@@ -132,26 +132,19 @@ def shared_address(directory: Path, what: str) -> str:
     return wait_until(written, 120, f"the session's {what}, started by the xdist controller")
 
 
-#: Files whose tests run ``storm dev-cluster`` on its default ports (when free: :func:`support.dev_cluster_env`):
-#: two at once could both find them free, so they share one xdist worker.
-DEV_CLUSTER_FILES = frozenset({"test_cli_cluster.py", "test_readme.py"})
-#: Files that start daemons as processes but inject no fault and time nothing: they may run beside another cluster.
-CLUSTERS_WITHOUT_FAULTS = frozenset({"test_spark_cluster.py", "test_security_cluster.py", "test_worker_env_cluster.py"})
-
-
-def fault_scenarios(path: str) -> bool:
-    """Whether a test file's tests run nimbus, supervisors and workers as processes and time what happens when one
-    of them fails (``tests/test_*_cluster.py`` unless named above, and the other files that start daemons)."""
+def starts_daemons(path: str) -> bool:
+    """Whether a test file's tests run nimbus, supervisors and workers as processes (``tests/test_*_cluster.py``,
+    and the files that run the documentation's sessions against them)."""
     name = Path(path).name
-    if name in DEV_CLUSTER_FILES or name in CLUSTERS_WITHOUT_FAULTS:
-        return False
-    return name.endswith("_cluster.py") or name in {"test_streamparse_project.py", "test_nimbus_process.py"}
+    return name.endswith("_cluster.py") or name in {"test_readme.py", "test_streamparse_project.py",
+                                                     "test_nimbus_process.py"}
 
 
-class FaultScenariosOneAtATime:
-    """Under ``--dist loadfile``, every file of :func:`fault_scenarios` on one worker, one test at a time, while
-    the other workers run the rest: two of them at once on a 2-core machine starve each other's heartbeats, which
-    is what they time. The :data:`DEV_CLUSTER_FILES` share a worker of their own."""
+class ProcessClustersOneAtATime:
+    """Under ``--dist loadfile``, every file whose tests start daemons as processes (:func:`starts_daemons`) on one
+    worker, one test at a time, while the other workers run the rest: two clusters at once on a 2-core machine
+    starve each other's heartbeats, and the files that run ``storm dev-cluster`` on its default ports (when free:
+    :func:`support.dev_cluster_env`) could both find them free."""
 
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         if config.getvalue("dist") != "loadfile":
@@ -161,9 +154,7 @@ class FaultScenariosOneAtATime:
         class Scheduling(LoadFileScheduling):
             def _split_scope(self, nodeid: str) -> str:
                 scope = super()._split_scope(nodeid)
-                if fault_scenarios(scope):
-                    return "fault scenarios"
-                return "storm dev-cluster" if Path(scope).name in DEV_CLUSTER_FILES else scope
+                return "process clusters" if starts_daemons(scope) else scope
 
         return Scheduling(config, log)
 
@@ -173,22 +164,21 @@ def pytest_configure(config: pytest.Config) -> None:
     if distributing and not config.option.collectonly:
         for key in SERVICES:
             config.pluginmanager.register(SharedService(key), key)
-        config.pluginmanager.register(FaultScenariosOneAtATime(), "squall-fault-scenarios")
+        config.pluginmanager.register(ProcessClustersOneAtATime(), "squall-process-clusters")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """In pytest-xdist's workers (``--dist loadfile``: a file's tests on one worker, so a module-scoped cluster
-    starts once), the longest work handed out first, so the short files fill the end of the run: the fault
-    scenarios (:class:`FaultScenariosOneAtATime`), then the dev cluster's files, then the files by how many slow
-    tests they hold, then by how many use ZooKeeper, the rest in their order."""
+    starts once), the longest work handed out first, so the short files fill the end of the run: the process
+    clusters (:class:`ProcessClustersOneAtATime`), then the files by how many slow tests they hold, then by how many
+    use ZooKeeper, the rest in their order."""
     if not hasattr(config, "workerinput"):
         return
     weights: dict[Path, list[int]] = {}
     for item in items:
-        first = (fault_scenarios(str(item.path)), item.path.name in DEV_CLUSTER_FILES)
-        weight = weights.setdefault(item.path, [*first, 0, 0])
-        weight[2] += item.get_closest_marker("slow") is not None
-        weight[3] += "zk_address" in getattr(item, "fixturenames", ())
+        weight = weights.setdefault(item.path, [starts_daemons(str(item.path)), 0, 0])
+        weight[1] += item.get_closest_marker("slow") is not None
+        weight[2] += "zk_address" in getattr(item, "fixturenames", ())
     items.sort(key=lambda item: weights[item.path], reverse=True)  # stable: a file's tests keep their order
 
 
