@@ -25,7 +25,7 @@ import pytest
 
 from squall.core.zk.client import ZkClient
 from squall.dev.kafka import LocalKafka
-from squall.dev.zookeeper import LocalZooKeeper, free_port, is_serving
+from squall.dev.zookeeper import LocalZooKeeper, ZooKeeperUnavailable, free_port, is_serving
 from support import chroot_conf, wait_until
 
 # A suite started in the background by a non-interactive shell inherits SIGINT ignored, and so would every process
@@ -63,7 +63,13 @@ def session_zookeeper(data_dir: Path) -> Iterator[str]:
         finally:
             container.stop()
         return
-    server = LocalZooKeeper(data_dir, free_port()).start()
+    for attempt in range(3):  # a free port may be taken before the server binds it (another thread's connection)
+        try:
+            server = LocalZooKeeper(data_dir, free_port()).start()
+            break
+        except ZooKeeperUnavailable:
+            if attempt == 2:
+                raise
     try:
         yield server.connect_string
     finally:
