@@ -30,7 +30,7 @@ from support import blocks_run_by, wait_until
 from topologies import Recorder
 
 PARTITIONS = 3
-FAST = {"topology.message.timeout.secs": 30}  # no tree times out while a loaded machine runs the test
+FAST = {"topology.message.timeout.secs": 30}  # no tree times out while a slow start-up delays the first acks
 
 
 def new_topic(address: str) -> str:

@@ -248,7 +248,7 @@ def test_a_hung_subprocess_is_killed_its_tuples_fail_and_replay(tmp_path: Path) 
     t.bolt("sink", Recorder).shuffle(passed)
     with local(t, **{"topology.subprocess.timeout.secs": 2}) as running:
         spout, bolt = running.component("numbers"), running.tasks("pass")[0]
-        hung = wait_until(lambda: bolt.pid, 60, "the first subprocess")  # waits a loaded machine may stretch
+        hung = wait_until(lambda: bolt.pid, 60, "the first subprocess")  # a start-up that may be slow
         wait_until(lambda: sorted(set(spout.acked)) == list(range(count)), 90, "every number acked after the hang")
         assert 7 in spout.failed  # the input it hung on failed, and was replayed
         assert set(seen_n(running)) == set(range(count))

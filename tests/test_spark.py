@@ -228,7 +228,7 @@ def test_the_example_spout_reads_log_files_in_name_order_and_replays_a_failed_li
 # On a real Spark session (local mode: the worker runtime in this process)
 # ------------------------------------------------------------------------------------------------
 
-# The message timeout is long enough that no tree times out while a loaded machine runs the Spark jobs: the tests
+# The message timeout is long enough that no tree times out while slow Spark jobs run: the tests
 # that assert exact output would otherwise count a replayed tree twice (at-least-once, as in Storm).
 FAST = {"task.heartbeat.frequency.secs": 0.05, "topology.message.timeout.secs": 120,
         "spark.batch.size": 300, "spark.batch.interval.ms": 200}
